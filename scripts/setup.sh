@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Sets up everything air needs on a fresh Debian 12 machine, idempotently, then builds
+# build/bin/air. Debian packages come from apt-get; the Python packages the tests use as
+# numerical references go into a venv outside the clone, keyed by the requirements' hash
+# (AIR_VENV_ROOT, default ~/.cache/air), so fresh clones reuse it.
+#
+#   scripts/setup.sh            # packages + venv + build
+#   AIR_SKIP_VENV=1 ...         # skip the Python venv (build only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config ccache git
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-venv
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${AIR_SKIP_VENV:-0}" != "1" ]; then
+  "$ROOT/scripts/venv.sh" >/dev/null
+fi
+
+cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$ROOT/build" --parallel "$(nproc)"
+echo "setup: built $ROOT/build/bin/air"

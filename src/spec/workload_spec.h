@@ -1,0 +1,94 @@
+// WorkloadSpec: the typed form of a workload YAML (docs/workload-spec.md, REFERENCES.md §1).
+//
+// Produced by ParseWorkloadSpec (spec/parser.h) after every rule has been checked; consumers
+// (the plan, the runtime, the backends) may rely on the invariants noted per field. Maps keep
+// the order in which the user wrote them. Plain values: copyable, no shared state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace air::spec {
+
+// 1-based line and column of a YAML node in the workload file (0 when unknown).
+struct SourceLocation {
+  int line = 0;
+  int column = 0;
+};
+
+enum class AcceleratorKind { kGpu, kCpu };
+
+struct ComputeSpec {
+  std::string accelerator_type;  // as written: "GPU_8xH100", "CPU_2", ...
+  int num_accelerators = 0;      // > 0, a multiple of per_node
+  // Derived from accelerator_type and num_accelerators:
+  AcceleratorKind kind = AcceleratorKind::kGpu;
+  std::string device_model;  // "H100", "H200", "A10"; "CPU" for CPU shapes
+  int per_node = 0;          // GPUs (or worker processes for CPU_<n>) per node
+  int num_nodes = 0;         // num_accelerators / per_node
+};
+
+struct DockerImageSpec {
+  std::string url;
+  std::optional<std::string> username;       // basic_auth.username (secret reference allowed)
+  std::optional<std::string> password_secret;  // basic_auth.password as "scope/key"
+};
+
+struct EnvironmentSpec {
+  std::optional<std::string> version;             // client image version; only with dependencies
+  std::vector<std::string> dependencies;          // inline pip requirement strings
+  std::optional<std::string> requirements_file;   // or a path to a requirements file
+  std::optional<DockerImageSpec> docker_image;    // excludes version and dependencies
+};
+
+struct GitRefSpec {
+  std::optional<std::string> branch;  // exactly one of branch and commit
+  std::optional<std::string> commit;
+};
+
+struct SnapshotSpec {
+  std::string root_path;                    // as written (may be relative to the YAML's dir)
+  std::string resolved_root;                // absolute path
+  std::vector<std::string> include_paths;   // relative, no "..", non-empty when given
+  std::optional<GitRefSpec> git;
+};
+
+struct CodeSourceSpec {
+  std::string type = "snapshot";  // the only type
+  SnapshotSpec snapshot;
+};
+
+struct SecretRef {
+  std::string scope;
+  std::string key;
+  std::string ToString() const { return scope + "/" + key; }
+};
+
+struct PermissionSpec {
+  std::string principal;  // user_name / group_name / service_principal_name value
+  std::string principal_kind;
+  std::string level;      // e.g. CAN_VIEW, CAN_MANAGE
+};
+
+struct WorkloadSpec {
+  std::string source_path;       // the YAML file this came from (absolute)
+  std::string source_dir;        // its directory: relative paths resolve against it
+  std::string experiment_name;   // [A-Za-z0-9_-]{1,100}
+  ComputeSpec compute;
+  std::optional<EnvironmentSpec> environment;
+  std::optional<CodeSourceSpec> code_source;
+  std::string command;           // non-empty, <= 1000 lines
+  std::vector<std::pair<std::string, std::string>> env_variables;  // NAME -> value, as written
+  std::vector<std::pair<std::string, SecretRef>> secrets;          // NAME -> scope/key
+  int max_retries = 3;
+  std::optional<int> timeout_minutes;      // >= 1
+  std::optional<std::string> parameters_yaml;  // the parameters block re-emitted as YAML text
+  std::optional<std::string> idempotency_token;  // <= 64 chars
+  std::optional<std::string> mlflow_run_name;
+  std::optional<std::string> mlflow_experiment_directory;
+  std::vector<PermissionSpec> permissions;
+};
+
+}  // namespace air::spec

@@ -1,0 +1,56 @@
+// Tests for the POSIX Env: atomic writes keep exact modes, directories, ports.
+#include "base/env.h"
+
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace air {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/air_env_test_XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+TEST(PosixEnvTest, WriteFileAtomicKeepsModeAcrossRewrites) {
+  Env* env = DefaultEnv();
+  std::string dir = TempDir();
+  std::string path = dir + "/secret";
+  ASSERT_TRUE(env->WriteFileAtomic(path, "one", 0600).ok());
+  ASSERT_TRUE(env->WriteFileAtomic(path, "two", 0600).ok());
+  struct stat sb;
+  ASSERT_EQ(::stat(path.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 0777, 0600u);
+  EXPECT_EQ(*env->ReadFile(path), "two");
+  // No temporary file is left behind.
+  EXPECT_EQ(env->ListDir(dir)->size(), 1u);
+  ASSERT_TRUE(env->RemoveAll(dir).ok());
+}
+
+TEST(PosixEnvTest, MissingFileIsNotFound) {
+  auto r = DefaultEnv()->ReadFile("/nonexistent/air/file");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/air/file"), std::string::npos);
+}
+
+TEST(PosixEnvTest, CreateDirsIsIdempotent) {
+  Env* env = DefaultEnv();
+  std::string dir = TempDir() + "/a/b/c";
+  ASSERT_TRUE(env->CreateDirs(dir).ok());
+  ASSERT_TRUE(env->CreateDirs(dir).ok());
+  EXPECT_TRUE(env->IsDirectory(dir));
+}
+
+TEST(PosixEnvTest, PickFreePortReturnsUsablePort) {
+  auto port = DefaultEnv()->PickFreePort();
+  ASSERT_TRUE(port.ok());
+  EXPECT_GT(*port, 0);
+  EXPECT_LT(*port, 65536);
+}
+
+}  // namespace
+}  // namespace air

@@ -1,0 +1,47 @@
+// Tests for base/strings: did-you-mean, splitting, UTF-8 validation, sizes.
+#include "base/strings.h"
+
+#include <gtest/gtest.h>
+
+namespace air {
+namespace {
+
+TEST(EditDistanceTest, CountsInsertionsDeletionsSubstitutions) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("abc", ""), 3u);
+}
+
+TEST(ClosestMatchTest, SuggestsNearbyKeyOnly) {
+  std::vector<std::string> keys = {"experiment_name", "compute", "command", "max_retries"};
+  EXPECT_EQ(ClosestMatch("experment_name", keys), "experiment_name");
+  EXPECT_EQ(ClosestMatch("comand", keys), "command");
+  EXPECT_EQ(ClosestMatch("zzzzzz", keys), "");
+  EXPECT_EQ(DidYouMeanSuffix("max_retry", keys), " (did you mean 'max_retries'?)");
+}
+
+TEST(SplitTest, KeepsEmptyFields) {
+  EXPECT_EQ(Split("a/b", '/'), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(Split("a//", '/'), (std::vector<std::string>{"a", "", ""}));
+  EXPECT_EQ(Trim("  x y \n"), "x y");
+}
+
+TEST(Utf8Test, RejectsInvalidSequencesWithOffset) {
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8("日本語 😀"));
+  size_t at = 0;
+  EXPECT_FALSE(IsValidUtf8(std::string("ab\xff" "cd"), &at));
+  EXPECT_EQ(at, 2u);
+  EXPECT_FALSE(IsValidUtf8(std::string("\xc0\xaf")));         // overlong '/'
+  EXPECT_FALSE(IsValidUtf8(std::string("\xed\xa0\x80")));     // surrogate
+  EXPECT_FALSE(IsValidUtf8(std::string("\xe6\x97")));         // truncated
+}
+
+TEST(HumanBytesTest, PicksUnit) {
+  EXPECT_EQ(HumanBytes(12), "12 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+  EXPECT_EQ(HumanBytes(3ull << 30), "3.0 GiB");
+}
+
+}  // namespace
+}  // namespace air
