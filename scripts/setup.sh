@@ -12,8 +12,8 @@ ROOT=$PWD
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache git
-  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev
+  libyaml-cpp-dev libyaml-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
 )

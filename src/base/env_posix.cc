@@ -72,9 +72,11 @@ class PosixEnv final : public Env {
   }
 
   Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) override {
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return ErrnoStatus("create " + tmp, errno);
+    // mkostemp creates a fresh, exclusive (O_EXCL) temporary file with mode 0600, so
+    // concurrent writers never share one and a planted symlink is never followed.
+    std::string tmp = path + ".tmp.XXXXXX";
+    int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("create temporary file for " + path, errno);
     // open() honours the umask; make the mode exact (0600 must stay 0600, 0644 stay 0644).
     if (::fchmod(fd, mode) != 0) {
       int err = errno;

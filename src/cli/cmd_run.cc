@@ -1,12 +1,164 @@
-// `air run -f FILE [--dry-run] [--watch] [--override FIELD=VALUE]...`: validate a workload
-// spec and (with --dry-run) print the resolved plan, or submit it.
+// `air run -f FILE [--dry-run] [--watch] [--override FIELD=VALUE]...`: load and validate a
+// workload spec (every error at once, as FILE:LINE:COL: field: message, exit code 2), list its
+// code snapshot, and then either print the resolved plan (--dry-run: nothing is started and
+// nothing is written, not even AIR_HOME) or hand the spec to the runtime (SubmitValidatedRun).
+#include <memory>
+
 #include "cli/commands.h"
+#include "cli/run_watch.h"
+#include "runtime/submit.h"
+#include "runtime/submit_detail.h"
+#include "spec/parser.h"
+#include "spec/plan.h"
+#include "spec/snapshot_scan.h"
 
 namespace air::cli {
+namespace {
+
+struct RunFlags {
+  std::string file;
+  bool dry_run = false;
+  bool watch = false;
+  std::vector<std::string> overrides;
+};
+
+// Submits a validated spec (runtime/submit_detail.h): prints the numeric run id (text: alone on
+// stdout, so `ID=$(air run -f f.yaml)` works) and returns; with --watch, streams node 0 until
+// the run ends and exits non-zero unless it SUCCEEDED. An idempotency_token that matches an
+// earlier run returns that run instead of submitting again.
+Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool watch) {
+  runtime::SubmitOptions options;
+  options.air_home = AirHome(ctx);
+  AIR_ASSIGN_OR_RETURN(runtime::SubmitResult submitted,
+                       runtime::SubmitRunDetailed(spec, options, ctx.env));
+  if (!ctx.json()) {
+    if (!submitted.created) {
+      *ctx.err << "idempotency_token matches run " << submitted.run_id
+               << "; returning it instead of submitting again\n";
+    } else if (watch) {
+      *ctx.err << "[air] run " << submitted.run_id << " submitted (" << spec.compute.num_nodes
+               << " node(s)); streaming node 0. Ctrl-C stops watching, not the run.\n";
+    }
+  }
+  if (!watch) {
+    EmitData(ctx,
+             {{"run_id", submitted.run_id},
+              {"created", submitted.created},
+              {"experiment", spec.experiment_name},
+              {"num_nodes", spec.compute.num_nodes},
+              {"snapshot_id", submitted.snapshot_id},
+              {"snapshot_files", submitted.snapshot_files},
+              {"snapshot_bytes", submitted.snapshot_bytes}},
+             std::to_string(submitted.run_id));
+    return Status::Ok();
+  }
+  if (ctx.json()) {
+    *ctx.out << Envelope(ctx, {{"run_id", submitted.run_id}, {"created", submitted.created}})
+                    .dump()
+             << "\n"
+             << std::flush;
+  } else {
+    *ctx.out << submitted.run_id << "\n" << std::flush;
+  }
+  WatchRequest request;
+  request.run_id = submitted.run_id;
+  return WatchAndReport(ctx, request);
+}
+
+nlohmann::json DiagnosticsJson(const std::vector<spec::SpecDiagnostic>& diagnostics) {
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& d : diagnostics) {
+    nlohmann::json e = {{"file", d.file},
+                        {"line", d.line},
+                        {"column", d.column},
+                        {"field", d.field},
+                        {"message", d.message}};
+    if (!d.origin.empty()) e["origin"] = d.origin;
+    errors.push_back(e);
+  }
+  return errors;
+}
+
+nlohmann::json ChangesJson(const std::vector<spec::OverrideChange>& changes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : changes) {
+    out.push_back({{"field", c.field}, {"before", c.before}, {"after", c.after}});
+  }
+  return out;
+}
+
+// Prints every diagnostic (text: one line each on stderr; JSON: one error envelope).
+void EmitSpecErrors(CliContext& ctx, const spec::LoadReport& report, const Status& summary) {
+  std::vector<spec::SpecDiagnostic> sorted = report.diagnostics.Sorted();
+  if (ctx.json()) {
+    std::string message = summary.message() + ":";
+    for (const auto& d : sorted) message += "\n" + d.ToString();
+    EmitError(ctx, Status(summary.code(), message),
+              {{"errors", DiagnosticsJson(sorted)}, {"overrides", ChangesJson(report.changes)}});
+    return;
+  }
+  for (const auto& d : sorted) *ctx.err << d.ToString() << "\n";
+  EmitError(ctx, Status(summary.code(), summary.message() + "; nothing was started"));
+}
+
+void RunCommand(CliContext& ctx, const RunFlags& flags) {
+  spec::LoadReport report;
+  Result<spec::WorkloadSpec> loaded =
+      spec::LoadWorkloadSpec(flags.file, flags.overrides, ctx.env, &report);
+  if (!ctx.json() && !report.changes.empty()) *ctx.out << spec::OverrideChangesText(report.changes);
+  if (!loaded.ok()) {
+    if (report.diagnostics.empty()) {
+      EmitError(ctx, loaded.status());
+    } else {
+      EmitSpecErrors(ctx, report, loaded.status());
+    }
+    return;
+  }
+  const spec::WorkloadSpec& workload = *loaded;
+  std::optional<spec::SnapshotListing> snapshot;
+  if (workload.code_source) {
+    std::string field;
+    Result<spec::SnapshotListing> scanned =
+        spec::ScanSnapshot(workload.code_source->snapshot, ctx.env, &field);
+    if (!scanned.ok()) {
+      if (scanned.status().code() != ErrorCode::kInvalidArgument) {
+        EmitError(ctx, scanned.status().WithContext("listing the code snapshot"));
+        return;
+      }
+      report.diagnostics.Add(workload.LocationOf(field), field, scanned.status().message(),
+                             workload.OriginOf(field));
+      EmitSpecErrors(ctx, report, InvalidArgument(flags.file + " has 1 error"));
+      return;
+    }
+    snapshot = std::move(*scanned);
+  }
+  if (!flags.dry_run) {
+    Status submitted = SubmitValidatedRun(ctx, workload, flags.watch);
+    if (!submitted.ok()) EmitError(ctx, submitted);
+    return;
+  }
+  spec::PlanInput input{&workload, snapshot ? &*snapshot : nullptr, &report.changes};
+  EmitData(ctx, spec::PlanToJson(input), spec::PlanToText(input));
+}
+
+}  // namespace
 
 void RegisterRunCommand(CLI::App& root, CliContext& ctx) {
-  auto* cmd = root.add_subcommand("run", "validate and submit a workload YAML");
-  cmd->callback([&ctx] { EmitError(ctx, Unimplemented("air run is being built")); });
+  auto flags = std::make_shared<RunFlags>();
+  auto* cmd = root.add_subcommand(
+      "run", "validate a workload YAML and submit it, or show its plan with --dry-run");
+  cmd->add_option("-f,--file", flags->file, "the workload YAML file")->required();
+  cmd->add_flag("--dry-run", flags->dry_run,
+                "validate and print the resolved plan; start nothing, write nothing");
+  cmd->add_flag("--watch", flags->watch,
+                "after submitting, stream node 0's log until the run ends; exit non-zero unless "
+                "it succeeded");
+  cmd->add_option("--override", flags->overrides,
+                  "FIELD=VALUE, a dotted path into the spec (repeatable), e.g. max_retries=0, "
+                  "compute.num_accelerators=8, env_variables.FOO=bar, parameters.lr=1e-4")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->callback([&ctx, flags] { RunCommand(ctx, *flags); });
 }
 
 }  // namespace air::cli

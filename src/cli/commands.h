@@ -11,5 +11,16 @@ namespace air::cli {
 
 void RegisterVersionCommand(CLI::App& root, CliContext& ctx);
 void RegisterRunCommand(CLI::App& root, CliContext& ctx);
+void RegisterGetCommand(CLI::App& root, CliContext& ctx);
+void RegisterListCommand(CLI::App& root, CliContext& ctx);
+void RegisterLogsCommand(CLI::App& root, CliContext& ctx);
+void RegisterCancelCommand(CLI::App& root, CliContext& ctx);
+void RegisterSuperviseCommand(CLI::App& root, CliContext& ctx);
+void RegisterAgentCommand(CLI::App& root, CliContext& ctx);
+void RegisterSecretsCommand(CLI::App& root, CliContext& ctx);
+void RegisterTrainCommand(CLI::App& root, CliContext& ctx);
+void RegisterGenerateCommand(CLI::App& root, CliContext& ctx);
+void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx);
+void RegisterModelCommand(CLI::App& root, CliContext& ctx);
 
 }  // namespace air::cli

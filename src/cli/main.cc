@@ -21,6 +21,17 @@ int main(int argc, char** argv) {
 
   air::cli::RegisterVersionCommand(app, ctx);
   air::cli::RegisterRunCommand(app, ctx);
+  air::cli::RegisterGetCommand(app, ctx);
+  air::cli::RegisterListCommand(app, ctx);
+  air::cli::RegisterLogsCommand(app, ctx);
+  air::cli::RegisterCancelCommand(app, ctx);
+  air::cli::RegisterSuperviseCommand(app, ctx);
+  air::cli::RegisterAgentCommand(app, ctx);
+  air::cli::RegisterSecretsCommand(app, ctx);
+  air::cli::RegisterTrainCommand(app, ctx);
+  air::cli::RegisterGenerateCommand(app, ctx);
+  air::cli::RegisterTokenizeCommand(app, ctx);
+  air::cli::RegisterModelCommand(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 // the order in which the user wrote them. Plain values: copyable, no shared state.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,15 +33,15 @@ struct ComputeSpec {
 
 struct DockerImageSpec {
   std::string url;
-  std::optional<std::string> username;       // basic_auth.username (secret reference allowed)
+  std::optional<std::string> username;         // basic_auth.username (secret reference allowed)
   std::optional<std::string> password_secret;  // basic_auth.password as "scope/key"
 };
 
 struct EnvironmentSpec {
-  std::optional<std::string> version;             // client image version; only with dependencies
-  std::vector<std::string> dependencies;          // inline pip requirement strings
-  std::optional<std::string> requirements_file;   // or a path to a requirements file
-  std::optional<DockerImageSpec> docker_image;    // excludes version and dependencies
+  std::optional<std::string> version;            // client image version; only with dependencies
+  std::vector<std::string> dependencies;         // inline pip requirement strings
+  std::optional<std::string> requirements_file;  // or a path to a requirements file
+  std::optional<DockerImageSpec> docker_image;   // excludes version and dependencies
 };
 
 struct GitRefSpec {
@@ -49,9 +50,9 @@ struct GitRefSpec {
 };
 
 struct SnapshotSpec {
-  std::string root_path;                    // as written (may be relative to the YAML's dir)
-  std::string resolved_root;                // absolute path
-  std::vector<std::string> include_paths;   // relative, no "..", non-empty when given
+  std::string root_path;                   // as written (may be relative to the YAML's dir)
+  std::string resolved_root;               // absolute path
+  std::vector<std::string> include_paths;  // relative, no "..", non-empty when given
   std::optional<GitRefSpec> git;
 };
 
@@ -69,26 +70,41 @@ struct SecretRef {
 struct PermissionSpec {
   std::string principal;  // user_name / group_name / service_principal_name value
   std::string principal_kind;
-  std::string level;      // e.g. CAN_VIEW, CAN_MANAGE
+  std::string level;  // e.g. CAN_VIEW, CAN_MANAGE
 };
 
 struct WorkloadSpec {
-  std::string source_path;       // the YAML file this came from (absolute)
-  std::string source_dir;        // its directory: relative paths resolve against it
-  std::string experiment_name;   // [A-Za-z0-9_-]{1,100}
+  std::string source_path;      // the YAML file this came from (absolute)
+  std::string source_dir;       // its directory: relative paths resolve against it
+  std::string experiment_name;  // [A-Za-z0-9_-]{1,100}
   ComputeSpec compute;
   std::optional<EnvironmentSpec> environment;
   std::optional<CodeSourceSpec> code_source;
-  std::string command;           // non-empty, <= 1000 lines
+  std::string command;                                             // non-empty, <= 1000 lines
   std::vector<std::pair<std::string, std::string>> env_variables;  // NAME -> value, as written
   std::vector<std::pair<std::string, SecretRef>> secrets;          // NAME -> scope/key
   int max_retries = 3;
-  std::optional<int> timeout_minutes;      // >= 1
-  std::optional<std::string> parameters_yaml;  // the parameters block re-emitted as YAML text
+  std::optional<int> timeout_minutes;            // >= 1
+  std::optional<std::string> parameters_yaml;    // the parameters block re-emitted as YAML text
   std::optional<std::string> idempotency_token;  // <= 64 chars
   std::optional<std::string> mlflow_run_name;
   std::optional<std::string> mlflow_experiment_directory;
   std::vector<PermissionSpec> permissions;
+
+  // Where each field's value was written ("compute.num_accelerators" -> 3:20), for errors found
+  // after validation (an unknown git revision, a missing secret). Values set by an --override
+  // have no position (0:0).
+  std::map<std::string, SourceLocation> field_locations;
+  // For values set by an override: field -> "--override FIELD=VALUE".
+  std::map<std::string, std::string> field_origins;
+  SourceLocation LocationOf(const std::string& field) const {
+    auto it = field_locations.find(field);
+    return it == field_locations.end() ? SourceLocation{} : it->second;
+  }
+  std::string OriginOf(const std::string& field) const {
+    auto it = field_origins.find(field);
+    return it == field_origins.end() ? std::string() : it->second;
+  }
 };
 
 }  // namespace air::spec

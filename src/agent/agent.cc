@@ -1,0 +1,349 @@
+// The node agent: spawn the command in its own process group, capture its output, forward
+// stop requests with a grace period, leave no process behind, report the outcome.
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "agent/log_format.h"
+#include "agent/output_filter.h"
+#include "agent/proc.h"
+
+extern char** environ;
+
+namespace air::agent {
+namespace {
+
+// After the command's shell exits, how long to keep reading output still in the pipes.
+constexpr int64_t kDrainMicros = 2'000'000;
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd = -1) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// The command's environment: the agent's own, with the node's variables set on top.
+std::vector<std::string> BuildEnvironment(const NodeLaunch& launch) {
+  std::map<std::string, size_t> index;
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    index[name] = entries.size();
+    entries.push_back(std::move(entry));
+  }
+  for (const auto& [name, value] : launch.env) {
+    std::string entry = name + "=" + value;
+    if (auto it = index.find(name); it != index.end()) {
+      entries[it->second] = std::move(entry);
+    } else {
+      index[name] = entries.size();
+      entries.push_back(std::move(entry));
+    }
+  }
+  return entries;
+}
+
+// Signals the command's process group and every other descendant of the agent.
+void SignalAll(pid_t pgid, int sig) {
+  if (pgid > 0) ::killpg(pgid, sig);
+  for (pid_t pid : DescendantsOf(::getpid())) ::kill(pid, sig);
+}
+
+// Reaps every exited child without blocking; reports the leader's status when it is among them.
+void ReapChildren(pid_t leader, bool* leader_exited, int* leader_status) {
+  while (true) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    if (pid == leader) {
+      *leader_exited = true;
+      *leader_status = status;
+    }
+  }
+}
+
+struct Spawned {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+};
+
+Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_mask) {
+  int out_pipe[2];
+  int err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return ErrnoStatus("pipe", err);
+  }
+  std::vector<std::string> env_entries = BuildEnvironment(launch);
+  std::vector<char*> envp;
+  for (auto& e : env_entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string arg0 = "bash";
+  std::string arg1 = "-c";
+  std::string command = launch.command;
+  char* argv[] = {arg0.data(), arg1.data(), command.data(), nullptr};
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    return ErrnoStatus("fork", err);
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls from here on.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    if (::chdir(launch.workdir.c_str()) != 0) {
+      const char msg[] = "air agent: cannot enter the node's working directory\n";
+      (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+      ::_exit(126);
+    }
+    ::execve(launch.shell.c_str(), argv, envp.data());
+    const char msg[] = "air agent: cannot execute the shell\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before we ever signal it
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  return Spawned{pid, out_pipe[0], err_pipe[0]};
+}
+
+// Kills every process of the node if RunNode leaves early on an error of its own (a log that
+// can no longer be written): the node must not outlive its agent.
+class KillOnEarlyReturn {
+ public:
+  explicit KillOnEarlyReturn(pid_t leader) : leader_(leader) {}
+  ~KillOnEarlyReturn() {
+    if (!armed_) return;
+    SignalAll(leader_, SIGKILL);
+    int status = 0;
+    while (::waitpid(-1, &status, 0) > 0) {
+    }
+  }
+  void Disarm() { armed_ = false; }
+
+ private:
+  pid_t leader_;
+  bool armed_ = true;
+};
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  }
+  return "ended";
+}
+
+}  // namespace
+
+Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
+  FdCloser log_fd(::open(launch.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (log_fd.get() < 0) return ErrnoStatus("open node log " + launch.log_path, errno);
+  LogLineWriter writer(log_fd.get(), env);
+
+  std::vector<std::string> secret_values;
+  for (const auto& name : launch.secret_names) {
+    if (auto value = env->GetEnv(name); value && !value->empty()) secret_values.push_back(*value);
+  }
+  LogLineWriter::Stream out{"out", MakeOutputFilter(secret_values), ""};
+  LogLineWriter::Stream err{"err", MakeOutputFilter(secret_values), ""};
+
+  // Orphaned descendants (e.g. a daemonized grandchild) are re-parented to us, not to init.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&stop_signals, sig);
+  sigset_t original_mask;
+  if (::sigprocmask(SIG_BLOCK, &stop_signals, &original_mask) != 0) {
+    return ErrnoStatus("sigprocmask", errno);
+  }
+  FdCloser signal_fd(::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (signal_fd.get() < 0) return ErrnoStatus("signalfd", errno);
+
+  NodeExitReport report;
+  report.started_us = env->NowMicros();
+  auto spawned = SpawnCommand(launch, original_mask);
+  if (!spawned.ok()) return spawned.status();
+  const pid_t leader = spawned->pid;
+  FdCloser out_fd(spawned->out_fd);
+  FdCloser err_fd(spawned->err_fd);
+  report.pid = leader;
+  report.pgid = leader;
+  KillOnEarlyReturn guard(leader);
+
+  NodeStarted started{::getpid(), leader, leader, report.started_us};
+  AIR_RETURN_IF_ERROR(WriteRunFile(launch.started_path, NodeStartedToJson(started)));
+
+  bool leader_exited = false;
+  int leader_status = 0;
+  bool stopping = false;
+  bool killed = false;
+  int64_t kill_deadline = 0;
+  int64_t drain_deadline = 0;
+  const int64_t grace_micros = int64_t{launch.grace_seconds} * 1'000'000;
+  char buf[65536];
+
+  auto begin_stop = [&](int sig) {
+    if (leader_exited) return;
+    if (!stopping) {
+      stopping = true;
+      kill_deadline = env->MonotonicMicros() + grace_micros;
+      (void)writer.Note(
+          fmt::format("stop requested (SIG{}): SIGTERM to process group {}, "
+                      "SIGKILL after {} s",
+                      sigabbrev_np(sig), leader, launch.grace_seconds));
+      SignalAll(leader, SIGTERM);
+    } else if (!killed) {
+      killed = true;
+      (void)writer.Note("second stop request: SIGKILL to the process group");
+      SignalAll(leader, SIGKILL);
+    }
+  };
+
+  while (out_fd.get() >= 0 || err_fd.get() >= 0 || !leader_exited) {
+    const int64_t now = env->MonotonicMicros();
+    if (stopping && !killed && !leader_exited && now >= kill_deadline) {
+      killed = true;
+      (void)writer.Note(fmt::format("grace period of {} s over: SIGKILL to process group {}",
+                                    launch.grace_seconds, leader));
+      SignalAll(leader, SIGKILL);
+    }
+    if (leader_exited && now >= drain_deadline) break;  // escaped processes hold the pipes
+    int64_t wait_micros = -1;
+    if (stopping && !killed && !leader_exited) wait_micros = kill_deadline - now;
+    if (leader_exited) wait_micros = drain_deadline - now;
+    pollfd fds[3] = {
+        {out_fd.get(), POLLIN, 0}, {err_fd.get(), POLLIN, 0}, {signal_fd.get(), POLLIN, 0}};
+    int timeout_ms = wait_micros < 0 ? -1 : static_cast<int>((wait_micros + 999) / 1000);
+    int ready = ::poll(fds, 3, timeout_ms);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("poll", errno);
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      FdCloser& fd = i == 0 ? out_fd : err_fd;
+      LogLineWriter::Stream& stream = i == 0 ? out : err;
+      ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+      if (n > 0) {
+        AIR_RETURN_IF_ERROR(writer.Write(stream, std::string_view(buf, static_cast<size_t>(n))));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        fd.reset();
+      }
+    }
+    if (fds[2].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (::read(signal_fd.get(), &info, sizeof(info)) == sizeof(info)) {
+        if (info.ssi_signo == SIGCHLD) {
+          bool was_exited = leader_exited;
+          ReapChildren(leader, &leader_exited, &leader_status);
+          if (leader_exited && !was_exited) {
+            report.ended_us = env->NowMicros();
+            drain_deadline = env->MonotonicMicros() + kDrainMicros;
+            SignalAll(leader, SIGKILL);  // whatever the shell left behind
+          }
+        } else {
+          begin_stop(static_cast<int>(info.ssi_signo));
+        }
+      }
+    }
+  }
+  AIR_RETURN_IF_ERROR(writer.Finish(out));
+  AIR_RETURN_IF_ERROR(writer.Finish(err));
+
+  // Nothing of the node may outlive the agent: kill and reap until no descendant is left.
+  for (int round = 0; round < 100; ++round) {
+    std::vector<pid_t> left = DescendantsOf(::getpid());
+    if (::killpg(leader, 0) == 0) ::killpg(leader, SIGKILL);
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    ReapChildren(leader, &leader_exited, &leader_status);
+    if (left.empty() && MembersOfGroup(leader).empty()) break;
+    env->SleepMicros(10'000);
+  }
+  if (!leader_exited) {
+    // Cannot happen unless the shell was un-killable; do not report a success.
+    report.error = "the command's shell did not exit";
+    leader_status = 0;
+  }
+
+  guard.Disarm();
+  if (report.ended_us == 0) report.ended_us = env->NowMicros();
+  report.stopped_by_air = stopping;
+  if (WIFEXITED(leader_status) && report.error.empty()) {
+    report.exit_code = WEXITSTATUS(leader_status);
+  } else if (WIFSIGNALED(leader_status)) {
+    report.signal = WTERMSIG(leader_status);
+  }
+  std::string ending = report.error.empty() ? DescribeWaitStatus(leader_status) : report.error;
+  (void)writer.Note(
+      fmt::format("command {}{}", ending, stopping ? " (after air asked it to stop)" : ""));
+  AIR_RETURN_IF_ERROR(WriteRunFile(launch.exit_path, NodeExitReportToJson(report)));
+  return report;
+}
+
+int AgentMain(const std::string& launch_path, Env* env) {
+  auto text = env->ReadFile(launch_path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "air agent: %s\n", text.status().message().c_str());
+    return 2;
+  }
+  auto launch = NodeLaunchFromJson(*text, launch_path);
+  if (!launch.ok()) {
+    std::fprintf(stderr, "air agent: %s\n", launch.status().message().c_str());
+    return 2;
+  }
+  auto report = RunNode(*launch, env);
+  if (!report.ok()) {
+    std::fprintf(stderr, "air agent: node %d: %s\n", launch->node_rank,
+                 report.status().message().c_str());
+    NodeExitReport failed;
+    failed.error = report.status().message();
+    failed.ended_us = env->NowMicros();
+    (void)WriteRunFile(launch->exit_path, NodeExitReportToJson(failed));
+    return 1;
+  }
+  return report->exit_code == 0 && !report->stopped_by_air ? 0 : 1;
+}
+
+}  // namespace air::agent

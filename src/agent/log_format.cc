@@ -1,0 +1,105 @@
+// Node log records: timestamps, line splitting, parsing.
+#include "agent/log_format.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+
+namespace air::agent {
+
+std::string FormatLogTimestamp(int64_t micros) {
+  time_t secs = static_cast<time_t>(micros / 1000000);
+  tm utc;
+  gmtime_r(&secs, &utc);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%06dZ", date, static_cast<int>(micros % 1000000));
+  return out;
+}
+
+std::optional<LogRecord> ParseLogLine(std::string_view line) {
+  // "YYYY-MM-DDTHH:MM:SS.ffffffZ sss text"
+  constexpr size_t kTimestampLen = 27;
+  if (line.size() < kTimestampLen + 4 || line[kTimestampLen] != ' ' ||
+      line[kTimestampLen - 1] != 'Z' || line[4] != '-' || line[10] != 'T') {
+    return std::nullopt;
+  }
+  std::string_view stream = line.substr(kTimestampLen + 1, 3);
+  if (stream != "out" && stream != "err" && stream != "air") return std::nullopt;
+  LogRecord record;
+  record.timestamp = std::string(line.substr(0, kTimestampLen));
+  record.stream = std::string(stream);
+  size_t text_start = kTimestampLen + 4;
+  if (line.size() > text_start) {
+    if (line[text_start] != ' ') return std::nullopt;
+    record.text = std::string(line.substr(text_start + 1));
+  }
+  return record;
+}
+
+Status LogLineWriter::Emit(const std::string& stream, std::string_view text) {
+  std::string record = FormatLogTimestamp(env_->NowMicros());
+  record.reserve(record.size() + text.size() + 6);
+  record += ' ';
+  record += stream;
+  record += ' ';
+  record.append(text);
+  record += '\n';
+  size_t done = 0;
+  while (done < record.size()) {
+    ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write node log", errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status LogLineWriter::Split(Stream& stream, std::string_view filtered) {
+  size_t start = 0;
+  while (start < filtered.size()) {
+    size_t newline = filtered.find('\n', start);
+    if (newline == std::string_view::npos) {
+      stream.partial.append(filtered.substr(start));
+      break;
+    }
+    std::string_view piece = filtered.substr(start, newline - start);
+    if (stream.partial.empty()) {
+      AIR_RETURN_IF_ERROR(Emit(stream.name, piece));
+    } else {
+      stream.partial.append(piece);
+      AIR_RETURN_IF_ERROR(Emit(stream.name, stream.partial));
+      stream.partial.clear();
+    }
+    start = newline + 1;
+  }
+  while (stream.partial.size() >= kMaxLineBytes) {
+    AIR_RETURN_IF_ERROR(
+        Emit(stream.name, std::string_view(stream.partial).substr(0, kMaxLineBytes)));
+    stream.partial.erase(0, kMaxLineBytes);
+  }
+  return Status::Ok();
+}
+
+Status LogLineWriter::Write(Stream& stream, std::string_view chunk) {
+  std::string filtered = stream.filter ? stream.filter->Feed(chunk) : std::string(chunk);
+  return Split(stream, filtered);
+}
+
+Status LogLineWriter::Finish(Stream& stream) {
+  if (stream.filter) AIR_RETURN_IF_ERROR(Split(stream, stream.filter->Flush()));
+  if (!stream.partial.empty()) {
+    AIR_RETURN_IF_ERROR(Emit(stream.name, stream.partial));
+    stream.partial.clear();
+  }
+  return Status::Ok();
+}
+
+Status LogLineWriter::Note(std::string_view message) { return Emit("air", message); }
+
+}  // namespace air::agent

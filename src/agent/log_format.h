@@ -1,0 +1,68 @@
+// The node log format (docs/run-directory.md): one record per line,
+//
+//   2026-11-30T12:34:56.789012Z out <text>
+//   2026-11-30T12:34:56.790001Z err <text>
+//   2026-11-30T12:34:57.000000Z air <a message from air itself>
+//
+// a UTC timestamp with microseconds, the stream, one space, then the line as the worker wrote
+// it without its newline. LogLineWriter turns raw output chunks into such records; ParseLogLine
+// reads them back for `air logs`.
+// Thread safety: LogLineWriter is used by one thread; ParseLogLine is pure.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agent/output_filter.h"
+#include "base/env.h"
+#include "base/status.h"
+
+namespace air::agent {
+
+// "2026-11-30T12:34:56.789012Z" for a wall-clock time in microseconds.
+std::string FormatLogTimestamp(int64_t micros);
+
+struct LogRecord {
+  std::string timestamp;
+  std::string stream;  // "out", "err" or "air"
+  std::string text;
+};
+
+// nullopt when `line` is not a record (then callers show it raw).
+std::optional<LogRecord> ParseLogLine(std::string_view line);
+
+// Appends records to one log file descriptor (not owned). Each record is written with a single
+// write(2) to an O_APPEND descriptor, so records from several writers never interleave.
+class LogLineWriter {
+ public:
+  LogLineWriter(int fd, Env* env) : fd_(fd), env_(env) {}
+
+  // One stream's state: its filter and its unfinished last line.
+  struct Stream {
+    std::string name;
+    std::unique_ptr<OutputFilter> filter;
+    std::string partial;
+  };
+
+  // Filters `chunk` and writes every complete line. A partial line longer than
+  // kMaxLineBytes is written as a record of its own.
+  Status Write(Stream& stream, std::string_view chunk);
+  // Flushes the filter and writes the unfinished last line, if any.
+  Status Finish(Stream& stream);
+  // One record on the "air" stream.
+  Status Note(std::string_view message);
+
+  static constexpr size_t kMaxLineBytes = 64 * 1024;
+
+ private:
+  Status Emit(const std::string& stream, std::string_view text);
+  Status Split(Stream& stream, std::string_view filtered);
+
+  int fd_;
+  Env* env_;
+};
+
+}  // namespace air::agent

@@ -1,0 +1,75 @@
+// The files through which a backend and a node agent talk (docs/run-directory.md):
+//   attempt_K/node_N.json     NodeLaunch: what to run, where, with which environment
+//   attempt_K/node_N.started  NodeStarted: the command's pid and process group
+//   attempt_K/node_N.exit     NodeExitReport: how the command ended
+// Files, not a socket, so the same agent works under any launcher (a local fork, srun) and a
+// restarted supervisor can read what happened. Reports are written atomically (temp + rename).
+//
+// Secret values are never in these files: `secret_names` lists the variables whose values the
+// agent finds in its own environment (placed there by the backend at exec), to redact them.
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+
+namespace air::agent {
+
+struct NodeLaunch {
+  int64_t run_id = 0;
+  int attempt = 0;
+  int node_rank = 0;
+  std::string command;  // run as `bash -c command`
+  std::string shell = "/bin/bash";
+  std::string workdir;  // the command's working directory
+  std::string log_path;
+  std::string started_path;
+  std::string exit_path;
+  // Set on top of the agent's inherited environment, in order (non-secret values only).
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::string> secret_names;  // inherited variables that hold secret values
+  int grace_seconds = 10;                 // SIGTERM -> SIGKILL when air stops the node
+};
+
+struct NodeStarted {
+  int64_t agent_pid = 0;
+  int64_t pid = 0;   // the command's shell
+  int64_t pgid = 0;  // its process group (== pid)
+  int64_t started_us = 0;
+};
+
+struct NodeExitReport {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool stopped_by_air = false;  // a stop had been requested before the command ended
+  int64_t pid = 0;
+  int64_t pgid = 0;
+  int64_t started_us = 0;
+  int64_t ended_us = 0;
+  std::string error;  // the agent's own failure (cannot open the log, exec failed, ...)
+};
+
+std::string NodeLaunchToJson(const NodeLaunch& launch);
+Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string& path);
+std::string NodeStartedToJson(const NodeStarted& started);
+Result<NodeStarted> NodeStartedFromJson(const std::string& text, const std::string& path);
+std::string NodeExitReportToJson(const NodeExitReport& report);
+Result<NodeExitReport> NodeExitReportFromJson(const std::string& text, const std::string& path);
+
+// Writes a launch file or report: to a temporary name, then renamed over `path`, so readers
+// never see a partial file. Not fsynced: these files only matter while the run's processes
+// live, and an fsync per node would sit on the launch path (bench/run_startup).
+Status WriteRunFile(const std::string& path, std::string_view data);
+
+// Reads and parses a report; kNotFound when the file does not exist (yet).
+Result<NodeStarted> ReadNodeStarted(Env* env, const std::string& path);
+Result<NodeExitReport> ReadNodeExitReport(Env* env, const std::string& path);
+
+}  // namespace air::agent

@@ -1,0 +1,77 @@
+// Backend: how an attempt's nodes are started, signalled and watched. The runtime drives every
+// backend the same way (launch all nodes, poll, stop all); everything specific to one kind of
+// cluster stays in its folder (backends/local/, later backends/slurm/). A backend declares what
+// it can do up front (BackendCapabilities) so a spec it cannot run is refused at submit, not
+// discovered by failure.
+//
+// Each node runs `air agent LAUNCH_FILE` (agent/agent.h), which runs the command and writes the
+// start and exit reports the backend reads. Secret values travel only in `secret_env`: the
+// backend places them in the agent's environment (never in argv or a file).
+// Thread safety: a backend instance is used by one thread (the run's supervisor).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/node_launch.h"
+#include "base/status.h"
+
+namespace air::backends {
+
+struct BackendCapabilities {
+  std::string name;               // "local"
+  int max_nodes = 0;              // 0: no limit
+  int gpus_available = 0;         // GPUs the backend can hand out to nodes
+  bool docker_images = false;     // can run environment.docker_image
+  bool shared_filesystem = true;  // nodes see AIR_HOME (snapshots, logs) directly
+};
+
+struct NodeToLaunch {
+  agent::NodeLaunch launch;  // written to launch_path for the agent
+  std::string launch_path;
+  std::vector<std::pair<std::string, std::string>> secret_env;  // NAME -> value
+};
+
+struct AttemptToLaunch {
+  int64_t run_id = 0;
+  int attempt = 0;
+  int gpus_per_node = 0;  // > 0: each node gets its own disjoint set of GPUs
+  std::vector<NodeToLaunch> nodes;
+};
+
+enum class NodePhase { kStarting, kRunning, kEnded };
+
+struct NodeStatus {
+  int node_rank = 0;
+  NodePhase phase = NodePhase::kStarting;
+  std::optional<agent::NodeStarted> started;
+  std::optional<agent::NodeExitReport> exit;  // set when kEnded and the agent reported
+  std::string lost_reason;                    // kEnded without a report: what happened to the agent
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const BackendCapabilities& Capabilities() const = 0;
+
+  // Starts every node of the attempt. If a node cannot be started, the ones already started
+  // are killed and the error names the node.
+  virtual Status Launch(const AttemptToLaunch& attempt) = 0;
+
+  // Asks every node still running to stop: its agent sends SIGTERM to the command's process
+  // group and SIGKILL after the grace period.
+  virtual Status StopAll() = 0;
+
+  // Kills every process of the attempt now (agents and their process groups): the backstop
+  // when agents do not finish stopping in time.
+  virtual Status KillAll() = 0;
+
+  // Waits up to `wait_micros` for a node to change, then reports every node of the attempt.
+  virtual Result<std::vector<NodeStatus>> Poll(int64_t wait_micros) = 0;
+};
+
+}  // namespace air::backends

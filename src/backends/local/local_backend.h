@@ -1,0 +1,65 @@
+// LocalBackend: the embedded default. Simulates N nodes on this machine: one `air agent` child
+// process per node, each started with the parent-death signal SIGTERM (if the supervisor dies,
+// its nodes stop) and, on a host with GPUs, its own disjoint CUDA_VISIBLE_DEVICES. Exits are
+// noticed at once through SIGCHLD (a signalfd); the start and exit reports are read from the
+// run directory.
+//
+// The supervisor process that owns a LocalBackend has SIGCHLD blocked (it is delivered through
+// the signalfd) and is a child subreaper, so processes orphaned by a dying agent come back to it
+// and KillAll can still find them.
+// Thread safety: one thread (the supervisor's); not copyable.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "base/env.h"
+
+namespace air::backends {
+
+// GPUs visible on this host (from /proc/driver/nvidia/gpus, else /dev/nvidiaN); 0 without.
+int CountLocalGpus();
+
+class LocalBackend final : public Backend {
+ public:
+  // What the local backend offers on this host (no side effects: for checks at submit).
+  static BackendCapabilities DescribeCapabilities(Env* env);
+  // One backend instance drives one attempt. `agent_binary` is the air executable that
+  // provides `air agent`.
+  static Result<std::unique_ptr<LocalBackend>> Create(Env* env, std::string agent_binary);
+  ~LocalBackend() override;
+
+  const BackendCapabilities& Capabilities() const override { return capabilities_; }
+  Status Launch(const AttemptToLaunch& attempt) override;
+  Status StopAll() override;
+  Status KillAll() override;
+  Result<std::vector<NodeStatus>> Poll(int64_t wait_micros) override;
+
+ private:
+  struct Node {
+    int rank = 0;
+    pid_t agent_pid = -1;
+    bool reaped = false;
+    int wait_status = 0;
+    std::string started_path;
+    std::string exit_path;
+    NodeStatus status;
+  };
+
+  LocalBackend(Env* env, std::string agent_binary, int sigchld_fd, BackendCapabilities caps);
+  Result<pid_t> SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices);
+  void ReapAgents();
+  void Refresh(Node& node);
+
+  Env* env_;
+  std::string agent_binary_;
+  int sigchld_fd_;
+  BackendCapabilities capabilities_;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace air::backends

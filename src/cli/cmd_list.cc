@@ -1,0 +1,96 @@
+// `air list [--all-status] [--limit N] [--filter experiment=GLOB|state=STATE]...`: runs, newest
+// first; by default only live ones (PENDING, RUNNING, TERMINATING).
+#include <memory>
+
+#include "base/strings.h"
+#include "cli/commands.h"
+#include "runtime/layout.h"
+#include "runtime/reconcile.h"
+#include "runtime/run_lookup.h"
+#include "runtime/run_view.h"
+
+namespace air::cli {
+namespace {
+
+struct ListFlags {
+  bool all_status = false;
+  int limit = 25;
+  std::vector<std::string> filters;
+};
+
+std::string StateNames() {
+  std::vector<std::string> names;
+  for (store::RunState s : store::AllRunStates()) names.push_back(store::RunStateName(s));
+  return Join(names, ", ");
+}
+
+Status ListRuns(CliContext& ctx, const ListFlags& flags) {
+  if (flags.limit < 1) {
+    return InvalidArgument("--limit must be at least 1 (got " + std::to_string(flags.limit) + ")");
+  }
+  store::RunFilter filter;
+  filter.include_terminal = flags.all_status;
+  std::optional<store::RunState> state;
+  for (const std::string& f : flags.filters) {
+    size_t eq = f.find('=');
+    std::string key = eq == std::string::npos ? f : f.substr(0, eq);
+    if (eq == std::string::npos || eq + 1 == f.size()) {
+      return InvalidArgument("--filter '" + f + "': expected KEY=VALUE, e.g. experiment=my-exp*");
+    }
+    std::string value = f.substr(eq + 1);
+    if (key == "experiment") {
+      filter.experiment_glob = value;
+    } else if (key == "state") {
+      state = store::ParseRunState(value);
+      if (!state) {
+        return InvalidArgument("--filter state=" + value +
+                               ": unknown state; valid: " + StateNames());
+      }
+      filter.include_terminal = true;
+    } else {
+      return InvalidArgument("--filter " + key + ": unknown key" +
+                             DidYouMeanSuffix(key, {"experiment", "state"}) +
+                             "; valid keys: experiment (a glob), state");
+    }
+  }
+  runtime::Layout layout(AirHome(ctx));
+  std::vector<store::RunRecord> runs;
+  if (ctx.env->FileExists(layout.DbPath())) {
+    AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));
+    if (!state) filter.limit = flags.limit;
+    AIR_ASSIGN_OR_RETURN(std::vector<store::RunRecord> found, store->ListRuns(filter));
+    for (auto& run : found) {
+      AIR_ASSIGN_OR_RETURN(run,
+                           runtime::ReconcileRun(store.get(), layout, std::move(run), ctx.env));
+      if (state && run.state != *state) continue;
+      if (!flags.all_status && !state && store::IsTerminal(run.state)) continue;
+      runs.push_back(std::move(run));
+      if (static_cast<int>(runs.size()) >= flags.limit) break;
+    }
+  }
+  int64_t now = ctx.env->NowMicros();
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& run : runs) items.push_back(runtime::RunSummaryJson(run, now));
+  EmitData(ctx, {{"runs", items}}, runtime::RunListText(runs, now));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterListCommand(CLI::App& root, CliContext& ctx) {
+  auto flags = std::make_shared<ListFlags>();
+  auto* cmd =
+      root.add_subcommand("list", "list runs, newest first (live ones unless --all-status)");
+  cmd->add_flag("--all-status", flags->all_status, "include finished runs");
+  cmd->add_option("--limit", flags->limit, "show at most N runs (default 25)");
+  cmd->add_option("--filter", flags->filters,
+                  "experiment=GLOB or state=STATE (repeatable), e.g. experiment='sft-*'")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->callback([&ctx, flags] {
+    Status status = ListRuns(ctx, *flags);
+    if (!status.ok()) EmitError(ctx, status);
+  });
+}
+
+}  // namespace air::cli

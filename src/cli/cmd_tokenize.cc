@@ -1,0 +1,166 @@
+// `air tokenize`: a hidden, internal subcommand to look at what the engine's tokenizer and data
+// pipeline produce, and the tool the parity tests drive (one process for thousands of lines).
+//
+//   air tokenize --tokenizer DIR TEXT...            ids of each TEXT (add special tokens unless
+//                                                   --no-special-tokens)
+//   air tokenize --tokenizer DIR --input F.jsonl    F: one JSON string per line; prints one
+//                                                   {"ids":[...],"text":decode(ids)} per line
+//   air tokenize --tokenizer DIR --input F --decode F: one JSON list of ids per line; prints
+//                                                   {"text":...} (--skip-special-tokens)
+//   air tokenize --tokenizer DIR --input F --chat   F: {"messages":[...],"add_generation_prompt":
+//                                                   bool} per line; prints {"text","ids",
+//                                                   "assistant_mask"} using the chat template
+//                                                   (--render-only: just {"text"})
+//   air tokenize --tokenizer DIR --dataset D --max-seq-len N
+//                                                   the training examples of dataset D (file,
+//                                                   directory or hub id): {"input_ids","labels"}
+//                                                   per record, as the trainer gets them
+#include <fmt/format.h>
+
+#include <fstream>
+#include <span>
+
+#include "cli/commands.h"
+#include "engine/data/chat_template.h"
+#include "engine/data/dataset.h"
+#include "engine/data/examples.h"
+#include "engine/data/json_util.h"
+#include "engine/data/tokenizer.h"
+
+namespace air::cli {
+namespace {
+
+using engine::Tokenizer;
+using nlohmann::json;
+
+struct TokenizeOptions {
+  std::string tokenizer_path;
+  std::string input_path;
+  std::string dataset;
+  std::vector<std::string> texts;
+  bool no_special_tokens = false;
+  bool skip_special_tokens = false;
+  bool decode = false;
+  bool chat = false;
+  bool render_only = false;
+  int max_seq_len = 2048;
+};
+
+// Calls `fn(line_number, parsed_json)` for each non-empty line of a JSONL file.
+template <typename Fn>
+Status ForEachJsonLine(Env* env, const std::string& path, Fn fn) {
+  AIR_ASSIGN_OR_RETURN(std::string content, env->ReadFile(path));
+  size_t line_no = 0, pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string::npos) end = content.size();
+    std::string_view line(content.data() + pos, end - pos);
+    ++line_no;
+    pos = end + 1;
+    if (line.empty()) continue;
+    AIR_ASSIGN_OR_RETURN(json value, engine::ParseJson(line, path, line_no - 1));
+    AIR_RETURN_IF_ERROR(fn(line_no, value));
+  }
+  return Status::Ok();
+}
+
+Status RunEncodeFile(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
+  return ForEachJsonLine(ctx.env, o.input_path, [&](size_t line_no, const json& v) -> Status {
+    if (o.decode) {
+      if (!v.is_array()) {
+        return InvalidArgument(fmt::format("{}:{}: expected a list of ids", o.input_path, line_no));
+      }
+      auto ids = v.get<std::vector<int32_t>>();
+      *ctx.out << json{{"text", tok.Decode(ids, o.skip_special_tokens)}}.dump() << "\n";
+      return Status::Ok();
+    }
+    if (!v.is_string()) {
+      return InvalidArgument(fmt::format("{}:{}: expected a JSON string", o.input_path, line_no));
+    }
+    auto ids = tok.Encode(v.get_ref<const std::string&>(), !o.no_special_tokens);
+    if (!ids.ok()) return ids.status().WithContext(fmt::format("{}:{}", o.input_path, line_no));
+    *ctx.out << json{{"ids", *ids}, {"text", tok.Decode(*ids, o.skip_special_tokens)}}.dump()
+             << "\n";
+    return Status::Ok();
+  });
+}
+
+Status RunChatFile(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
+  AIR_ASSIGN_OR_RETURN(auto chat_template, engine::ChatTemplate::ForTokenizer(tok));
+  return ForEachJsonLine(ctx.env, o.input_path, [&](size_t line_no, const json& v) -> Status {
+    std::string where = fmt::format("{}:{}", o.input_path, line_no);
+    AIR_ASSIGN_OR_RETURN(auto messages, engine::ParseChatMessages(v, where));
+    bool generation_prompt = v.value("add_generation_prompt", false);
+    if (o.render_only) {
+      AIR_ASSIGN_OR_RETURN(std::string text,
+                           chat_template.RenderChecked(messages, generation_prompt));
+      *ctx.out << json{{"text", text}}.dump() << "\n";
+      return Status::Ok();
+    }
+    AIR_ASSIGN_OR_RETURN(auto rendered, chat_template.Render(messages, generation_prompt));
+    AIR_ASSIGN_OR_RETURN(auto tokens, engine::TokenizeRendered(tok, rendered));
+    *ctx.out << json{{"text", rendered.text},
+                     {"ids", tokens.input_ids},
+                     {"assistant_mask", tokens.assistant_mask}}
+                    .dump()
+             << "\n";
+    return Status::Ok();
+  });
+}
+
+Status RunDataset(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
+  AIR_ASSIGN_OR_RETURN(auto files, engine::ResolveDataset(o.dataset, ctx.env));
+  AIR_ASSIGN_OR_RETURN(auto records, engine::LoadRecords(files, ctx.env));
+  engine::ExampleOptions options;
+  options.max_seq_len = o.max_seq_len;
+  AIR_ASSIGN_OR_RETURN(auto built, engine::BuildExamples(records, tok, options));
+  for (const auto& ex : built.examples) {
+    *ctx.out << json{{"input_ids", ex.input_ids}, {"labels", ex.labels}}.dump() << "\n";
+  }
+  return Status::Ok();
+}
+
+Status RunTokenize(CliContext& ctx, const TokenizeOptions& o) {
+  AIR_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(o.tokenizer_path, ctx.env));
+  if (!o.dataset.empty()) return RunDataset(ctx, tok, o);
+  if (!o.input_path.empty()) {
+    return o.chat ? RunChatFile(ctx, tok, o) : RunEncodeFile(ctx, tok, o);
+  }
+  json results = json::array();
+  std::string text;
+  for (const std::string& t : o.texts) {
+    AIR_ASSIGN_OR_RETURN(auto ids, tok.Encode(t, !o.no_special_tokens));
+    results.push_back({{"text", t}, {"ids", ids}});
+    text += json(ids).dump() + "\n";
+  }
+  EmitData(ctx, json{{"results", results}}, text);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx) {
+  auto opts = std::make_shared<TokenizeOptions>();
+  auto* cmd = root.add_subcommand("tokenize", "internal: run the engine's tokenizer/data pipeline");
+  cmd->group("");  // hidden from `air --help`
+  cmd->add_option("--tokenizer", opts->tokenizer_path,
+                  "model directory with tokenizer.json, or a tokenizer.json file")
+      ->required();
+  cmd->add_option("--input", opts->input_path, "JSON-lines input file");
+  cmd->add_option("--dataset", opts->dataset, "dataset file, directory or hub id");
+  cmd->add_option("--max-seq-len", opts->max_seq_len, "truncation length for --dataset");
+  cmd->add_flag("--no-special-tokens", opts->no_special_tokens,
+                "do not let the post-processor add tokens (e.g. BOS)");
+  cmd->add_flag("--skip-special-tokens", opts->skip_special_tokens,
+                "leave special tokens out when decoding");
+  cmd->add_flag("--decode", opts->decode, "input lines are id lists to decode");
+  cmd->add_flag("--chat", opts->chat, "input lines are chat conversations");
+  cmd->add_flag("--render-only", opts->render_only, "with --chat: only the rendered text");
+  cmd->add_option("text", opts->texts, "texts to encode");
+  cmd->callback([&ctx, opts] {
+    Status status = RunTokenize(ctx, *opts);
+    if (!status.ok()) EmitError(ctx, status);
+  });
+}
+
+}  // namespace air::cli

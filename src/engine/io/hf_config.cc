@@ -1,0 +1,450 @@
+// config.json <-> ModelConfig (see hf_config.h).
+#include "engine/io/hf_config.h"
+
+#include <cmath>
+#include <optional>
+
+#include "base/env.h"
+#include "base/strings.h"
+
+namespace air::engine {
+
+namespace {
+
+using nlohmann::json;
+
+const char* JsonTypeName(const json& v) { return v.type_name(); }
+
+// Field readers: absent or null -> fallback; wrong type -> error naming source and field.
+class FieldReader {
+ public:
+  FieldReader(const json& obj, const std::string& source) : obj_(obj), source_(source) {}
+
+  Status Int(const char* field, int64_t* out, std::optional<int64_t> fallback) const {
+    const json* v = Get(field);
+    if (v == nullptr) {
+      if (!fallback) return Missing(field, "an integer");
+      *out = *fallback;
+      return Status::Ok();
+    }
+    if (v->is_number_integer()) {
+      *out = v->get<int64_t>();
+      return Status::Ok();
+    }
+    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
+      *out = static_cast<int64_t>(v->get<double>());
+      return Status::Ok();
+    }
+    return WrongType(field, "an integer", *v);
+  }
+
+  Status Double(const char* field, double* out, double fallback) const {
+    const json* v = Get(field);
+    if (v == nullptr) {
+      *out = fallback;
+      return Status::Ok();
+    }
+    if (!v->is_number()) return WrongType(field, "a number", *v);
+    *out = v->get<double>();
+    return Status::Ok();
+  }
+
+  Status Bool(const char* field, bool* out, bool fallback) const {
+    const json* v = Get(field);
+    if (v == nullptr) {
+      *out = fallback;
+      return Status::Ok();
+    }
+    if (!v->is_boolean()) return WrongType(field, "true or false", *v);
+    *out = v->get<bool>();
+    return Status::Ok();
+  }
+
+  Status String(const char* field, std::string* out, const std::string& fallback) const {
+    const json* v = Get(field);
+    if (v == nullptr) {
+      *out = fallback;
+      return Status::Ok();
+    }
+    if (!v->is_string()) return WrongType(field, "a string", *v);
+    *out = v->get<std::string>();
+    return Status::Ok();
+  }
+
+  // An int, a list of ints, or absent/null (-> empty).
+  Status IntList(const char* field, std::vector<int64_t>* out) const {
+    out->clear();
+    const json* v = Get(field);
+    if (v == nullptr) return Status::Ok();
+    if (v->is_number_integer()) {
+      out->push_back(v->get<int64_t>());
+      return Status::Ok();
+    }
+    if (!v->is_array()) return WrongType(field, "an integer or a list of integers", *v);
+    for (const json& e : *v) {
+      if (!e.is_number_integer()) return WrongType(field, "a list of integers", *v);
+      out->push_back(e.get<int64_t>());
+    }
+    return Status::Ok();
+  }
+
+  const json* Get(const char* field) const {
+    auto it = obj_.find(field);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  Status Missing(const std::string& field, const char* what) const {
+    return InvalidArgument(source_ + ": field '" + field + "' is required (" + what + ")");
+  }
+  Status WrongType(const std::string& field, const char* what, const json& v) const {
+    return InvalidArgument(source_ + ": field '" + field + "' must be " + what + ", got " +
+                           JsonTypeName(v) + " " + v.dump());
+  }
+
+ private:
+  const json& obj_;
+  const std::string& source_;
+};
+
+Result<Architecture> ArchitectureOf(const json& j, const std::string& source) {
+  const auto names = SupportedArchitectureNames();
+  const std::string supported = Join(names, ", ");
+  auto it = j.find("architectures");
+  if (it != j.end() && !it->is_null()) {
+    if (!it->is_array() || it->empty() || !(*it)[0].is_string()) {
+      return InvalidArgument(source + ": field 'architectures' must be a list of class names " +
+                             "such as [\"LlamaForCausalLM\"], got " + it->dump());
+    }
+    const std::string name = (*it)[0].get<std::string>();
+    for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
+                           Architecture::kMistral}) {
+      if (name == ArchitectureClassName(a)) return a;
+    }
+    return InvalidArgument(source + ": architecture '" + name +
+                           "' is not supported; supported architectures: " + supported +
+                           (EditDistance(name, ClosestMatch(name, names)) <= 3
+                                ? DidYouMeanSuffix(name, names)
+                                : std::string()));
+  }
+  auto mt = j.find("model_type");
+  if (mt != j.end() && mt->is_string()) {
+    const std::string type = mt->get<std::string>();
+    for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
+                           Architecture::kMistral}) {
+      if (type == ArchitectureModelType(a)) return a;
+    }
+    return InvalidArgument(source + ": model_type '" + type +
+                           "' is not supported; supported architectures: " + supported);
+  }
+  return InvalidArgument(source + ": field 'architectures' is required (one of " + supported + ")");
+}
+
+// rope_parameters (transformers 5) or rope_theta + rope_scaling (4.x).
+Status ParseRope(const json& j, const std::string& source, ModelConfig& c) {
+  FieldReader top(j, source);
+  RopeConfig& rope = c.rope;
+  AIR_RETURN_IF_ERROR(top.Double("rope_theta", &rope.theta, 10000.0));
+  const json* params = top.Get("rope_parameters");
+  const char* params_field = "rope_parameters";
+  if (params == nullptr) {
+    params = top.Get("rope_scaling");
+    params_field = "rope_scaling";
+  }
+  if (params == nullptr) return Status::Ok();
+  if (!params->is_object()) return top.WrongType(params_field, "an object", *params);
+  const std::string where = source + " (" + params_field + ")";
+  for (auto it = params->begin(); it != params->end(); ++it) {
+    if (it->is_object()) {
+      return InvalidArgument(source + ": field '" + params_field +
+                             "' holds per-layer-type RoPE settings ('" + it.key() +
+                             "'), which air does not support; use one set for all layers");
+    }
+  }
+  FieldReader r(*params, where);
+  AIR_RETURN_IF_ERROR(r.Double("rope_theta", &rope.theta, rope.theta));
+  std::string type;
+  AIR_RETURN_IF_ERROR(r.String("rope_type", &type, ""));
+  if (type.empty()) AIR_RETURN_IF_ERROR(r.String("type", &type, "default"));
+  if (type != "default" && type != "llama3") {
+    return InvalidArgument(source + ": field '" + params_field + ".rope_type' is '" + type +
+                           "'; supported RoPE types: default, llama3");
+  }
+  rope.type = type;
+  if (type == "llama3") {
+    AIR_RETURN_IF_ERROR(r.Double("factor", &rope.factor, 8.0));
+    AIR_RETURN_IF_ERROR(r.Double("low_freq_factor", &rope.low_freq_factor, 1.0));
+    AIR_RETURN_IF_ERROR(r.Double("high_freq_factor", &rope.high_freq_factor, 4.0));
+    AIR_RETURN_IF_ERROR(r.Int("original_max_position_embeddings",
+                              &rope.original_max_position_embeddings, c.max_position_embeddings));
+  }
+  return Status::Ok();
+}
+
+// Per-layer sliding windows from sliding_window, use_sliding_window, max_window_layers and
+// layer_types, as each architecture's transformers config interprets them.
+Status ParseSlidingWindows(const json& j, const std::string& source, ModelConfig& c) {
+  FieldReader r(j, source);
+  int64_t window = 0;
+  AIR_RETURN_IF_ERROR(r.Int("sliding_window", &window, 0));
+  if (window < 0) {
+    return InvalidArgument(source + ": field 'sliding_window' must be positive or null, got " +
+                           std::to_string(window));
+  }
+  c.layer_sliding_window.assign(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), 0);
+  if (c.arch == Architecture::kLlama || window == 0) return Status::Ok();
+  bool use_window = true;
+  AIR_RETURN_IF_ERROR(r.Bool("use_sliding_window", &use_window, c.arch == Architecture::kMistral));
+  if (!use_window) return Status::Ok();
+  if (const json* types = r.Get("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_layers) {
+      return InvalidArgument(source + ": field 'layer_types' must list one type per layer (" +
+                             std::to_string(c.num_layers) + "), got " + types->dump());
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention")) {
+        return InvalidArgument(source + ": field 'layer_types[" + std::to_string(i) +
+                               "]' must be \"full_attention\" or \"sliding_attention\", got " +
+                               t.dump());
+      }
+      if (t == "sliding_attention") c.layer_sliding_window[i] = window;
+    }
+    return Status::Ok();
+  }
+  int64_t first_sliding = 0;  // Mistral: every layer
+  if (c.arch != Architecture::kMistral) {
+    AIR_RETURN_IF_ERROR(r.Int("max_window_layers", &first_sliding, 28));
+  }
+  for (int64_t i = first_sliding; i < c.num_layers; ++i) c.layer_sliding_window[i] = window;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfigFromJson(const json& j, const std::string& source) {
+  if (!j.is_object()) {
+    return InvalidArgument(source + ": expected a JSON object, got " + JsonTypeName(j));
+  }
+  ModelConfig c;
+  AIR_ASSIGN_OR_RETURN(c.arch, ArchitectureOf(j, source));
+  FieldReader r(j, source);
+  AIR_RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size, std::nullopt));
+  AIR_RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size, std::nullopt));
+  AIR_RETURN_IF_ERROR(r.Int("intermediate_size", &c.intermediate_size, std::nullopt));
+  AIR_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c.num_layers, std::nullopt));
+  AIR_RETURN_IF_ERROR(r.Int("num_attention_heads", &c.num_heads, std::nullopt));
+  AIR_RETURN_IF_ERROR(r.Int("num_key_value_heads", &c.num_kv_heads, c.num_heads));
+  const int64_t default_head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  AIR_RETURN_IF_ERROR(r.Int("head_dim", &c.head_dim, default_head_dim));
+  AIR_RETURN_IF_ERROR(r.Double("rms_norm_eps", &c.rms_norm_eps, 1e-6));
+  AIR_RETURN_IF_ERROR(r.Int("max_position_embeddings", &c.max_position_embeddings, 2048));
+  AIR_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
+  AIR_RETURN_IF_ERROR(r.Bool("attention_bias", &c.attention_bias, false));
+  AIR_RETURN_IF_ERROR(r.Bool("mlp_bias", &c.mlp_bias, false));
+  AIR_RETURN_IF_ERROR(r.Double("initializer_range", &c.initializer_range, 0.02));
+  AIR_RETURN_IF_ERROR(r.String("hidden_act", &c.hidden_act, "silu"));
+  c.qk_norm = c.arch == Architecture::kQwen3;
+  // Which flags each transformers class reads: Qwen2 always has q/k/v bias (and no o bias),
+  // Mistral never has a bias, mlp_bias exists only in Llama.
+  if (c.arch == Architecture::kQwen2 || c.arch == Architecture::kMistral) {
+    c.attention_bias = false;
+  }
+  if (c.arch != Architecture::kLlama) c.mlp_bias = false;
+  AIR_RETURN_IF_ERROR(ParseRope(j, source, c));
+  AIR_RETURN_IF_ERROR(ParseSlidingWindows(j, source, c));
+  AIR_RETURN_IF_ERROR(r.Int("bos_token_id", &c.bos_token_id, -1));
+  AIR_RETURN_IF_ERROR(r.IntList("eos_token_id", &c.eos_token_ids));
+  AIR_RETURN_IF_ERROR(r.Int("pad_token_id", &c.pad_token_id, -1));
+  std::string dtype;
+  AIR_RETURN_IF_ERROR(r.String("dtype", &dtype, ""));
+  if (dtype.empty()) AIR_RETURN_IF_ERROR(r.String("torch_dtype", &dtype, "float32"));
+  c.torch_dtype = dtype;
+  AIR_RETURN_IF_ERROR(ValidateModelConfig(c, source));
+  return c;
+}
+
+Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return InvalidArgument(source + ": not valid JSON: " + e.what());
+  }
+  return ModelConfigFromJson(j, source);
+}
+
+Result<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  const std::string path = model_dir + "/config.json";
+  auto text = DefaultEnv()->ReadFile(path);
+  if (!text.ok()) {
+    return Status(text.status().code(),
+                  "cannot read the model config " + path + ": " + text.status().message());
+  }
+  return ParseModelConfig(*text, path);
+}
+
+const std::vector<std::string>& KnownConfigFields() {
+  static const std::vector<std::string> kFields = {"architectures",
+                                                   "model_type",
+                                                   "vocab_size",
+                                                   "hidden_size",
+                                                   "intermediate_size",
+                                                   "num_hidden_layers",
+                                                   "num_attention_heads",
+                                                   "num_key_value_heads",
+                                                   "head_dim",
+                                                   "rms_norm_eps",
+                                                   "max_position_embeddings",
+                                                   "tie_word_embeddings",
+                                                   "attention_bias",
+                                                   "mlp_bias",
+                                                   "initializer_range",
+                                                   "hidden_act",
+                                                   "rope_theta",
+                                                   "rope_scaling",
+                                                   "rope_parameters",
+                                                   "sliding_window",
+                                                   "use_sliding_window",
+                                                   "max_window_layers",
+                                                   "layer_types",
+                                                   "bos_token_id",
+                                                   "eos_token_id",
+                                                   "pad_token_id",
+                                                   "dtype",
+                                                   "torch_dtype"};
+  return kFields;
+}
+
+Status ValidateModelConfig(const ModelConfig& c, const std::string& source) {
+  auto positive = [&](const char* field, int64_t v) {
+    if (v > 0) return Status::Ok();
+    return InvalidArgument(source + ": field '" + field + "' must be a positive integer, got " +
+                           std::to_string(v));
+  };
+  AIR_RETURN_IF_ERROR(positive("vocab_size", c.vocab_size));
+  AIR_RETURN_IF_ERROR(positive("hidden_size", c.hidden_size));
+  AIR_RETURN_IF_ERROR(positive("intermediate_size", c.intermediate_size));
+  AIR_RETURN_IF_ERROR(positive("num_hidden_layers", c.num_layers));
+  AIR_RETURN_IF_ERROR(positive("num_attention_heads", c.num_heads));
+  AIR_RETURN_IF_ERROR(positive("num_key_value_heads", c.num_kv_heads));
+  AIR_RETURN_IF_ERROR(positive("head_dim", c.head_dim));
+  AIR_RETURN_IF_ERROR(positive("max_position_embeddings", c.max_position_embeddings));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return InvalidArgument(source + ": num_attention_heads (" + std::to_string(c.num_heads) +
+                           ") must be a multiple of num_key_value_heads (" +
+                           std::to_string(c.num_kv_heads) + ")");
+  }
+  if (c.head_dim % 2 != 0) {
+    return InvalidArgument(source + ": head_dim must be even for rotary embeddings, got " +
+                           std::to_string(c.head_dim));
+  }
+  if (!(c.rms_norm_eps > 0)) {
+    return InvalidArgument(source + ": field 'rms_norm_eps' must be positive");
+  }
+  if (!(c.rope.theta > 0)) {
+    return InvalidArgument(source + ": field 'rope_theta' must be positive");
+  }
+  if (c.hidden_act != "silu" && c.hidden_act != "swish") {
+    return InvalidArgument(source + ": field 'hidden_act' is '" + c.hidden_act +
+                           "'; the Llama family uses silu (the only supported activation)");
+  }
+  if (c.rope.type == "llama3") {
+    if (!(c.rope.factor > 0) || !(c.rope.high_freq_factor > c.rope.low_freq_factor) ||
+        !(c.rope.low_freq_factor > 0) || c.rope.original_max_position_embeddings <= 0) {
+      return InvalidArgument(source +
+                             ": llama3 rope scaling needs factor > 0, low_freq_factor > 0, "
+                             "high_freq_factor > low_freq_factor and "
+                             "original_max_position_embeddings > 0");
+    }
+  }
+  if (c.arch == Architecture::kMistral) {
+    for (int64_t w : c.layer_sliding_window) {
+      if (w != c.sliding_window(0)) {
+        return InvalidArgument(source +
+                               ": MistralForCausalLM uses one sliding_window for all "
+                               "layers; layer_types mixing full and sliding attention is a "
+                               "Ministral/Qwen feature");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+nlohmann::ordered_json ModelConfigToJson(const ModelConfig& c, const std::string& dtype) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {ArchitectureClassName(c.arch)};
+  j["model_type"] = ArchitectureModelType(c.arch);
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["initializer_range"] = c.initializer_range;
+  j["rope_theta"] = c.rope.theta;
+  nlohmann::ordered_json rope;
+  rope["rope_type"] = c.rope.type;
+  rope["rope_theta"] = c.rope.theta;
+  if (c.rope.type == "llama3") {
+    rope["factor"] = c.rope.factor;
+    rope["low_freq_factor"] = c.rope.low_freq_factor;
+    rope["high_freq_factor"] = c.rope.high_freq_factor;
+    rope["original_max_position_embeddings"] = c.rope.original_max_position_embeddings;
+  }
+  j["rope_parameters"] = rope;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.arch != Architecture::kQwen2) j["attention_bias"] = c.attention_bias;
+  if (c.arch == Architecture::kLlama) j["mlp_bias"] = c.mlp_bias;
+  j["attention_dropout"] = 0.0;
+  int64_t window = 0, first_sliding = c.num_layers;
+  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
+    if (c.sliding_window(l) > 0) {
+      window = c.sliding_window(l);
+      first_sliding = l;
+    }
+  }
+  if (c.arch == Architecture::kMistral) {
+    j["sliding_window"] = window > 0 ? nlohmann::ordered_json(window) : nullptr;
+  } else if (c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3) {
+    j["use_sliding_window"] = window > 0;
+    j["sliding_window"] = window > 0 ? nlohmann::ordered_json(window) : nullptr;
+    j["max_window_layers"] = first_sliding;
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      types.push_back(c.sliding_window(l) > 0 ? "sliding_attention" : "full_attention");
+    }
+    j["layer_types"] = types;
+  }
+  auto id_or_null = [](int64_t id) {
+    return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
+  };
+  j["bos_token_id"] = id_or_null(c.bos_token_id);
+  if (c.eos_token_ids.empty()) {
+    j["eos_token_id"] = nullptr;
+  } else if (c.eos_token_ids.size() == 1) {
+    j["eos_token_id"] = c.eos_token_ids[0];
+  } else {
+    j["eos_token_id"] = c.eos_token_ids;
+  }
+  j["pad_token_id"] = id_or_null(c.pad_token_id);
+  j["dtype"] = dtype;
+  j["use_cache"] = true;
+  return j;
+}
+
+nlohmann::ordered_json GenerationConfigJson(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  if (c.pad_token_id >= 0) j["pad_token_id"] = c.pad_token_id;
+  j["use_cache"] = true;
+  return j;
+}
+
+}  // namespace air::engine

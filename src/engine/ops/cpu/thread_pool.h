@@ -1,0 +1,57 @@
+// ThreadPool: a fixed set of worker threads that run one ParallelFor at a time (the fast CPU
+// ops' only source of parallelism). The calling thread takes part, so a pool of n threads
+// starts n - 1 workers. Work is split into contiguous, statically assigned chunks, which keeps
+// results deterministic for a given thread count.
+//
+// Thread safety: ParallelFor may be called from one thread at a time per pool (calls are
+// serialized by a mutex); calling ParallelFor from inside a task of the same pool deadlocks
+// and is forbidden — use the task's own loop instead.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace air::engine {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 (including the caller).
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(begin, end, thread_index) over [0, n) split into at most num_threads contiguous
+  // chunks of at least `min_chunk` items; returns when all are done. Small n runs inline.
+  void ParallelFor(int64_t n, int64_t min_chunk,
+                   const std::function<void(int64_t, int64_t, int)>& fn);
+
+ private:
+  void WorkerLoop(int index);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex call_mutex_;  // one ParallelFor at a time
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  const std::function<void(int64_t, int64_t, int)>* task_ = nullptr;
+  int64_t task_n_ = 0;
+  int task_chunks_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+};
+
+// The thread count to use when none is given: AIR_NUM_THREADS if set to a positive integer,
+// else std::thread::hardware_concurrency() (at least 1).
+int DefaultThreadCount();
+
+}  // namespace air::engine

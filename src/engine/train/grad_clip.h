@@ -1,0 +1,23 @@
+// Gradient utilities over a list of parameters: the global L2 norm, clipping with
+// torch.nn.utils.clip_grad_norm_ semantics, zeroing and scaling.
+// clip: total = sqrt(sum of every gradient element squared); coef = max_norm / (total + 1e-6),
+// clamped to at most 1; every gradient is multiplied by coef. Returns the norm before clipping
+// (what torch returns and what the progress line shows). Thread safety: pure over the pointees.
+#pragma once
+
+#include <vector>
+
+#include "engine/train/param_view.h"
+
+namespace air::engine::train {
+
+// sqrt(sum_i ||g_i||^2), accumulated in double.
+double GlobalGradNorm(const std::vector<ParamView>& params);
+
+// Clips in place when max_norm > 0; returns the total norm before clipping either way.
+double ClipGradNorm(const std::vector<ParamView>& params, double max_norm);
+
+void ZeroGrads(const std::vector<ParamView>& params);
+void ScaleGrads(const std::vector<ParamView>& params, float factor);
+
+}  // namespace air::engine::train

@@ -1,0 +1,432 @@
+// Parsing and validation of `air train`'s YAML parameters (see train_config.h). One table lists
+// every key with its type and range; a single pass over the file (then the --set overrides)
+// collects every error before anything is returned.
+#include "engine/train/train_config.h"
+
+#include <fmt/format.h>
+// yaml-cpp 0.7's node/impl.h trips GCC 12's -Wdangling-pointer (a false positive in the library).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/yaml.h>
+#pragma GCC diagnostic pop
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+
+#include "base/strings.h"
+
+namespace air::engine::train {
+namespace {
+
+// One given value: the YAML node and where it came from.
+struct GivenValue {
+  YAML::Node node;
+  std::string where;  // "file:line:col" or "--set key=value"
+};
+
+class ErrorList {
+ public:
+  void Add(const std::string& where, const std::string& field, const std::string& message) {
+    lines_.push_back(field.empty() ? fmt::format("{}: {}", where, message)
+                                   : fmt::format("{}: {}: {}", where, field, message));
+  }
+  bool empty() const { return lines_.empty(); }
+  Status ToStatus() const { return InvalidArgument(Join(lines_, "\n")); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "nothing (null)";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      return node.Tag() == "!" ? fmt::format("the quoted string \"{}\"", node.Scalar())
+                               : fmt::format("'{}'", node.Scalar());
+    default:
+      return "an undefined value";
+  }
+}
+
+bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+std::optional<int64_t> ReadInt(const YAML::Node& node) {
+  if (!IsPlainScalar(node)) return std::nullopt;
+  const std::string& s = node.Scalar();
+  if (s.empty()) return std::nullopt;
+  size_t pos = 0;
+  try {
+    long long v = std::stoll(s, &pos, 10);
+    if (pos != s.size()) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::optional<double> ReadFloat(const YAML::Node& node) {
+  if (!IsPlainScalar(node)) return std::nullopt;
+  const std::string& s = node.Scalar();
+  if (s.empty()) return std::nullopt;
+  size_t pos = 0;
+  try {
+    double v = std::stod(s, &pos);
+    if (pos != s.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::optional<bool> ReadBool(const YAML::Node& node) {
+  if (!IsPlainScalar(node)) return std::nullopt;
+  const std::string& s = node.Scalar();
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+using Setter = std::function<void(const GivenValue&, TrainConfig&, ErrorList&)>;
+
+struct FieldSpec {
+  std::string name;
+  std::string alias;  // another accepted spelling, or ""
+  bool required = false;
+  Setter set;
+};
+
+// Range checks are written as (min, max, inclusive?) on doubles; ints use the same code.
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_inclusive = true;
+  bool max_inclusive = true;
+  std::string text;  // what would be valid, in words
+};
+
+bool InRange(double v, const Range& r) {
+  if (r.min_inclusive ? v < r.min : v <= r.min) return false;
+  if (r.max_inclusive ? v > r.max : v >= r.max) return false;
+  return true;
+}
+
+Setter IntField(const std::string& name, int TrainConfig::*member, Range range,
+                std::function<bool(int64_t)> extra_ok = nullptr) {
+  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    std::optional<int64_t> v = ReadInt(g.node);
+    if (!v) {
+      errors.Add(g.where, name, fmt::format("expected an integer, got {}", Describe(g.node)));
+      return;
+    }
+    bool ok = (extra_ok && extra_ok(*v)) ||
+              (InRange(static_cast<double>(*v), range) && *v <= std::numeric_limits<int>::max());
+    if (!ok) {
+      errors.Add(g.where, name, fmt::format("{} is out of range: {}", *v, range.text));
+      return;
+    }
+    c.*member = static_cast<int>(*v);
+  };
+}
+
+Setter Int64Field(const std::string& name, int64_t TrainConfig::*member) {
+  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    std::optional<int64_t> v = ReadInt(g.node);
+    if (!v) {
+      errors.Add(g.where, name, fmt::format("expected an integer, got {}", Describe(g.node)));
+      return;
+    }
+    c.*member = *v;
+  };
+}
+
+Setter FloatField(const std::string& name, double TrainConfig::*member, Range range) {
+  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    std::optional<double> v = ReadFloat(g.node);
+    if (!v) {
+      errors.Add(g.where, name, fmt::format("expected a number, got {}", Describe(g.node)));
+      return;
+    }
+    if (!InRange(*v, range)) {
+      errors.Add(g.where, name, fmt::format("{} is out of range: {}", g.node.Scalar(), range.text));
+      return;
+    }
+    c.*member = *v;
+  };
+}
+
+Setter BoolField(const std::string& name, bool TrainConfig::*member) {
+  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    std::optional<bool> v = ReadBool(g.node);
+    if (!v) {
+      errors.Add(g.where, name, fmt::format("expected true or false, got {}", Describe(g.node)));
+      return;
+    }
+    c.*member = *v;
+  };
+}
+
+Setter StringField(const std::string& name, std::string TrainConfig::*member) {
+  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    // A plain scalar like 123 is still a fine path name; null, lists and maps are not.
+    if (!g.node.IsScalar() || Trim(g.node.Scalar()).empty()) {
+      errors.Add(g.where, name,
+                 fmt::format("expected a non-empty string, got {}", Describe(g.node)));
+      return;
+    }
+    c.*member = g.node.Scalar();
+  };
+}
+
+Setter SchedulerField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    static const std::vector<std::pair<std::string, LrSchedulerType>> kTypes = {
+        {"constant", LrSchedulerType::kConstant},
+        {"constant_with_warmup", LrSchedulerType::kConstantWithWarmup},
+        {"linear", LrSchedulerType::kLinear},
+        {"cosine", LrSchedulerType::kCosine}};
+    std::vector<std::string> names;
+    for (const auto& [n, t] : kTypes) {
+      names.push_back(n);
+      if (g.node.IsScalar() && g.node.Scalar() == n) {
+        c.lr_scheduler_type = t;
+        return;
+      }
+    }
+    std::string got = g.node.IsScalar() ? g.node.Scalar() : "";
+    errors.Add(g.where, "lr_scheduler_type",
+               fmt::format("unknown scheduler {}{}; valid: {}", Describe(g.node),
+                           DidYouMeanSuffix(got, names), Join(names, ", ")));
+  };
+}
+
+const std::vector<FieldSpec>& FieldSpecs() {
+  static const std::vector<FieldSpec> kSpecs = [] {
+    const Range positive{0, std::numeric_limits<double>::infinity(), false, true, "must be > 0"};
+    const Range at_least_one{1, std::numeric_limits<double>::infinity(), true, true,
+                             "must be >= 1"};
+    const Range non_negative{0, std::numeric_limits<double>::infinity(), true, true,
+                             "must be >= 0"};
+    const Range beta{0, 1, true, false, "must be in [0, 1)"};
+    const Range unit{0, 1, true, true, "must be in [0, 1]"};
+    std::vector<FieldSpec> s;
+    s.push_back({"model_name", "", true, StringField("model_name", &TrainConfig::model_name)});
+    s.push_back(
+        {"dataset_name", "", true, StringField("dataset_name", &TrainConfig::dataset_name)});
+    s.push_back({"output_dir", "", true, StringField("output_dir", &TrainConfig::output_dir)});
+    s.push_back({"max_seq_len", "max_length", false,
+                 IntField("max_seq_len", &TrainConfig::max_seq_len,
+                          {2, 1 << 20, true, true, "must be between 2 and 1048576"})});
+    s.push_back(
+        {"per_device_batch_size", "", false,
+         IntField("per_device_batch_size", &TrainConfig::per_device_batch_size, at_least_one)});
+    s.push_back({"packing", "", false, BoolField("packing", &TrainConfig::packing)});
+    s.push_back({"gradient_accumulation_steps", "", false,
+                 IntField("gradient_accumulation_steps", &TrainConfig::gradient_accumulation_steps,
+                          at_least_one)});
+    s.push_back({"learning_rate", "", false,
+                 FloatField("learning_rate", &TrainConfig::learning_rate, non_negative)});
+    s.push_back(
+        {"max_steps", "", false,
+         IntField("max_steps", &TrainConfig::max_steps,
+                  {1, 1e12, true, true, "must be >= 1, or -1 to let num_train_epochs decide"},
+                  [](int64_t v) { return v == -1; })});
+    s.push_back({"num_train_epochs", "", false,
+                 FloatField("num_train_epochs", &TrainConfig::num_train_epochs, positive)});
+    s.push_back(
+        {"warmup_ratio", "", false, FloatField("warmup_ratio", &TrainConfig::warmup_ratio, unit)});
+    s.push_back({"warmup_steps", "", false,
+                 IntField("warmup_steps", &TrainConfig::warmup_steps, non_negative)});
+    s.push_back({"lr_scheduler_type", "", false, SchedulerField()});
+    s.push_back({"weight_decay", "", false,
+                 FloatField("weight_decay", &TrainConfig::weight_decay, non_negative)});
+    s.push_back({"max_grad_norm", "", false,
+                 FloatField("max_grad_norm", &TrainConfig::max_grad_norm,
+                            {0, std::numeric_limits<double>::infinity(), true, true,
+                             "must be >= 0 (0 disables clipping)"})});
+    s.push_back(
+        {"adam_beta1", "", false, FloatField("adam_beta1", &TrainConfig::adam_beta1, beta)});
+    s.push_back(
+        {"adam_beta2", "", false, FloatField("adam_beta2", &TrainConfig::adam_beta2, beta)});
+    s.push_back({"adam_epsilon", "", false,
+                 FloatField("adam_epsilon", &TrainConfig::adam_epsilon, positive)});
+    s.push_back({"seed", "", false, Int64Field("seed", &TrainConfig::seed)});
+    s.push_back({"logging_steps", "", false,
+                 IntField("logging_steps", &TrainConfig::logging_steps, at_least_one)});
+    s.push_back({"save_steps", "", false,
+                 IntField("save_steps", &TrainConfig::save_steps,
+                          {0, 1e12, true, true, "must be >= 0 (0: save only at the end)"})});
+    s.push_back({"bf16", "", false, BoolField("bf16", &TrainConfig::bf16)});
+    s.push_back({"activation_checkpointing", "", false,
+                 BoolField("activation_checkpointing", &TrainConfig::activation_checkpointing)});
+    return s;
+  }();
+  return kSpecs;
+}
+
+const FieldSpec* FindSpec(const std::string& key) {
+  for (const auto& spec : FieldSpecs()) {
+    if (spec.name == key || (!spec.alias.empty() && spec.alias == key)) return &spec;
+  }
+  return nullptr;
+}
+
+std::string MarkText(const std::string& source, const YAML::Mark& mark) {
+  if (mark.line < 0) return source;
+  return fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
+}
+
+// Records `key: value` from the file or an override into `given` (by canonical name), reporting
+// unknown keys and two spellings of one key given in the same source.
+void Collect(const std::string& key, const GivenValue& value, bool is_override,
+             std::map<std::string, GivenValue>& given, std::map<std::string, std::string>& spelled,
+             ErrorList& errors) {
+  const FieldSpec* spec = FindSpec(key);
+  if (spec == nullptr) {
+    // A likely typo gets a suggestion; anything else gets the whole list.
+    std::string suggestion = DidYouMeanSuffix(key, TrainConfigKeys());
+    errors.Add(value.where, key,
+               suggestion.empty() ? fmt::format("unknown parameter; valid parameters: {}",
+                                                Join(TrainConfigKeys(), ", "))
+                                  : "unknown parameter" + suggestion);
+    return;
+  }
+  auto it = given.find(spec->name);
+  if (it != given.end() && !is_override) {
+    std::string first = spelled[spec->name];
+    errors.Add(value.where, key,
+               first == key
+                   ? fmt::format("duplicate key (first given at {})", it->second.where)
+                   : fmt::format("'{}' and '{}' are the same parameter (first given at {}); "
+                                 "keep one",
+                                 first, key, it->second.where));
+    return;
+  }
+  given[spec->name] = value;
+  spelled[spec->name] = key;
+}
+
+}  // namespace
+
+const char* LrSchedulerTypeName(LrSchedulerType type) {
+  switch (type) {
+    case LrSchedulerType::kConstant:
+      return "constant";
+    case LrSchedulerType::kConstantWithWarmup:
+      return "constant_with_warmup";
+    case LrSchedulerType::kLinear:
+      return "linear";
+    case LrSchedulerType::kCosine:
+      return "cosine";
+  }
+  return "?";
+}
+
+int TrainConfig::WarmupStepsFor(int total_steps) const {
+  if (warmup_steps > 0) return warmup_steps;
+  return static_cast<int>(std::ceil(static_cast<double>(total_steps) * warmup_ratio));
+}
+
+std::string TrainConfig::Where(const std::string& field) const {
+  auto it = sources.find(field);
+  return it == sources.end() ? field : it->second + ": " + field;
+}
+
+const std::vector<std::string>& TrainConfigKeys() {
+  static const std::vector<std::string> kKeys = [] {
+    std::vector<std::string> keys;
+    for (const auto& spec : FieldSpecs()) {
+      keys.push_back(spec.name);
+      if (!spec.alias.empty()) keys.push_back(spec.alias);
+    }
+    return keys;
+  }();
+  return kKeys;
+}
+
+Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::string& source_name,
+                                     const std::vector<std::string>& overrides) {
+  ErrorList errors;
+  std::map<std::string, GivenValue> given;
+  std::map<std::string, std::string> spelled;
+
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(
+        fmt::format("{}: invalid YAML: {}", MarkText(source_name, e.mark), e.msg));
+  }
+  if (root.IsDefined() && !root.IsNull()) {
+    if (!root.IsMap()) {
+      errors.Add(MarkText(source_name, root.Mark()), "",
+                 fmt::format("expected a map of parameters (key: value), got {}", Describe(root)));
+      return errors.ToStatus();
+    }
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const YAML::Node& key = it->first;
+      if (!key.IsScalar()) {
+        errors.Add(MarkText(source_name, key.Mark()), "",
+                   fmt::format("a parameter name must be a string, got {}", Describe(key)));
+        continue;
+      }
+      Collect(key.Scalar(), {it->second, MarkText(source_name, key.Mark())}, false, given, spelled,
+              errors);
+    }
+  }
+
+  for (const std::string& item : overrides) {
+    size_t eq = item.find('=');
+    std::string where = fmt::format("--set {}", item);
+    if (eq == std::string::npos || eq == 0) {
+      errors.Add(where, "", "expected key=value (for example --set learning_rate=1e-4)");
+      continue;
+    }
+    std::string key(Trim(item.substr(0, eq)));
+    YAML::Node value;
+    try {
+      value = YAML::Load(item.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      errors.Add(where, key, fmt::format("the value is not valid YAML: {}", e.msg));
+      continue;
+    }
+    Collect(key, {value, where}, true, given, spelled, errors);
+  }
+
+  TrainConfig config;
+  for (const auto& spec : FieldSpecs()) {
+    auto it = given.find(spec.name);
+    if (it == given.end()) {
+      if (spec.required) {
+        errors.Add(source_name, spec.name, "required parameter is missing");
+      }
+      continue;
+    }
+    spec.set(it->second, config, errors);
+    config.sources[spec.name] = it->second.where;
+  }
+
+  // Pairs that conflict.
+  if (given.count("warmup_ratio") && given.count("warmup_steps") && config.warmup_ratio > 0 &&
+      config.warmup_steps > 0) {
+    errors.Add(given["warmup_steps"].where, "warmup_steps",
+               fmt::format("give warmup_steps or warmup_ratio, not both (warmup_ratio at {})",
+                           given["warmup_ratio"].where));
+  }
+  if (config.lr_scheduler_type == LrSchedulerType::kConstant &&
+      (config.warmup_steps > 0 || config.warmup_ratio > 0)) {
+    auto it = given.find("lr_scheduler_type");
+    errors.Add(it == given.end() ? source_name : it->second.where, "lr_scheduler_type",
+               "'constant' has no warmup but a warmup was given; use constant_with_warmup");
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return config;
+}
+
+}  // namespace air::engine::train

@@ -1,0 +1,81 @@
+// TrainConfig: the parameters of `air train`, read from YAML (a --config file, or the file named
+// by HYPERPARAMETERS_PATH as air's runtime and the seed system write it) plus `--set key=value`
+// overrides, with the seed scripts' names (model_name, dataset_name, max_seq_len, ...).
+//
+// Everything is validated in one pass before any model is loaded: unknown keys (with a
+// did-you-mean), duplicate keys, wrong types, out-of-range values and conflicting pairs are each
+// reported as `FILE:LINE:COL: field: message` (or `--set key=value: field: message`), all at
+// once, in a kInvalidArgument Status. The defaults are listed beside each field and in
+// docs/engine-training.md. Plain value type; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace air::engine::train {
+
+enum class LrSchedulerType { kConstant, kConstantWithWarmup, kLinear, kCosine };
+
+// "constant", "constant_with_warmup", "linear", "cosine".
+const char* LrSchedulerTypeName(LrSchedulerType type);
+
+struct TrainConfig {
+  // --- required ---
+  std::string model_name;    // a local HF model directory or a hub id in the HF cache
+  std::string dataset_name;  // a JSON/JSONL file or directory (alpaca, chat or pre-tokenized)
+  std::string output_dir;    // where the checkpoint, metrics.jsonl and checkpoint-N go
+
+  // --- data ---
+  int max_seq_len = 1024;         // alias max_length; sequences are truncated to this
+  int per_device_batch_size = 4;  // sequences per micro-batch
+  bool packing = false;           // pack several examples per row (no cross-attention)
+
+  // --- optimization ---
+  int gradient_accumulation_steps = 1;
+  double learning_rate = 2e-5;
+  int max_steps = -1;             // optimizer steps; -1: num_train_epochs decides
+  double num_train_epochs = 1.0;  // used when max_steps is -1; may be fractional
+  double warmup_ratio = 0.0;      // fraction of the total steps (rounded up)
+  int warmup_steps = 0;           // exclusive with warmup_ratio
+  LrSchedulerType lr_scheduler_type = LrSchedulerType::kLinear;
+  double weight_decay = 0.0;   // applied to tensors of 2+ dims only (not norms, biases)
+  double max_grad_norm = 1.0;  // global-norm clipping; 0 disables it
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  int64_t seed = 42;
+
+  // --- outputs ---
+  int logging_steps = 10;  // a metrics.jsonl line every N optimizer steps
+  int save_steps = 0;      // output_dir/checkpoint-N every N steps; 0: only at the end
+
+  // --- compute ---
+  bool bf16 = false;                      // see docs/engine-training.md for the CPU meaning
+  bool activation_checkpointing = false;  // recompute each layer's activations in backward
+
+  // Where each key that was given came from ("file.yaml:3:5" or "--set key=value"), by canonical
+  // name; later errors (a missing dataset file, say) name it.
+  std::map<std::string, std::string> sources;
+
+  // The number of warmup steps for a run of `total_steps` optimizer steps: warmup_steps if set,
+  // else ceil(total_steps * warmup_ratio) (transformers' rule).
+  int WarmupStepsFor(int total_steps) const;
+
+  // "FILE:LINE:COL: field" for a given key, or "field" when it was defaulted.
+  std::string Where(const std::string& field) const;
+};
+
+// Every key accepted, canonical names and aliases, for help texts and did-you-mean.
+const std::vector<std::string>& TrainConfigKeys();
+
+// Parses and validates YAML text. `source_name` is the file name used in error messages.
+// `overrides` are "key=value" strings applied over the file's values (the value is read as a YAML
+// scalar, so `--set bf16=true` is a bool and `--set learning_rate=1e-4` a number).
+Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::string& source_name,
+                                     const std::vector<std::string>& overrides = {});
+
+}  // namespace air::engine::train

@@ -1,0 +1,194 @@
+// The stages of `air train` (see train_run.h).
+#include "engine/train/train_run.h"
+
+#include <fmt/format.h>
+
+#include "engine/data/dataset.h"
+#include "engine/data/examples.h"
+#include "engine/data/tokenizer.h"
+#include "engine/io/hf_config.h"
+#include "engine/io/hf_hub.h"
+#include "engine/model/llama_model.h"
+#include "engine/train/pretokenized_dataset.h"
+
+namespace air::engine::train {
+
+namespace {
+
+// Re-labels an error from a stage with the parameter (and its YAML location) that led there.
+Status AtParameter(const TrainConfig& config, const std::string& field, const Status& status) {
+  return Status(status.code(), fmt::format("{}: {}", config.Where(field), status.message()));
+}
+
+// The DataLoader options for the trainer's parameters.
+DataLoaderOptions LoaderOptions(const TrainConfig& config) {
+  DataLoaderOptions o;
+  o.batch_size = config.per_device_batch_size;
+  o.seq_len = config.max_seq_len;
+  o.packing = config.packing;
+  o.group_by_length = true;
+  o.shuffle = true;
+  o.seed = static_cast<uint64_t>(config.seed);
+  return o;
+}
+
+// examples -> p.loader, with the DataLoader's errors pointing at the parameters.
+Status MakeLoader(const TrainConfig& config, std::vector<TokenizedExample> examples, int32_t pad_id,
+                  PreparedTraining& p) {
+  p.num_examples = static_cast<int64_t>(examples.size());
+  auto loader = DataLoader::Create(std::move(examples), pad_id, LoaderOptions(config));
+  if (!loader.ok()) return AtParameter(config, "dataset_name", loader.status());
+  p.loader = std::make_unique<DataLoader>(std::move(*loader));
+  return Status::Ok();
+}
+
+// dataset_name -> examples -> a DataLoader, filling p.loader, p.dataset_kind, p.num_examples.
+Status PrepareData(Env* env, const TrainConfig& config, PreparedTraining& p) {
+  const std::string& data = config.dataset_name;
+  if (LooksPretokenized(env, data)) {
+    auto examples = ReadPretokenizedJsonl(env, data, p.model_config.vocab_size);
+    if (!examples.ok()) return AtParameter(config, "dataset_name", examples.status());
+    p.dataset_kind = "pre-tokenized JSONL";
+    return MakeLoader(config, std::move(*examples), /*pad_id=*/0, p);
+  }
+
+  auto files = ResolveDataset(data, env);
+  if (!files.ok()) return AtParameter(config, "dataset_name", files.status());
+  auto records = LoadRecords(*files, env);
+  if (!records.ok()) return AtParameter(config, "dataset_name", records.status());
+  auto tokenizer = Tokenizer::Load(p.model_dir, env);
+  if (!tokenizer.ok()) return AtParameter(config, "model_name", tokenizer.status());
+  if (tokenizer->id_limit() > p.model_config.vocab_size) {
+    return InvalidArgument(fmt::format(
+        "{}: the tokenizer in {} has ids up to {} but the model's vocab_size is {}; the model "
+        "cannot embed them",
+        config.Where("model_name"), p.model_dir, tokenizer->id_limit() - 1,
+        p.model_config.vocab_size));
+  }
+  ExampleOptions options;
+  options.max_seq_len = config.max_seq_len;
+  auto built = BuildExamples(*records, *tokenizer, options);
+  if (!built.ok()) return AtParameter(config, "dataset_name", built.status());
+  if (built->examples.empty()) {
+    return InvalidArgument(
+        fmt::format("{}: {}: no example has anything to learn ({} records, {} "
+                    "dropped because their response was cut off by "
+                    "max_seq_len {})",
+                    config.Where("dataset_name"), data, built->stats.records,
+                    built->stats.dropped_no_loss, config.max_seq_len));
+  }
+  bool chat = false;
+  for (const DatasetRecord& r : *records) chat |= r.kind == DatasetRecord::Kind::kChat;
+  p.dataset_kind = chat ? "chat records" : "alpaca records";
+  if (built->stats.truncated > 0 || built->stats.dropped_no_loss > 0) {
+    p.notes.push_back(
+        fmt::format("{} examples were cut to max_seq_len {}; {} dropped (no "
+                    "response left)",
+                    built->stats.truncated, config.max_seq_len, built->stats.dropped_no_loss));
+  }
+  return MakeLoader(config, std::move(built->examples), tokenizer->padding_id(), p);
+}
+
+}  // namespace
+
+Result<TrainConfig> LoadTrainConfig(Env* env, const std::string& config_path,
+                                    const std::vector<std::string>& overrides) {
+  std::string path = config_path;
+  std::string origin = "--config";
+  if (path.empty()) {
+    std::optional<std::string> from_env = env->GetEnv("HYPERPARAMETERS_PATH");
+    if (from_env && !from_env->empty()) {
+      path = *from_env;
+      origin = "HYPERPARAMETERS_PATH";
+    }
+  }
+  if (path.empty()) {
+    if (overrides.empty()) {
+      return InvalidArgument(
+          "no training parameters: give --config FILE, or set HYPERPARAMETERS_PATH to a YAML "
+          "file (air run does this for a workload's parameters block), or pass --set key=value");
+    }
+    return ParseTrainConfig("", "--set", overrides);
+  }
+  if (env->IsDirectory(path) || !env->FileExists(path)) {
+    return InvalidArgument(fmt::format("{} {}: no such file", origin, path));
+  }
+  AIR_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  return ParseTrainConfig(text, path, overrides);
+}
+
+Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
+  PreparedTraining p;
+  // Under torchrun/air with several workers every rank would train the same model alone; say so
+  // instead of duplicating the work.
+  if (std::optional<std::string> world = env->GetEnv("WORLD_SIZE");
+      world && *world != "1" && !world->empty()) {
+    return FailedPrecondition(fmt::format(
+        "WORLD_SIZE={}: air train runs as a single process for now (the sharded trainer of "
+        "engine/parallel is not built yet); launch it with one worker (WORLD_SIZE=1 or unset)",
+        *world));
+  }
+  auto model_dir = ResolveModelDir(config.model_name, env);
+  if (!model_dir.ok()) return AtParameter(config, "model_name", model_dir.status());
+  p.model_dir = *model_dir;
+  auto model_config = LoadModelConfig(p.model_dir);
+  if (!model_config.ok()) return AtParameter(config, "model_name", model_config.status());
+  p.model_config = *model_config;
+
+  AIR_RETURN_IF_ERROR(PrepareData(env, config, p));
+  p.total_steps = TotalSteps(config, p.loader->batches_per_epoch());
+  p.warmup_steps = config.WarmupStepsFor(p.total_steps);
+  if (config.max_steps > 0 && config.sources.count("num_train_epochs") > 0) {
+    p.notes.push_back(
+        fmt::format("max_steps {} decides the length; num_train_epochs ({}) is not "
+                    "used",
+                    config.max_steps, config.Where("num_train_epochs")));
+  }
+  if (config.bf16) {
+    p.notes.push_back(
+        "bf16: the CPU engine has no bf16 kernels yet, so weights, activations, gradients and "
+        "optimizer state all stay fp32 (as numerically exact as the reference); the checkpoint is "
+        "saved in fp32");
+  }
+  p.config = std::move(config);
+  return p;
+}
+
+std::string DescribePlan(const PreparedTraining& p) {
+  const TrainConfig& c = p.config;
+  const ModelConfig& m = p.model_config;
+  std::string text = fmt::format(
+      "model    {} ({}, {} layers, hidden {}, vocab {})\n"
+      "data     {} ({}, {} examples, {} micro-batches of {} per epoch, max_seq_len {}{})\n"
+      "steps    {} optimizer steps x {} micro-batches, lr {} ({}, warmup {}), weight decay {}, "
+      "clip {}\n"
+      "output   {}",
+      p.model_dir, ArchitectureClassName(m.arch), m.num_layers, m.hidden_size, m.vocab_size,
+      c.dataset_name, p.dataset_kind, p.num_examples, p.loader->batches_per_epoch(),
+      c.per_device_batch_size, c.max_seq_len,
+      c.packing ? fmt::format(", packed: rows {:.0f}% full", 100.0 * p.loader->stats().fill)
+                : std::string(", padded, grouped by length"),
+      p.total_steps, c.gradient_accumulation_steps, c.learning_rate,
+      LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
+      c.output_dir);
+  for (const std::string& note : p.notes) text += "\nnote     " + note;
+  return text;
+}
+
+Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
+  ModelOptions model_options;
+  model_options.ops.num_threads = options.num_threads;
+  model_options.activation_checkpointing = p.config.activation_checkpointing;
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                       LlamaModel::FromPretrained(p.model_dir, model_options));
+  TrainerIo io;
+  io.env = env;
+  io.progress = options.progress;
+  io.progress_is_tty = options.progress_is_tty;
+  io.model_dir = p.model_dir;
+  io.dump_batches_path = options.dump_batches_path;
+  Trainer trainer(model.get(), p.config, io);
+  return trainer.Run(*p.loader);
+}
+
+}  // namespace air::engine::train

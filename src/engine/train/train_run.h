@@ -1,0 +1,57 @@
+// The stages of `air train`, each callable alone: load and validate the parameters, resolve the
+// model and the dataset (all before any weights are read), then load the model and train.
+//
+//   LoadTrainConfig   --config FILE, else $HYPERPARAMETERS_PATH, plus --set overrides
+//   PrepareTraining   model_name -> directory (HF cache aware), config.json, the dataset ->
+//                     examples -> a DataLoader (packing or length-grouped padded batches,
+//                     shuffled by seed); every error names the parameter and where it was given
+//   RunTraining       loads the weights, trains (Trainer), writes the checkpoint(s)
+// Thread safety: run from one thread.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "engine/data/data_loader.h"
+#include "engine/model/model_config.h"
+#include "engine/train/train_config.h"
+#include "engine/train/trainer.h"
+
+namespace air::engine::train {
+
+// Reads the YAML from `config_path`, or when empty from the file named by HYPERPARAMETERS_PATH;
+// with neither, the --set overrides alone must supply the required keys.
+Result<TrainConfig> LoadTrainConfig(Env* env, const std::string& config_path,
+                                    const std::vector<std::string>& overrides);
+
+struct PreparedTraining {
+  TrainConfig config;
+  std::string model_dir;
+  ModelConfig model_config;
+  std::unique_ptr<DataLoader> loader;
+  std::string dataset_kind;  // "pre-tokenized JSONL", "alpaca", "chat", ...
+  int64_t num_examples = 0;
+  int total_steps = 0;
+  int warmup_steps = 0;
+  std::vector<std::string> notes;  // what the user should know (bf16 on the CPU, ...)
+};
+
+Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config);
+
+struct RunOptions {
+  std::ostream* progress = nullptr;
+  bool progress_is_tty = false;
+  std::string dump_batches_path;
+  int num_threads = 0;  // 0: AIR_NUM_THREADS or the number of cores
+};
+
+// A few lines describing the run (model, data, steps, schedule), for the start of the output.
+std::string DescribePlan(const PreparedTraining& prepared);
+
+Result<TrainSummary> RunTraining(Env* env, PreparedTraining& prepared, const RunOptions& options);
+
+}  // namespace air::engine::train

@@ -1,0 +1,78 @@
+// Trainer: the training loop of `air train` on one process — micro-batches from engine/data's
+// DataLoader (packed or padded rows, shuffled by seed, endless epochs), forward and backward
+// through a LlamaModel, gradient accumulation, global-norm clipping, the learning-rate schedule,
+// AdamW, metrics, progress and checkpoints.
+//
+// Loss normalization (gradient accumulation): an optimizer step takes G micro-batches. Let n_i
+// be the loss tokens (labels != -100 after the shift) of micro-batch i and N = sum n_i. Each
+// micro-batch's backward is scaled by n_i / N, so the accumulated gradient is exactly the
+// gradient of the mean token loss over all N tokens — the same as one batch holding all G
+// micro-batches, and what transformers' Trainer computes when it knows num_items_in_batch
+// (sum of token losses / N per micro-batch). The step's reported loss is that mean.
+//
+// Step k (0-based) uses lr = base_lr * schedule(k), as transformers steps its LambdaLR after the
+// optimizer. Checkpoints: output_dir/checkpoint-N every save_steps steps, and output_dir itself
+// at the end, each a full HF directory (config.json, weights, generation_config.json, tokenizer
+// files copied from the base model). Deterministic: the same config and data give the same
+// weights (the model's ops are deterministic for a fixed thread count).
+// Thread safety: drives one model from the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "engine/data/data_loader.h"
+#include "engine/model/llama_model.h"
+#include "engine/train/train_config.h"
+
+namespace air::engine::train {
+
+struct TrainerIo {
+  Env* env = nullptr;
+  std::ostream* progress = nullptr;  // the progress line and notes; nullptr: silent
+  bool progress_is_tty = false;
+  std::string model_dir;          // the base model's directory (tokenizer files come from it)
+  std::string dump_batches_path;  // when set, every micro-batch is appended here as JSONL
+};
+
+struct TrainSummary {
+  int steps = 0;
+  double first_loss = 0.0;
+  double last_loss = 0.0;
+  int64_t tokens = 0;
+  double elapsed_s = 0.0;
+  std::string output_dir;
+};
+
+// Optimizer steps for a run: max_steps when > 0, else ceil(num_train_epochs * steps per epoch)
+// with floor(batches_per_epoch / gradient_accumulation_steps) (at least 1) steps per epoch.
+int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch);
+
+class Trainer {
+ public:
+  Trainer(LlamaModel* model, TrainConfig config, TrainerIo io)
+      : model_(model), config_(std::move(config)), io_(std::move(io)) {}
+
+  Result<TrainSummary> Run(DataLoader& loader);
+
+  // Writes a full checkpoint (weights, config, generation config, tokenizer files) into `dir`.
+  Status SaveCheckpoint(const std::string& dir) const;
+
+ private:
+  struct AccumulatedStep {
+    double loss_sum = 0.0;    // summed token losses of the step's micro-batches
+    int64_t loss_tokens = 0;  // N
+    int64_t real_tokens = 0;  // non-padding tokens
+  };
+  // Zeroes the grads, then runs forward and scaled backward over the next G micro-batches.
+  Result<AccumulatedStep> AccumulateGradients(DataLoader& loader, int step);
+
+  LlamaModel* model_;
+  TrainConfig config_;
+  TrainerIo io_;
+};
+
+}  // namespace air::engine::train

@@ -1,0 +1,145 @@
+// One attempt: launch, watch, stop, decide.
+#include "runtime/attempt_runner.h"
+
+#include <fmt/format.h>
+
+#include "base/log.h"
+#include "runtime/failure.h"
+
+namespace air::runtime {
+namespace {
+
+bool IsCleanSuccess(const backends::NodeStatus& status) {
+  return status.exit && status.exit->error.empty() && status.exit->exit_code == 0 &&
+         !status.exit->stopped_by_air;
+}
+
+store::NodeExit ToNodeExit(const backends::NodeStatus& status, int64_t now_us) {
+  store::NodeExit exit;
+  if (status.exit) {
+    exit.exit_code = status.exit->exit_code;
+    exit.signal = status.exit->signal;
+    exit.stopped_by_air = status.exit->stopped_by_air;
+    exit.ended_us = status.exit->ended_us;
+  }
+  if (exit.ended_us == 0) exit.ended_us = now_us;
+  return exit;
+}
+
+}  // namespace
+
+Status AttemptRunner::BeginStop(StopCause cause, const std::string& why) {
+  if (stop_cause_ != StopCause::kNone) return Status::Ok();
+  stop_cause_ = cause;
+  stop_reason_ = why;
+  stop_started_us_ = env_->MonotonicMicros();
+  if (cause == StopCause::kTimeout || cause == StopCause::kCancel) {
+    Status moved = store_->TransitionRun(options_.run_id, store::RunState::kTerminating, why,
+                                         store::RunState::kRunning);
+    if (!moved.ok() && moved.code() != ErrorCode::kFailedPrecondition) return moved;
+  }
+  AIR_RETURN_IF_ERROR(
+      store_->AppendEvent(options_.run_id, "stop",
+                          fmt::format("stopping every node: {} (SIGTERM, SIGKILL after {} s)", why,
+                                      options_.grace_seconds),
+                          options_.attempt));
+  return backend_->StopAll();
+}
+
+Status AttemptRunner::RecordChanges(const std::vector<backends::NodeStatus>& statuses) {
+  for (const auto& status : statuses) {
+    const int rank = status.node_rank;
+    if (status.started && !recorded_start_[rank]) {
+      recorded_start_[rank] = true;
+      AIR_RETURN_IF_ERROR(store_->RecordNodeStarted(
+          options_.run_id, options_.attempt, rank, status.started->agent_pid, status.started->pid,
+          status.started->pgid, status.started->started_us));
+    }
+    if (status.phase != backends::NodePhase::kEnded || recorded_end_[rank]) continue;
+    recorded_end_[rank] = true;
+    const bool air_was_stopping = stop_cause_ != StopCause::kNone;
+    store::NodeState state = store::NodeState::kExited;
+    std::string ending;
+    if (!status.exit) {
+      state = store::NodeState::kLost;
+      ending = "was lost: " + status.lost_reason;
+    } else {
+      ending = DescribeNodeEnding(*status.exit);
+      if (air_was_stopping || status.exit->stopped_by_air) state = store::NodeState::kStopped;
+    }
+    AIR_RETURN_IF_ERROR(store_->RecordNodeEnded(
+        options_.run_id, options_.attempt, rank, state, ToNodeExit(status, env_->NowMicros()),
+        state == store::NodeState::kLost ? status.lost_reason : ""));
+    if (air_was_stopping || IsCleanSuccess(status)) continue;
+    if (status.exit && status.exit->stopped_by_air) {
+      ending += " after its agent was asked to stop by a signal that did not come from air";
+    }
+    std::string summary =
+        NodeFailureSummary(rank, options_.attempt, ending, env_,
+                           layout_.NodeLog(options_.run_id, options_.attempt, rank));
+    AIR_RETURN_IF_ERROR(BeginStop(StopCause::kNodeFailed, summary));
+  }
+  return Status::Ok();
+}
+
+Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attempt) {
+  const size_t n = attempt.nodes.size();
+  recorded_start_.assign(n, false);
+  recorded_end_.assign(n, false);
+  Status launched = backend_->Launch(attempt);
+  if (!launched.ok()) {
+    return AttemptOutcome{store::AttemptState::kFailed,
+                          "could not start the nodes: " + launched.message()};
+  }
+  AIR_INFO("run {}: attempt {}: {} node(s) launched", options_.run_id, options_.attempt, n);
+  Status failure = Status::Ok();
+  while (true) {
+    auto polled = backend_->Poll(options_.poll_interval_us);
+    if (!polled.ok()) {
+      failure = polled.status();
+      break;
+    }
+    failure = RecordChanges(*polled);
+    if (!failure.ok()) break;
+    bool all_ended = true;
+    for (const auto& status : *polled) {
+      all_ended = all_ended && status.phase == backends::NodePhase::kEnded;
+    }
+    if (all_ended) break;
+    const int64_t now = env_->MonotonicMicros();
+    if (stop_cause_ == StopCause::kNone) {
+      if (options_.deadline_monotonic_us != 0 && now >= options_.deadline_monotonic_us) {
+        failure = BeginStop(StopCause::kTimeout, "timed out (" + options_.timeout_text + ")");
+      } else if (options_.cancel_requested) {
+        std::string reason = options_.cancel_requested();
+        if (!reason.empty()) failure = BeginStop(StopCause::kCancel, reason);
+      }
+      if (!failure.ok()) break;
+    } else if (!killed_ &&
+               now - stop_started_us_ > (int64_t{options_.grace_seconds} + 5) * 1'000'000) {
+      killed_ = true;
+      (void)store_->AppendEvent(options_.run_id, "stop",
+                                "nodes did not stop within the grace period: SIGKILL to every "
+                                "process of the attempt",
+                                options_.attempt);
+      (void)backend_->KillAll();
+    }
+  }
+  if (!failure.ok()) {
+    (void)backend_->KillAll();
+    return failure;
+  }
+  switch (stop_cause_) {
+    case StopCause::kNone:
+      return AttemptOutcome{store::AttemptState::kSucceeded, ""};
+    case StopCause::kNodeFailed:
+      return AttemptOutcome{store::AttemptState::kFailed, stop_reason_};
+    case StopCause::kTimeout:
+      return AttemptOutcome{store::AttemptState::kTimedOut, stop_reason_};
+    case StopCause::kCancel:
+      return AttemptOutcome{store::AttemptState::kCanceled, stop_reason_};
+  }
+  return Internal("unreachable stop cause");
+}
+
+}  // namespace air::runtime

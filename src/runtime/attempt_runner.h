@@ -1,0 +1,77 @@
+// AttemptRunner: one attempt from launch to the last node's end (docs/state-machine.md).
+//
+// It launches every node through the Backend, records each node's start and end in the store,
+// and decides the attempt's outcome:
+//   - every node exited 0 on its own                      -> SUCCEEDED
+//   - a node exited non-zero, died by a signal, or was lost -> stop all nodes -> FAILED
+//   - the deadline (timeout_minutes) passed               -> TERMINATING, stop -> TIMED_OUT
+//   - a cancel was requested                              -> TERMINATING, stop -> CANCELED
+// Once air starts stopping an attempt, how the remaining nodes end no longer matters: a worker
+// that traps SIGTERM and exits 0 is STOPPED, never a success. Stopping is SIGTERM to each node's
+// process group (by its agent), SIGKILL after the grace period, and, if an agent does not finish
+// within grace + 5 s, SIGKILL to everything of the attempt from here (Backend::KillAll).
+// Thread safety: one thread (the run's supervisor).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "backends/backend.h"
+#include "base/env.h"
+#include "runtime/layout.h"
+#include "store/store.h"
+
+namespace air::runtime {
+
+enum class StopCause { kNone, kNodeFailed, kTimeout, kCancel };
+
+struct AttemptOutcome {
+  store::AttemptState state = store::AttemptState::kRunning;
+  std::string summary;  // why it did not succeed ("" on success)
+};
+
+struct AttemptRunnerOptions {
+  int64_t run_id = 0;
+  int attempt = 0;
+  int64_t deadline_monotonic_us = 0;  // 0: no timeout
+  std::string timeout_text;           // "timeout_minutes: 2" for messages
+  int grace_seconds = 10;
+  int64_t poll_interval_us = 100'000;
+  // Returns a non-empty reason when the run should be canceled ("air cancel", "SIGTERM").
+  std::function<std::string()> cancel_requested;
+};
+
+class AttemptRunner {
+ public:
+  AttemptRunner(store::Store* store, backends::Backend* backend, const Layout& layout, Env* env,
+                AttemptRunnerOptions options)
+      : store_(store),
+        backend_(backend),
+        layout_(layout),
+        env_(env),
+        options_(std::move(options)) {}
+
+  // Runs the attempt to its end. A Status error means air itself failed (the store, the
+  // backend); the nodes are killed before it returns.
+  Result<AttemptOutcome> Run(const backends::AttemptToLaunch& attempt);
+
+ private:
+  Status BeginStop(StopCause cause, const std::string& why);
+  Status RecordChanges(const std::vector<backends::NodeStatus>& statuses);
+
+  store::Store* store_;
+  backends::Backend* backend_;
+  Layout layout_;
+  Env* env_;
+  AttemptRunnerOptions options_;
+
+  StopCause stop_cause_ = StopCause::kNone;
+  std::string stop_reason_;
+  int64_t stop_started_us_ = 0;
+  bool killed_ = false;
+  std::vector<bool> recorded_start_;
+  std::vector<bool> recorded_end_;
+};
+
+}  // namespace air::runtime

@@ -1,0 +1,88 @@
+// Double-fork + setsid launch of `air supervise`.
+#include "runtime/daemon.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace air::runtime {
+
+Result<std::string> CurrentExecutable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ErrnoStatus("readlink /proc/self/exe", errno);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
+                               const std::string& air_home, const std::string& log_path) {
+  std::string arg0 = "air";
+  std::string arg1 = "supervise";
+  std::string arg2 = std::to_string(run_id);
+  std::string arg3 = "--air-home";
+  std::string arg4 = air_home;
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), arg3.data(), arg4.data(), nullptr};
+  // The grandchild reports an exec failure (errno) through this pipe; a successful exec closes
+  // it (O_CLOEXEC), so EOF means the supervisor runs.
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  pid_t child = ::fork();
+  if (child < 0) {
+    int err = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return ErrnoStatus("fork", err);
+  }
+  if (child == 0) {
+    ::close(report[0]);
+    ::setsid();
+    pid_t grandchild = ::fork();
+    if (grandchild != 0) ::_exit(grandchild < 0 ? 1 : 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (in < 0 || out < 0) {
+      int err = errno;
+      (void)!::write(report[1], &err, sizeof(err));
+      ::_exit(127);
+    }
+    ::dup2(in, STDIN_FILENO);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(out, STDERR_FILENO);
+    if (::chdir("/") != 0) {
+      // Not fatal: the supervisor uses absolute paths only.
+    }
+    ::execv(air_binary.c_str(), argv);
+    int err = errno;
+    (void)!::write(report[1], &err, sizeof(err));
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(report[0], &exec_errno, sizeof(exec_errno));
+  } while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
+    return ErrnoStatus(
+        fmt::format("start the supervisor ({} supervise {}; log {})", air_binary, run_id, log_path),
+        exec_errno);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Internal("could not fork the run's supervisor");
+  }
+  return Status::Ok();
+}
+
+}  // namespace air::runtime

@@ -1,0 +1,71 @@
+// Where everything lives under AIR_HOME (docs/run-directory.md). One place computes every path,
+// so the CLI, the supervisor, the backends and the agent agree.
+//
+//   AIR_HOME/air.db                         the store (SQLite, WAL)
+//   AIR_HOME/cas/sha256/ab/<digest>         snapshot file contents, read-only, shared by runs
+//   AIR_HOME/snapshots/<digest>.json        snapshot manifests (path, digest, mode, size)
+//   AIR_HOME/envs/<digest>/                 Python environments keyed by their dependencies
+//   AIR_HOME/runs/<id>/                     one run
+//       supervisor.log                      the supervisor's own diagnostics
+//       setup.log                           environment preparation (pip) output
+//       parameters.yaml                     the spec's parameters block (HYPERPARAMETERS_PATH)
+//       nodes/node_<n>/                     node n's working directory (materialized snapshot)
+//       attempt_<k>/node_<n>.json           what the agent runs (launch file, no secret values)
+//       attempt_<k>/node_<n>.log            node n's output, one timestamped line per line
+//       attempt_<k>/node_<n>.started        the agent's start report (pid, pgid)
+//       attempt_<k>/node_<n>.exit           the agent's exit report
+// Thread safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace air::runtime {
+
+class Layout {
+ public:
+  explicit Layout(std::string air_home) : home_(std::move(air_home)) {}
+
+  const std::string& home() const { return home_; }
+  std::string DbPath() const { return home_ + "/air.db"; }
+  std::string CasDir() const { return home_ + "/cas/sha256"; }
+  std::string CasPath(const std::string& digest) const {
+    return CasDir() + "/" + digest.substr(0, 2) + "/" + digest;
+  }
+  std::string SnapshotsDir() const { return home_ + "/snapshots"; }
+  std::string SnapshotManifest(const std::string& digest) const {
+    return SnapshotsDir() + "/" + digest + ".json";
+  }
+  std::string EnvsDir() const { return home_ + "/envs"; }
+  std::string RunsDir() const { return home_ + "/runs"; }
+  std::string RunDir(int64_t run_id) const { return RunsDir() + "/" + std::to_string(run_id); }
+  std::string SupervisorLog(int64_t run_id) const { return RunDir(run_id) + "/supervisor.log"; }
+  std::string SetupLog(int64_t run_id) const { return RunDir(run_id) + "/setup.log"; }
+  std::string ParametersFile(int64_t run_id) const { return RunDir(run_id) + "/parameters.yaml"; }
+  std::string NodeWorkDir(int64_t run_id, int node) const {
+    return RunDir(run_id) + "/nodes/node_" + std::to_string(node);
+  }
+  std::string AttemptDir(int64_t run_id, int attempt) const {
+    return RunDir(run_id) + "/attempt_" + std::to_string(attempt);
+  }
+  std::string NodeFile(int64_t run_id, int attempt, int node, const char* suffix) const {
+    return AttemptDir(run_id, attempt) + "/node_" + std::to_string(node) + suffix;
+  }
+  std::string NodeLog(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".log");
+  }
+  std::string NodeLaunchFile(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".json");
+  }
+  std::string NodeStartedFile(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".started");
+  }
+  std::string NodeExitFile(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".exit");
+  }
+
+ private:
+  std::string home_;
+};
+
+}  // namespace air::runtime

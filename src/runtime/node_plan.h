@@ -1,0 +1,40 @@
+// Turning a run's spec into the launch of one attempt: each node's NodeLaunch (command, working
+// directory, log and report paths, and the environment from spec::BuildNodeEnvironment — the
+// same function the dry-run plan prints), with the secret values kept apart for the backend to
+// inject into the node processes only.
+// Thread safety: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "runtime/layout.h"
+#include "spec/workload_spec.h"
+#include "store/store.h"
+
+namespace air::runtime {
+
+// What the supervisor prepared once per run, before the first attempt.
+struct PreparedRun {
+  std::vector<std::string> node_workdirs;  // per node: CODE_SOURCE_PATH and working directory
+  std::string hyperparameters_path;        // "" when the spec has no parameters
+  std::string python_bin_dir;              // "" without environment.dependencies
+  std::vector<std::pair<std::string, std::string>> secret_values;  // NAME -> value
+};
+
+struct AttemptSettings {
+  int attempt = 0;
+  int master_port = 0;
+  int grace_seconds = 10;
+  std::string inherited_path;  // the supervisor's PATH, for a dependency venv to go first
+  std::string air_bin_dir;     // the directory of the air executable: nodes can run `air train`
+};
+
+backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const store::RunRecord& run,
+                                      const Layout& layout, const PreparedRun& prepared,
+                                      const AttemptSettings& settings);
+
+}  // namespace air::runtime

@@ -1,0 +1,44 @@
+// The stages a run goes through once, before its first attempt (docs/state-machine.md): the run
+// directory, the parameters file, each node's working directory with its materialized code
+// snapshot, the secret values, and the dependency environment. Each stage is a function that can
+// be tested alone; an error names the spec field it comes from, and the run then ends FAILED
+// before any command starts.
+// Thread safety: stateless functions.
+#pragma once
+
+#include <functional>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "runtime/layout.h"
+#include "runtime/node_plan.h"
+#include "spec/workload_spec.h"
+#include "store/store.h"
+
+namespace air::runtime {
+
+// Writes AIR_HOME/runs/<id>/parameters.yaml; returns its path ("" without parameters).
+Result<std::string> WriteParametersFile(const spec::WorkloadSpec& spec, const store::RunRecord& run,
+                                        const Layout& layout, Env* env);
+
+// Creates each node's working directory, holding the run's code snapshot when it has one.
+Result<std::vector<std::string>> PrepareNodeDirectories(const spec::WorkloadSpec& spec,
+                                                        const store::RunRecord& run,
+                                                        const Layout& layout, Env* env);
+
+// Resolves `secrets:` from the secret store under AIR_HOME (NAME -> value).
+Result<std::vector<std::pair<std::string, std::string>>> ResolveRunSecrets(
+    const spec::WorkloadSpec& spec, const Layout& layout, Env* env);
+
+// Builds or reuses the dependency venv; returns its bin directory ("" without dependencies).
+// Output goes to the run's setup.log. `should_stop` (optional) cancels a build in progress.
+Result<std::string> PrepareDependencies(const spec::WorkloadSpec& spec, const store::RunRecord& run,
+                                        const Layout& layout, Env* env,
+                                        const std::function<bool()>& should_stop = {});
+
+// All of the above, in order.
+Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunRecord& run,
+                               const Layout& layout, Env* env,
+                               const std::function<bool()>& should_stop = {});
+
+}  // namespace air::runtime

@@ -1,0 +1,24 @@
+// Noticing runs whose supervisor is gone. A run is live (PENDING, RUNNING, TERMINATING) only while
+// its supervisor process exists; `air get`, `air list` and `air cancel` call ReconcileRun so a
+// supervisor that was killed (kill -9, a reboot) does not leave a run RUNNING forever: the run
+// becomes INTERNAL_ERROR, naming the supervisor's pid and log. The pid is checked together with
+// its start time, so a reused pid is not mistaken for the supervisor.
+// Thread safety: stateless functions over a caller-owned Store.
+#pragma once
+
+#include "base/env.h"
+#include "runtime/layout.h"
+#include "store/store.h"
+
+namespace air::runtime {
+
+// How long a PENDING run may wait for its supervisor to record itself.
+inline constexpr int64_t kSupervisorStartGraceMicros = 30'000'000;
+
+bool SupervisorAlive(const store::RunRecord& run);
+
+// Returns the run, moved to INTERNAL_ERROR first when its supervisor is gone.
+Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
+                                      store::RunRecord run, Env* env);
+
+}  // namespace air::runtime

@@ -1,0 +1,166 @@
+// JSON and text views of runs.
+#include "runtime/run_view.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "base/strings.h"
+
+namespace air::runtime {
+namespace {
+
+using nlohmann::json;
+
+int64_t DurationOf(const store::RunRecord& run, int64_t now_us) {
+  if (!run.started_us) return 0;
+  return run.ended_us.value_or(now_us) - *run.started_us;
+}
+
+json Optional(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+json Optional(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+
+std::string NodeText(const store::NodeRecord& n) {
+  std::string text = fmt::format("node {} {}", n.node_rank, store::NodeStateName(n.state));
+  if (n.exit_code) text += fmt::format(" (exit {})", *n.exit_code);
+  if (n.signal) text += fmt::format(" (signal {})", *n.signal);
+  return text;
+}
+
+}  // namespace
+
+Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run) {
+  RunDetails details;
+  details.run = run;
+  AIR_ASSIGN_OR_RETURN(details.attempts, store->ListAttempts(run.id));
+  for (const auto& attempt : details.attempts) {
+    AIR_ASSIGN_OR_RETURN(auto nodes, store->ListNodes(run.id, attempt.attempt));
+    details.nodes.push_back(std::move(nodes));
+  }
+  return details;
+}
+
+std::string FormatDuration(int64_t micros) {
+  if (micros < 0) micros = 0;
+  double seconds = static_cast<double>(micros) / 1e6;
+  if (seconds < 60) return fmt::format("{:.1f} s", seconds);
+  int64_t total = micros / 1'000'000;
+  if (total < 3600) return fmt::format("{} min {} s", total / 60, total % 60);
+  return fmt::format("{} h {} min", total / 3600, (total % 3600) / 60);
+}
+
+std::string FormatTime(int64_t micros) {
+  time_t secs = static_cast<time_t>(micros / 1000000);
+  tm utc;
+  gmtime_r(&secs, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &utc);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>((micros / 1000) % 1000));
+}
+
+json RunSummaryJson(const store::RunRecord& run, int64_t now_us) {
+  return json{{"run_id", run.id},
+              {"experiment", run.experiment},
+              {"state", store::RunStateName(run.state)},
+              {"accelerator_type", run.accelerator_type},
+              {"num_nodes", run.num_nodes},
+              {"per_node", run.per_node},
+              {"attempts", run.attempt_count},
+              {"max_retries", run.max_retries},
+              {"timeout_minutes", Optional(run.timeout_minutes)},
+              {"created_us", run.created_us},
+              {"created", FormatTime(run.created_us)},
+              {"started_us", Optional(run.started_us)},
+              {"ended_us", Optional(run.ended_us)},
+              {"duration_s", static_cast<double>(DurationOf(run, now_us)) / 1e6},
+              {"cancel_requested", run.cancel_requested},
+              {"failure_summary", run.failure_summary}};
+}
+
+json RunDetailsJson(const RunDetails& details, int64_t now_us) {
+  const store::RunRecord& run = details.run;
+  json out = RunSummaryJson(run, now_us);
+  out["source_path"] = run.source_path;
+  out["mlflow_run_id"] = run.mlflow_run_id;
+  out["snapshot_id"] = run.snapshot_id ? json(*run.snapshot_id) : json(nullptr);
+  out["idempotency_token"] = run.idempotency_token ? json(*run.idempotency_token) : json(nullptr);
+  out["backend"] = run.backend;
+  out["supervisor_pid"] = Optional(run.supervisor_pid);
+  json attempts = json::array();
+  for (size_t i = 0; i < details.attempts.size(); ++i) {
+    const auto& a = details.attempts[i];
+    json nodes = json::array();
+    for (const auto& n : details.nodes[i]) {
+      nodes.push_back({{"node_rank", n.node_rank},
+                       {"state", store::NodeStateName(n.state)},
+                       {"agent_pid", Optional(n.agent_pid)},
+                       {"pid", Optional(n.pid)},
+                       {"pgid", Optional(n.pgid)},
+                       {"exit_code", Optional(n.exit_code)},
+                       {"signal", Optional(n.signal)},
+                       {"started_us", Optional(n.started_us)},
+                       {"ended_us", Optional(n.ended_us)}});
+    }
+    attempts.push_back({{"attempt", a.attempt},
+                        {"state", store::AttemptStateName(a.state)},
+                        {"master_port", a.master_port},
+                        {"started_us", a.started_us},
+                        {"ended_us", Optional(a.ended_us)},
+                        {"failure_summary", a.failure_summary},
+                        {"nodes", nodes}});
+  }
+  out["attempt_details"] = attempts;
+  return out;
+}
+
+std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
+  const store::RunRecord& run = details.run;
+  std::string text = fmt::format("run {}  {}\n", run.id, store::RunStateName(run.state));
+  auto row = [&text](const std::string& key, const std::string& value) {
+    text += fmt::format("  {:<12} {}\n", key, value);
+  };
+  row("experiment", run.experiment);
+  row("nodes", fmt::format("{} x {} ({} worker{} per node)", run.num_nodes, run.accelerator_type,
+                           run.per_node, run.per_node == 1 ? "" : "s"));
+  row("attempts", fmt::format("{} (max_retries {})", run.attempt_count, run.max_retries));
+  if (run.timeout_minutes) row("timeout", fmt::format("{} min", *run.timeout_minutes));
+  row("created", FormatTime(run.created_us));
+  if (run.started_us) {
+    row("duration",
+        FormatDuration(DurationOf(run, now_us)) + (run.ended_us ? "" : " (still running)"));
+  }
+  row("mlflow run", run.mlflow_run_id);
+  row("spec", run.source_path);
+  if (run.cancel_requested && !store::IsTerminal(run.state)) row("cancel", "requested");
+  if (!run.failure_summary.empty()) {
+    std::vector<std::string> lines = Split(run.failure_summary, '\n');
+    row("failure", lines[0]);
+    for (size_t i = 1; i < lines.size(); ++i) text += fmt::format("  {:<12} {}\n", "", lines[i]);
+  }
+  for (size_t i = 0; i < details.attempts.size(); ++i) {
+    const auto& a = details.attempts[i];
+    std::vector<std::string> nodes;
+    for (const auto& n : details.nodes[i]) nodes.push_back(NodeText(n));
+    int64_t took = a.ended_us.value_or(now_us) - a.started_us;
+    text += fmt::format("  attempt {:<4} {:<10} port {:<6} {:<9} {}\n", a.attempt,
+                        store::AttemptStateName(a.state), a.master_port, FormatDuration(took),
+                        Join(nodes, ", "));
+  }
+  text += fmt::format("  logs: air logs {} --node N [--retry K]\n", run.id);
+  return text;
+}
+
+std::string RunListText(const std::vector<store::RunRecord>& runs, int64_t now_us) {
+  if (runs.empty()) return "no runs (air list --all-status shows finished ones)\n";
+  std::string text = fmt::format("{:<6} {:<15} {:<28} {:<12} {:>8} {:>10}  {}\n", "RUN", "STATE",
+                                 "EXPERIMENT", "COMPUTE", "ATTEMPTS", "DURATION", "CREATED");
+  for (const auto& run : runs) {
+    text += fmt::format(
+        "{:<6} {:<15} {:<28} {:<12} {:>8} {:>10}  {}\n", run.id, store::RunStateName(run.state),
+        run.experiment, fmt::format("{}x{}", run.num_nodes, run.accelerator_type),
+        run.attempt_count, FormatDuration(DurationOf(run, now_us)), FormatTime(run.created_us));
+  }
+  return text;
+}
+
+}  // namespace air::runtime

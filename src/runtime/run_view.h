@@ -1,0 +1,33 @@
+// How runs are shown by `air get`, `air list` and `air run --watch`: one JSON object per run
+// (stable field names, documented in docs/state-machine.md) and the matching text.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "store/store.h"
+
+namespace air::runtime {
+
+struct RunDetails {
+  store::RunRecord run;
+  std::vector<store::AttemptRecord> attempts;
+  std::vector<std::vector<store::NodeRecord>> nodes;  // per attempt
+};
+
+Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run);
+
+// "2.5 s", "3 min 4 s", "1 h 2 min".
+std::string FormatDuration(int64_t micros);
+// ISO-8601 UTC with milliseconds.
+std::string FormatTime(int64_t micros);
+
+nlohmann::json RunSummaryJson(const store::RunRecord& run, int64_t now_us);
+nlohmann::json RunDetailsJson(const RunDetails& details, int64_t now_us);
+std::string RunDetailsText(const RunDetails& details, int64_t now_us);
+std::string RunListText(const std::vector<store::RunRecord>& runs, int64_t now_us);
+
+}  // namespace air::runtime

@@ -1,0 +1,155 @@
+// Submitting a run: capabilities, snapshot, store, detached supervisor.
+#include "runtime/submit.h"
+
+#include <fmt/format.h>
+#include <sodium.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "backends/local/local_backend.h"
+#include "runtime/daemon.h"
+#include "runtime/snapshot.h"
+#include "runtime/spec_codec.h"
+#include "runtime/submit_detail.h"
+#include "runtime/watch.h"
+#include "spec/snapshot_scan.h"
+
+namespace air::runtime {
+namespace {
+
+std::string Where(const spec::WorkloadSpec& spec, const std::string& field) {
+  spec::SourceLocation loc = spec.LocationOf(field);
+  if (loc.line == 0) return fmt::format("{}: {}", spec.source_path, field);
+  return fmt::format("{}:{}:{}: {}", spec.source_path, loc.line, loc.column, field);
+}
+
+}  // namespace
+
+Status CheckCapabilities(const spec::WorkloadSpec& spec,
+                         const backends::BackendCapabilities& capabilities) {
+  if (spec.environment && spec.environment->docker_image && !capabilities.docker_images) {
+    return InvalidArgument(fmt::format(
+        "{}: the {} backend cannot run container images; remove docker_image and list the "
+        "packages under environment.dependencies",
+        Where(spec, "environment.docker_image"), capabilities.name));
+  }
+  if (capabilities.max_nodes > 0 && spec.compute.num_nodes > capabilities.max_nodes) {
+    return InvalidArgument(fmt::format("{}: {} nodes requested; the {} backend runs at most {}",
+                                       Where(spec, "compute.num_accelerators"),
+                                       spec.compute.num_nodes, capabilities.name,
+                                       capabilities.max_nodes));
+  }
+  if (spec.compute.kind == spec::AcceleratorKind::kGpu &&
+      spec.compute.num_accelerators > capabilities.gpus_available) {
+    return InvalidArgument(fmt::format(
+        "{}: {} x {} needs {} GPU(s) ({} node(s) x {}); the {} backend has {} on this host; use "
+        "accelerator_type CPU_<n> (n worker processes per node) for a CPU run",
+        Where(spec, "compute.accelerator_type"), spec.compute.num_nodes,
+        spec.compute.accelerator_type, spec.compute.num_accelerators, spec.compute.num_nodes,
+        spec.compute.per_node, capabilities.name, capabilities.gpus_available));
+  }
+  return Status::Ok();
+}
+
+std::string NewMlflowRunId() {
+  unsigned char bytes[16];
+  randombytes_buf(bytes, sizeof(bytes));
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const SubmitOptions& options,
+                                       Env* env) {
+  if (sodium_init() < 0) return Internal("libsodium failed to initialize");
+  std::string home = options.air_home;
+  if (home.empty()) return InvalidArgument("AIR_HOME is empty");
+  if (home[0] != '/') {
+    // The supervisor runs from "/": it must get an absolute AIR_HOME.
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd)) == nullptr) return ErrnoStatus("getcwd", errno);
+    home = std::string(cwd) + "/" + home;
+  }
+  Layout layout(home);
+  // Checked before anything is written: a spec this backend cannot run creates nothing.
+  AIR_RETURN_IF_ERROR(CheckCapabilities(spec, backends::LocalBackend::DescribeCapabilities(env)));
+  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home()));
+  AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
+  SubmitResult result;
+  result.air_home = home;
+  if (spec.idempotency_token) {
+    AIR_ASSIGN_OR_RETURN(auto existing, store->FindRunByToken(*spec.idempotency_token));
+    if (existing) {
+      result.run_id = existing->id;
+      return result;
+    }
+  }
+  std::optional<std::string> snapshot_id;
+  if (spec.code_source) {
+    std::string field;
+    auto listing = spec::ScanSnapshot(spec.code_source->snapshot, env, &field);
+    if (!listing.ok()) {
+      if (listing.status().code() == ErrorCode::kInvalidArgument && !field.empty()) {
+        return InvalidArgument(Where(spec, field) + ": " + listing.status().message());
+      }
+      return listing.status().WithContext("code_source.snapshot");
+    }
+    auto snapshot = ArchiveSnapshot(layout, *listing, env);
+    if (!snapshot.ok()) return snapshot.status().WithContext("archiving code_source.snapshot");
+    snapshot_id = snapshot->id;
+    result.snapshot_id = snapshot->id;
+    result.snapshot_bytes = snapshot->total_bytes;
+    result.snapshot_files = snapshot->entries.size();
+  }
+  store::NewRun run;
+  run.experiment = spec.experiment_name;
+  run.spec_json = SpecToJson(spec).dump();
+  run.source_path = spec.source_path;
+  run.accelerator_type = spec.compute.accelerator_type;
+  run.num_nodes = spec.compute.num_nodes;
+  run.per_node = spec.compute.per_node;
+  run.max_retries = spec.max_retries;
+  run.timeout_minutes = spec.timeout_minutes;
+  run.idempotency_token = spec.idempotency_token;
+  run.mlflow_run_id = NewMlflowRunId();
+  run.snapshot_id = snapshot_id;
+  run.backend = "local";
+  AIR_ASSIGN_OR_RETURN(store::CreateRunResult created, store->CreateRun(run));
+  result.run_id = created.run.id;
+  result.created = created.created;
+  if (!created.created) return result;  // a concurrent submit with the same token won
+
+  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(result.run_id)));
+  AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());
+  Status started = StartDetachedSupervisor(air_binary, result.run_id, layout.home(),
+                                           layout.SupervisorLog(result.run_id));
+  if (!started.ok()) {
+    (void)store->TransitionRun(result.run_id, store::RunState::kInternalError,
+                               "could not start the supervisor: " + started.message(), std::nullopt,
+                               started.message());
+    return started;
+  }
+  return result;
+}
+
+Result<std::string> SubmitRun(const spec::WorkloadSpec& spec, const SubmitOptions& options,
+                              Env* env) {
+  AIR_ASSIGN_OR_RETURN(SubmitResult submitted, SubmitRunDetailed(spec, options, env));
+  std::string id = std::to_string(submitted.run_id);
+  if (!options.watch) return id;
+  AIR_ASSIGN_OR_RETURN(store::RunRecord run,
+                       WatchRun(Layout(submitted.air_home), submitted.run_id, WatchOptions{}, env));
+  if (run.state != store::RunState::kSucceeded) {
+    return FailedPrecondition(
+        fmt::format("run {} ended {}{}", id, store::RunStateName(run.state),
+                    run.failure_summary.empty() ? "" : ": " + run.failure_summary));
+  }
+  return id;
+}
+
+}  // namespace air::runtime

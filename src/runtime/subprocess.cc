@@ -1,0 +1,151 @@
+// fork/exec/wait for helper programs, output to a file or captured through a pipe.
+#include "runtime/subprocess.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+extern char** environ;
+
+namespace air::runtime {
+
+std::string SubprocessResult::Describe() const {
+  if (signal) return fmt::format("signal {} ({})", *signal, sigabbrev_np(*signal));
+  if (exit_code) return fmt::format("exit code {}", *exit_code);
+  return "no exit status";
+}
+
+namespace {
+
+// Waits for `pid`, polling should_stop; on a stop, ends its process group.
+Status WaitOrStop(pid_t pid, const SubprocessOptions& options, int* status) {
+  int64_t kill_at = 0;
+  for (int64_t waited_ms = 0;; waited_ms += 100) {
+    pid_t done = ::waitpid(pid, status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return ErrnoStatus("waitpid", errno);
+    if (kill_at == 0 && options.should_stop()) {
+      ::killpg(pid, SIGTERM);
+      kill_at = waited_ms + 2000;
+    } else if (kill_at != 0 && waited_ms >= kill_at) {
+      ::killpg(pid, SIGKILL);
+    }
+    ::usleep(100'000);
+  }
+  ::killpg(pid, SIGKILL);  // anything it left running in its group
+  if (kill_at != 0) {
+    return Cancelled(
+        fmt::format("{} was stopped because the run is being canceled", options.argv[0]));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<SubprocessResult> RunSubprocess(const SubprocessOptions& options) {
+  if (options.argv.empty()) return InvalidArgument("RunSubprocess: empty argv");
+  std::map<std::string, std::string> overrides(options.env_overrides.begin(),
+                                               options.env_overrides.end());
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    if (overrides.count(entry.substr(0, entry.find('='))) == 0) entries.push_back(entry);
+  }
+  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = options.argv;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int out_fd = -1;
+  int pipe_fds[2] = {-1, -1};
+  if (!options.output_path.empty()) {
+    out_fd = ::open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out_fd < 0) return ErrnoStatus("open " + options.output_path, errno);
+  } else {
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+    out_fd = pipe_fds[1];
+  }
+  // Tell an exec failure apart from the program's own exit code 127.
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(out_fd);
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
+    return ErrnoStatus("pipe", err);
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    for (int fd : {out_fd, pipe_fds[0], exec_pipe[0], exec_pipe[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+    return ErrnoStatus("fork", err);
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group, so a stop reaches everything it started
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const char* input = options.stdin_path.empty() ? "/dev/null" : options.stdin_path.c_str();
+    int in_fd = ::open(input, O_RDONLY);
+    if (in_fd < 0) {
+      int err = errno;
+      (void)!::write(exec_pipe[1], &err, sizeof(err));
+      ::_exit(127);
+    }
+    ::dup2(in_fd, STDIN_FILENO);
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(out_fd, STDERR_FILENO);
+    if (!options.workdir.empty() && ::chdir(options.workdir.c_str()) != 0) {
+      int err = errno;
+      (void)!::write(exec_pipe[1], &err, sizeof(err));
+      ::_exit(127);
+    }
+    ::execvpe(argv[0], argv.data(), envp.data());
+    int err = errno;
+    (void)!::write(exec_pipe[1], &err, sizeof(err));
+    ::_exit(127);
+  }
+  ::close(exec_pipe[1]);
+  ::close(out_fd);
+  SubprocessResult result;
+  if (pipe_fds[0] >= 0) {
+    char buf[8192];
+    while (true) {
+      ssize_t n = ::read(pipe_fds[0], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      result.output.append(buf, static_cast<size_t>(n));
+    }
+    ::close(pipe_fds[0]);
+  }
+  int exec_errno = 0;
+  ssize_t got = ::read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+  ::close(exec_pipe[0]);
+  int status = 0;
+  if (options.should_stop && pipe_fds[0] < 0) {
+    AIR_RETURN_IF_ERROR(WaitOrStop(pid, options, &status));
+  } else {
+    while (::waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) return ErrnoStatus("waitpid", errno);
+    }
+  }
+  if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
+    return ErrnoStatus(fmt::format("run {}", options.argv[0]), exec_errno);
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+}  // namespace air::runtime

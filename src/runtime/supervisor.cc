@@ -1,0 +1,255 @@
+// The run supervisor: claim, prepare, attempts with retries, finish.
+#include "runtime/supervisor.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "agent/proc.h"
+#include "backends/local/local_backend.h"
+#include "base/log.h"
+#include "runtime/attempt_runner.h"
+#include "runtime/daemon.h"
+#include "runtime/layout.h"
+#include "runtime/node_plan.h"
+#include "runtime/prepare.h"
+#include "runtime/spec_codec.h"
+#include "store/store.h"
+
+namespace air::runtime {
+namespace {
+
+using store::AttemptState;
+using store::RunState;
+
+// Cancellation requests: the store's flag and termination signals to this process.
+class CancelWatch {
+ public:
+  CancelWatch(store::Store* store, int64_t run_id) : store_(store), run_id_(run_id) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+    ::sigprocmask(SIG_BLOCK, &set, nullptr);
+    fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+  ~CancelWatch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  CancelWatch(const CancelWatch&) = delete;
+  CancelWatch& operator=(const CancelWatch&) = delete;
+
+  // A reason when the run should be canceled, else "".
+  std::string Check() {
+    signalfd_siginfo info;
+    while (fd_ >= 0 && ::read(fd_, &info, sizeof(info)) == sizeof(info)) {
+      reason_ = fmt::format("the supervisor received SIG{} (pid {})",
+                            sigabbrev_np(static_cast<int>(info.ssi_signo)), info.ssi_pid);
+    }
+    if (!reason_.empty()) return reason_;
+    auto run = store_->GetRun(run_id_);
+    if (run.ok() && run->cancel_requested) reason_ = "canceled by `air cancel`";
+    return reason_;
+  }
+
+ private:
+  store::Store* store_;
+  int64_t run_id_;
+  int fd_ = -1;
+  std::string reason_;
+};
+
+std::string SelfExecutable() {
+  auto exe = CurrentExecutable();
+  return exe.ok() ? *exe : std::string();
+}
+
+// The directory holding the air executable ("" when unknown).
+std::string AirExecutableDir() {
+  std::string exe = SelfExecutable();
+  auto slash = exe.rfind('/');
+  return slash == std::string::npos ? std::string() : exe.substr(0, slash);
+}
+
+class RunSupervisor {
+ public:
+  RunSupervisor(store::Store* store, const SupervisorOptions& options, Env* env,
+                store::RunRecord run)
+      : store_(store),
+        options_(options),
+        env_(env),
+        layout_(options.air_home),
+        run_(std::move(run)),
+        cancel_(store, run_.id),
+        settings_(ReadSupervisorSettings(env)) {}
+
+  Status Supervise() {
+    if (std::string reason = cancel_.Check(); !reason.empty()) {
+      return Finish(RunState::kCanceled, reason, "");
+    }
+    Status started = store_->TransitionRun(run_.id, RunState::kRunning,
+                                           fmt::format("supervisor started (pid {})", ::getpid()),
+                                           RunState::kPending);
+    if (started.code() == ErrorCode::kFailedPrecondition) return Status::Ok();  // canceled
+    AIR_RETURN_IF_ERROR(started);
+    AIR_INFO("run {}: claimed", run_.id);
+    Status outcome = DriveAttempts();
+    if (!outcome.ok()) {
+      return Finish(RunState::kInternalError, "air failed: " + outcome.message(),
+                    outcome.message());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // Ends the run; a run someone else already ended (a race with `air cancel` on a PENDING run)
+  // stays as it is.
+  Status Finish(RunState to, const std::string& message, const std::string& summary) {
+    Status moved = store_->TransitionRun(run_.id, to, message, std::nullopt, summary);
+    if (moved.code() == ErrorCode::kFailedPrecondition) return Status::Ok();
+    return moved;
+  }
+
+  Result<int> FreshPort(int previous) {
+    for (int tries = 0; tries < 20; ++tries) {
+      AIR_ASSIGN_OR_RETURN(int port, env_->PickFreePort());
+      if (port != previous) return port;
+    }
+    return Unavailable("could not find a free MASTER_PORT on 127.0.0.1");
+  }
+
+  Status DriveAttempts() {
+    AIR_ASSIGN_OR_RETURN(spec::WorkloadSpec spec, SpecFromJsonText(run_.spec_json));
+    auto prepared =
+        PrepareRun(spec, run_, layout_, env_, [this] { return !cancel_.Check().empty(); });
+    if (!prepared.ok()) {
+      if (std::string reason = cancel_.Check(); !reason.empty()) {
+        return Finish(RunState::kCanceled, reason, "");
+      }
+      return Finish(
+          RunState::kFailed, "preparing the run failed; no command was started",
+          "preparing the run failed (no command was started): " + prepared.status().message());
+    }
+    AIR_INFO("run {}: prepared", run_.id);
+    AttemptSettings attempt_settings;
+    attempt_settings.grace_seconds = settings_.grace_seconds;
+    attempt_settings.inherited_path = env_->GetEnv("PATH").value_or("");
+    attempt_settings.air_bin_dir = AirExecutableDir();
+    int port = 0;
+    for (int attempt = 0; attempt <= run_.max_retries; ++attempt) {
+      if (std::string reason = cancel_.Check(); !reason.empty()) {
+        return Finish(RunState::kCanceled, reason, "");
+      }
+      AIR_ASSIGN_OR_RETURN(port, FreshPort(port));
+      AIR_RETURN_IF_ERROR(env_->CreateDirs(layout_.AttemptDir(run_.id, attempt)));
+      AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, spec.compute.num_nodes));
+      attempt_settings.attempt = attempt;
+      attempt_settings.master_port = port;
+      backends::AttemptToLaunch plan =
+          PlanAttempt(spec, run_, layout_, *prepared, attempt_settings);
+      AIR_ASSIGN_OR_RETURN(auto backend,
+                           backends::LocalBackend::Create(env_, options_.agent_binary));
+      AttemptRunnerOptions runner_options;
+      runner_options.run_id = run_.id;
+      runner_options.attempt = attempt;
+      runner_options.grace_seconds = settings_.grace_seconds;
+      if (run_.timeout_minutes) {
+        double seconds = *run_.timeout_minutes * settings_.minute_seconds;
+        runner_options.deadline_monotonic_us =
+            env_->MonotonicMicros() + static_cast<int64_t>(std::llround(seconds * 1e6));
+        runner_options.timeout_text = fmt::format("timeout_minutes: {}", *run_.timeout_minutes);
+        if (settings_.minute_seconds != 60) {
+          runner_options.timeout_text += fmt::format(
+              ", a minute being {} s under AIR_TEST_MINUTE_SECONDS", settings_.minute_seconds);
+        }
+      }
+      runner_options.cancel_requested = [this] { return cancel_.Check(); };
+      AttemptRunner runner(store_, backend.get(), layout_, env_, runner_options);
+      AIR_INFO("run {}: launching attempt {} on port {}", run_.id, attempt, port);
+      auto outcome = runner.Run(plan);
+      backend.reset();  // reaps and, as a last resort, kills whatever is left
+      if (!outcome.ok()) {
+        (void)store_->FinishAttempt(run_.id, attempt, AttemptState::kInternalError,
+                                    outcome.status().message());
+        return outcome.status();
+      }
+      AIR_RETURN_IF_ERROR(
+          store_->FinishAttempt(run_.id, attempt, outcome->state, outcome->summary));
+      std::string where = fmt::format("attempt {} of {}", attempt, run_.max_retries + 1);
+      switch (outcome->state) {
+        case AttemptState::kSucceeded:
+          return Finish(RunState::kSucceeded, fmt::format("every node exited 0 ({})", where), "");
+        case AttemptState::kFailed:
+          if (attempt < run_.max_retries) {
+            AIR_RETURN_IF_ERROR(store_->AppendEvent(
+                run_.id, "retry",
+                fmt::format("attempt {} failed; retrying the whole workload as attempt {} "
+                            "({} retr{} left after it)",
+                            attempt, attempt + 1, run_.max_retries - attempt - 1,
+                            run_.max_retries - attempt - 1 == 1 ? "y" : "ies"),
+                attempt));
+            continue;
+          }
+          return Finish(RunState::kFailed, fmt::format("{} failed; no retries left", where),
+                        fmt::format("{}: {}", where, outcome->summary));
+        case AttemptState::kTimedOut:
+          return Finish(RunState::kTimedOut, outcome->summary,
+                        fmt::format("{}: {}", where, outcome->summary));
+        case AttemptState::kCanceled:
+          return Finish(RunState::kCanceled, outcome->summary, "");
+        case AttemptState::kRunning:
+        case AttemptState::kInternalError:
+          return Internal(fmt::format("{} ended in an unexpected state", where));
+      }
+    }
+    return Internal("the retry loop ended without an outcome");
+  }
+
+  store::Store* store_;
+  const SupervisorOptions& options_;
+  Env* env_;
+  Layout layout_;
+  store::RunRecord run_;
+  CancelWatch cancel_;
+  SupervisorSettings settings_;
+};
+
+}  // namespace
+
+SupervisorSettings ReadSupervisorSettings(Env* env) {
+  SupervisorSettings settings;
+  if (auto v = env->GetEnv("AIR_TEST_MINUTE_SECONDS"); v && !v->empty()) {
+    double seconds = std::strtod(v->c_str(), nullptr);
+    if (seconds > 0) settings.minute_seconds = seconds;
+  }
+  if (auto v = env->GetEnv("AIR_STOP_GRACE_SECONDS"); v && !v->empty()) {
+    long seconds = std::strtol(v->c_str(), nullptr, 10);
+    if (seconds >= 0 && seconds <= 3600) settings.grace_seconds = static_cast<int>(seconds);
+  }
+  return settings;
+}
+
+Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) {
+  Layout layout(options.air_home);
+  AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
+  AIR_ASSIGN_OR_RETURN(store::RunRecord run, store->GetRun(run_id));
+  if (store::IsTerminal(run.state)) return Status::Ok();
+  if (run.state != RunState::kPending) {
+    return FailedPrecondition(fmt::format("run {} is {}: it already has a supervisor (pid {})",
+                                          run_id, store::RunStateName(run.state),
+                                          run.supervisor_pid.value_or(0)));
+  }
+  auto self = agent::ReadProcStat(::getpid());
+  AIR_RETURN_IF_ERROR(
+      store->SetSupervisor(run_id, ::getpid(), self ? static_cast<int64_t>(self->start_ticks) : 0));
+  SupervisorOptions resolved = options;
+  if (resolved.agent_binary.empty()) resolved.agent_binary = SelfExecutable();
+  RunSupervisor supervisor(store.get(), resolved, env, std::move(run));
+  return supervisor.Supervise();
+}
+
+}  // namespace air::runtime

@@ -1,0 +1,150 @@
+// Listing the files of a code snapshot (see snapshot_scan.h).
+#include "spec/snapshot_scan.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "spec/git_tree.h"
+#include "spec/gitignore.h"
+
+namespace air::spec {
+namespace {
+
+struct IncludeFilter {
+  std::vector<std::string> paths;  // normalized; empty = everything
+
+  bool Inside(const std::string& rel) const {
+    if (paths.empty()) return true;
+    return std::any_of(paths.begin(), paths.end(), [&](const std::string& p) {
+      return rel == p ||
+             (rel.size() > p.size() && rel.compare(0, p.size(), p) == 0 && rel[p.size()] == '/');
+    });
+  }
+  bool AncestorOfSome(const std::string& rel) const {
+    return std::any_of(paths.begin(), paths.end(), [&](const std::string& p) {
+      return p.size() > rel.size() && p.compare(0, rel.size(), rel) == 0 && p[rel.size()] == '/';
+    });
+  }
+};
+
+IncludeFilter MakeFilter(const SnapshotSpec& snapshot) {
+  IncludeFilter filter;
+  for (std::string p : snapshot.include_paths) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    if (p == "." || p.empty()) return IncludeFilter{};  // the whole root
+    if (p.compare(0, 2, "./") == 0) p.erase(0, 2);
+    filter.paths.push_back(p);
+  }
+  return filter;
+}
+
+class TreeWalker {
+ public:
+  TreeWalker(std::string root, const IncludeFilter& filter, Env* env, SnapshotListing* listing)
+      : root_(std::move(root)), filter_(filter), env_(env), listing_(listing) {}
+
+  Status Walk(const std::string& dir) {
+    std::string abs = dir.empty() ? root_ : root_ + "/" + dir;
+    std::string ignore_file = abs + "/.gitignore";
+    struct stat st;
+    if (::lstat(ignore_file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      AIR_ASSIGN_OR_RETURN(std::string content, env_->ReadFile(ignore_file));
+      rules_.AddFile(dir, content);
+    }
+    AIR_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(abs));
+    for (const std::string& name : names) {
+      if (name == ".git") continue;
+      std::string rel = dir.empty() ? name : dir + "/" + name;
+      std::string path = abs + "/" + name;
+      if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path, errno);
+      bool is_dir = S_ISDIR(st.st_mode);
+      bool inside = filter_.Inside(rel);
+      if (!inside && !(is_dir && filter_.AncestorOfSome(rel))) continue;
+      if (rules_.IsIgnored(rel, is_dir)) {
+        ++listing_->ignored_entries;
+        continue;
+      }
+      if (is_dir) {
+        AIR_RETURN_IF_ERROR(Walk(rel));
+      } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+        SnapshotFile file;
+        file.path = rel;
+        file.size = static_cast<uint64_t>(st.st_size);
+        file.is_symlink = S_ISLNK(st.st_mode);
+        file.mode = file.is_symlink ? 0777 : (st.st_mode & 07777);
+        listing_->files.push_back(std::move(file));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string root_;
+  const IncludeFilter& filter_;
+  Env* env_;
+  SnapshotListing* listing_;
+  GitignoreRules rules_;
+};
+
+}  // namespace
+
+Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
+                                     std::string* error_field) {
+  std::string unused;
+  if (!error_field) error_field = &unused;
+  const std::string prefix = "code_source.snapshot.";
+  auto include_field = [&](const std::string& p) {
+    auto it = std::find(snapshot.include_paths.begin(), snapshot.include_paths.end(), p);
+    size_t index = static_cast<size_t>(it - snapshot.include_paths.begin());
+    return fmt::format("{}include_paths[{}]", prefix, index);
+  };
+  SnapshotListing listing;
+  listing.root = snapshot.resolved_root;
+  if (!env->IsDirectory(listing.root)) {
+    *error_field = prefix + "root_path";
+    return InvalidArgument(fmt::format("root_path {} is not an existing directory", listing.root));
+  }
+  IncludeFilter filter = MakeFilter(snapshot);
+  if (snapshot.git) {
+    Result<std::string> revision = ResolveGitRevision(listing.root, *snapshot.git);
+    if (!revision.ok()) {
+      *error_field = prefix + (snapshot.git->commit ? "git.commit" : "git.branch");
+      return revision.status();
+    }
+    listing.revision = *revision;
+    AIR_ASSIGN_OR_RETURN(std::vector<SnapshotFile> files,
+                         ListGitTree(listing.root, listing.revision));
+    for (auto& file : files) {
+      if (filter.Inside(file.path)) listing.files.push_back(std::move(file));
+    }
+    for (const std::string& p : filter.paths) {
+      IncludeFilter one{{p}};
+      if (std::none_of(listing.files.begin(), listing.files.end(),
+                       [&](const SnapshotFile& f) { return one.Inside(f.path); })) {
+        *error_field = include_field(p);
+        return InvalidArgument(fmt::format("include path '{}' has no files in revision {} below {}",
+                                           p, listing.revision.substr(0, 12), listing.root));
+      }
+    }
+  } else {
+    for (const std::string& p : filter.paths) {
+      struct stat st;
+      if (::lstat((listing.root + "/" + p).c_str(), &st) != 0) {
+        *error_field = include_field(p);
+        return InvalidArgument(
+            fmt::format("include path '{}' does not exist under {}", p, listing.root));
+      }
+    }
+    TreeWalker walker(listing.root, filter, env, &listing);
+    AIR_RETURN_IF_ERROR(walker.Walk(""));
+  }
+  std::sort(listing.files.begin(), listing.files.end(),
+            [](const SnapshotFile& a, const SnapshotFile& b) { return a.path < b.path; });
+  for (const auto& f : listing.files) listing.total_bytes += f.size;
+  return listing;
+}
+
+}  // namespace air::spec

@@ -1,0 +1,44 @@
+// ScanSnapshot: the exact list of files a run's code snapshot will contain, so the dry run can
+// show its size and the runtime can archive exactly that list.
+//
+// Working tree (no `git:`): every regular file and symlink under root_path (symlinks are listed,
+// never followed), skipping any `.git` entry and whatever the .gitignore files exclude (root and
+// nested ones; see gitignore.h); with include_paths, only those files or directories. With
+// `git: {branch | commit}`: the files of that revision as `git -C ROOT ls-tree -r -l -z REV`
+// lists them (run without a shell; paths below ROOT when ROOT is a subdirectory of the
+// repository), filtered by include_paths; submodules are skipped. An unknown revision, a missing
+// include path or a root outside a repository is an InvalidArgument naming it.
+// Thread safety: reentrant; reads the file system only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "spec/workload_spec.h"
+
+namespace air::spec {
+
+struct SnapshotFile {
+  std::string path;      // relative to root_path, '/'-separated
+  uint64_t size = 0;     // bytes (a symlink: the length of its target)
+  uint32_t mode = 0644;  // permission bits: 0644, 0755, ... (0777 for symlinks)
+  bool is_symlink = false;
+};
+
+struct SnapshotListing {
+  std::string root;                 // absolute root_path
+  std::string revision;             // the resolved commit (git mode), else ""
+  std::vector<SnapshotFile> files;  // sorted by path
+  uint64_t total_bytes = 0;
+  size_t ignored_entries = 0;  // entries skipped by .gitignore rules (working tree mode)
+};
+
+// On an InvalidArgument, *error_field (when given) names the spec field at fault, e.g.
+// "code_source.snapshot.git.branch" or "code_source.snapshot.include_paths[1]".
+Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
+                                     std::string* error_field = nullptr);
+
+}  // namespace air::spec

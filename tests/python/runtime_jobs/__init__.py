@@ -1,0 +1,1 @@
+"""Helpers and job scripts for the runtime's end-to-end tests (tests/python/test_run*.py)."""

@@ -1,0 +1,132 @@
+"""Helpers for the runtime's end-to-end tests: writing workload files, submitting with the real
+`air` binary, waiting for states, and proving that no process of a run is left (by /proc
+environ marker and by process group)."""
+import json
+import os
+import pathlib
+import signal
+import time
+
+import yaml
+
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELED", "INTERNAL_ERROR"}
+
+
+def write_spec(directory: pathlib.Path, command: str, *, name: str = "run-test",
+               nodes: int = 2, per_node: int = 1, filename: str = "workload.yaml",
+               **extra) -> pathlib.Path:
+    """Writes a workload YAML for `nodes` local CPU nodes and returns its path."""
+    spec = {
+        "experiment_name": name,
+        "compute": {"accelerator_type": f"CPU_{per_node}", "num_accelerators": nodes * per_node},
+        "command": command,
+        "max_retries": 0,
+    }
+    spec.update(extra)
+    path = directory / filename
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def submit(air, spec_path, **kw) -> int:
+    """`air run -f SPEC` must print only the numeric run id and return at once."""
+    proc = air("run", "-f", spec_path, **kw)
+    assert proc.returncode == 0, f"air run failed:\n{proc.stdout}\n{proc.stderr}"
+    return int(proc.stdout.strip())
+
+
+def get(air, run_id) -> dict:
+    code, env = air.json("get", run_id)
+    assert code == 0, env
+    return env["data"]
+
+
+def wait_for(air, run_id, predicate, timeout=30.0, interval=0.05) -> dict:
+    deadline = time.monotonic() + timeout
+    run = get(air, run_id)
+    while not predicate(run):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting; run is now:\n{json.dumps(run, indent=1)}")
+        time.sleep(interval)
+        run = get(air, run_id)
+    return run
+
+
+def wait_terminal(air, run_id, timeout=60.0) -> dict:
+    return wait_for(air, run_id, lambda r: r["state"] in TERMINAL, timeout)
+
+
+def nodes_running(run: dict, attempt: int = -1) -> bool:
+    details = run["attempt_details"]
+    if not details:
+        return False
+    nodes = details[attempt]["nodes"]
+    return all(n["state"] == "RUNNING" for n in nodes)
+
+
+def run_processes(air_home: pathlib.Path, run_id: int) -> list:
+    """Live processes of the run: their environment names the run's node directory."""
+    marker = f"CODE_SOURCE_PATH={air_home}/runs/{run_id}/".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == b"Z":
+            continue
+        if any(var.startswith(marker) for var in environ.split(b"\0")):
+            found.append(int(entry))
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def assert_no_processes_left(air_home, run: dict, timeout=3.0):
+    """Nothing of the run may survive: no process carrying its environment, no node's process
+    group, no agent."""
+    pgids = [n["pgid"] for a in run["attempt_details"] for n in a["nodes"] if n["pgid"]]
+    agents = [n["agent_pid"] for a in run["attempt_details"] for n in a["nodes"]
+              if n["agent_pid"]]
+    deadline = time.monotonic() + timeout
+    while True:
+        left = run_processes(air_home, run["run_id"])
+        groups = [g for g in pgids if group_alive(g)]
+        live_agents = [p for p in agents if os.path.exists(f"/proc/{p}") and
+                       not _is_zombie(p)]
+        if not left and not groups and not live_agents:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"left behind: processes {left}, groups {groups}, "
+                                 f"agents {live_agents}")
+        time.sleep(0.05)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+def kill_run_processes(air_home, run_id):
+    """Test cleanup: never leave a stray process behind even when an assertion failed."""
+    for pid in run_processes(air_home, run_id):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -1,0 +1,245 @@
+"""End-to-end tests of `air run` on the embedded local backend with the real binary: the run id
+returned at once, the per-node environment, snapshots, parameters, `air get/list/logs` (text
+and JSON), idempotency, and the store's event trail."""
+import json
+import os
+import sqlite3
+import stat
+import time
+
+import yaml
+
+from runtime_jobs.helpers import (assert_no_processes_left, get, submit, wait_terminal,
+                                  write_spec)
+
+ENV_DUMP = """
+python3 - <<'EOF'
+import json, os
+keys = ["NUM_NODES", "NODE_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "MASTER_ADDR",
+        "MASTER_PORT", "CODE_SOURCE_PATH", "HYPERPARAMETERS_PATH", "MLFLOW_RUN_ID",
+        "MLFLOW_EXPERIMENT_NAME", "AIR_RUN_ID", "AIR_ATTEMPT", "PYTHONUNBUFFERED", "GREETING",
+        "CUDA_VISIBLE_DEVICES"]
+env = {k: os.environ.get(k) for k in keys}
+env["cwd"] = os.getcwd()
+env["code"] = open("train.py").read()
+env["params"] = open(os.environ["HYPERPARAMETERS_PATH"]).read()
+print("ENV " + json.dumps(env))
+EOF
+"""
+
+
+def node_env(air, run_id, node):
+    proc = air("logs", run_id, "--node", node, check=True)
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("ENV "))
+    return json.loads(line[4:])
+
+
+def test_submit_returns_id_and_nodes_get_the_torchrun_environment(air, air_home, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('v1')\n")
+    (code / ".gitignore").write_text("*.ckpt\n")
+    (code / "big.ckpt").write_text("x" * 1000)
+    spec = write_spec(tmp_path, ENV_DUMP, name="env-check", nodes=2, per_node=2,
+                      code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
+                      env_variables={"GREETING": "hello"},
+                      parameters={"lr": 0.001, "layers": [1, 2]})
+    started = time.monotonic()
+    run_id = submit(air, spec)
+    assert time.monotonic() - started < 5  # returns without waiting for the run
+    (code / "train.py").write_text("print('edited after submit')\n")
+    run = wait_terminal(air, run_id)
+    assert run["state"] == "SUCCEEDED", run
+    envs = [node_env(air, run_id, n) for n in range(2)]
+    port = run["attempt_details"][0]["master_port"]
+    for rank, env in enumerate(envs):
+        assert env["NUM_NODES"] == "2"
+        assert env["NODE_RANK"] == str(rank)
+        assert env["LOCAL_WORLD_SIZE"] == "2"
+        assert env["WORLD_SIZE"] == "4"
+        assert env["MASTER_ADDR"] == "127.0.0.1"
+        assert env["MASTER_PORT"] == str(port)
+        assert env["AIR_RUN_ID"] == str(run_id)
+        assert env["AIR_ATTEMPT"] == "0"
+        assert env["PYTHONUNBUFFERED"] == "1"
+        assert env["GREETING"] == "hello"
+        assert env["MLFLOW_RUN_ID"] == run["mlflow_run_id"]
+        assert env["MLFLOW_EXPERIMENT_NAME"] == "env-check"
+        assert env["CODE_SOURCE_PATH"] == env["cwd"]
+        assert env["CODE_SOURCE_PATH"].startswith(str(air_home / "runs" / str(run_id)))
+        assert env["code"] == "print('v1')\n"  # the snapshot taken at submit
+        assert yaml.safe_load(env["params"]) == {"lr": 0.001, "layers": [1, 2]}
+        assert env["CUDA_VISIBLE_DEVICES"] is None  # CPU shape
+    assert envs[0]["CODE_SOURCE_PATH"] != envs[1]["CODE_SOURCE_PATH"]  # own directory each
+    node_dir = envs[0]["CODE_SOURCE_PATH"]
+    assert not os.path.exists(os.path.join(node_dir, "big.ckpt"))  # .gitignore honored
+    mode = os.stat(os.path.join(node_dir, "train.py")).st_mode
+    assert stat.S_IMODE(mode) & 0o222 == 0  # read-only
+    assert_no_processes_left(air_home, run)
+
+
+def test_no_parameters_means_no_hyperparameters_path(air, tmp_path):
+    spec = write_spec(tmp_path, 'echo "HP=${HYPERPARAMETERS_PATH-unset} CS=$CODE_SOURCE_PATH"',
+                      nodes=1)
+    run_id = submit(air, spec)
+    assert wait_terminal(air, run_id)["state"] == "SUCCEEDED"
+    out = air("logs", run_id, check=True).stdout
+    assert "HP=unset" in out
+    assert "CS=/" in out  # a working directory exists even without code_source
+
+
+def test_get_list_and_logs_in_text_and_json(air, air_home, tmp_path):
+    spec = write_spec(tmp_path, 'for i in 1 2 3 4 5; do echo "node $NODE_RANK line $i"; done; '
+                      'echo "to stderr" >&2', name="views-exp", nodes=2)
+    run_id = submit(air, spec)
+    run = wait_terminal(air, run_id)
+    assert run["state"] == "SUCCEEDED"
+    assert run["experiment"] == "views-exp"
+    assert run["num_nodes"] == 2 and run["attempts"] == 1
+    assert run["duration_s"] > 0
+
+    text = air("get", run_id, check=True).stdout
+    assert f"run {run_id}  SUCCEEDED" in text and "views-exp" in text
+    seed_form = air("get", "run", run_id, check=True).stdout
+    assert seed_form == text
+
+    logs = air("logs", run_id, "--node", "1", check=True).stdout.splitlines()
+    assert logs[:6] == [f"node 1 line {i}" for i in range(1, 6)] + ["to stderr"]
+    tail = air("logs", run_id, "--node", "0", "--lines", "2", check=True).stdout.splitlines()
+    assert len(tail) == 2
+    code, env = air.json("logs", run_id, "--node", "1", "--timestamps")
+    assert code == 0
+    lines = env["data"]["lines"]
+    assert lines[0]["stream"] == "out" and lines[0]["text"] == "node 1 line 1"
+    assert any(l["stream"] == "err" and l["text"] == "to stderr" for l in lines)
+    assert lines[0]["ts"].endswith("Z")
+    stamped = air("logs", run_id, "--timestamps", check=True).stdout.splitlines()[0]
+    assert stamped.split(" ", 2)[1] == "out"
+
+    assert air("list", check=True).stdout.startswith("no runs")  # only live runs by default
+    listed = air("list", "--all-status", check=True).stdout
+    assert "views-exp" in listed and "SUCCEEDED" in listed
+    code, env = air.json("list", "--all-status", "--filter", "experiment=views-*")
+    assert [r["run_id"] for r in env["data"]["runs"]] == [run_id]
+    code, env = air.json("list", "--all-status", "--filter", "experiment=other*")
+    assert env["data"]["runs"] == []
+    code, env = air.json("list", "--all-status", "--filter", "state=FAILED")
+    assert env["data"]["runs"] == []
+
+    dest = tmp_path / "downloaded"
+    air("logs", run_id, "--download-to", dest, check=True)
+    got = (dest / f"run_{run_id}" / "attempt_0" / "node_1.log").read_text()
+    assert "node 1 line 5" in got
+
+
+def test_cli_errors_name_what_is_valid(air, tmp_path):
+    code, env = air.json("get", "abc")
+    assert code == 2 and "abc" in env["error"]["message"]
+    code, env = air.json("get", "7")
+    assert code == 1 and env["error"]["code"] == "not_found"
+    spec = write_spec(tmp_path, "echo hi", nodes=2)
+    run_id = submit(air, spec)
+    wait_terminal(air, run_id)
+    code, env = air.json("get", "99")
+    assert code == 1 and "99" in env["error"]["message"]
+    code, env = air.json("logs", run_id, "--node", "5")
+    assert code == 2 and "0..1" in env["error"]["message"]
+    code, env = air.json("logs", run_id, "--retry", "3")
+    assert code == 2 and "1 attempt" in env["error"]["message"]
+    code, env = air.json("list", "--filter", "colour=red")
+    assert code == 2 and "experiment" in env["error"]["message"]
+    proc = air("list", "--filter", "state=DONE")
+    assert proc.returncode == 2 and "SUCCEEDED" in proc.stderr
+    proc = air("cancel")
+    assert proc.returncode == 2
+
+
+def test_idempotency_token_returns_the_existing_run(air, tmp_path):
+    spec = write_spec(tmp_path, "echo once", nodes=1, idempotency_token="nightly-2026-11-30")
+    first = submit(air, spec)
+    second = air("run", "-f", spec, check=True)
+    assert int(second.stdout.strip()) == first
+    assert "idempotency_token" in second.stderr
+    code, env = air.json("run", "-f", spec)
+    assert env["data"] == {**env["data"], "run_id": first, "created": False}
+    wait_terminal(air, first)
+    code, env = air.json("list", "--all-status")
+    assert len(env["data"]["runs"]) == 1
+
+
+def test_every_transition_is_an_event_with_a_timestamp(air, air_home, tmp_path):
+    spec = write_spec(tmp_path, "echo hi", nodes=2)
+    run_id = submit(air, spec)
+    wait_terminal(air, run_id)
+    db = sqlite3.connect(air_home / "air.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    rows = db.execute("SELECT kind, from_state, to_state, ts_us FROM events WHERE run_id = ? "
+                      "ORDER BY id", (run_id,)).fetchall()
+    states = [(f, t) for kind, f, t, _ in rows if kind == "state"]
+    assert states == [(None, "PENDING"), ("PENDING", "RUNNING"), ("RUNNING", "SUCCEEDED")]
+    stamps = [ts for *_, ts in rows]
+    assert stamps == sorted(stamps) and all(ts > 0 for ts in stamps)
+    node_events = [r for r in rows if r[0] == "node"]
+    assert len(node_events) == 4  # each node started and ended
+
+
+def test_watch_streams_node_zero_and_exit_code_follows_the_outcome(air, tmp_path):
+    ok = write_spec(tmp_path, 'echo "hello from $NODE_RANK"', nodes=2, filename="ok.yaml")
+    proc = air("run", "-f", ok, "--watch", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].isdigit()
+    assert "hello from 0" in lines and "hello from 1" not in lines
+    assert "SUCCEEDED" in proc.stderr
+
+    bad = write_spec(tmp_path, 'echo "failing"; exit 4', nodes=1, filename="bad.yaml")
+    proc = air("run", "-f", bad, "--watch", timeout=60)
+    assert proc.returncode == 1
+    assert "failing" in proc.stdout
+    assert "FAILED" in proc.stderr and "exited with code 4" in proc.stderr
+
+    code_proc = air("-o", "json", "run", "-f", bad, "--watch", timeout=60)
+    envelopes = [json.loads(l) for l in code_proc.stdout.splitlines()]
+    assert envelopes[0]["data"]["run_id"] > 0
+    assert any(e.get("data", {}).get("text") == "failing" for e in envelopes)
+    assert envelopes[-1]["error"]["run"]["state"] == "FAILED"
+
+
+def test_gpu_nodes_get_disjoint_cuda_visible_devices(air, tmp_path, monkeypatch):
+    # The local backend hands out the GPUs the caller may use: CUDA_VISIBLE_DEVICES when set.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    spec = write_spec(tmp_path, 'echo "GPUS=$CUDA_VISIBLE_DEVICES"', nodes=1)
+    data = yaml.safe_load(spec.read_text())
+    data["compute"] = {"accelerator_type": "GPU_1xH100", "num_accelerators": 2}
+    spec.write_text(yaml.safe_dump(data))
+    run_id = submit(air, spec)
+    assert wait_terminal(air, run_id)["state"] == "SUCCEEDED"
+    assert "GPUS=3" in air("logs", run_id, "--node", 0, check=True).stdout
+    assert "GPUS=5" in air("logs", run_id, "--node", 1, check=True).stdout
+
+
+def test_a_gpu_shape_the_host_cannot_give_is_refused_at_submit(air, air_home, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    spec = tmp_path / "train.yaml"
+    spec.write_text("experiment_name: too-big\n"
+                    "compute:\n"
+                    "  num_accelerators: 16\n"
+                    "  accelerator_type: GPU_8xH100\n"
+                    "command: echo hi\n")
+    proc = air("run", "-f", spec)
+    assert proc.returncode == 2
+    assert f"{spec}:4:" in proc.stderr  # FILE:LINE:COL of accelerator_type
+    assert "16 GPU" in proc.stderr and "CPU_<n>" in proc.stderr
+    assert not (air_home / "runs").exists()  # nothing was created
+    assert not (air_home / "air.db").exists()
+
+
+def test_logs_follow_streams_a_live_node_until_the_run_ends(air, tmp_path):
+    command = 'for i in 1 2 3 4 5; do echo "tick $i"; sleep 0.2; done'
+    run_id = submit(air, write_spec(tmp_path, command, nodes=2))
+    proc = air("logs", run_id, "--node", "1", "--follow", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    ticks = [l for l in proc.stdout.splitlines() if l.startswith("tick")]
+    assert ticks == [f"tick {i}" for i in range(1, 6)]
+    assert get(air, run_id)["state"] == "SUCCEEDED"

@@ -1,0 +1,122 @@
+// model_name resolution: local directories, the Hugging Face cache layout (refs/main ->
+// snapshots/REV), the variables that move the cache, and an error listing where it looked.
+#include "engine/io/hf_hub.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "test_util.h"
+
+namespace air::engine {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::ScratchDir;
+using testing::WriteBytes;
+
+// The real Env with a fixed set of environment variables.
+class VarsEnv : public Env {
+ public:
+  explicit VarsEnv(std::map<std::string, std::string> vars) : vars_(std::move(vars)) {}
+  Result<std::string> ReadFile(const std::string& p) override { return real_->ReadFile(p); }
+  Status WriteFileAtomic(const std::string& p, std::string_view d, mode_t m) override {
+    return real_->WriteFileAtomic(p, d, m);
+  }
+  Status AppendToFile(const std::string& p, std::string_view d) override {
+    return real_->AppendToFile(p, d);
+  }
+  bool FileExists(const std::string& p) override { return real_->FileExists(p); }
+  bool IsDirectory(const std::string& p) override { return real_->IsDirectory(p); }
+  Status CreateDirs(const std::string& p, mode_t m) override { return real_->CreateDirs(p, m); }
+  Status RemoveAll(const std::string& p) override { return real_->RemoveAll(p); }
+  Result<std::vector<std::string>> ListDir(const std::string& p) override {
+    return real_->ListDir(p);
+  }
+  Result<uint64_t> FileSize(const std::string& p) override { return real_->FileSize(p); }
+  int64_t NowMicros() override { return real_->NowMicros(); }
+  int64_t MonotonicMicros() override { return real_->MonotonicMicros(); }
+  void SleepMicros(int64_t m) override { real_->SleepMicros(m); }
+  std::optional<std::string> GetEnv(const std::string& name) override {
+    auto it = vars_.find(name);
+    if (it == vars_.end()) return std::nullopt;
+    return it->second;
+  }
+  Result<int> PickFreePort() override { return real_->PickFreePort(); }
+
+ private:
+  Env* real_ = DefaultEnv();
+  std::map<std::string, std::string> vars_;
+};
+
+// Lays out HUB/models--ORG--NAME/{refs/main, snapshots/REV/config.json}.
+std::string MakeCachedModel(const std::string& hub, const std::string& folder,
+                            const std::string& rev) {
+  const std::string snapshot = hub + "/" + folder + "/snapshots/" + rev;
+  std::filesystem::create_directories(snapshot);
+  std::filesystem::create_directories(hub + "/" + folder + "/refs");
+  WriteBytes(hub + "/" + folder + "/refs/main", rev + "\n");
+  WriteBytes(snapshot + "/config.json", "{}");
+  return snapshot;
+}
+
+TEST(HfHub, LocalDirectoryWins) {
+  ScratchDir dir;
+  VarsEnv env({});
+  auto r = ResolveModelDir(dir.path(), &env);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, dir.path());
+}
+
+TEST(HfHub, FindsSnapshotThroughRefsMainUnderHfHome) {
+  ScratchDir home;
+  const std::string snapshot =
+      MakeCachedModel(home / "hub", "models--meta-llama--Llama-3.2-1B", "abc123");
+  VarsEnv env({{"HF_HOME", home.path()}});
+  auto r = ResolveModelDir("meta-llama/Llama-3.2-1B", &env);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, snapshot);
+  // A snapshot name works as a revision too.
+  EXPECT_EQ(*ResolveModelDir("meta-llama/Llama-3.2-1B", &env, "abc123"), snapshot);
+}
+
+TEST(HfHub, HubCacheVariableTakesPrecedenceAndHomeIsTheDefault) {
+  ScratchDir a, b;
+  const std::string in_cache = MakeCachedModel(a.path(), "models--org--m", "r1");
+  MakeCachedModel(b / "hub", "models--org--m", "r2");
+  VarsEnv env({{"HF_HUB_CACHE", a.path()}, {"HF_HOME", b.path()}});
+  EXPECT_EQ(*ResolveModelDir("org/m", &env), in_cache);
+  ScratchDir home;
+  const std::string default_place =
+      MakeCachedModel(home / ".cache/huggingface/hub", "models--org--m", "r3");
+  VarsEnv env_home({{"HOME", home.path()}});
+  EXPECT_EQ(*ResolveModelDir("org/m", &env_home), default_place);
+  EXPECT_EQ(HfHubCacheDir(&env_home), home / ".cache/huggingface/hub");
+}
+
+TEST(HfHub, AbsentModelListsEveryPlaceLooked) {
+  ScratchDir a, b;
+  VarsEnv env({{"HF_HUB_CACHE", a.path()}, {"HF_HOME", b.path()}});
+  Status s = ResolveModelDir("org/missing-model", &env).status();
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("'org/missing-model'"), HasSubstr("(as a local directory)"),
+                    HasSubstr(a.path() + "/models--org--missing-model/refs/main"),
+                    HasSubstr(b.path() + "/hub/models--org--missing-model/refs/main"),
+                    HasSubstr("does not download")));
+}
+
+TEST(HfHub, RefPointingAtAMissingSnapshotSaysSo) {
+  ScratchDir hub;
+  MakeCachedModel(hub.path(), "models--org--m", "r1");
+  WriteBytes(hub / "models--org--m/refs/main", "deadbeef");
+  VarsEnv env({{"HF_HUB_CACHE", hub.path()}});
+  EXPECT_THAT(ResolveModelDir("org/m", &env).status().message(),
+              HasSubstr("snapshots/deadbeef (named by"));
+}
+
+}  // namespace
+}  // namespace air::engine

@@ -1,0 +1,100 @@
+// Tests for the Jinja interpreter that renders chat templates: whitespace control with
+// trim_blocks/lstrip_blocks, scoping (loops vs namespace), loop variables, filters and tests,
+// Python-style printing and tojson, and errors (parse errors with lines, undefined access,
+// raise_exception).
+#include "engine/data/jinja.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace air::engine::jinja {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Render(std::string_view source,
+                   const nlohmann::json& context = nlohmann::json::object()) {
+  auto t = JinjaTemplate::Parse(source);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (!t.ok()) return "<parse error>";
+  auto text = t->Render(context);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? *text : "<render error>";
+}
+
+std::string ErrorOf(std::string_view source,
+                    const nlohmann::json& context = nlohmann::json::object()) {
+  auto t = JinjaTemplate::Parse(source);
+  if (!t.ok()) return t.status().message();
+  auto text = t->Render(context);
+  return text.ok() ? "" : text.status().message();
+}
+
+TEST(JinjaTest, TrimAndLstripBlocksLikeTransformers) {
+  // A block tag alone on its line leaves no trace; an expression keeps its newline.
+  EXPECT_EQ(Render("a\n  {% if true %}\n  b\n  {% endif %}\nc"), "a\n  b\nc");
+  EXPECT_EQ(Render("{{ 'x' }}\n{{ 'y' }}"), "x\ny");
+  EXPECT_EQ(Render("a  {%- if true -%}  b  {%- endif %}"), "ab");
+  EXPECT_EQ(Render("  {%+ if true %}x{% endif %}"), "  x");  // + keeps the indentation
+  EXPECT_EQ(Render("x {# note #}\ny"), "x y");
+}
+
+TEST(JinjaTest, LoopsScopesAndNamespaces) {
+  nlohmann::json ctx = {{"xs", {"a", "b", "c"}}};
+  EXPECT_EQ(Render("{% for x in xs %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}"
+                   "{% endfor %}",
+                   ctx),
+            "1a,2b,3c");
+  // `set` inside a loop stays in the loop; a namespace carries values out.
+  EXPECT_EQ(
+      Render("{% set n = 0 %}{% set ns = namespace(n=0) %}{% for x in xs %}{% set n = n + 1 %}"
+             "{% set ns.n = ns.n + 1 %}{% endfor %}{{ n }} {{ ns.n }}",
+             ctx),
+      "0 3");
+  EXPECT_EQ(Render("{% for x in xs if x != 'b' %}{{ x }}{{ loop.length }}{% endfor %}", ctx),
+            "a2c2");
+  EXPECT_EQ(
+      Render("{% for x in xs %}{% if x == 'b' %}{% break %}{% endif %}{{ x }}{% endfor %}", ctx),
+      "a");
+  EXPECT_EQ(Render("{% for k, v in {'p': 1, 'q': 2}.items() %}{{ k }}{{ v }}{% endfor %}"), "p1q2");
+  EXPECT_EQ(Render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
+}
+
+TEST(JinjaTest, PrintsAndSerializesLikePython) {
+  EXPECT_EQ(Render("{{ [1, 'a', none, true, 2.0] }}"), "[1, 'a', None, True, 2.0]");
+  EXPECT_EQ(Render("{{ {'a': [1, 2]} | tojson }}"), R"({"a": [1, 2]})");
+  EXPECT_EQ(Render("{{ {'a': 'é\"'} | tojson(indent=2) }}"), "{\n  \"a\": \"é\\\"\"\n}");
+  EXPECT_EQ(Render("{{ 7 / 2 }} {{ 7 // 2 }} {{ -7 % 3 }} {{ 'ab' ~ 1 }}"), "3.5 3 2 ab1");
+  EXPECT_EQ(Render("{{ '  x '.strip() }}|{{ 'héllo'[::-1] }}|{{ 'a b  c'.split() }}"),
+            "x|olléh|['a', 'b', 'c']");
+  EXPECT_EQ(
+      Render("{{ x | default('d') }} {{ x is defined }} {{ none is none }} {{ 'ab' | length }}"),
+      "d False True 2");
+  EXPECT_EQ(Render("{{ ['a', 'b', 'c'] | reject('equalto', 'b') | join(',') }}"), "a,c");
+  EXPECT_EQ(Render("{{ [1, 2, 3, 4] | select('odd') | list }}"), "[1, 3]");
+  EXPECT_EQ(Render("{{ 'yes' if 1 > 2 else 'no' }} {{ 1 in [1, 2] }} {{ 'b' not in 'abc' }}"),
+            "no True False");
+}
+
+TEST(JinjaTest, MacrosAndSetBlocks) {
+  EXPECT_EQ(Render("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+                   "{{ greet('Ann') }} {{ greet('Bo', punct='?') }}"),
+            "Hi Ann! Hi Bo?");
+  EXPECT_EQ(Render("{% set s %}a{{ 1 + 1 }}b{% endset %}[{{ s }}]"), "[a2b]");
+}
+
+TEST(JinjaTest, ErrorsSayWhereAndWhat) {
+  EXPECT_THAT(ErrorOf("line one\n{% if x %}unterminated"), HasSubstr("missing {% endif %}"));
+  EXPECT_THAT(ErrorOf("a\n\n{{ 1 + }}"), HasSubstr("line 3: expected an expression"));
+  EXPECT_THAT(ErrorOf("{% include 'x' %}"), HasSubstr("{% include %} statement is not supported"));
+  EXPECT_THAT(ErrorOf("{{ raise_exception('Roles must alternate') }}"),
+              HasSubstr("Roles must alternate"));
+  EXPECT_THAT(ErrorOf("\n{{ missing.attr }}"), HasSubstr("line 2: 'missing' is undefined"));
+  EXPECT_THAT(ErrorOf("{{ 'a' + 1 }}"),
+              HasSubstr("unsupported operand types for +: 'str' and 'int'"));
+  EXPECT_THAT(ErrorOf("{{ x | nosuchfilter }}"),
+              HasSubstr("filter 'nosuchfilter' is not supported"));
+}
+
+}  // namespace
+}  // namespace air::engine::jinja

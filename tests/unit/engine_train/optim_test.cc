@@ -1,0 +1,155 @@
+// Tests for the optimizer pieces on hand-computed values: AdamW (one and two steps, weight
+// decay only on 2-D tensors), the learning-rate schedules at their boundary steps, and global
+// norm clipping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "engine/train/adamw.h"
+#include "engine/train/grad_clip.h"
+#include "engine/train/lr_schedule.h"
+
+namespace air::engine::train {
+namespace {
+
+ParamView View(const std::string& name, std::vector<int64_t> shape, std::vector<float>& value,
+               std::vector<float>& grad) {
+  const bool decay = shape.size() >= 2;
+  return ParamView{
+      name, std::move(shape), value.data(), grad.data(), static_cast<int64_t>(value.size()), decay};
+}
+
+TEST(AdamWTest, FirstStepByHand) {
+  // p = 1, g = 0.5, lr = 0.1, wd = 0.01: decay to 0.999; m = 0.05, v = 0.00025; bias-corrected
+  // m_hat = 0.5, sqrt(v_hat) = 0.5, so the update is lr * 1 = 0.1 -> 0.899. The 1-D tensor (a
+  // norm weight) is not decayed -> 0.9.
+  std::vector<float> w = {1.0f}, gw = {0.5f}, n = {1.0f}, gn = {0.5f};
+  AdamW opt({View("w", {1, 1}, w, gw), View("norm.weight", {1}, n, gn)},
+            {.beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .weight_decay = 0.01});
+  opt.Step(0.1);
+  EXPECT_NEAR(w[0], 0.899f, 1e-6);
+  EXPECT_NEAR(n[0], 0.9f, 1e-6);
+  EXPECT_NEAR(opt.first_moment(0)[0], 0.05f, 1e-7);
+  EXPECT_NEAR(opt.second_moment(0)[0], 0.00025f, 1e-9);
+  EXPECT_EQ(opt.step_count(), 1);
+}
+
+TEST(AdamWTest, SecondStepUsesBiasCorrectionOfStepTwo) {
+  std::vector<float> w = {1.0f}, g = {0.5f};
+  AdamW opt({View("w", {1, 1}, w, g)}, {.weight_decay = 0.01});
+  opt.Step(0.1);
+  g[0] = -0.5f;
+  opt.Step(0.05);
+  // By hand, in double: decay, moments, bias corrections of t = 2, eps outside the sqrt.
+  double p = 0.899 * (1 - 0.05 * 0.01);
+  double m = 0.9 * 0.05 + 0.1 * -0.5;
+  double v = 0.999 * 0.00025 + 0.001 * 0.25;
+  double step_size = 0.05 / (1 - 0.9 * 0.9);
+  double denom = std::sqrt(v) / std::sqrt(1 - 0.999 * 0.999) + 1e-8;
+  p -= step_size * m / denom;
+  EXPECT_NEAR(w[0], p, 1e-6);
+}
+
+TEST(AdamWTest, EpsilonIsOutsideTheSquareRoot) {
+  // With a zero gradient m = v = 0, the update is 0 / (0 + eps) = 0 whatever eps is; with a huge
+  // eps the update shrinks towards lr * m_hat / eps.
+  std::vector<float> w = {0.0f}, g = {1.0f};
+  AdamW opt({View("b", {1}, w, g)}, {.epsilon = 1.0});
+  opt.Step(1.0);
+  // m_hat = 1, sqrt(v_hat) = 1, denom = 1 + 1 = 2 -> update 0.5.
+  EXPECT_NEAR(w[0], -0.5f, 1e-6);
+}
+
+TEST(AdamWTest, ZeroLearningRateLeavesWeightsButAdvancesMoments) {
+  std::vector<float> w = {2.0f, -3.0f}, g = {1.0f, 1.0f};
+  AdamW opt({View("w", {2, 1}, w, g)}, {.weight_decay = 0.1});
+  opt.Step(0.0);
+  EXPECT_EQ(w[0], 2.0f);
+  EXPECT_EQ(w[1], -3.0f);
+  EXPECT_NEAR(opt.first_moment(0)[0], 0.1f, 1e-7);
+}
+
+TEST(LrScheduleTest, CosineWithWarmupBoundaries) {
+  LrSchedule s(LrSchedulerType::kCosine, 1e-3, 2, 10);
+  EXPECT_DOUBLE_EQ(s.Multiplier(0), 0.0);  // the first update uses lr 0, as transformers does
+  EXPECT_DOUBLE_EQ(s.Multiplier(1), 0.5);
+  EXPECT_DOUBLE_EQ(s.Multiplier(2), 1.0);
+  EXPECT_NEAR(s.Multiplier(6), 0.5, 1e-12);
+  EXPECT_NEAR(s.Multiplier(4), 0.5 * (1 + std::cos(M_PI * 0.25)), 1e-12);
+  EXPECT_NEAR(s.Multiplier(10), 0.0, 1e-12);
+  // Past the end the half cosine turns back up, exactly as transformers' formula does.
+  EXPECT_NEAR(s.Multiplier(12), 0.5 * (1 + std::cos(M_PI * 10.0 / 8.0)), 1e-12);
+  EXPECT_NEAR(s.LearningRate(1), 5e-4, 1e-15);
+}
+
+TEST(LrScheduleTest, LinearWithWarmupBoundaries) {
+  LrSchedule s(LrSchedulerType::kLinear, 1.0, 2, 10);
+  EXPECT_DOUBLE_EQ(s.Multiplier(0), 0.0);
+  EXPECT_DOUBLE_EQ(s.Multiplier(2), 1.0);
+  EXPECT_DOUBLE_EQ(s.Multiplier(6), 0.5);
+  EXPECT_DOUBLE_EQ(s.Multiplier(9), 1.0 / 8);
+  EXPECT_DOUBLE_EQ(s.Multiplier(10), 0.0);
+  EXPECT_DOUBLE_EQ(s.Multiplier(11), 0.0);
+}
+
+TEST(LrScheduleTest, NoWarmupStartsAtFullRate) {
+  EXPECT_DOUBLE_EQ(LrSchedule(LrSchedulerType::kCosine, 1.0, 0, 10).Multiplier(0), 1.0);
+  EXPECT_DOUBLE_EQ(LrSchedule(LrSchedulerType::kLinear, 1.0, 0, 10).Multiplier(0), 1.0);
+  EXPECT_DOUBLE_EQ(LrSchedule(LrSchedulerType::kLinear, 1.0, 0, 10).Multiplier(5), 0.5);
+}
+
+TEST(LrScheduleTest, ConstantAndConstantWithWarmup) {
+  LrSchedule c(LrSchedulerType::kConstant, 1.0, 0, 10);
+  EXPECT_DOUBLE_EQ(c.Multiplier(0), 1.0);
+  EXPECT_DOUBLE_EQ(c.Multiplier(100), 1.0);
+  LrSchedule w(LrSchedulerType::kConstantWithWarmup, 1.0, 4, 10);
+  EXPECT_DOUBLE_EQ(w.Multiplier(0), 0.0);
+  EXPECT_DOUBLE_EQ(w.Multiplier(1), 0.25);
+  EXPECT_DOUBLE_EQ(w.Multiplier(4), 1.0);
+  EXPECT_DOUBLE_EQ(w.Multiplier(10), 1.0);
+}
+
+TEST(LrScheduleTest, WarmupAsLongAsTheRun) {
+  // W == N: the decay span is max(1, 0) = 1, so the last steps are warmup only.
+  LrSchedule s(LrSchedulerType::kCosine, 1.0, 4, 4);
+  EXPECT_DOUBLE_EQ(s.Multiplier(3), 0.75);
+  EXPECT_DOUBLE_EQ(s.Multiplier(4), 1.0);
+}
+
+TEST(GradClipTest, ClipsToMaxNormAndReturnsTheNormBefore) {
+  std::vector<float> a = {0, 0}, ga = {3.0f, 0.0f}, b = {0}, gb = {4.0f};
+  std::vector<ParamView> params = {View("a", {2, 1}, a, ga), View("b", {1}, b, gb)};
+  EXPECT_NEAR(GlobalGradNorm(params), 5.0, 1e-12);
+  double norm = ClipGradNorm(params, 1.0);
+  EXPECT_NEAR(norm, 5.0, 1e-12);
+  const double coef = 1.0 / (5.0 + 1e-6);
+  EXPECT_NEAR(ga[0], 3.0 * coef, 1e-7);
+  EXPECT_NEAR(gb[0], 4.0 * coef, 1e-7);
+  EXPECT_NEAR(GlobalGradNorm(params), 5.0 * coef, 1e-6);
+}
+
+TEST(GradClipTest, LeavesSmallGradientsAlone) {
+  std::vector<float> a = {0, 0}, ga = {0.3f, 0.4f};
+  std::vector<ParamView> params = {View("a", {2, 1}, a, ga)};
+  EXPECT_NEAR(ClipGradNorm(params, 1.0), 0.5, 1e-7);
+  EXPECT_EQ(ga[0], 0.3f);
+  EXPECT_EQ(ga[1], 0.4f);
+  // max_norm 0 disables clipping but still reports the norm.
+  ga = {30.0f, 40.0f};
+  EXPECT_NEAR(ClipGradNorm(params, 0.0), 50.0, 1e-5);
+  EXPECT_EQ(ga[0], 30.0f);
+}
+
+TEST(GradClipTest, ZeroAndScale) {
+  std::vector<float> a = {0, 0}, ga = {1.0f, -2.0f};
+  std::vector<ParamView> params = {View("a", {2}, a, ga)};
+  ScaleGrads(params, 0.5f);
+  EXPECT_EQ(ga[1], -1.0f);
+  ZeroGrads(params);
+  EXPECT_EQ(ga[0], 0.0f);
+  EXPECT_EQ(ga[1], 0.0f);
+}
+
+}  // namespace
+}  // namespace air::engine::train

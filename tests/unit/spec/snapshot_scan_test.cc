@@ -1,0 +1,192 @@
+// Code snapshot listing on real directories and real git repositories.
+#include "spec/snapshot_scan.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "spec/git_tree.h"
+#include "spec_test_util.h"
+
+namespace air::spec {
+namespace {
+
+using testing::TempDir;
+
+std::vector<std::string> Paths(const SnapshotListing& listing) {
+  std::vector<std::string> out;
+  for (const auto& f : listing.files) out.push_back(f.path);
+  return out;
+}
+
+const SnapshotFile* FindFile(const SnapshotListing& listing, const std::string& path) {
+  for (const auto& f : listing.files) {
+    if (f.path == path) return &f;
+  }
+  return nullptr;
+}
+
+void Git(const std::string& dir, std::vector<std::string> args) {
+  std::vector<std::string> argv = {
+      "git", "-C", dir, "-c", "user.name=air", "-c", "user.email=air@example.com"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out, err;
+  Result<int> rc = RunCapture(argv, &out, &err);
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  ASSERT_EQ(*rc, 0) << err;
+}
+
+SnapshotSpec Snapshot(const std::string& root) {
+  SnapshotSpec s;
+  s.root_path = root;
+  s.resolved_root = root;
+  return s;
+}
+
+TEST(SnapshotScan, WorkingTreeHonorsGitignoreAndSkipsDotGit) {
+  TempDir dir;
+  dir.Write("train.py", "print(1)\n", 0755);
+  dir.Write("README.md", "hello");
+  dir.Write(".gitignore", "*.log\n/outputs/\n__pycache__/\n!keep.log\n");
+  dir.Write("run.log", "noise");
+  dir.Write("keep.log", "kept");
+  dir.Write("outputs/ckpt.bin", std::string(1000, 'x'));
+  dir.Write("src/outputs/data.txt", "not anchored here");
+  dir.Write("src/__pycache__/m.pyc", "x");
+  dir.Write("src/model.py", "class M: pass\n");
+  dir.Write("src/.gitignore", "*.tmp\n");
+  dir.Write("src/scratch.tmp", "x");
+  dir.Write("scratch.tmp", "root tmp is kept");
+  dir.Write(".git/HEAD", "ref: refs/heads/main\n");
+  ASSERT_EQ(::symlink("train.py", (dir.path() + "/link.py").c_str()), 0);
+
+  Result<SnapshotListing> listing = ScanSnapshot(Snapshot(dir.path()), DefaultEnv());
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(Paths(*listing),
+            (std::vector<std::string>{".gitignore", "README.md", "keep.log", "link.py",
+                                      "scratch.tmp", "src/.gitignore", "src/model.py",
+                                      "src/outputs/data.txt", "train.py"}));
+  const SnapshotFile* train = FindFile(*listing, "train.py");
+  ASSERT_NE(train, nullptr);
+  EXPECT_EQ(train->size, 9u);
+  EXPECT_EQ(train->mode, 0755u);
+  const SnapshotFile* link = FindFile(*listing, "link.py");
+  ASSERT_NE(link, nullptr);
+  EXPECT_TRUE(link->is_symlink);
+  EXPECT_EQ(link->size, 8u);  // length of "train.py"
+  uint64_t total = 0;
+  for (const auto& f : listing->files) total += f.size;
+  EXPECT_EQ(listing->total_bytes, total);
+  // run.log, outputs/, src/__pycache__/ and src/scratch.tmp
+  EXPECT_EQ(listing->ignored_entries, 4u);
+}
+
+TEST(SnapshotScan, IncludePathsLimitTheListing) {
+  TempDir dir;
+  dir.Write("src/a.py", "a");
+  dir.Write("src/sub/b.py", "bb");
+  dir.Write("configs/x.yaml", "x: 1");
+  dir.Write("data/big.bin", "zzzz");
+  SnapshotSpec spec = Snapshot(dir.path());
+  spec.include_paths = {"src", "configs/x.yaml"};
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(Paths(*listing),
+            (std::vector<std::string>{"configs/x.yaml", "src/a.py", "src/sub/b.py"}));
+  EXPECT_EQ(listing->total_bytes, 7u);
+}
+
+TEST(SnapshotScan, MissingIncludePathNamesTheField) {
+  TempDir dir;
+  dir.Write("src/a.py", "a");
+  SnapshotSpec spec = Snapshot(dir.path());
+  spec.include_paths = {"src", "nope"};
+  std::string field;
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv(), &field);
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(listing.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(field, "code_source.snapshot.include_paths[1]");
+  EXPECT_NE(listing.status().message().find("'nope' does not exist"), std::string::npos);
+}
+
+class GitSnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Git(dir_.path(), {"init", "-q", "-b", "main"});
+    dir_.Write("train.py", "v1\n", 0755);
+    dir_.Write("pkg/util.py", "u\n");
+    dir_.Write("pkg/deep/x.txt", "x\n");
+    dir_.Write(".gitignore", "*.log\n");
+    Git(dir_.path(), {"add", "-A"});
+    Git(dir_.path(), {"commit", "-q", "-m", "first"});
+    Git(dir_.path(), {"branch", "release"});
+    // Working-tree changes after the commit must not show up in a git snapshot.
+    dir_.Write("train.py", "version two, longer\n");
+    dir_.Write("untracked.py", "new");
+  }
+  TempDir dir_;
+};
+
+TEST_F(GitSnapshotTest, ListsTheCommittedTreeOfABranch) {
+  SnapshotSpec spec = Snapshot(dir_.path());
+  spec.git = GitRefSpec{"release", std::nullopt};
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(Paths(*listing),
+            (std::vector<std::string>{".gitignore", "pkg/deep/x.txt", "pkg/util.py", "train.py"}));
+  EXPECT_EQ(FindFile(*listing, "train.py")->size, 3u);
+  EXPECT_EQ(FindFile(*listing, "train.py")->mode, 0755u);
+  EXPECT_EQ(listing->revision.size(), 40u);
+}
+
+TEST_F(GitSnapshotTest, CommitAndSubdirectoryRootAndIncludePaths) {
+  SnapshotSpec head = Snapshot(dir_.path());
+  head.git = GitRefSpec{"main", std::nullopt};
+  Result<SnapshotListing> at_main = ScanSnapshot(head, DefaultEnv());
+  ASSERT_TRUE(at_main.ok());
+  SnapshotSpec spec = Snapshot(dir_.path() + "/pkg");
+  spec.git = GitRefSpec{std::nullopt, at_main->revision.substr(0, 10)};
+  spec.include_paths = {"deep"};
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(Paths(*listing), (std::vector<std::string>{"deep/x.txt"}));
+  EXPECT_EQ(listing->revision, at_main->revision);
+}
+
+TEST_F(GitSnapshotTest, UnknownBranchSuggestsTheClosest) {
+  SnapshotSpec spec = Snapshot(dir_.path());
+  spec.git = GitRefSpec{"mian", std::nullopt};
+  std::string field;
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv(), &field);
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(listing.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(field, "code_source.snapshot.git.branch");
+  EXPECT_NE(listing.status().message().find("no branch 'mian'"), std::string::npos);
+  EXPECT_NE(listing.status().message().find("did you mean 'main'?"), std::string::npos)
+      << listing.status().message();
+}
+
+TEST_F(GitSnapshotTest, UnknownCommitIsAClearError) {
+  SnapshotSpec spec = Snapshot(dir_.path());
+  spec.git = GitRefSpec{std::nullopt, "deadbeefdeadbeef"};
+  std::string field;
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv(), &field);
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(field, "code_source.snapshot.git.commit");
+  EXPECT_NE(listing.status().message().find("no commit 'deadbeefdeadbeef'"), std::string::npos);
+}
+
+TEST(SnapshotScan, GitOutsideARepositoryIsAClearError) {
+  TempDir dir;
+  dir.Write("a.py", "a");
+  SnapshotSpec spec = Snapshot(dir.path());
+  spec.git = GitRefSpec{"main", std::nullopt};
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());
+  ASSERT_FALSE(listing.ok());
+  EXPECT_NE(listing.status().message().find("is not inside a git repository"), std::string::npos)
+      << listing.status().message();
+}
+
+}  // namespace
+}  // namespace air::spec
