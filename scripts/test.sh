@@ -10,8 +10,14 @@ VENV=$("$ROOT/scripts/venv.sh")
 export AIR_BIN="$ROOT/build/bin/air"
 export AIR_VENV="$VENV"
 
+status=0
 echo "== unit tests (ctest)"
-ctest --test-dir "$ROOT/build" --output-on-failure --parallel "$(nproc)" --timeout 600
+ctest --test-dir "$ROOT/build" --output-on-failure --parallel "$(nproc)" --timeout 600 || status=1
 
 echo "== integration and parity tests (pytest)"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "$@" || status=1
+
+if [ "$status" -ne 0 ]; then
+  echo "== FAILED: see the failures above" >&2
+fi
+exit "$status"

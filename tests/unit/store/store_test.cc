@@ -261,8 +261,10 @@ TEST_F(StoreTest, ConcurrentWritersFromSeveralProcesses) {
         if (i >= 5) run.idempotency_token.reset();
         auto created = (*store)->CreateRun(run);
         if (!created.ok()) ::_exit(11);
-        if (!(*store)->TransitionRun(created->run.id, RunState::kRunning, "go").ok() &&
-            created->created) {
+        // Only the process that created a run moves it on (a repeat submit with the same
+        // token gets the existing run and must leave it alone).
+        if (created->created &&
+            !(*store)->TransitionRun(created->run.id, RunState::kRunning, "go").ok()) {
           ::_exit(12);
         }
       }
