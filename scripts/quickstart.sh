@@ -12,8 +12,11 @@ OUT="$ROOT/build/quickstart"
 mkdir -p "$OUT"
 
 echo "== $AIR run -f examples/quickstart/train.yaml --dry-run"
-"$AIR" run -f examples/quickstart/train.yaml --dry-run \
-  --override parameters.output_dir="$OUT/trained" | head -n 8
+# Captured, then cut: piping air into `head` could kill it with SIGPIPE (and, with pipefail,
+# fail the script) once the plan outgrows a pipe write.
+plan=$("$AIR" run -f examples/quickstart/train.yaml --dry-run \
+  --override parameters.output_dir="$OUT/trained")
+sed -n 1,8p <<<"$plan"
 
 echo "== $AIR run -f examples/quickstart/train.yaml --watch"
 "$AIR" run -f examples/quickstart/train.yaml --watch \

@@ -25,6 +25,11 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  if ! command -v apt-get >/dev/null || { [ -n "$SUDO" ] && ! command -v sudo >/dev/null; }; then
+    echo "setup: cannot install them here (needs apt-get, and root or sudo); install them and" \
+      "run this script again" >&2
+    exit 1
+  fi
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

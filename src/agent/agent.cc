@@ -130,8 +130,11 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (devnull > STDERR_FILENO) ::close(devnull);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
+    // The command gets stdin, stdout and stderr only, whatever the agent inherited.
+    (void)::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (::chdir(launch.workdir.c_str()) != 0) {
       const char msg[] = "air agent: cannot enter the node's working directory\n";
       (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);

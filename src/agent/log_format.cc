@@ -7,18 +7,11 @@
 #include <cstdio>
 #include <ctime>
 
+#include "base/time_format.h"
+
 namespace air::agent {
 
-std::string FormatLogTimestamp(int64_t micros) {
-  time_t secs = static_cast<time_t>(micros / 1000000);
-  tm utc;
-  gmtime_r(&secs, &utc);
-  char date[32];
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[48];
-  std::snprintf(out, sizeof(out), "%s.%06dZ", date, static_cast<int>(micros % 1000000));
-  return out;
-}
+std::string FormatLogTimestamp(int64_t micros) { return FormatUtcTimestamp(micros, 6); }
 
 std::optional<LogRecord> ParseLogLine(std::string_view line) {
   // "YYYY-MM-DDTHH:MM:SS.ffffffZ sss text"

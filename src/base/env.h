@@ -40,8 +40,8 @@ class Env {
   virtual Result<uint64_t> FileSize(const std::string& path) = 0;
 
   // --- clock ---
-  virtual int64_t NowMicros() = 0;         // wall clock, microseconds since the epoch
-  virtual int64_t MonotonicMicros() = 0;   // for durations and deadlines
+  virtual int64_t NowMicros() = 0;        // wall clock, microseconds since the epoch
+  virtual int64_t MonotonicMicros() = 0;  // for durations and deadlines
   virtual void SleepMicros(int64_t micros) = 0;
 
   // --- process environment ---

@@ -1,12 +1,12 @@
 // Implementation of the stderr logger.
 #include "base/log.h"
 
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <sys/time.h>
 
 namespace air::log {
 
@@ -31,9 +31,9 @@ void Write(Level level, const char* file, int line, std::string_view message) {
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &utc);
   const char* base = std::strrchr(file, '/');
-  std::string out = fmt::format("{}.{:03d}Z {} {}:{}] {}\n", stamp, tv.tv_usec / 1000,
-                                kLetters[static_cast<int>(level)], base ? base + 1 : file, line,
-                                message);
+  std::string out =
+      fmt::format("{}.{:03d}Z {} {}:{}] {}\n", stamp, tv.tv_usec / 1000,
+                  kLetters[static_cast<int>(level)], base ? base + 1 : file, line, message);
   ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;
 }

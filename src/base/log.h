@@ -19,11 +19,11 @@ void Write(Level level, const char* file, int line, std::string_view message);
 
 }  // namespace air::log
 
-#define AIR_LOG_AT_(lvl, ...)                                                         \
-  do {                                                                                \
-    if (static_cast<int>(lvl) >= static_cast<int>(::air::log::Threshold())) {         \
-      ::air::log::Write(lvl, __FILE__, __LINE__, ::fmt::format(__VA_ARGS__));         \
-    }                                                                                 \
+#define AIR_LOG_AT_(lvl, ...)                                                 \
+  do {                                                                        \
+    if (static_cast<int>(lvl) >= static_cast<int>(::air::log::Threshold())) { \
+      ::air::log::Write(lvl, __FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
+    }                                                                         \
   } while (0)
 
 #define AIR_DEBUG(...) AIR_LOG_AT_(::air::log::Level::kDebug, __VA_ARGS__)

@@ -15,17 +15,17 @@ namespace air {
 
 enum class ErrorCode {
   kOk = 0,
-  kInvalidArgument,   // bad user input: spec, flags, config, data
-  kNotFound,          // a file, run, secret, tensor that does not exist
+  kInvalidArgument,  // bad user input: spec, flags, config, data
+  kNotFound,         // a file, run, secret, tensor that does not exist
   kAlreadyExists,
   kFailedPrecondition,
   kPermissionDenied,
-  kDataLoss,          // corrupt or truncated file
+  kDataLoss,           // corrupt or truncated file
   kResourceExhausted,  // disk full, out of memory
   kDeadlineExceeded,
   kCancelled,
-  kUnavailable,       // a peer or service cannot be reached
-  kInternal,          // a broken invariant or an unexpected OS failure
+  kUnavailable,  // a peer or service cannot be reached
+  kInternal,     // a broken invariant or an unexpected OS failure
   kUnimplemented,
 };
 
@@ -82,7 +82,7 @@ Status ErrnoStatus(const std::string& what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result constructed from an OK status");
   }
@@ -109,10 +109,10 @@ class [[nodiscard]] Result {
 #define AIR_CONCAT_(a, b) AIR_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define AIR_RETURN_IF_ERROR(expr)                 \
-  do {                                            \
-    ::air::Status air_status_ = (expr);           \
-    if (!air_status_.ok()) return air_status_;    \
+#define AIR_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::air::Status air_status_ = (expr);        \
+    if (!air_status_.ok()) return air_status_; \
   } while (0)
 
 // `AIR_ASSIGN_OR_RETURN(auto x, ComputeX());` declares x from a Result or returns its error.

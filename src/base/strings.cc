@@ -1,8 +1,9 @@
 // String utilities.
 #include "base/strings.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace air {
 

@@ -1,5 +1,7 @@
 // `air list [--all-status] [--limit N] [--filter experiment=GLOB|state=STATE]...`: runs, newest
-// first; by default only live ones (PENDING, RUNNING, TERMINATING).
+// first; by default only live ones (PENDING, RUNNING, TERMINATING). A state filter takes any
+// case and the seed system's names SUCCESS and TIMEDOUT.
+#include <cctype>
 #include <memory>
 
 #include "base/strings.h"
@@ -18,10 +20,19 @@ struct ListFlags {
   std::vector<std::string> filters;
 };
 
-std::string StateNames() {
+std::vector<std::string> StateNames() {
   std::vector<std::string> names;
   for (store::RunState s : store::AllRunStates()) names.push_back(store::RunStateName(s));
-  return Join(names, ", ");
+  return names;
+}
+
+// A state as a user types it: any case, and the seed system's names SUCCESS and TIMEDOUT.
+std::optional<store::RunState> ParseStateFilter(const std::string& text) {
+  std::string upper;
+  for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "SUCCESS") return store::RunState::kSucceeded;
+  if (upper == "TIMEDOUT") return store::RunState::kTimedOut;
+  return store::ParseRunState(upper);
 }
 
 Status ListRuns(CliContext& ctx, const ListFlags& flags) {
@@ -41,10 +52,11 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
     if (key == "experiment") {
       filter.experiment_glob = value;
     } else if (key == "state") {
-      state = store::ParseRunState(value);
+      state = ParseStateFilter(value);
       if (!state) {
-        return InvalidArgument("--filter state=" + value +
-                               ": unknown state; valid: " + StateNames());
+        return InvalidArgument("--filter state=" + value + ": unknown state" +
+                               DidYouMeanSuffix(value, StateNames()) +
+                               "; valid: " + Join(StateNames(), ", "));
       }
       filter.include_terminal = true;
     } else {
@@ -57,7 +69,9 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
   std::vector<store::RunRecord> runs;
   if (ctx.env->FileExists(layout.DbPath())) {
     AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));
-    if (!state) filter.limit = flags.limit;
+    // Live runs only: reconciling may end some of the rows found (their supervisor is gone), so
+    // the limit applies to what is left, not to the query.
+    if (!state && flags.all_status) filter.limit = flags.limit;
     AIR_ASSIGN_OR_RETURN(std::vector<store::RunRecord> found, store->ListRuns(filter));
     for (auto& run : found) {
       AIR_ASSIGN_OR_RETURN(run,
@@ -84,7 +98,8 @@ void RegisterListCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_flag("--all-status", flags->all_status, "include finished runs");
   cmd->add_option("--limit", flags->limit, "show at most N runs (default 25)");
   cmd->add_option("--filter", flags->filters,
-                  "experiment=GLOB or state=STATE (repeatable), e.g. experiment='sft-*'")
+                  "experiment=GLOB or state=STATE (repeatable), e.g. experiment='sft-*', "
+                  "state=FAILED")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->callback([&ctx, flags] {

@@ -65,6 +65,7 @@ Status ShowLogs(CliContext& ctx, const LogsFlags& flags) {
         fmt::format("--node {}: run {} has nodes 0..{}", flags.node, run_id, run.num_nodes - 1));
   }
   if (flags.lines < 0) return InvalidArgument("--lines must be 0 (all) or more");
+  if (flags.minutes < 0) return InvalidArgument("--minutes must be more than 0 (0: no limit)");
   if (!flags.download_to.empty()) return Download(ctx, layout, run, flags.download_to);
   std::optional<int> attempt;
   if (flags.retry >= 0) {

@@ -53,8 +53,8 @@ Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool 
     return Status::Ok();
   }
   if (ctx.json()) {
-    *ctx.out << Envelope(ctx, {{"run_id", submitted.run_id}, {"created", submitted.created}})
-                    .dump()
+    *ctx.out << JsonLine(
+                    Envelope(ctx, {{"run_id", submitted.run_id}, {"created", submitted.created}}))
              << "\n"
              << std::flush;
   } else {
@@ -119,7 +119,7 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
   if (workload.code_source) {
     std::string field;
     Result<spec::SnapshotListing> scanned =
-        spec::ScanSnapshot(workload.code_source->snapshot, ctx.env, &field);
+        spec::ScanSnapshot(workload.code_source->snapshot, ctx.env, &field, AirHome(ctx));
     if (!scanned.ok()) {
       if (scanned.status().code() != ErrorCode::kInvalidArgument) {
         EmitError(ctx, scanned.status().WithContext("listing the code snapshot"));

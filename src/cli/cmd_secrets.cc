@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "base/strings.h"
+#include "base/time_format.h"
 #include "cli/commands.h"
 #include "secrets/names.h"
 #include "secrets/secret_matcher.h"
@@ -18,14 +19,7 @@
 namespace air::cli {
 namespace {
 
-std::string FormatTime(int64_t micros) {
-  time_t secs = static_cast<time_t>(micros / 1000000);
-  tm utc;
-  gmtime_r(&secs, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buf;
-}
+std::string FormatTime(int64_t micros) { return FormatUtcTimestamp(micros, 0); }
 
 // Left-aligned columns; the last column is not padded.
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
@@ -45,13 +39,21 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+constexpr char kValueNeverInArgv[] =
+    "secret values are never taken from the command line (any user can read a process's "
+    "arguments in /proc, and shells keep history); nothing was stored. Pipe the value in — "
+    "printf '%s' \"$VALUE\" | air secrets put-secret SCOPE KEY — or run the command in a "
+    "terminal to be prompted. If that value is real, consider it exposed and rotate it.";
+
 struct SecretsArgs {
   std::string scope;
   std::string key;
   bool keep_trailing_newline = false;
-  // Set only when someone passes a value on the command line, which is refused (not stored).
+  // Set only when someone passes a value on the command line, which is refused (not stored,
+  // never printed): --value/--string-value, or words after SCOPE KEY.
   std::string refused_argv_value;
   CLI::Option* refused_value_option = nullptr;
+  std::vector<std::string> refused_extra_words;
 };
 
 void CreateScope(CliContext& ctx, const SecretsArgs& args) {
@@ -68,14 +70,18 @@ void DeleteScope(CliContext& ctx, const SecretsArgs& args) {
 }
 
 void PutSecret(CliContext& ctx, const SecretsArgs& args) {
-  if (args.refused_value_option != nullptr && args.refused_value_option->count() > 0) {
-    return EmitError(
-        ctx, InvalidArgument("secret values are never taken from the command line (any user can "
-                             "read a process's arguments in /proc, and shells keep history); "
-                             "nothing was stored. Pipe the value in — printf '%s' \"$VALUE\" | "
-                             "air secrets put-secret SCOPE KEY — or run the command in a "
-                             "terminal to be prompted. If that value is real, consider it "
-                             "exposed and rotate it."));
+  bool value_option =
+      args.refused_value_option != nullptr && args.refused_value_option->count() > 0;
+  if (value_option || !args.refused_extra_words.empty()) {
+    // The words themselves are never echoed: one of them may be the value.
+    std::string message;
+    if (size_t extra = args.refused_extra_words.size(); extra > 0) {
+      message = fmt::format(
+          "put-secret takes only SCOPE and KEY, and got {} more argument{} "
+          "(not shown); ",
+          extra, extra == 1 ? "" : "s");
+    }
+    return EmitError(ctx, InvalidArgument(message + kValueNeverInArgv));
   }
   // Check the names before asking for a value the user would have to type again.
   for (auto [what, name] : {std::pair{"scope", &args.scope}, std::pair{"key", &args.key}}) {
@@ -180,7 +186,8 @@ void RegisterSecretsCommand(CLI::App& root, CliContext& ctx) {
                 "store piped input byte for byte (by default one trailing newline is removed)");
   // Hidden: exists only to refuse a value given in argv with an explanation.
   args->refused_value_option =
-      put->add_option("--value,--string-value", args->refused_argv_value)->group("");
+      put->add_option("--value,--string-value,--bytes-value", args->refused_argv_value)->group("");
+  put->add_option("VALUE", args->refused_extra_words)->group("");  // refused, never echoed
   put->fallthrough();
   put->callback([&ctx, args] { PutSecret(ctx, *args); });
 

@@ -1,35 +1,43 @@
 // Output helpers shared by all subcommands.
 #include "cli/context.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <ctime>
+
+#include "base/time_format.h"
 
 namespace air::cli {
 namespace {
 
-std::string IsoTimestamp(Env* env) {
-  int64_t us = env->NowMicros();
-  time_t secs = static_cast<time_t>(us / 1000000);
-  tm utc;
-  gmtime_r(&secs, &utc);
-  char buf[40];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[48];
-  std::snprintf(out, sizeof(out), "%s.%03dZ", buf, static_cast<int>((us / 1000) % 1000));
-  return out;
-}
+std::string IsoTimestamp(Env* env) { return FormatUtcTimestamp(env->NowMicros(), 3); }
 
 }  // namespace
 
 std::string AirHome(CliContext& ctx) {
   if (auto v = ctx.env->GetEnv("AIR_HOME"); v && !v->empty()) return *v;
   auto home = ctx.env->GetEnv("HOME");
-  return (home ? *home : std::string("/tmp")) + "/.air";
+  if (home && !home->empty()) return *home + "/.air";
+  // No $HOME (cron, some containers): the account's home directory, never a shared /tmp.
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::getuid(), &pw, buf, sizeof(buf), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && found->pw_dir[0] != '\0') {
+    return std::string(found->pw_dir) + "/.air";
+  }
+  return ".air";
 }
 
 int ExitCodeFor(const Status& status) {
   if (status.ok()) return kExitOk;
   if (status.code() == ErrorCode::kInvalidArgument) return kExitInvalid;
   return kExitFailure;
+}
+
+std::string JsonLine(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 nlohmann::ordered_json Envelope(CliContext& ctx, const nlohmann::json& data) {
@@ -43,7 +51,7 @@ nlohmann::ordered_json Envelope(CliContext& ctx, const nlohmann::json& data) {
 void EmitData(CliContext& ctx, const nlohmann::json& data, const std::string& text) {
   ctx.exit_code = kExitOk;
   if (ctx.json()) {
-    *ctx.out << Envelope(ctx, data).dump() << "\n";
+    *ctx.out << JsonLine(Envelope(ctx, data)) << "\n";
     return;
   }
   if (text.empty()) return;
@@ -61,7 +69,7 @@ void EmitError(CliContext& ctx, const Status& status, const nlohmann::json& extr
     env["v"] = 1;
     env["ts"] = IsoTimestamp(ctx.env);
     env["error"] = error;
-    *ctx.out << env.dump() << "\n";
+    *ctx.out << JsonLine(env) << "\n";
     return;
   }
   *ctx.err << "error: " << status.message() << "\n";

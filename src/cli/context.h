@@ -45,7 +45,12 @@ void EmitData(CliContext& ctx, const nlohmann::json& data, const std::string& te
 void EmitError(CliContext& ctx, const Status& status,
                const nlohmann::json& extra = nlohmann::json::object());
 
-// The envelope object itself, for commands that stream several.
+// The envelope object itself, for commands that stream several; print it with JsonLine.
 nlohmann::ordered_json Envelope(CliContext& ctx, const nlohmann::json& data);
+
+// `value` as one line of JSON. Strings that are not valid UTF-8 (a file name, an argument or a
+// log line with stray bytes) get U+FFFD in place of each bad byte instead of throwing, which
+// plain nlohmann dump() does (and an uncaught throw aborts the process).
+std::string JsonLine(const nlohmann::ordered_json& value);
 
 }  // namespace air::cli

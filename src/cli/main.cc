@@ -1,12 +1,10 @@
 // Entry point of the air executable: global flags, subcommand dispatch, exit code.
 #include <CLI/CLI.hpp>
-
-#include <algorithm>
 #include <iostream>
 
-#include "base/strings.h"
 #include "cli/commands.h"
 #include "cli/context.h"
+#include "cli/usage_error.h"
 
 namespace {
 
@@ -17,36 +15,10 @@ bool WantsJson(int argc, char** argv) {
     if ((arg == "-o" || arg == "--output") && std::string(argv[i + 1]) == "json") return true;
   }
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--output=json") return true;
+    std::string arg = argv[i];
+    if (arg == "--output=json" || arg == "-ojson") return true;
   }
   return false;
-}
-
-// CLI11's message, or for an unknown first word "unknown command 'X'" with a suggestion and
-// the list of commands.
-std::string UsageErrorMessage(CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
-  std::vector<std::string> names;      // the commands --help lists
-  std::vector<std::string> all_names;  // and the hidden internal ones
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    all_names.push_back(sub->get_name());
-    if (!sub->get_group().empty()) names.push_back(sub->get_name());
-  }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-o" || arg == "--output") {
-      ++i;
-      continue;
-    }
-    if (arg.empty() || arg[0] == '-') continue;
-    if (std::find(all_names.begin(), all_names.end(), arg) != all_names.end()) break;
-    return "unknown command '" + arg + "'" + air::DidYouMeanSuffix(arg, names) +
-           "; commands: " + air::Join(names, ", ");
-  }
-  if (app.get_subcommands().empty() && names.size() > 0 &&
-      std::string(e.what()).find("subcommand is required") != std::string::npos) {
-    return "a command is required; commands: " + air::Join(names, ", ");
-  }
-  return e.what();
 }
 
 }  // namespace
@@ -87,14 +59,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string message = UsageErrorMessage(app, argc, argv, e);
+    air::cli::UsageError usage = air::cli::DescribeUsageError(app, argc, argv, e);
     // Usage errors get the same envelope as every other error when -o json was asked for.
     if (output == "json" || WantsJson(argc, argv)) {
       ctx.format = air::cli::OutputFormat::kJson;
-      air::cli::EmitError(ctx, air::InvalidArgument(message));
+      air::cli::EmitError(ctx, air::InvalidArgument(usage.message), {{"help", usage.help_command}});
       return air::cli::kExitInvalid;
     }
-    std::cerr << "error: " << message << "\nRun 'air --help' for the list of commands.\n";
+    std::cerr << "error: " << usage.message << "\nRun '" << usage.help_command << "'"
+              << (usage.help_command == "air --help" ? " for the list of commands.\n"
+                                                     : " for its usage.\n");
     return air::cli::kExitInvalid;
   }
   return ctx.exit_code;

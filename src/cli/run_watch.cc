@@ -28,7 +28,8 @@ Status WatchAndReport(CliContext& ctx, const WatchRequest& request) {
         data["stream"] = attempt < 0 ? "setup" : "raw";
         data["text"] = line;
       }
-      *ctx.out << Envelope(ctx, data).dump() << "\n" << std::flush;
+      // A worker's output may hold bytes that are not UTF-8: JsonLine shows them as U+FFFD.
+      *ctx.out << JsonLine(Envelope(ctx, data)) << "\n" << std::flush;
     } else {
       *ctx.out << runtime::RenderLogLine(line, request.timestamps) << "\n" << std::flush;
     }

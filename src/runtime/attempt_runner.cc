@@ -74,9 +74,8 @@ Status AttemptRunner::RecordChanges(const std::vector<backends::NodeStatus>& sta
     if (status.exit && status.exit->stopped_by_air) {
       ending += " after its agent was asked to stop by a signal that did not come from air";
     }
-    std::string summary =
-        NodeFailureSummary(rank, options_.attempt, ending, env_,
-                           layout_.NodeLog(options_.run_id, options_.attempt, rank));
+    std::string summary = NodeFailureSummary(
+        rank, options_.attempt, ending, layout_.NodeLog(options_.run_id, options_.attempt, rank));
     AIR_RETURN_IF_ERROR(BeginStop(StopCause::kNodeFailed, summary));
   }
   return Status::Ok();

@@ -56,6 +56,12 @@ Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
     ::dup2(in, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(out, STDERR_FILENO);
+    if (in > STDERR_FILENO) ::close(in);
+    if (out > STDERR_FILENO) ::close(out);
+    // Nothing else the CLI's caller left open (a pipe it waits on for EOF, make's jobserver)
+    // may live on in the supervisor and its nodes: everything above stderr closes at exec
+    // (the report pipe already does).
+    (void)::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (::chdir("/") != 0) {
       // Not fatal: the supervisor uses absolute paths only.
     }

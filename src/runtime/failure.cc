@@ -1,9 +1,13 @@
 // Human-readable endings and failure summaries.
 #include "runtime/failure.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +40,49 @@ const char* SignalHint(int sig) {
   }
 }
 
+// A failure summary reads at most this much of the end of a node's log (a log may be gigabytes)
+// and keeps at most this much of each line (a line may be 64 KiB of progress bars or base64).
+constexpr size_t kSummaryTailBytes = 256 * 1024;
+constexpr size_t kSummaryLineBytes = 512;
+
+// The last `max_bytes` of the file, starting after a newline when it had to cut ("" when it
+// cannot be read).
+std::string ReadFileTail(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string out;
+  if (::fstat(fd, &st) == 0) {
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t begin = size > max_bytes ? size - max_bytes : 0;
+    out.resize(static_cast<size_t>(size - begin));
+    size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n =
+          ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(begin + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    out.resize(done);
+    if (begin > 0) {
+      size_t newline = out.find('\n');
+      out.erase(0, newline == std::string::npos ? out.size() : newline + 1);
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// `line` cut to at most `max_bytes` (at a UTF-8 character boundary), saying how much was left
+// out.
+std::string ShortenLine(const std::string& line, size_t max_bytes) {
+  if (line.size() <= max_bytes) return line;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}… ({} more bytes)", line.substr(0, cut), line.size() - cut);
+}
+
 }  // namespace
 
 std::string DescribeNodeEnding(const agent::NodeExitReport& report) {
@@ -62,11 +109,10 @@ std::string DescribeNodeEnding(const agent::NodeExitReport& report) {
   return "ended without an exit status";
 }
 
-std::string LastLogLines(Env* env, const std::string& log_path, size_t count) {
-  auto text = env->ReadFile(log_path);
-  if (!text.ok()) return "";
+std::string LastLogLines(const std::string& log_path, size_t count) {
+  std::string text = ReadFileTail(log_path, kSummaryTailBytes);
   std::vector<std::string> lines;
-  for (const std::string& line : Split(*text, '\n')) {
+  for (const std::string& line : Split(text, '\n')) {
     if (line.empty()) continue;
     auto record = agent::ParseLogLine(line);
     if (!record) {
@@ -77,15 +123,17 @@ std::string LastLogLines(Env* env, const std::string& log_path, size_t count) {
   }
   size_t start = lines.size() > count ? lines.size() - count : 0;
   std::string out;
-  for (size_t i = start; i < lines.size(); ++i) out += "  " + lines[i] + "\n";
+  for (size_t i = start; i < lines.size(); ++i) {
+    out += "  " + ShortenLine(lines[i], kSummaryLineBytes) + "\n";
+  }
   if (!out.empty()) out.pop_back();
   return out;
 }
 
-std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending, Env* env,
+std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending,
                                const std::string& log_path) {
   std::string summary = fmt::format("node {} {}", node_rank, ending);
-  std::string tail = LastLogLines(env, log_path, 10);
+  std::string tail = LastLogLines(log_path, 10);
   if (!tail.empty()) {
     summary += fmt::format("\nlast lines of node {} (attempt {}):\n{}", node_rank, attempt, tail);
   }

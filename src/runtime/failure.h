@@ -7,7 +7,6 @@
 #include <string>
 
 #include "agent/node_launch.h"
-#include "base/env.h"
 
 namespace air::runtime {
 
@@ -15,11 +14,12 @@ namespace air::runtime {
 std::string DescribeNodeEnding(const agent::NodeExitReport& report);
 
 // The text of the last `count` output lines (stdout/stderr records) of a node log, one per
-// line, each prefixed by "  ". "" when the log is empty or unreadable.
-std::string LastLogLines(Env* env, const std::string& log_path, size_t count);
+// line, each prefixed by "  ". Only the end of the log is read, and a very long line is cut
+// (saying how many bytes were left out). "" when the log is empty or unreadable.
+std::string LastLogLines(const std::string& log_path, size_t count);
 
 // "node 1 exited with code 3\nlast lines of node 1 (attempt 0):\n  ..."
-std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending, Env* env,
+std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending,
                                const std::string& log_path);
 
 }  // namespace air::runtime

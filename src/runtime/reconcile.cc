@@ -3,9 +3,47 @@
 
 #include <fmt/format.h>
 
+#include "agent/node_launch.h"
 #include "agent/proc.h"
 
 namespace air::runtime {
+namespace {
+
+// Ends the attempt and the nodes the dead supervisor left open, so `air get` does not show them
+// RUNNING under an ended run. A node whose agent wrote its exit report (the agents stop their
+// commands when the supervisor dies) gets that outcome; the others are LOST.
+Status CloseOpenAttempts(store::Store* store, const Layout& layout, int64_t run_id,
+                         const std::string& message, Env* env) {
+  AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store->ListAttempts(run_id));
+  for (const store::AttemptRecord& attempt : attempts) {
+    if (attempt.ended_us) continue;
+    AIR_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes,
+                         store->ListNodes(run_id, attempt.attempt));
+    for (const store::NodeRecord& node : nodes) {
+      if (node.state != store::NodeState::kStarting && node.state != store::NodeState::kRunning) {
+        continue;
+      }
+      store::NodeExit exit;
+      store::NodeState state = store::NodeState::kLost;
+      auto report = agent::ReadNodeExitReport(
+          env, layout.NodeExitFile(run_id, attempt.attempt, node.node_rank));
+      if (report.ok() && report->error.empty()) {
+        exit.exit_code = report->exit_code;
+        exit.signal = report->signal;
+        exit.stopped_by_air = report->stopped_by_air;
+        exit.ended_us = report->ended_us;
+        state = report->stopped_by_air ? store::NodeState::kStopped : store::NodeState::kExited;
+      }
+      AIR_RETURN_IF_ERROR(store->RecordNodeEnded(run_id, attempt.attempt, node.node_rank, state,
+                                                 exit, "the run's supervisor is gone"));
+    }
+    AIR_RETURN_IF_ERROR(store->FinishAttempt(run_id, attempt.attempt,
+                                             store::AttemptState::kInternalError, message));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 bool SupervisorAlive(const store::RunRecord& run) {
   if (!run.supervisor_pid) return false;
@@ -37,7 +75,9 @@ Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
   if (store::IsTerminal(fresh->state) || SupervisorAlive(*fresh)) return fresh;
   Status moved =
       store->TransitionRun(run.id, store::RunState::kInternalError, message, fresh->state, message);
-  if (!moved.ok() && moved.code() != ErrorCode::kFailedPrecondition) return moved;
+  if (moved.code() == ErrorCode::kFailedPrecondition) return store->GetRun(run.id);
+  AIR_RETURN_IF_ERROR(moved);
+  AIR_RETURN_IF_ERROR(CloseOpenAttempts(store, layout, run.id, message, env));
   return store->GetRun(run.id);
 }
 

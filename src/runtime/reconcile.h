@@ -1,7 +1,8 @@
 // Noticing runs whose supervisor is gone. A run is live (PENDING, RUNNING, TERMINATING) only while
 // its supervisor process exists; `air get`, `air list` and `air cancel` call ReconcileRun so a
 // supervisor that was killed (kill -9, a reboot) does not leave a run RUNNING forever: the run
-// becomes INTERNAL_ERROR, naming the supervisor's pid and log. The pid is checked together with
+// becomes INTERNAL_ERROR, naming the supervisor's pid and log, and its open attempt and nodes are
+// closed (with the agents' exit reports where they wrote one). The pid is checked together with
 // its start time, so a reused pid is not mistaken for the supervisor.
 // Thread safety: stateless functions over a caller-owned Store.
 #pragma once

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "base/strings.h"
+#include "base/time_format.h"
 
 namespace air::runtime {
 namespace {
@@ -49,14 +50,7 @@ std::string FormatDuration(int64_t micros) {
   return fmt::format("{} h {} min", total / 3600, (total % 3600) / 60);
 }
 
-std::string FormatTime(int64_t micros) {
-  time_t secs = static_cast<time_t>(micros / 1000000);
-  tm utc;
-  gmtime_r(&secs, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &utc);
-  return fmt::format("{}.{:03d}Z", buf, static_cast<int>((micros / 1000) % 1000));
-}
+std::string FormatTime(int64_t micros) { return FormatUtcTimestamp(micros, 3); }
 
 json RunSummaryJson(const store::RunRecord& run, int64_t now_us) {
   return json{{"run_id", run.id},

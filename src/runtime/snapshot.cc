@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +63,114 @@ Result<bool> StoreBlob(const std::string& path, std::string_view content, bool e
     return written;
   }
   return true;
+}
+
+// Copies the open file `from_fd` into `to_fd`: a copy-on-write clone where the file system can
+// (FICLONE), else an in-kernel copy, else read and write.
+Status CopyContents(int from_fd, int to_fd, const std::string& what) {
+  if (::ioctl(to_fd, FICLONE, from_fd) == 0) return Status::Ok();
+  while (true) {
+    ssize_t n = ::copy_file_range(from_fd, nullptr, to_fd, nullptr, size_t{1} << 30, 0);
+    if (n == 0) return Status::Ok();
+    if (n > 0) continue;
+    if (errno == EINTR) continue;
+    if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
+      return ErrnoStatus("copy " + what, errno);
+    }
+    break;  // not supported here: copy by hand from where the kernel stopped
+  }
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(from_fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("read " + what, errno);
+    if (n == 0) return Status::Ok();
+    AIR_RETURN_IF_ERROR(WriteAllTo(to_fd, std::string_view(buf, static_cast<size_t>(n)), what));
+  }
+}
+
+// Creates `to` (which must not exist) as a copy of `from` with permission bits `mode`.
+Status CopyFileAs(const std::string& from, const std::string& to, mode_t mode) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return ErrnoStatus("open " + from, errno);
+  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (out < 0) {
+    int err = errno;
+    ::close(in);
+    return ErrnoStatus("create " + to, err);
+  }
+  Status copied = CopyContents(in, out, from + " to " + to);
+  if (copied.ok() && ::fchmod(out, mode) != 0) copied = ErrnoStatus("chmod " + to, errno);
+  ::close(in);
+  ::close(out);
+  return copied;
+}
+
+struct StoredFile {
+  std::string digest;
+  uint64_t size = 0;
+  bool new_blob = false;
+};
+
+// The SHA-256 and size of a file, read in pieces (a snapshot may hold files larger than memory).
+Result<StoredFile> HashFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path, errno);
+  Sha256 hash;
+  StoredFile out;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus("read " + path, err);
+    }
+    if (n == 0) break;
+    hash.Update(std::string_view(buf, static_cast<size_t>(n)));
+    out.size += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  out.digest = hash.FinishHex();
+  return out;
+}
+
+// Stores a working-tree file as a read-only blob without holding it in memory: hashes it and,
+// when no intact blob has that content yet, copies it in and checks the copy's digest (the file
+// may be edited while `air run` archives it).
+Result<StoredFile> StoreFileBlob(const Layout& layout, const std::string& path, bool executable,
+                                 Env* env) {
+  AIR_ASSIGN_OR_RETURN(StoredFile file, HashFile(path));
+  SnapshotEntry probe;
+  probe.digest = file.digest;
+  probe.mode = executable ? 0755 : 0644;
+  const std::string blob = BlobPath(layout, probe);
+  struct stat st;
+  if (::stat(blob.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == file.size) {
+    return file;
+  }
+  AIR_RETURN_IF_ERROR(env->CreateDirs(blob.substr(0, blob.rfind('/'))));
+  const std::string tmp = fmt::format("{}.tmp.{}", blob, ::getpid());
+  ::unlink(tmp.c_str());  // left by an earlier process with our pid
+  Status stored = CopyFileAs(path, tmp, executable ? 0555 : 0444);
+  if (stored.ok()) {
+    auto copied = HashFile(tmp);
+    if (!copied.ok()) {
+      stored = copied.status();
+    } else if (copied->digest != file.digest) {
+      stored =
+          Unavailable(fmt::format("{} changed while it was archived; submit the run again", path));
+    } else if (::rename(tmp.c_str(), blob.c_str()) != 0) {
+      stored = ErrnoStatus("rename " + tmp, errno);
+    }
+  }
+  if (!stored.ok()) {
+    ::unlink(tmp.c_str());
+    return stored;
+  }
+  file.new_blob = true;
+  return file;
 }
 
 // Reads the contents of `paths` at `revision` with one `git cat-file --batch`.
@@ -140,16 +250,24 @@ Result<Snapshot> ArchiveSnapshot(const Layout& layout, const spec::SnapshotListi
     entry.mode = file.mode;
     entry.is_symlink = file.is_symlink;
     std::string content;
+    if (listing.revision.empty() && !file.is_symlink) {
+      AIR_ASSIGN_OR_RETURN(StoredFile stored, StoreFileBlob(layout, listing.root + "/" + file.path,
+                                                            IsExecutable(entry.mode), env));
+      entry.digest = stored.digest;
+      entry.size = stored.size;
+      snapshot.new_blobs += stored.new_blob ? 1 : 0;
+      snapshot.total_bytes += entry.size;
+      snapshot.entries.push_back(std::move(entry));
+      continue;
+    }
     if (!listing.revision.empty()) {
       content = std::move(git_contents[file.path]);
-    } else if (file.is_symlink) {
+    } else {
       std::string path = listing.root + "/" + file.path;
       char target[4096];
       ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
       if (n < 0) return ErrnoStatus("readlink " + path, errno);
       content.assign(target, static_cast<size_t>(n));
-    } else {
-      AIR_ASSIGN_OR_RETURN(content, env->ReadFile(listing.root + "/" + file.path));
     }
     entry.size = content.size();
     if (entry.is_symlink) {
@@ -225,13 +343,10 @@ Status MaterializeSnapshot(const Layout& layout, const Snapshot& snapshot, const
                       "damaged; submit the run again to re-archive it",
                       snapshot.id.substr(0, 12), entry.path, blob));
     }
-    if (::link(blob.c_str(), target.c_str()) == 0) continue;
-    if (errno != EXDEV && errno != EMLINK && errno != EPERM) {
-      return ErrnoStatus("link " + blob + " to " + target, errno);
-    }
-    AIR_ASSIGN_OR_RETURN(std::string content, env->ReadFile(blob));
-    AIR_RETURN_IF_ERROR(
-        env->WriteFileAtomic(target, content, IsExecutable(entry.mode) ? 0555 : 0444));
+    // A copy, never a hard link: a job may write to its files anyway (root ignores the mode
+    // bits; anyone may chmod their own file), and through a link that write would change the
+    // shared blob, and so the code of every other node and of every later run.
+    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0555 : 0444));
   }
   return Status::Ok();
 }

@@ -5,9 +5,10 @@
 // submitted run. With `git: {branch|commit}` the contents come from that revision's objects
 // (`git cat-file --batch`), not from the working tree.
 //
-// Each node gets its own copy, materialized by hard-linking the blobs (copying across file
-// systems): files are read-only, directories stay writable so a job can write caches and
-// outputs beside its code without touching the shared blobs.
+// Working-tree files are hashed and copied in pieces (a file may not fit in memory). Each node
+// gets its own copy of every file (a copy-on-write clone where the file system can, never a hard
+// link: a write through it would change the shared blob): files are read-only, directories stay
+// writable so a job can write caches and outputs beside its code.
 // Thread safety: stateless; concurrent archiving of the same content is safe (blobs are written
 // to a temporary name and renamed).
 #pragma once

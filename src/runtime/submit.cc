@@ -78,7 +78,8 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   Layout layout(home);
   // Checked before anything is written: a spec this backend cannot run creates nothing.
   AIR_RETURN_IF_ERROR(CheckCapabilities(spec, backends::LocalBackend::DescribeCapabilities(env)));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home()));
+  // Owner-only: the store, logs and secrets of every run live here.
+  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home(), 0700));
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
   SubmitResult result;
   result.air_home = home;
@@ -92,7 +93,7 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   std::optional<std::string> snapshot_id;
   if (spec.code_source) {
     std::string field;
-    auto listing = spec::ScanSnapshot(spec.code_source->snapshot, env, &field);
+    auto listing = spec::ScanSnapshot(spec.code_source->snapshot, env, &field, home);
     if (!listing.ok()) {
       if (listing.status().code() == ErrorCode::kInvalidArgument && !field.empty()) {
         return InvalidArgument(Where(spec, field) + ": " + listing.status().message());
@@ -100,7 +101,14 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
       return listing.status().WithContext("code_source.snapshot");
     }
     auto snapshot = ArchiveSnapshot(layout, *listing, env);
-    if (!snapshot.ok()) return snapshot.status().WithContext("archiving code_source.snapshot");
+    if (!snapshot.ok()) {
+      Status failed = snapshot.status().WithContext(Where(spec, "code_source.snapshot.root_path") +
+                                                    ": archiving the code snapshot");
+      if (failed.code() != ErrorCode::kPermissionDenied) return failed;
+      return Status(failed.code(), failed.message() +
+                                       " (make it readable, or leave it out with .gitignore or "
+                                       "code_source.snapshot.include_paths)");
+    }
     snapshot_id = snapshot->id;
     result.snapshot_id = snapshot->id;
     result.snapshot_bytes = snapshot->total_bytes;

@@ -15,6 +15,10 @@ namespace air::secrets {
 
 inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxValueBytes = 128 * 1024;
+// Linux caps one environment entry "NAME=VALUE" at 32 pages (MAX_ARG_STRLEN, 131072 bytes),
+// counting the '=' and the final NUL; execve fails with E2BIG past it. So a value near
+// kMaxValueBytes can be stored but not injected; ResolveSecrets checks each NAME=VALUE.
+inline constexpr size_t kMaxEnvironmentEntryBytes = 128 * 1024;
 
 // `what` is "scope" or "key"; the error reads e.g. "invalid scope name 'a b': ...".
 Status ValidateName(std::string_view what, std::string_view name);

@@ -40,7 +40,6 @@ class Redactor {
 
   // Bytes received but not yet emitted or redacted away.
   size_t held_back() const { return pending_.size(); }
-  const SecretMatcher& matcher() const { return *matcher_; }
 
  private:
   // A maximal run of bytes covered by overlapping occurrences, in absolute stream offsets.

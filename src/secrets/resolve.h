@@ -15,12 +15,9 @@
 namespace air::secrets {
 
 // Returns (NAME, value) pairs in the order of `refs`. NotFound lists each missing reference as
-// "NAME -> scope/key (reason)"; a damaged store gives its DataLoss error.
+// "NAME -> scope/key (reason)"; a damaged store gives its DataLoss error; FailedPrecondition
+// names each value too long for its variable (NAME=VALUE over kMaxEnvironmentEntryBytes).
 Result<std::vector<std::pair<std::string, std::string>>> ResolveSecrets(
     SecretStore& store, const std::vector<std::pair<std::string, spec::SecretRef>>& refs);
-
-// The distinct values of resolved secrets, as a Redactor wants them.
-std::vector<std::string> SecretValues(
-    const std::vector<std::pair<std::string, std::string>>& resolved);
 
 }  // namespace air::secrets

@@ -13,6 +13,12 @@
 namespace air::secrets {
 namespace {
 
+// AIR_HOME/secrets/.gitignore: code snapshots honour .gitignore files as git does, so when
+// AIR_HOME lies inside a snapshot's root_path (or a git work tree) the key and the store stay
+// out of it; a snapshot holding both would hold every value.
+constexpr std::string_view kIgnoreEverything =
+    "# air: the secret store and its key never go into a code snapshot or a commit\n*\n";
+
 std::vector<std::string> ScopeNames(const StoreContents& contents) {
   std::vector<std::string> names;
   for (const auto& s : contents.scopes) names.push_back(s.name);
@@ -66,7 +72,8 @@ SecretStore::SecretStore(Env* env, std::string air_home)
       dir_(air_home_ + "/secrets"),
       key_path_(dir_ + "/key"),
       store_path_(dir_ + "/store"),
-      lock_path_(dir_ + "/lock") {}
+      lock_path_(dir_ + "/lock"),
+      ignore_path_(dir_ + "/.gitignore") {}
 
 Status SecretStore::PrepareDirectory() {
   AIR_RETURN_IF_ERROR(EnsureSodium());
@@ -78,6 +85,11 @@ Status SecretStore::PrepareDirectory() {
     return ErrnoStatus("chmod 0700 " + dir_, errno);
   }
   return Status::Ok();
+}
+
+Status SecretStore::EnsureIgnoreFile() {
+  if (env_->FileExists(ignore_path_)) return Status::Ok();
+  return env_->WriteFileAtomic(ignore_path_, kIgnoreEverything, 0600);
 }
 
 Result<SecretStore::Loaded> SecretStore::LoadLocked() {
@@ -114,6 +126,7 @@ Status SecretStore::Mutate(Change&& change) {
     AIR_ASSIGN_OR_RETURN(KeyMaterial created, CreateKeyFile(env_, key_path_));
     loaded.keys = std::make_shared<const KeyMaterial>(std::move(created));
   }
+  AIR_RETURN_IF_ERROR(EnsureIgnoreFile());
   std::string bytes = SerializeStore(loaded.contents, *loaded.keys);
   return env_->WriteFileAtomic(store_path_, bytes, 0600);
 }

@@ -1,6 +1,8 @@
 // SecretStore: scopes of named secret values, encrypted at rest under AIR_HOME/secrets
 // (docs/secrets.md). Layout: secrets/ (0700) holding key (0600, the master key file), store
-// (0600, the encrypted store, format in store_format.h) and lock (0600, flock target).
+// (0600, the encrypted store, format in store_format.h), lock (0600, flock target) and
+// .gitignore ("*": keeps the directory out of code snapshots and git when AIR_HOME is inside
+// a project).
 //
 // Every operation is one locked cycle on disk: writers take an exclusive flock on `lock`, read
 // the store, change it, and replace it atomically (temp file created 0600, fsync, rename, fsync
@@ -92,6 +94,8 @@ class SecretStore {
   };
 
   Status PrepareDirectory();
+  // Writes secrets/.gitignore ("*") if it is missing.
+  Status EnsureIgnoreFile();
   // Reads key and store; the caller holds the lock.
   Result<Loaded> LoadLocked();
   // Runs `change` on the contents under the exclusive lock and writes the result back.
@@ -104,6 +108,7 @@ class SecretStore {
   std::string key_path_;
   std::string store_path_;
   std::string lock_path_;
+  std::string ignore_path_;
 };
 
 }  // namespace air::secrets

@@ -9,6 +9,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 
@@ -92,10 +93,10 @@ Result<std::string> ReadAllLimited(int fd, size_t limit, const std::string& what
     sodium_memzero(buf, sizeof(buf));
     if (out.size() > limit) {
       sodium_memzero(out.data(), out.size());
-      return InvalidArgument(
-          fmt::format("{} is longer than {} bytes; a secret value is at most "
-                      "{} bytes (128 KiB)",
-                      what, limit, kMaxValueBytes));
+      // `limit` may allow for a line ending; name the value limit the user must meet.
+      return InvalidArgument(fmt::format(
+          "{} is longer than {} bytes, the most a secret value can hold; nothing was stored", what,
+          std::min(limit, kMaxValueBytes)));
     }
   }
 }

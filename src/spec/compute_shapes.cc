@@ -47,6 +47,20 @@ std::vector<std::string> KnownGpuShapes() {
   return names;
 }
 
+std::string ShapeWithCorrectCase(std::string_view accelerator_type) {
+  auto upper = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+    return out;
+  };
+  std::string wanted = upper(accelerator_type);
+  for (const auto& shape : kGpuShapes) {
+    if (upper(shape.name) == wanted) return shape.name;
+  }
+  if (wanted.rfind("CPU_", 0) == 0 && LookupNodeShape(wanted)) return wanted;
+  return "";
+}
+
 std::string DescribeCompute(const ComputeSpec& compute) {
   std::string unit;
   if (compute.kind == AcceleratorKind::kGpu) {

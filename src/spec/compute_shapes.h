@@ -28,6 +28,10 @@ std::optional<NodeShape> LookupNodeShape(std::string_view accelerator_type);
 // The GPU shape names, for error messages and did-you-mean ("CPU_<n>" is listed separately).
 std::vector<std::string> KnownGpuShapes();
 
+// The known shape that `accelerator_type` spells with other letter case ("gpu_8xh100" ->
+// "GPU_8xH100", "cpu_4" -> "CPU_4"), or "" when there is none. Shape names are case-sensitive.
+std::string ShapeWithCorrectCase(std::string_view accelerator_type);
+
 // "2 nodes × 8 GPUs (GPU_8xH100)" or "1 node × 2 worker processes (CPU_2)".
 std::string DescribeCompute(const ComputeSpec& compute);
 

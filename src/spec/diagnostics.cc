@@ -7,6 +7,28 @@
 
 namespace air::spec {
 
+namespace {
+
+bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+}  // namespace
+
+std::string CharacterAt(std::string_view text, size_t offset) {
+  if (offset >= text.size()) return "";
+  size_t begin = offset;
+  while (begin > 0 && IsContinuationByte(text[begin])) --begin;
+  size_t end = begin + 1;
+  while (end < text.size() && IsContinuationByte(text[end])) ++end;
+  return std::string(text.substr(begin, end - begin));
+}
+
+std::string ShortenText(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t cut = max_bytes > 3 ? max_bytes - 3 : 0;
+  while (cut > 0 && IsContinuationByte(text[cut])) --cut;
+  return std::string(text.substr(0, cut)) + "...";
+}
+
 std::string SpecDiagnostic::ToString() const {
   std::string where;
   if (!origin.empty()) {

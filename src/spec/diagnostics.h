@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,14 @@ struct SpecDiagnostic {
   // "FILE:LINE:COL: field: message", or "FILE: --override X=Y: field: message" for overrides.
   std::string ToString() const;
 };
+
+// Helpers for quoting user text in messages without splitting a UTF-8 character (a split
+// one makes the message invalid UTF-8, which JSON output cannot carry).
+// The whole character that byte `offset` of `text` belongs to.
+std::string CharacterAt(std::string_view text, size_t offset);
+// `text` itself when it has at most `max_bytes` bytes, else its longest prefix of whole
+// characters that leaves room for "..." within `max_bytes`, followed by "...".
+std::string ShortenText(std::string_view text, size_t max_bytes);
 
 class Diagnostics {
  public:

@@ -40,35 +40,43 @@ bool MatchBracket(std::string_view pattern, char c, size_t* consumed, bool* matc
   return true;
 }
 
+// The result of matching, as in git's wildmatch: besides yes and no, a failure that no retry
+// of an enclosing '*' can fix (the path ran out: kAbortAll), or that only an enclosing "**" can
+// fix (a '*' reached a '/': kAbortToDoubleStar). Propagating these keeps patterns with many
+// stars, such as "*a*a*a*a*a*a*b", from backtracking exponentially over long names.
+enum class Match { kYes, kNo, kAbortAll, kAbortToDoubleStar };
+
 // `segment_start`: p begins a path segment (the pattern's start or just after a '/'), which
 // is the only place where "**" means "any number of directories".
-bool Wildmatch(std::string_view p, std::string_view s, bool segment_start) {
+Match Wildmatch(std::string_view p, std::string_view s, bool segment_start) {
   while (!p.empty()) {
     char pc = p[0];
     if (pc == '*') {
       size_t stars = p.find_first_not_of('*');
       if (stars == std::string_view::npos) stars = p.size();
       std::string_view rest = p.substr(stars);
-      if (stars >= 2 && segment_start && rest.empty()) return true;  // trailing "**"
+      if (stars >= 2 && segment_start && rest.empty()) return Match::kYes;  // trailing "**"
       if (stars >= 2 && segment_start && rest[0] == '/') {
         // "**/rest": zero or more directories, then rest.
         std::string_view after = rest.substr(1);
-        if (Wildmatch(after, s, true)) return true;
-        for (size_t k = 0; k < s.size(); ++k) {
-          if (s[k] == '/' && Wildmatch(after, s.substr(k + 1), true)) return true;
+        for (size_t k = 0; k <= s.size(); ++k) {
+          if (k > 0 && s[k - 1] != '/') continue;
+          Match m = Wildmatch(after, s.substr(k), true);
+          if (m == Match::kYes || m == Match::kAbortAll) return m;
         }
-        return false;
+        return Match::kAbortAll;
       }
       // One '*' (or "**" inside a segment): anything within the segment.
       for (size_t k = 0; k <= s.size(); ++k) {
-        if (Wildmatch(rest, s.substr(k), false)) return true;
-        if (k < s.size() && s[k] == '/') return false;
+        Match m = Wildmatch(rest, s.substr(k), false);
+        if (m != Match::kNo) return m;
+        if (k < s.size() && s[k] == '/') return Match::kAbortToDoubleStar;
       }
-      return false;
+      return Match::kAbortAll;
     }
-    if (s.empty()) return false;
+    if (s.empty()) return Match::kAbortAll;
     if (pc == '?') {
-      if (s[0] == '/') return false;
+      if (s[0] == '/') return Match::kNo;
       p.remove_prefix(1);
       s.remove_prefix(1);
       segment_start = false;
@@ -78,7 +86,7 @@ bool Wildmatch(std::string_view p, std::string_view s, bool segment_start) {
       size_t consumed = 0;
       bool matched = false;
       if (MatchBracket(p, s[0], &consumed, &matched)) {
-        if (!matched) return false;
+        if (!matched) return Match::kNo;
         p.remove_prefix(consumed);
         s.remove_prefix(1);
         segment_start = false;
@@ -89,18 +97,18 @@ bool Wildmatch(std::string_view p, std::string_view s, bool segment_start) {
       p.remove_prefix(1);
       pc = p[0];
     }
-    if (pc != s[0]) return false;
+    if (pc != s[0]) return Match::kNo;
     p.remove_prefix(1);
     s.remove_prefix(1);
     segment_start = pc == '/';
   }
-  return s.empty();
+  return s.empty() ? Match::kYes : Match::kNo;
 }
 
 }  // namespace
 
 bool GitWildmatch(std::string_view pattern, std::string_view path) {
-  return Wildmatch(pattern, path, true);
+  return Wildmatch(pattern, path, true) == Match::kYes;
 }
 
 void GitignoreRules::AddFile(const std::string& dir, std::string_view content) {

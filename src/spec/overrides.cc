@@ -14,6 +14,10 @@ namespace {
 
 enum class FieldKind { kText, kTyped, kMapping };
 
+// Each part of a FIELD below `parameters` may create a mapping; the document is checked and
+// written recursively, so the nesting an override can add is bounded (as the file's is).
+constexpr size_t kMaxFieldParts = 64;
+
 struct SchemaField {
   const char* path;
   FieldKind kind;
@@ -116,6 +120,12 @@ bool ApplyOverrides(const std::vector<std::string>& overrides, YamlNode* root,
     auto report = [&](const std::string& field, std::string message) {
       diagnostics->Add({}, field, std::move(message), origin);
     };
+    if (size_t bad = 0; !IsValidUtf8(item, &bad)) {
+      report("", fmt::format("invalid UTF-8 at byte {} (0x{:02x}); an override must be UTF-8 text, "
+                             "like the workload file",
+                             bad, static_cast<unsigned char>(item[bad])));
+      continue;
+    }
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       report("", "expected FIELD=VALUE, e.g. --override max_retries=0");
@@ -124,6 +134,11 @@ bool ApplyOverrides(const std::vector<std::string>& overrides, YamlNode* root,
     std::string field = item.substr(0, eq);
     std::string value_text = item.substr(eq + 1);
     std::vector<std::string> parts = Split(field, '.');
+    if (parts.size() > kMaxFieldParts) {
+      report("", fmt::format("FIELD has {} dotted parts; at most {} are allowed", parts.size(),
+                             kMaxFieldParts));
+      continue;
+    }
     if (std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
       report(field, "has an empty part; write dotted keys such as compute.num_accelerators");
       continue;

@@ -156,8 +156,11 @@ std::string PlanToText(const PlanInput& input) {
     out += fmt::format("  {:<13}{}\n", label, value);
   };
   row("experiment", spec.experiment_name);
-  row("compute", fmt::format("{}; {} {} in all", DescribeCompute(c), c.num_accelerators,
-                             c.kind == AcceleratorKind::kGpu ? "GPUs" : "worker processes"));
+  bool one = c.num_accelerators == 1;
+  row("compute",
+      fmt::format("{}; {} {} in all", DescribeCompute(c), c.num_accelerators,
+                  c.kind == AcceleratorKind::kGpu ? (one ? "GPU" : "GPUs")
+                                                  : (one ? "worker process" : "worker processes")));
   if (spec.environment) {
     const EnvironmentSpec& e = *spec.environment;
     if (e.docker_image) {
@@ -210,9 +213,9 @@ std::string PlanToText(const PlanInput& input) {
   } else {
     for (const auto& line : other_nodes) out += line;
   }
-  out += fmt::format("\ncommand (bash -c on every node, {} line{}):\n",
-                     Split(Trim(spec.command), '\n').size(),
-                     Split(Trim(spec.command), '\n').size() == 1 ? "" : "s");
+  size_t command_lines = CountCommandLines(spec.command);
+  out += fmt::format("\ncommand (bash -c on every node, {} line{}):\n", command_lines,
+                     command_lines == 1 ? "" : "s");
   out += Indent(spec.command, "  ");
   if (spec.parameters_yaml) {
     out += "\nparameters (the file at HYPERPARAMETERS_PATH):\n";

@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <string_view>
 
 namespace air::spec {
@@ -69,22 +70,6 @@ ScalarType ResolveScalarType(const YamlNode& node) {
   return ScalarType::kString;
 }
 
-const char* ScalarTypeName(ScalarType type) {
-  switch (type) {
-    case ScalarType::kNull:
-      return "null";
-    case ScalarType::kBool:
-      return "boolean";
-    case ScalarType::kInt:
-      return "integer";
-    case ScalarType::kFloat:
-      return "float";
-    case ScalarType::kString:
-      return "string";
-  }
-  return "?";
-}
-
 bool ReadDecimalInteger(const YamlNode& node, int64_t* out, std::string* error) {
   if (!node.IsScalar() || node.IsNull()) {
     *error = "expected an integer, got " + DescribeNode(node);
@@ -141,8 +126,13 @@ bool ReadDecimalInteger(const YamlNode& node, int64_t* out, std::string* error) 
     }
   }
   if (type == ScalarType::kFloat) {
-    double d = std::strtod(v.c_str(), nullptr);
-    if (d == static_cast<double>(static_cast<int64_t>(d)) && d > -1e15 && d < 1e15) {
+    // strtod reads neither YAML's .inf nor .nan (it stops at the '.', giving 0), and casting
+    // inf, nan or a huge value to int64_t is undefined: only a fully parsed, finite, moderate
+    // whole number gets a "write N".
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    bool parsed = end == v.c_str() + v.size();
+    if (parsed && d > -1e15 && d < 1e15 && d == static_cast<double>(static_cast<int64_t>(d))) {
       *error = fmt::format("expected an integer, got the float '{}'; write {}", v,
                            static_cast<int64_t>(d));
     } else {

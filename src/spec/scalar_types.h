@@ -21,9 +21,6 @@ enum class ScalarType { kNull, kBool, kInt, kFloat, kString };
 // The YAML 1.2 core-schema type of a scalar node (kString for collections is never asked).
 ScalarType ResolveScalarType(const YamlNode& node);
 
-// "null", "boolean", "integer", "float", "string".
-const char* ScalarTypeName(ScalarType type);
-
 // Reads a plain decimal integer into *out. On failure returns false and sets *error to a
 // message that says what was found and what to write instead.
 bool ReadDecimalInteger(const YamlNode& node, int64_t* out, std::string* error);

@@ -46,6 +46,15 @@ class TreeWalker {
   TreeWalker(std::string root, const IncludeFilter& filter, Env* env, SnapshotListing* listing)
       : root_(std::move(root)), filter_(filter), env_(env), listing_(listing) {}
 
+  // A directory (identified by device and inode, so any spelling of its path matches) that is
+  // never entered.
+  void Exclude(const std::string& dir) {
+    struct stat st;
+    if (!dir.empty() && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      excluded_.emplace_back(st.st_dev, st.st_ino);
+    }
+  }
+
   Status Walk(const std::string& dir) {
     std::string abs = dir.empty() ? root_ : root_ + "/" + dir;
     std::string ignore_file = abs + "/.gitignore";
@@ -67,6 +76,7 @@ class TreeWalker {
         ++listing_->ignored_entries;
         continue;
       }
+      if (is_dir && IsExcluded(st)) continue;
       if (is_dir) {
         AIR_RETURN_IF_ERROR(Walk(rel));
       } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
@@ -82,7 +92,13 @@ class TreeWalker {
   }
 
  private:
+  bool IsExcluded(const struct stat& st) const {
+    return std::find(excluded_.begin(), excluded_.end(), std::make_pair(st.st_dev, st.st_ino)) !=
+           excluded_.end();
+  }
+
   std::string root_;
+  std::vector<std::pair<dev_t, ino_t>> excluded_;
   const IncludeFilter& filter_;
   Env* env_;
   SnapshotListing* listing_;
@@ -92,7 +108,7 @@ class TreeWalker {
 }  // namespace
 
 Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
-                                     std::string* error_field) {
+                                     std::string* error_field, const std::string& air_home) {
   std::string unused;
   if (!error_field) error_field = &unused;
   const std::string prefix = "code_source.snapshot.";
@@ -139,6 +155,7 @@ Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
       }
     }
     TreeWalker walker(listing.root, filter, env, &listing);
+    walker.Exclude(air_home);
     AIR_RETURN_IF_ERROR(walker.Walk(""));
   }
   std::sort(listing.files.begin(), listing.files.end(),

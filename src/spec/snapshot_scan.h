@@ -38,7 +38,11 @@ struct SnapshotListing {
 
 // On an InvalidArgument, *error_field (when given) names the spec field at fault, e.g.
 // "code_source.snapshot.git.branch" or "code_source.snapshot.include_paths[1]".
+// `air_home` (when not empty) is air's own state directory: in working-tree mode it is never
+// part of a snapshot, even when it lies below root_path (its database and secrets must not
+// travel to the nodes).
 Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
-                                     std::string* error_field = nullptr);
+                                     std::string* error_field = nullptr,
+                                     const std::string& air_home = "");
 
 }  // namespace air::spec

@@ -82,7 +82,7 @@ void SpecValidator::ValidateExperimentName(const YamlNode& node, WorkloadSpec* s
   if (bad != name.end()) {
     Error(node, "experiment_name",
           fmt::format("'{}' contains '{}'; use only letters, digits, '-' and '_'", name,
-                      std::string(1, *bad)));
+                      CharacterAt(name, static_cast<size_t>(bad - name.begin()))));
   } else if (name.size() > static_cast<size_t>(kMaxExperimentNameLength)) {
     Error(node, "experiment_name",
           fmt::format("is {} characters long; at most {} are allowed", name.size(),
@@ -109,7 +109,8 @@ void SpecValidator::ValidateCompute(const YamlNode& node, WorkloadSpec* spec) {
         std::vector<std::string> known = KnownGpuShapes();
         std::string message =
             fmt::format("unknown accelerator type '{}'", compute.accelerator_type);
-        std::string suggestion = ClosestMatch(compute.accelerator_type, known);
+        std::string suggestion = ShapeWithCorrectCase(compute.accelerator_type);
+        if (suggestion.empty()) suggestion = ClosestMatch(compute.accelerator_type, known);
         if (!suggestion.empty()) message += fmt::format(" (did you mean '{}'?)", suggestion);
         message += fmt::format("; valid: {}, or CPU_<n> for n worker processes per node (1 to {})",
                                Join(known, ", "), kMaxCpuWorkersPerNode);
@@ -295,8 +296,7 @@ void SpecValidator::ValidateCommand(const YamlNode& node, WorkloadSpec* spec) {
   }
   if (!ReadString(node, "command", &command)) return;
   Remember("command", node, spec);
-  size_t lines = static_cast<size_t>(std::count(command.begin(), command.end(), '\n'));
-  if (command.back() != '\n') ++lines;
+  size_t lines = CountCommandLines(command);
   if (lines > static_cast<size_t>(kMaxCommandLines)) {
     Error(node, "command",
           fmt::format("has {} lines; at most {} are allowed, move the logic into a script in the "
@@ -327,34 +327,23 @@ void SpecValidator::ValidateScalarFields(const MappingView& top, WorkloadSpec* s
       spec->timeout_minutes = static_cast<int>(n);
     }
   }
-  std::string s;
-  if (const YamlNode* node = top.Get("idempotency_token");
-      node && ReadString(*node, "idempotency_token", &s)) {
-    Remember("idempotency_token", *node, spec);
-    if (CountCodePoints(s) > kMaxIdempotencyTokenChars) {
-      Error(*node, "idempotency_token",
+  // Optional text fields, at most `max_chars` characters (0: no limit).
+  auto read_text = [&](const char* key, size_t max_chars, std::optional<std::string>* out) {
+    std::string s;
+    const YamlNode* node = top.Get(key);
+    if (!node || !ReadString(*node, key, &s)) return;
+    Remember(key, *node, spec);
+    if (max_chars > 0 && CountCodePoints(s) > max_chars) {
+      Error(*node, key,
             fmt::format("is {} characters long; at most {} are allowed", CountCodePoints(s),
-                        kMaxIdempotencyTokenChars));
+                        max_chars));
     } else {
-      spec->idempotency_token = s;
+      *out = s;
     }
-  }
-  if (const YamlNode* node = top.Get("mlflow_run_name");
-      node && ReadString(*node, "mlflow_run_name", &s)) {
-    Remember("mlflow_run_name", *node, spec);
-    if (CountCodePoints(s) > kMaxRunNameChars) {
-      Error(*node, "mlflow_run_name",
-            fmt::format("is {} characters long; at most {} are allowed", CountCodePoints(s),
-                        kMaxRunNameChars));
-    } else {
-      spec->mlflow_run_name = s;
-    }
-  }
-  if (const YamlNode* node = top.Get("mlflow_experiment_directory");
-      node && ReadString(*node, "mlflow_experiment_directory", &s)) {
-    Remember("mlflow_experiment_directory", *node, spec);
-    spec->mlflow_experiment_directory = s;
-  }
+  };
+  read_text("idempotency_token", kMaxIdempotencyTokenChars, &spec->idempotency_token);
+  read_text("mlflow_run_name", kMaxRunNameChars, &spec->mlflow_run_name);
+  read_text("mlflow_experiment_directory", 0, &spec->mlflow_experiment_directory);
 }
 
 }  // namespace air::spec

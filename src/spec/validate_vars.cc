@@ -35,9 +35,11 @@ std::string SecretPartProblem(std::string_view part) {
   if (part.size() > kMaxSecretPartLength) {
     return fmt::format("is longer than {} characters", kMaxSecretPartLength);
   }
-  for (char c : part) {
+  for (size_t i = 0; i < part.size(); ++i) {
+    char c = part[i];
     if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return fmt::format("contains '{}'; use letters, digits, '-', '_' and '.'", c);
+      return fmt::format("contains '{}'; use letters, digits, '-', '_' and '.'",
+                         CharacterAt(part, i));
     }
   }
   return "";

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,16 @@ struct PermissionSpec {
   std::string principal_kind;
   std::string level;  // e.g. CAN_VIEW, CAN_MANAGE
 };
+
+// Lines of a command as the 1000-line rule and the plan count them: trailing blank lines
+// (as a `|+` block keeps them) are not counted.
+inline size_t CountCommandLines(std::string_view command) {
+  size_t end = command.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return 0;
+  size_t lines = 1;
+  for (size_t i = 0; i < end; ++i) lines += command[i] == '\n';
+  return lines;
+}
 
 struct WorkloadSpec {
   std::string source_path;      // the YAML file this came from (absolute)

@@ -202,8 +202,7 @@ std::string RenderInline(const YamlNode& node, size_t max_chars) {
     }
     out += "}";
   }
-  if (out.size() > max_chars) out = out.substr(0, max_chars - 3) + "...";
-  return out;
+  return ShortenText(out, max_chars);
 }
 
 std::string ParametersText(std::string_view source, const YamlNode& node) {

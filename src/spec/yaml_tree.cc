@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -11,6 +12,9 @@ namespace air::spec {
 namespace {
 
 constexpr size_t kMaxNodes = 200000;  // after alias expansion; stops "billion laughs" files
+// Nesting of lists and mappings. The tree is built and walked recursively, so a file of
+// 10,000 '[' would otherwise overflow the stack; real workloads nest a handful of levels.
+constexpr int kMaxDepth = 512;
 constexpr char kStrTag[] = "tag:yaml.org,2002:str";
 constexpr char kNullTag[] = "tag:yaml.org,2002:null";
 
@@ -119,6 +123,13 @@ class TreeBuilder {
         out->begin_offset = begin;
         out->end_offset = offsets_.ByteOffset(first.end_mark.index);
         node_count_ += CountNodes(*out);
+        if (depth_ + Height(*out) > kMaxDepth) {
+          *error = fmt::format(
+              "lists and mappings are nested more than {} levels deep (after expanding aliases)",
+              kMaxDepth);
+          *error_at = at;
+          return false;
+        }
         if (node_count_ > kMaxNodes) {
           *error = fmt::format("the document has more than {} nodes (after expanding aliases)",
                                kMaxNodes);
@@ -149,6 +160,12 @@ class TreeBuilder {
         anchor = reinterpret_cast<const char*>(is_map ? first.data.mapping_start.anchor
                                                       : first.data.sequence_start.anchor);
         std::string anchor_name = anchor ? anchor : "";
+        if (depth_ >= kMaxDepth) {
+          *error = fmt::format("lists and mappings are nested more than {} levels deep", kMaxDepth);
+          *error_at = ToLocation(first.start_mark);
+          return false;
+        }
+        DepthGuard guard(&depth_);
         yaml_event_type_t end_type = is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
         while (true) {
           EventGuard next;
@@ -193,6 +210,14 @@ class TreeBuilder {
   }
 
  private:
+  // Levels of lists and mappings in `node` (0 for a scalar); bounded by kMaxDepth.
+  static int Height(const YamlNode& node) {
+    int below = 0;
+    for (const auto& item : node.items) below = std::max(below, Height(item));
+    for (const auto& [k, v] : node.entries) below = std::max({below, Height(k), Height(v)});
+    return node.IsScalar() ? 0 : below + 1;
+  }
+
   static size_t CountNodes(const YamlNode& node) {
     size_t n = 1;
     for (const auto& item : node.items) n += CountNodes(item);
@@ -200,10 +225,17 @@ class TreeBuilder {
     return n;
   }
 
+  struct DepthGuard {
+    explicit DepthGuard(int* depth) : depth(depth) { ++*depth; }
+    ~DepthGuard() { --*depth; }
+    int* depth;
+  };
+
   std::string_view text_;
   const CharOffsets& offsets_;
   std::map<std::string, YamlNode> anchors_;
   size_t node_count_ = 0;
+  int depth_ = 0;  // collections currently open
 };
 
 // Parses `text` as one document. Returns false with error/error_at on failure.
@@ -282,7 +314,7 @@ std::string DescribeNode(const YamlNode& node) {
       break;
   }
   if (node.IsNull()) return "null (no value)";
-  std::string shown = node.value.size() > 40 ? node.value.substr(0, 37) + "..." : node.value;
+  std::string shown = ShortenText(node.value, 40);
   if (shown.find('\n') != std::string::npos) return "a multi-line string";
   if (node.IsQuotedOrTaggedString()) return "the string '" + shown + "'";
   return "'" + shown + "'";

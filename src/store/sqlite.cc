@@ -53,7 +53,10 @@ Statement::~Statement() {
 
 Status Statement::Error(const char* what) const {
   std::string sql = stmt_ != nullptr ? sqlite3_sql(stmt_) : "";
-  return SqliteStatus(db_, sqlite3_errcode(db_), std::string(what) + " [" + sql + "]");
+  // Name the file: "attempt to write a readonly database" alone does not say which one.
+  const char* file = sqlite3_db_filename(db_, "main");
+  std::string where = file != nullptr && *file != '\0' ? "sqlite " + std::string(file) + ": " : "";
+  return SqliteStatus(db_, sqlite3_errcode(db_), where + what + " [" + sql + "]");
 }
 
 Status Statement::BindInt(int index, int64_t value) {
@@ -155,7 +158,7 @@ Status Database::Exec(const std::string& sql) {
 Result<Statement> Database::Prepare(const std::string& sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
-  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, "prepare [" + sql + "]");
+  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, "sqlite " + path_ + ": prepare [" + sql + "]");
   return Statement(db_, stmt);
 }
 

@@ -173,10 +173,18 @@ Status Store::TransitionRun(int64_t run_id, RunState to, const std::string& mess
 
 Status Store::SetSupervisor(int64_t run_id, int64_t pid, int64_t start_ticks) {
   AIR_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  AIR_ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));
+  if (run.supervisor_pid) {
+    return FailedPrecondition(
+        fmt::format("run {} already has a supervisor (pid {})", run_id, *run.supervisor_pid));
+  }
+  if (run.state != RunState::kPending) {
+    return FailedPrecondition(fmt::format("run {} is {}: only a PENDING run takes a supervisor",
+                                          run_id, RunStateName(run.state)));
+  }
   AIR_RETURN_IF_ERROR(
       db_->Execute("UPDATE runs SET supervisor_pid = ?, supervisor_start_ticks = ? WHERE id = ?",
                    pid, start_ticks, run_id));
-  if (db_->ChangedRows() == 0) return NotFound(fmt::format("run {} does not exist", run_id));
   AIR_RETURN_IF_ERROR(InsertEvent(run_id, "supervisor", fmt::format("supervisor pid {}", pid),
                                   std::nullopt, std::nullopt, std::nullopt, std::nullopt));
   return txn->Commit();

@@ -139,6 +139,8 @@ class Store {
                        std::optional<RunState> expected_from = std::nullopt,
                        const std::string& failure_summary = "");
 
+  // Records the run's supervisor: only for a PENDING run that has none yet, so of two
+  // supervisors racing for one run exactly one gets it (the other: kFailedPrecondition).
   Status SetSupervisor(int64_t run_id, int64_t pid, int64_t start_ticks);
   // Marks the run for cancellation (idempotent) and records a "cancel" event. Returns the run
   // as it is after the request.

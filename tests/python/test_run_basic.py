@@ -5,6 +5,7 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
 import time
 
 import yaml
@@ -125,11 +126,96 @@ def test_get_list_and_logs_in_text_and_json(air, air_home, tmp_path):
     assert env["data"]["runs"] == []
     code, env = air.json("list", "--all-status", "--filter", "state=FAILED")
     assert env["data"]["runs"] == []
+    for typed in ("succeeded", "SUCCESS"):  # any case; the seed system's name
+        code, env = air.json("list", "--filter", f"state={typed}")
+        assert [r["run_id"] for r in env["data"]["runs"]] == [run_id], typed
+    code, env = air.json("list", "--filter", "state=SUCEEDED")
+    assert code == 2 and "did you mean 'SUCCEEDED'" in env["error"]["message"]
+    code, env = air.json("logs", run_id, "--minutes", "-1")
+    assert code == 2 and "--minutes" in env["error"]["message"]
 
     dest = tmp_path / "downloaded"
     air("logs", run_id, "--download-to", dest, check=True)
     got = (dest / f"run_{run_id}" / "attempt_0" / "node_1.log").read_text()
     assert "node 1 line 5" in got
+
+
+def test_output_that_is_not_utf8_is_shown_in_json_without_a_crash(air, tmp_path):
+    # A worker's binary output (invalid UTF-8, NUL, no final newline) ends up in the log, the
+    # failure summary and the --watch stream; every JSON view shows it with U+FFFD.
+    command = r"printf 'caf\xe9 \xff\xfe end\n'; printf 'no newline at the end'; exit 4"
+    spec = write_spec(tmp_path, command, nodes=1)
+    watch = air("-o", "json", "run", "-f", spec, "--watch", timeout=60)
+    assert watch.returncode == 1, watch.stderr
+    envelopes = [json.loads(line) for line in watch.stdout.splitlines()]
+    run_id = envelopes[0]["data"]["run_id"]
+    texts = [e["data"]["text"] for e in envelopes if "data" in e and "text" in e["data"]]
+    assert "caf\ufffd \ufffd\ufffd end" in texts
+    assert "node 0 exited with code 4" in envelopes[-1]["error"]["message"]
+    code, env = air.json("logs", run_id)
+    assert code == 0, env
+    assert [l["text"] for l in env["data"]["lines"] if l["stream"] == "out"] == [
+        "caf\ufffd \ufffd\ufffd end", "no newline at the end"]
+    code, env = air.json("get", run_id)
+    assert code == 0, env
+    assert "caf\ufffd" in env["data"]["failure_summary"]
+
+
+def test_list_limit_counts_live_runs_after_dead_supervisors_are_noticed(air, air_home,
+                                                                        tmp_path):
+    live = submit(air, write_spec(tmp_path, "sleep 30", nodes=1))
+    try:
+        assert get(air, live)["state"] in ("PENDING", "RUNNING")
+        # 30 newer runs that look live, but whose supervisor is gone (kill -9, a reboot).
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        db = sqlite3.connect(air_home / "air.db")
+        columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")
+                   if r[1] not in ("id", "idempotency_token", "supervisor_pid", "state")]
+        names = ", ".join(columns)
+        for _ in range(30):
+            db.execute(f"INSERT INTO runs ({names}, supervisor_pid, state) "
+                       f"SELECT {names}, ?, 'RUNNING' FROM runs WHERE id = ?", (gone.pid, live))
+        db.commit()
+        db.close()
+        code, env = air.json("list", "--limit", "3")
+        assert code == 0, env
+        assert [r["run_id"] for r in env["data"]["runs"]] == [live]
+        code, env = air.json("list", "--all-status", "--filter", "state=INTERNAL_ERROR",
+                             "--limit", "100")
+        assert len(env["data"]["runs"]) == 30
+    finally:
+        air("cancel", live, timeout=30)
+
+
+def test_the_run_keeps_no_file_descriptor_of_its_submitter(air_bin, air, tmp_path):
+    # Whoever calls `air run` may hold a pipe open in it (a CI step waiting for EOF, make's
+    # jobserver): the detached run must not keep it open, and the command gets fds 0-2 only.
+    spec = write_spec(tmp_path, "ls /proc/self/fd; sleep 2", nodes=1)
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.run([air_bin, "run", "-f", spec], pass_fds=(write_end,),
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        os.close(write_end)
+        write_end = -1
+        os.set_blocking(read_end, False)
+        deadline = time.monotonic() + 1.5  # the command still sleeps for 2 s
+        while True:
+            try:
+                assert os.read(read_end, 1) == b""  # EOF: nobody holds the write end
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the run holds the submitter's pipe open"
+                time.sleep(0.02)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    run = wait_terminal(air, int(proc.stdout))
+    assert run["state"] == "SUCCEEDED"
+    out = air("logs", run["run_id"], check=True).stdout.splitlines()
+    assert [l for l in out if not l.startswith("[air]")] == ["0", "1", "2", "3"], out  # 3: ls's
 
 
 def test_cli_errors_name_what_is_valid(air, tmp_path):

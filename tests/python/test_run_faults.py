@@ -50,9 +50,19 @@ sleep 60
 
 
 def test_failing_only_on_attempt_0_succeeds_after_a_retry(air, air_home, tmp_path):
-    command = """
+    # On attempt 0 each node waits until both have printed, so that neither is stopped (by the
+    # other's failure) before its line is in the log.
+    command = f"""
 echo "attempt $AIR_ATTEMPT node $NODE_RANK port $MASTER_PORT"
-if [ "$AIR_ATTEMPT" = 0 ]; then echo "first attempt fails"; exit 1; fi
+if [ "$AIR_ATTEMPT" = 0 ]; then
+  echo "first attempt fails"
+  touch {tmp_path}/printed_$NODE_RANK
+  for i in $(seq 200); do
+    [ -e {tmp_path}/printed_0 ] && [ -e {tmp_path}/printed_1 ] && break
+    sleep 0.05
+  done
+  exit 1
+fi
 echo "second attempt works"
 """
     run_id = submit(air, write_spec(tmp_path, command, nodes=2, max_retries=2))
@@ -241,5 +251,10 @@ def test_a_killed_supervisor_leaves_no_node_and_the_run_becomes_internal_error(
         run = get(air, run_id)  # `air get` notices the supervisor is gone
         assert run["state"] == "INTERNAL_ERROR"
         assert str(run["supervisor_pid"]) in run["failure_summary"]
+        # Nothing under the ended run is left RUNNING: the attempt is closed, and the nodes
+        # carry what their agents reported (stopped by the parent-death signal).
+        attempt = run["attempt_details"][0]
+        assert attempt["state"] == "INTERNAL_ERROR" and attempt["ended_us"], attempt
+        assert [n["state"] for n in attempt["nodes"]] == ["STOPPED", "STOPPED"], attempt
     finally:
         kill_run_processes(air_home, run_id)

@@ -205,16 +205,27 @@ def test_names_sizes_and_values_are_validated(air, air_bin, air_home):
 
 def test_a_value_on_the_command_line_is_refused(air, air_home):
     assert air("secrets", "create-scope", "s").returncode == 0
-    for flag in ("--value", "--string-value"):
+    for flag in ("--value", "--string-value", "--bytes-value"):
         proc = air("secrets", "put-secret", "s", "k", flag, "hunter2-secret", input="")
         assert proc.returncode == 2, proc.stderr
         assert "never taken from the command line" in proc.stderr
+        assert "hunter2" not in proc.stdout + proc.stderr
+    # The value as a third word (as in `databricks secrets put-secret S K VALUE`): refused
+    # without echoing it, in text and JSON; a stray byte that is not UTF-8 must not crash -o json.
+    for words in (["hunter2-secret"], ["hunter2", "secret"], ["hunter2-\udcff"]):
+        proc = air("secrets", "put-secret", "s", "k", *words, input="")
+        assert proc.returncode == 2, proc.stderr
+        assert "put-secret takes only SCOPE and KEY" in proc.stderr, proc.stderr
+        assert "never taken from the command line" in proc.stderr
+        rc, env = air.json("secrets", "put-secret", "s", "k", *words, input="")
+        assert rc == 2 and env["error"]["code"] == "invalid_argument"
+        assert "hunter2" not in proc.stdout + proc.stderr + json.dumps(env)
     assert read_store(air_home) == {}
 
 
 def test_files_stay_0600_and_directory_0700_across_put_delete_cycles(air, air_bin, air_home):
     assert air("secrets", "create-scope", "s").returncode == 0
-    files = [air_home / "secrets" / name for name in ("key", "store", "lock")]
+    files = [air_home / "secrets" / name for name in ("key", "store", "lock", ".gitignore")]
     for i in range(4):
         assert put(air_bin, "s", f"k{i}", f"value-{i}".encode()).returncode == 0
         assert put(air_bin, "s", "k0", f"again-{i}".encode()).returncode == 0
@@ -224,7 +235,7 @@ def test_files_stay_0600_and_directory_0700_across_put_delete_cycles(air, air_bi
         assert mode(air_home / "secrets") == 0o700
     assert air("secrets", "delete-scope", "s").returncode == 0
     assert all(mode(f) == 0o600 for f in files)
-    assert sorted(os.listdir(air_home / "secrets")) == ["key", "lock", "store"]
+    assert sorted(os.listdir(air_home / "secrets")) == [".gitignore", "key", "lock", "store"]
 
 
 def test_tampered_and_truncated_files_give_clear_errors(air, air_bin, air_home):

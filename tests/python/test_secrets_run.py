@@ -194,3 +194,56 @@ def test_missing_secret_fails_before_launch_naming_scope_and_key(air, air_bin, a
     assert not started.exists(), "a node command ran although a secret was missing"
     assert data["attempts"] == 0
     assert not _grep_tree(air_home, [canary.encode()])
+
+
+def test_air_home_inside_the_snapshot_root_keeps_key_and_store_out(air_bin, tmp_path, canary):
+    """AIR_HOME inside the project a snapshot copies (root_path: .): the key and the store
+    together would hold every value, so neither may reach the snapshot or a node's directory."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('train')\n")
+    home = project / ".air"
+    env = dict(os.environ, AIR_HOME=str(home))
+
+    def run_air(*args, **kw):
+        return subprocess.run([air_bin, *map(str, args)], capture_output=True, text=True,
+                              env=env, cwd=project, timeout=120, **kw)
+
+    assert run_air("secrets", "create-scope", "s").returncode == 0
+    assert run_air("secrets", "put-secret", "s", "t", input=canary).returncode == 0
+    key = (home / "secrets" / "key").read_bytes()
+    (project / "job.yaml").write_text("\n".join([
+        "experiment_name: snapshot-holds-home", "compute:", "  accelerator_type: CPU_1",
+        "  num_accelerators: 1", "code_source:", "  type: snapshot", "  snapshot:",
+        "    root_path: .", "command: find . -type f | sort", "secrets:", "  T: s/t",
+        "max_retries: 0"]) + "\n")
+    watch = run_air("run", "-f", "job.yaml", "--watch")
+    assert watch.returncode == 0, watch.stderr
+    assert "./train.py" in watch.stdout and "./job.yaml" in watch.stdout  # a real snapshot
+    assert "secrets/" not in watch.stdout, watch.stdout
+    # No copy of the key or the store anywhere else under AIR_HOME (snapshot blobs, node dirs).
+    store = (home / "secrets" / "store").read_bytes()
+    hits = [h for h in _grep_tree(home, [key, store[:64]]) if "/secrets/" not in h]
+    assert not hits, hits
+
+
+def test_a_value_too_long_for_an_environment_variable_fails_before_launch(air, air_bin,
+                                                                           air_home, tmp_path):
+    """128 KiB can be stored, but Linux caps NAME=VALUE at 128 KiB with '=' and NUL: the run
+    must fail before launch naming the variable, not lose its nodes to E2BIG."""
+    assert air("secrets", "create-scope", "s").returncode == 0
+    value = "V" * (128 * 1024)
+    _put(air_bin, "s", "big", value)
+    started = tmp_path / "started"
+    spec = _workload(tmp_path / "big.yaml", f"touch {started}", {"BIG_TOKEN": "s/big"}, nodes=1)
+    watch = air("run", "-f", spec, "--watch")
+    assert watch.returncode != 0
+    run_id = watch.stdout.split()[0]
+    rc, env = air.json("get", run_id)
+    data = env["data"]
+    assert data["state"] == "FAILED" and data["attempts"] == 0, data
+    summary = data["failure_summary"]
+    assert "too long to pass as an environment variable" in summary, summary
+    assert "BIG_TOKEN -> s/big (131072 bytes; at most 131061 for this variable)" in summary
+    assert not started.exists()
+    assert "V" * 64 not in watch.stdout + watch.stderr + json.dumps(env)

@@ -1,7 +1,9 @@
 """The invalid-workload corpus (tests/data/spec) through the real CLI: each file fails with
 exactly its expected `FILE:LINE:COL: field: message` lines, exit code 2, nothing created."""
+import json
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -64,3 +66,27 @@ def test_missing_file_is_invalid_input(air, air_home, tmp_path):
     assert proc.returncode == 2
     assert f"{tmp_path / 'nope.yaml'}" in proc.stderr
     assert "No such file" in proc.stderr
+
+
+def test_json_errors_with_non_ascii_and_non_utf8_text_do_not_crash(air, air_home, tmp_path):
+    # 'é' in a message used to be cut to its first byte, and bytes that are not UTF-8 (from a
+    # file name or an --override) made the JSON writer throw: the process aborted (134).
+    case = DATA / "experiment_name_non_ascii.yaml"
+    rc, env = air.json("run", "-f", case, "--dry-run")
+    assert rc == 2
+    assert env["error"]["errors"][0]["message"].startswith("'café-sft' contains 'é';")
+    seed = DATA.parents[2] / "examples" / "multinode_llm_sft" / "train.yaml"
+    args = [air.binary, "-o", "json", "run", "-f", str(seed).encode(), "--dry-run",
+            "--override", b"env_variables.X=caf\xe9"]
+    proc = subprocess.run(args, capture_output=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["errors"][0]["message"].startswith("invalid UTF-8 at byte 19 (0xe9)")
+    assert error["errors"][0]["origin"] == "--override env_variables.X=caf\ufffd"
+    proc = subprocess.run([air.binary, "-o", "json", "run", "-f",
+                           bytes(tmp_path) + b"/\xff.yaml", "--dry-run"],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert json.loads(proc.stdout)["error"]["message"].endswith(
+        "/\ufffd.yaml: No such file or directory")
+    assert list(air_home.iterdir()) == []

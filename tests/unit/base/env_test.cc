@@ -1,9 +1,8 @@
 // Tests for the POSIX Env: atomic writes keep exact modes, directories, ports.
 #include "base/env.h"
 
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 

@@ -30,11 +30,13 @@ TEST(Utf8Test, RejectsInvalidSequencesWithOffset) {
   EXPECT_TRUE(IsValidUtf8("plain ascii"));
   EXPECT_TRUE(IsValidUtf8("日本語 😀"));
   size_t at = 0;
-  EXPECT_FALSE(IsValidUtf8(std::string("ab\xff" "cd"), &at));
+  EXPECT_FALSE(IsValidUtf8(std::string("ab\xff"
+                                       "cd"),
+                           &at));
   EXPECT_EQ(at, 2u);
-  EXPECT_FALSE(IsValidUtf8(std::string("\xc0\xaf")));         // overlong '/'
-  EXPECT_FALSE(IsValidUtf8(std::string("\xed\xa0\x80")));     // surrogate
-  EXPECT_FALSE(IsValidUtf8(std::string("\xe6\x97")));         // truncated
+  EXPECT_FALSE(IsValidUtf8(std::string("\xc0\xaf")));      // overlong '/'
+  EXPECT_FALSE(IsValidUtf8(std::string("\xed\xa0\x80")));  // surrogate
+  EXPECT_FALSE(IsValidUtf8(std::string("\xe6\x97")));      // truncated
 }
 
 TEST(HumanBytesTest, PicksUnit) {

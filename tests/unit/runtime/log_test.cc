@@ -115,13 +115,39 @@ TEST(FailureTest, SummaryNamesNodeAndLastOutputLines) {
   }
   log += agent::FormatLogTimestamp(1'000'000) + " air command exited with code 3\n";
   ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(path, log).ok());
-  std::string summary = runtime::NodeFailureSummary(1, 0, "exited with code 3", DefaultEnv(), path);
+  std::string summary = runtime::NodeFailureSummary(1, 0, "exited with code 3", path);
   auto lines = Split(summary, '\n');
   ASSERT_EQ(lines.size(), 12u) << summary;
   EXPECT_EQ(lines[0], "node 1 exited with code 3");
   EXPECT_EQ(lines[1], "last lines of node 1 (attempt 0):");
   EXPECT_EQ(lines[2], "  line 5");
   EXPECT_EQ(lines[11], "  line 14");
+}
+
+TEST(FailureTest, SummaryOfAHugeLogStaysShortAndKeepsTheLastLines) {
+  // 8 MiB of 64 KiB lines (a progress bar without newlines, base64), then the real error: the
+  // summary reads only the end of the log and cuts long lines, at a UTF-8 character boundary.
+  TempDir dir;
+  std::string path = dir.path() + "/node_0.log";
+  std::string record_start = agent::FormatLogTimestamp(1'000'000) + " out ";
+  std::string euros;
+  for (int i = 0; i < 21000; ++i) euros += "\xe2\x82\xac";  // U+20AC: 3 bytes each
+  std::string huge_line = record_start + euros + "\n";
+  std::string log;
+  for (int i = 0; i < 128; ++i) log += huge_line;
+  log += record_start + "Traceback: the real error\n";
+  ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(path, log).ok());
+  std::string summary = runtime::NodeFailureSummary(0, 0, "exited with code 1", path);
+  EXPECT_LT(summary.size(), 10u * 1024) << summary.size();
+  auto lines = Split(summary, '\n');
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines.back(), "  Traceback: the real error");
+  const std::string& cut = lines[lines.size() - 2];
+  EXPECT_LT(cut.size(), 600u);
+  EXPECT_EQ(cut.rfind("  \xe2\x82\xac", 0), 0u) << cut;
+  EXPECT_NE(cut.find("\xe2\x82\xac… ("), std::string::npos) << cut;
+  EXPECT_NE(cut.find(" more bytes)"), std::string::npos) << cut;
+  EXPECT_TRUE(IsValidUtf8(cut));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "agent/node_launch.h"
 #include "runtime/node_plan.h"
 #include "runtime/reconcile.h"
 #include "runtime/spec_codec.h"
@@ -143,10 +144,33 @@ TEST(ReconcileTest, ARunWhoseSupervisorDiedBecomesInternalError) {
   ::waitpid(child, nullptr, 0);  // a pid that no longer exists
   ASSERT_TRUE((*store)->SetSupervisor(id, child, 1).ok());
   ASSERT_TRUE((*store)->TransitionRun(id, store::RunState::kRunning, "go").ok());
+  // It died during attempt 0: node 0's agent stopped its command and reported; node 1's did not.
+  ASSERT_TRUE((*store)->StartAttempt(id, 0, 29500, 2).ok());
+  ASSERT_TRUE((*store)->RecordNodeStarted(id, 0, 0, 100, 101, 101, 1).ok());
+  ASSERT_TRUE(DefaultEnv()->CreateDirs(layout.AttemptDir(id, 0)).ok());
+  agent::NodeExitReport stopped;
+  stopped.signal = 15;
+  stopped.stopped_by_air = true;
+  stopped.ended_us = 5;
+  ASSERT_TRUE(
+      agent::WriteRunFile(layout.NodeExitFile(id, 0, 0), agent::NodeExitReportToJson(stopped))
+          .ok());
   auto reconciled = ReconcileRun(store->get(), layout, *(*store)->GetRun(id), DefaultEnv());
   ASSERT_TRUE(reconciled.ok());
   EXPECT_EQ(reconciled->state, store::RunState::kInternalError);
   EXPECT_NE(reconciled->failure_summary.find(std::to_string(child)), std::string::npos);
+  // Nothing stays RUNNING under the ended run.
+  auto attempts = (*store)->ListAttempts(id);
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ((*attempts)[0].state, store::AttemptState::kInternalError);
+  EXPECT_TRUE((*attempts)[0].ended_us.has_value());
+  auto nodes = (*store)->ListNodes(id, 0);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].state, store::NodeState::kStopped);
+  EXPECT_EQ((*nodes)[0].signal, 15);
+  EXPECT_EQ((*nodes)[1].state, store::NodeState::kLost);
 
   // A live supervisor (this process) keeps the run as it is.
   int64_t live = (*store)->CreateRun(run)->run.id;

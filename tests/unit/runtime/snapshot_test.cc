@@ -2,6 +2,7 @@
 // materialization with modes and symlinks, immutability after submit, and git revisions.
 #include "runtime/snapshot.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +103,49 @@ TEST_F(SnapshotTest, DamagedBlobIsReportedAndHealedByArchivingAgain) {
   EXPECT_NE(broken.message().find("pkg/util.py"), std::string::npos);
   ASSERT_TRUE(ArchiveSnapshot(layout, Scan(), DefaultEnv()).ok());
   EXPECT_TRUE(MaterializeSnapshot(layout, *snapshot, home_.path() + "/n", DefaultEnv()).ok());
+}
+
+// A job that writes to its code anyway (root ignores the read-only mode; an owner may chmod)
+// changes only its own node's copy: not the other nodes', not the stored blob, not later runs'.
+TEST_F(SnapshotTest, AWriteToANodesFileDoesNotReachOtherNodesOrLaterRuns) {
+  Layout layout(home_.path());
+  auto snapshot = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(snapshot.ok());
+  std::string node0 = home_.path() + "/node_0";
+  std::string node1 = home_.path() + "/node_1";
+  ASSERT_TRUE(MaterializeSnapshot(layout, *snapshot, node0, DefaultEnv()).ok());
+  ASSERT_TRUE(MaterializeSnapshot(layout, *snapshot, node1, DefaultEnv()).ok());
+  ASSERT_EQ(::chmod((node0 + "/train.py").c_str(), 0644), 0);
+  {
+    int fd = ::open((node0 + "/train.py").c_str(), O_WRONLY | O_TRUNC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "print('XX')\n", 12), 12);  // same size as the original
+    ::close(fd);
+  }
+  EXPECT_EQ(*DefaultEnv()->ReadFile(node1 + "/train.py"), "print('hi')\n");
+  struct stat st;
+  ASSERT_EQ(::stat((node1 + "/train.py").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  std::string later = home_.path() + "/later_run";
+  ASSERT_TRUE(MaterializeSnapshot(layout, *snapshot, later, DefaultEnv()).ok());
+  EXPECT_EQ(*DefaultEnv()->ReadFile(later + "/train.py"), "print('hi')\n");
+  EXPECT_EQ(*DefaultEnv()->ReadFile(later + "/copy.py"), "print('hi')\n");
+}
+
+// Files larger than the archiver's read buffer are stored whole and deduplicated.
+TEST_F(SnapshotTest, LargeFilesAreArchivedInPiecesAndDeduplicated) {
+  std::string big;
+  for (int i = 0; big.size() < (3u << 20) + 123; ++i) big += std::to_string(i) + "\n";
+  ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(root_ + "/weights.bin", big).ok());
+  Layout layout(home_.path());
+  auto first = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->new_blobs, 0u);
+  std::string dest = home_.path() + "/big_node";
+  ASSERT_TRUE(MaterializeSnapshot(layout, *first, dest, DefaultEnv()).ok());
+  EXPECT_TRUE(*DefaultEnv()->ReadFile(dest + "/weights.bin") == big);
 }
 
 TEST_F(SnapshotTest, GitRevisionIsArchivedInsteadOfTheWorkingTree) {

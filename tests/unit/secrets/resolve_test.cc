@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "secrets/names.h"
 #include "test_util.h"
 
 namespace air::secrets {
@@ -28,7 +29,6 @@ TEST(ResolveSecretsTest, ResolvesInReferenceOrder) {
   ASSERT_EQ(resolved->size(), 3u);
   EXPECT_EQ((*resolved)[0], (std::pair<std::string, std::string>{"WANDB_API_KEY", "wandb_value"}));
   EXPECT_EQ((*resolved)[1].second, "hf_value_1");
-  EXPECT_EQ(SecretValues(*resolved).size(), 3u);
 }
 
 TEST(ResolveSecretsTest, NoReferencesNeedNoStore) {
@@ -61,6 +61,37 @@ TEST(ResolveSecretsTest, EveryMissingReferenceIsNamedAndNoValueIs) {
       << msg;
   EXPECT_NE(msg.find("BAD -> my_scope/bad key (invalid key name"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("PRESENT_VALUE"), std::string::npos);
+}
+
+// Linux refuses an environment entry NAME=VALUE over 128 KiB (with '=' and NUL), so a value
+// of the maximal stored size would make every node agent fail to start (exit 127).
+TEST(ResolveSecretsTest, ValueTooLongForItsEnvironmentVariableFailsBeforeLaunch) {
+  TempHome home;
+  SecretStore store(DefaultEnv(), home.path());
+  ASSERT_TRUE(store.CreateScope("s").ok());
+  const size_t fits = kMaxEnvironmentEntryBytes - std::string("BIG=").size() - 1;  // 131067
+  ASSERT_TRUE(store.PutSecret("s", "fits", std::string(fits, 'f')).ok());
+  ASSERT_TRUE(store.PutSecret("s", "max", std::string(kMaxValueBytes, 'm')).ok());
+
+  auto ok = ResolveSecrets(store, {{"BIG", Ref("s", "fits")}});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].second.size(), fits);
+
+  auto one_more = ResolveSecrets(store, {{"BIGG", Ref("s", "fits")}, {"BIG", Ref("s", "max")}});
+  ASSERT_FALSE(one_more.ok());
+  EXPECT_EQ(one_more.status().code(), ErrorCode::kFailedPrecondition);
+  const std::string msg = one_more.status().message();
+  EXPECT_NE(msg.find("2 secret values are too long to pass as an environment variable"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("BIGG -> s/fits (131067 bytes; at most 131066 for this variable)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("BIG -> s/max (131072 bytes; at most 131067 for this variable)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("MAX_ARG_STRLEN"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("mmmm"), std::string::npos);
 }
 
 TEST(ResolveSecretsTest, DamagedStoreIsReportedNotTreatedAsMissing) {

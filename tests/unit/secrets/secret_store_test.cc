@@ -157,10 +157,26 @@ TEST(SecretStoreTest, FilesStay0600AndTheDirectory0700AcrossPutDeleteCycles) {
   ASSERT_TRUE(store.DeleteScope("s").ok());
   ::umask(old_umask);
   EXPECT_EQ(FileMode(store.store_path()), 0600);
-  // Only the three files: no temporary file is left behind.
+  EXPECT_EQ(FileMode(store.dir() + "/.gitignore"), 0600);
+  // Only these files: no temporary file is left behind.
   auto entries = DefaultEnv()->ListDir(store.dir());
   ASSERT_TRUE(entries.ok());
-  EXPECT_EQ(*entries, (std::vector<std::string>{"key", "lock", "store"}));
+  EXPECT_EQ(*entries, (std::vector<std::string>{".gitignore", "key", "lock", "store"}));
+}
+
+// A code snapshot of a project that holds AIR_HOME honours .gitignore files: the secrets
+// directory must ignore everything in it (tests/python/test_secrets_run.py runs the snapshot).
+TEST(SecretStoreTest, TheSecretsDirectoryIgnoresItselfForSnapshotsAndGit) {
+  TempHome home;
+  SecretStore store(DefaultEnv(), home.path());
+  ASSERT_TRUE(store.CreateScope("s").ok());
+  auto ignore = DefaultEnv()->ReadFile(store.dir() + "/.gitignore");
+  ASSERT_TRUE(ignore.ok()) << ignore.status().ToString();
+  EXPECT_NE(ignore->find("\n*\n"), std::string::npos) << *ignore;
+  // Restored when removed, by the next write.
+  ASSERT_EQ(::unlink((store.dir() + "/.gitignore").c_str()), 0);
+  ASSERT_TRUE(store.PutSecret("s", "k", "value-1").ok());
+  EXPECT_TRUE(DefaultEnv()->FileExists(store.dir() + "/.gitignore"));
 }
 
 TEST(SecretStoreTest, AWideSecretsDirectoryIsTightenedTo0700) {

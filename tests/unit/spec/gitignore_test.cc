@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace air::spec {
 namespace {
 
@@ -34,6 +36,21 @@ TEST(GitWildmatch, BracketsAndEscapes) {
   EXPECT_FALSE(GitWildmatch("[a-c]x", "dx"));
   EXPECT_TRUE(GitWildmatch("\\*star", "*star"));
   EXPECT_FALSE(GitWildmatch("\\*star", "xstar"));
+}
+
+TEST(GitWildmatch, ManyStarsDoNotBacktrackExponentially) {
+  // Took minutes (a dry run of a directory holding such a name hung) before failures that no
+  // retry can fix were propagated, as git's own wildmatch does.
+  std::string name(100, 'a');
+  EXPECT_FALSE(GitWildmatch("*a*a*a*a*a*a*a*a*b", name));
+  EXPECT_TRUE(GitWildmatch("*a*a*a*a*a*a*a*a*a", name));
+  EXPECT_FALSE(GitWildmatch("**/*a*a*a*a*a*a*a*a*b", "x/y/" + name));
+  EXPECT_TRUE(GitWildmatch("**/*a*a*a*a*a*a*a*a", "x/y/" + name));
+  EXPECT_FALSE(GitWildmatch("*a*a*a*a*/b", name + "/" + name));
+  EXPECT_TRUE(GitWildmatch("*a*a*a*a*/a*", name + "/" + name));
+  // Retries that an enclosing "**" still needs after an inner '*' hit a '/'.
+  EXPECT_TRUE(GitWildmatch("a/**/x*y", "a/b/xc/d/xzy"));
+  EXPECT_FALSE(GitWildmatch("a/**/x*y", "a/b/xc/d/xzz"));
 }
 
 TEST(GitignoreRules, UnanchoredPatternsMatchNamesAtAnyDepth) {

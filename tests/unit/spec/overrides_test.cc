@@ -140,6 +140,39 @@ TEST(Overrides, MalformedOverridesAndPathsThroughScalars) {
   EXPECT_TRUE(errors[4].message.starts_with("VALUE '[1' is not valid YAML")) << errors[4].message;
 }
 
+TEST(Overrides, ValuesThatAreNotUtf8AreRejected) {
+  // The file must be UTF-8; an override (argv) must be too, or it would reach the plan and the
+  // JSON output (which cannot carry it) unchecked.
+  LoadReport report;
+  Result<WorkloadSpec> spec = LoadWorkloadSpec(
+      SeedPath(), {"env_variables.NAME=caf\xE9", "experiment_name=ok"}, DefaultEnv(), &report);
+  ASSERT_FALSE(spec.ok());
+  std::vector<SpecDiagnostic> errors = report.diagnostics.Sorted();
+  ASSERT_EQ(errors.size(), 1u) << Errors(report);
+  EXPECT_EQ(errors[0].message,
+            "invalid UTF-8 at byte 22 (0xe9); an override must be UTF-8 text, like the workload "
+            "file");
+  EXPECT_EQ(errors[0].origin, "--override env_variables.NAME=caf\xE9");
+  ASSERT_EQ(report.changes.size(), 1u);
+  EXPECT_EQ(report.changes[0].field, "experiment_name");
+}
+
+TEST(Overrides, FieldNestingIsBounded) {
+  // 50,000 parts created 50,000 nested mappings and overflowed the stack of the validator.
+  std::string deep = "parameters";
+  for (int i = 0; i < 50000; ++i) deep += ".a";
+  std::string ok = "parameters";
+  for (int i = 0; i < 63; ++i) ok += ".a";
+  LoadReport report;
+  Result<WorkloadSpec> spec =
+      LoadWorkloadSpec(SeedPath(), {deep + "=1", ok + "=1"}, DefaultEnv(), &report);
+  ASSERT_FALSE(spec.ok());
+  std::vector<SpecDiagnostic> errors = report.diagnostics.Sorted();
+  ASSERT_EQ(errors.size(), 1u) << Errors(report);
+  EXPECT_EQ(errors[0].message, "FIELD has 50001 dotted parts; at most 64 are allowed");
+  EXPECT_EQ(report.changes.size(), 1u);  // the 64-part field was applied
+}
+
 TEST(Overrides, OverridableFieldsCoverEverySection) {
   std::vector<std::string> fields = OverridableFields();
   for (const char* f : {"experiment_name", "compute.num_accelerators", "environment.dependencies",

@@ -209,5 +209,32 @@ TEST(Parser, ValidCpuAndSingleGpuShapes) {
   }
 }
 
+TEST(Parser, ShapeNamesInTheWrongCaseGetTheRightSpelling) {
+  EXPECT_EQ(ShapeWithCorrectCase("gpu_8xh100"), "GPU_8xH100");
+  EXPECT_EQ(ShapeWithCorrectCase("GPU_8XH200"), "GPU_8xH200");
+  EXPECT_EQ(ShapeWithCorrectCase("cpu_4"), "CPU_4");
+  EXPECT_EQ(ShapeWithCorrectCase("cpu_0"), "");
+  EXPECT_EQ(ShapeWithCorrectCase("gpu_8xa100"), "");
+}
+
+TEST(Parser, TrailingBlankLinesOfACommandDoNotCountTowardTheLimit) {
+  // A `|+` block keeps its trailing blank lines; 1000 lines of text plus two blank ones pass.
+  std::string body;
+  for (int i = 0; i < 1000; ++i) body += "  echo " + std::to_string(i) + "\n";
+  TempDir dir;
+  std::string head =
+      "experiment_name: demo\ncompute: {accelerator_type: CPU_1, num_accelerators: 1}\n";
+  LoadReport report;
+  Result<WorkloadSpec> spec =
+      Load(dir.Write("keep.yaml", head + "command: |+\n" + body + "\n\n"), &report);
+  ASSERT_TRUE(spec.ok()) << Errors(report);
+  EXPECT_EQ(CountCommandLines(spec->command), 1000u);
+  LoadReport too_long;
+  ASSERT_FALSE(
+      Load(dir.Write("long.yaml", head + "command: |\n" + body + "  echo last\n"), &too_long).ok());
+  EXPECT_NE(Errors(too_long).find("command: has 1001 lines; at most 1000"), std::string::npos)
+      << Errors(too_long);
+}
+
 }  // namespace
 }  // namespace air::spec

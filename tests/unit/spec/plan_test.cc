@@ -67,5 +67,23 @@ TEST(Plan, ManyNodesCollapseToOneLine) {
   EXPECT_EQ(PlanToJson(input)["nodes"].size(), 8u);
 }
 
+TEST(Plan, OneAcceleratorIsSingular) {
+  testing::TempDir dir;
+  for (const auto& [type, want] : std::vector<std::pair<std::string, std::string>>{
+           {"CPU_1", "1 node \u00d7 1 worker process (CPU_1); 1 worker process in all\n"},
+           {"GPU_1xA10", "1 node \u00d7 1 GPU (GPU_1xA10); 1 GPU in all\n"}}) {
+    std::string path =
+        dir.Write("w.yaml", "experiment_name: one\ncompute: {accelerator_type: " + type +
+                                ", num_accelerators: 1}\ncommand: |+\n"
+                                "  echo hi\n\n\n");
+    LoadReport report;
+    Result<WorkloadSpec> spec = LoadWorkloadSpec(path, {}, DefaultEnv(), &report);
+    ASSERT_TRUE(spec.ok());
+    std::string text = PlanToText(PlanInput{&*spec, nullptr, &report.changes});
+    EXPECT_NE(text.find("  compute      " + want), std::string::npos) << text;
+    EXPECT_NE(text.find("command (bash -c on every node, 1 line):\n"), std::string::npos) << text;
+  }
+}
+
 }  // namespace
 }  // namespace air::spec

@@ -81,6 +81,12 @@ TEST(ScalarTypes, RejectsAmbiguousOrMistypedIntegersWithTheFix) {
       {Scalar("99999999999999999999"), "'99999999999999999999' is out of range for an integer"},
       {Scalar("ten"), "expected an integer, got 'ten'"},
       {Scalar(""), "expected an integer, got null (no value)"},
+      // Not finite or far out of range: no "write N" suggestion (casting them is undefined).
+      {Scalar(".inf"), "expected an integer, got the float '.inf'"},
+      {Scalar("-.inf"), "expected an integer, got the float '-.inf'"},
+      {Scalar(".nan"), "expected an integer, got the float '.nan'"},
+      {Scalar("1e400"), "expected an integer, got the float '1e400'"},
+      {Scalar("1e19"), "expected an integer, got the float '1e19'"},
   };
   for (const auto& c : cases) {
     int64_t v = 0;

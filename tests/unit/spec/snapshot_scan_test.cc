@@ -82,6 +82,22 @@ TEST(SnapshotScan, WorkingTreeHonorsGitignoreAndSkipsDotGit) {
   EXPECT_EQ(listing->ignored_entries, 4u);
 }
 
+TEST(SnapshotScan, AirHomeBelowTheRootIsNeverSnapshotted) {
+  TempDir dir;
+  dir.Write("train.py", "print(1)\n");
+  dir.Write(".air/air.db", "sqlite");
+  dir.Write(".air/secrets/key", "k");
+  // Named through a different spelling of the same directory: excluded by identity.
+  Result<SnapshotListing> listing =
+      ScanSnapshot(Snapshot(dir.path()), DefaultEnv(), nullptr, dir.path() + "/./.air");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(Paths(*listing), std::vector<std::string>({"train.py"}));
+  // Without it, the same tree lists air's files (so the test above can fail).
+  Result<SnapshotListing> all = ScanSnapshot(Snapshot(dir.path()), DefaultEnv());
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->files.size(), 3u);
+}
+
 TEST(SnapshotScan, IncludePathsLimitTheListing) {
   TempDir dir;
   dir.Write("src/a.py", "a");

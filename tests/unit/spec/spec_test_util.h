@@ -38,10 +38,26 @@ class TempDir {
   std::string path_;
 };
 
+// The repository root: $AIR_SOURCE_DIR (set by ctest), else found from this file's path
+// (relative to the build directory when ccache's CCACHE_BASEDIR is in effect, so it only
+// works from there) or from the test binary's location (<repo>/<build>/bin/...), so that the
+// binary also runs by hand from any directory.
 inline std::filesystem::path SourceDir() {
-  const char* src = std::getenv("AIR_SOURCE_DIR");
-  if (src) return src;
-  return std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "..";
+  if (const char* src = std::getenv("AIR_SOURCE_DIR")) return src;
+  auto is_root = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_directory(p / "tests" / "data" / "spec", ec);
+  };
+  std::filesystem::path from_file =
+      std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "..";
+  if (is_root(from_file)) return from_file;
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  for (std::filesystem::path p = exe.parent_path(); !ec && p != p.root_path();
+       p = p.parent_path()) {
+    if (is_root(p)) return p;
+  }
+  return from_file;
 }
 
 }  // namespace air::spec::testing

@@ -91,6 +91,28 @@ TEST(YamlTree, StopsExponentialAliasExpansion) {
   EXPECT_NE(d.message.find("more than"), std::string::npos) << d.message;
 }
 
+TEST(YamlTree, RejectsDeepNestingInsteadOfOverflowingTheStack) {
+  // 100,000 levels crashed the recursive builder; 512 levels are accepted.
+  std::string deep = "p: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
+  SpecDiagnostic d = ParseError(deep);
+  EXPECT_EQ(d.line, 1);
+  EXPECT_NE(d.message.find("nested more than 512 levels"), std::string::npos) << d.message;
+  Parse("p: " + std::string(511, '[') + std::string(511, ']'));  // with the mapping: 512
+  ParseError("p: " + std::string(512, '[') + std::string(512, ']'));
+}
+
+TEST(YamlTree, RejectsDeepNestingBuiltFromChainedAliases) {
+  // Each anchor nests the previous one 300 levels deeper: few nodes, unbounded depth.
+  std::string text = "a0: &a0 x\n";
+  for (int i = 1; i < 6; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " " + std::string(300, '[') +
+            "*a" + std::to_string(i - 1) + std::string(300, ']') + "\n";
+  }
+  SpecDiagnostic d = ParseError(text);
+  EXPECT_EQ(d.line, 3) << d.message;
+  EXPECT_NE(d.message.find("after expanding aliases"), std::string::npos) << d.message;
+}
+
 TEST(YamlTree, SyntaxErrorsCarryLineAndColumn) {
   SpecDiagnostic d = ParseError("a: [1, 2\nb: 3\n");
   EXPECT_EQ(d.line, 2);

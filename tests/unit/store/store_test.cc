@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <set>
 
 #include "store/schema.h"
@@ -41,6 +42,29 @@ class StoreTest : public ::testing::Test {
     run.timeout_minutes = 5;
     run.mlflow_run_id = "abc123";
     return run;
+  }
+
+  // Runs `body(i)` in `count` processes at once, each with its own Store, and returns their
+  // (pid, exit code) pairs; a process that cannot open the store exits 10.
+  std::vector<std::pair<pid_t, int>> RunInProcesses(int count,
+                                                    const std::function<int(int, Store&)>& body) {
+    std::vector<pid_t> children;
+    for (int i = 0; i < count; ++i) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        auto store = Store::Open(db_path_, DefaultEnv());
+        ::_exit(store.ok() ? body(i, **store) : 10);
+      }
+      children.push_back(pid);
+    }
+    std::vector<std::pair<pid_t, int>> exits;
+    for (pid_t pid : children) {
+      int status = 0;
+      EXPECT_GT(pid, 0);
+      EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+      exits.emplace_back(pid, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
+    return exits;
   }
 
   std::string dir_;
@@ -248,36 +272,23 @@ TEST_F(StoreTest, ConcurrentWritersFromSeveralProcesses) {
   { auto store = OpenStore(); }
   constexpr int kProcesses = 4;
   constexpr int kRunsEach = 25;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      auto store = Store::Open(db_path_, DefaultEnv());
-      if (!store.ok()) ::_exit(10);
-      for (int i = 0; i < kRunsEach; ++i) {
-        NewRun run = SampleRun("proc-" + std::to_string(p));
-        run.idempotency_token = "shared-" + std::to_string(i % 5);  // contended tokens too
-        if (i >= 5) run.idempotency_token.reset();
-        auto created = (*store)->CreateRun(run);
-        if (!created.ok()) ::_exit(11);
-        // Only the process that created a run moves it on (a repeat submit with the same
-        // token gets the existing run and must leave it alone).
-        if (created->created &&
-            !(*store)->TransitionRun(created->run.id, RunState::kRunning, "go").ok()) {
-          ::_exit(12);
-        }
+  auto exits = RunInProcesses(kProcesses, [](int p, Store& store) {
+    for (int i = 0; i < kRunsEach; ++i) {
+      NewRun run = SampleRun("proc-" + std::to_string(p));
+      run.idempotency_token = "shared-" + std::to_string(i % 5);  // contended tokens too
+      if (i >= 5) run.idempotency_token.reset();
+      auto created = store.CreateRun(run);
+      if (!created.ok()) return 11;
+      // Only the process that created a run moves it on (a repeat submit with the same
+      // token gets the existing run and must leave it alone).
+      if (created->created &&
+          !store.TransitionRun(created->run.id, RunState::kRunning, "go").ok()) {
+        return 12;
       }
-      ::_exit(0);
     }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
-  }
+    return 0;
+  });
+  for (const auto& [pid, code] : exits) EXPECT_EQ(code, 0) << "process " << pid;
   auto store = OpenStore();
   auto runs = store->ListRuns({});
   ASSERT_TRUE(runs.ok());
@@ -286,6 +297,42 @@ TEST_F(StoreTest, ConcurrentWritersFromSeveralProcesses) {
   std::set<int64_t> ids;
   for (const auto& r : *runs) ids.insert(r.id);
   EXPECT_EQ(ids.size(), runs->size());
+}
+
+// Two supervisors started for one run (a retried `air supervise`, a double start): exactly one
+// records itself, and the recorded pid is the winner's, so the run is never judged by a dead
+// loser's pid.
+TEST_F(StoreTest, OnlyOneSupervisorClaimsARun) {
+  int64_t id = OpenStore()->CreateRun(SampleRun())->run.id;
+  auto exits = RunInProcesses(4, [id](int, Store& store) {
+    Status claimed = store.SetSupervisor(id, ::getpid(), 0);
+    if (claimed.ok()) return 0;
+    return claimed.code() == ErrorCode::kFailedPrecondition ? 1 : 11;
+  });
+  std::vector<pid_t> winners;
+  for (const auto& [pid, code] : exits) {
+    ASSERT_LE(code, 1) << "process " << pid;
+    if (code == 0) winners.push_back(pid);
+  }
+  ASSERT_EQ(winners.size(), 1u);
+  auto store = OpenStore();
+  EXPECT_EQ(store->GetRun(id)->supervisor_pid, winners[0]);
+  // A run that is already running (or ended) takes no new supervisor either.
+  int64_t other = store->CreateRun(SampleRun())->run.id;
+  ASSERT_TRUE(store->TransitionRun(other, RunState::kRunning, "go").ok());
+  EXPECT_EQ(store->SetSupervisor(other, 42, 0).code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(store->SetSupervisor(9999, 42, 0).code(), ErrorCode::kNotFound);
+}
+
+// An error of a statement (a constraint here; a read-only file system or a full disk alike)
+// names the database file, not only SQLite's words.
+TEST_F(StoreTest, StatementErrorsNameTheDatabaseFile) {
+  auto store = OpenStore();
+  int64_t id = store->CreateRun(SampleRun())->run.id;
+  ASSERT_TRUE(store->StartAttempt(id, 0, 29500, 1).ok());
+  Status again = store->StartAttempt(id, 0, 29500, 1);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.message().find(db_path_), std::string::npos) << again.message();
 }
 
 TEST_F(StoreTest, ValuesAreBoundNotInterpolated) {
