@@ -3,7 +3,7 @@
 #   1. `air model init`: a random tiny Llama (model.yaml) with the shipped tokenizer;
 #   2. `air generate --dataset`: its answers on the held-out split (noise);
 #   3. `air train`: fine-tune on the shipped instruction set (train_config.yaml);
-#   4. `air generate --dataset`: the answers again, and one prompt streamed.
+#   4. `air generate --dataset`: the answers again, and one prompt (a word it never saw) streamed.
 # Outputs go to build/quickstart/ (or $QUICKSTART_OUT): the models, metrics.jsonl (loss curve).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,4 +22,4 @@ echo "== held-out answers after training"
 "$AIR" generate --model "$OUT/trained" --dataset "$EVAL" --max-new-tokens 24 | tail -n 13
 echo "== one prompt, streamed"
 "$AIR" generate --model "$OUT/trained" --max-new-tokens 24 \
-  --prompt $'### Instruction:\nRepeat the word three times.\n\n### Input:\nmoon\n\n### Response:\n'
+  --prompt $'### Instruction:\nReverse the letters of the word.\n\n### Input:\nkolabe\n\n### Response:\n'

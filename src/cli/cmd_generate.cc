@@ -13,8 +13,10 @@
 #include "engine/data/chat_template.h"
 #include "engine/data/dataset.h"
 #include "engine/data/tokenizer.h"
+#include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/model/llama_model.h"
+#include "engine/model/memory_check.h"
 #include "engine/train/generate.h"
 #include "engine/train/generation_eval.h"
 
@@ -35,6 +37,8 @@ struct GenerateFlags {
   uint64_t seed = 0;
   bool chat = false;
   int threads = 0;
+  bool prompt_given = false;   // --prompt was on the command line (perhaps empty)
+  bool dataset_given = false;  // likewise --dataset
 };
 
 // Prints the decoded continuation as it grows, holding back a trailing partial UTF-8 character
@@ -79,6 +83,10 @@ Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
   auto model_dir = engine::ResolveModelDir(flags.model, ctx.env);
   if (!model_dir.ok()) return model_dir.status().WithContext("--model");
   AIR_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(*model_dir, ctx.env));
+  AIR_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(*model_dir));
+  AIR_RETURN_IF_ERROR(engine::CheckModelFitsInMemory(
+                          ctx.env, config, engine::kFloatsPerParameterForInference, "generation")
+                          .WithContext(*model_dir));
   engine::ModelOptions model_options;
   model_options.ops.num_threads = flags.threads;
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
@@ -93,8 +101,16 @@ Status ValidateFlags(const GenerateFlags& flags, engine::train::SamplingOptions&
     return InvalidArgument(
         fmt::format("--max-new-tokens: {} is out of range: must be >= 1", flags.max_new_tokens));
   }
-  if (flags.prompt.empty() == flags.dataset.empty()) {
+  if (flags.prompt_given == flags.dataset_given) {
     return InvalidArgument("give exactly one of --prompt TEXT or --dataset FILE");
+  }
+  if (flags.prompt_given && flags.prompt.empty()) {
+    return InvalidArgument("--prompt: the prompt is empty; give the text to continue");
+  }
+  if (flags.dataset_given && flags.chat) {
+    return InvalidArgument(
+        "--chat goes with --prompt; with --dataset, chat records (messages) are rendered with the "
+        "chat template and alpaca records with the ### Instruction prompt, as in training");
   }
   if (flags.limit < 0) {
     return InvalidArgument(fmt::format("--limit: {} is out of range: must be >= 0", flags.limit));
@@ -182,8 +198,9 @@ Status RunDataset(CliContext& ctx, const GenerateFlags& flags,
     options.sampling = sampling;
     options.eos_token_ids =
         train::EndOfGenerationIds(*loaded.model, loaded.tokenizer, !p.add_special_tokens);
-    AIR_ASSIGN_OR_RETURN(train::GenerateResult result,
-                         train::Generate(*loaded.model, ids, options));
+    auto generated_ids = train::Generate(*loaded.model, ids, options);
+    if (!generated_ids.ok()) return generated_ids.status().WithContext(p.source);
+    const train::GenerateResult& result = *generated_ids;
     const std::string generated =
         loaded.tokenizer.Decode(result.tokens, /*skip_special_tokens=*/true);
     const bool match = train::ExactMatch(generated, p.expected);
@@ -232,9 +249,11 @@ void RegisterGenerateCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_option("--seed", flags->seed, "random seed for sampling")->default_val(0);
   cmd->add_flag("--chat", flags->chat, "wrap the prompt as a user turn of the chat template");
   cmd->add_option("--threads", flags->threads, "compute threads (default: every core)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->callback([&ctx, flags] {
+      ->check(CLI::Range(0, 1024));
+  cmd->callback([&ctx, flags, cmd] {
     engine::train::SamplingOptions sampling;
+    flags->prompt_given = cmd->count("--prompt") > 0;
+    flags->dataset_given = cmd->count("--dataset") > 0;
     Status status = ValidateFlags(*flags, sampling);
     if (status.ok()) {
       status = flags->dataset.empty() ? RunPrompt(ctx, *flags, sampling)

@@ -20,6 +20,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/model/llama_model.h"
+#include "engine/model/memory_check.h"
 
 namespace air::cli {
 namespace {
@@ -73,18 +74,21 @@ Result<json> ReadConfigFile(Env* env, const std::string& path) {
                   "cannot read --config " + path + ": " + text.status().message());
   }
   YAML::Node root;
+  json j;
   try {
     root = YAML::Load(*text);
-  } catch (const YAML::ParserException& e) {
+    if (!root.IsMap()) {
+      return InvalidArgument(path +
+                             ": expected a mapping of config.json fields "
+                             "(architectures, vocab_size, hidden_size, ...)");
+    }
+    j = YamlToJson(root);
+  } catch (const YAML::Exception& e) {
+    // Syntax errors, and keys that are not strings (a list or map used as a key).
     return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) + ": " + e.msg);
+                           std::to_string(e.mark.column + 1) + ": " + e.msg +
+                           " (expected config.json fields: name: value)");
   }
-  if (!root.IsMap()) {
-    return InvalidArgument(path +
-                           ": expected a mapping of config.json fields "
-                           "(architectures, vocab_size, hidden_size, ...)");
-  }
-  json j = YamlToJson(root);
   // A misspelled known field would otherwise be silently ignored (HF configs carry many fields
   // air does not read, so unknown names that resemble nothing are allowed).
   const auto& known = engine::KnownConfigFields();
@@ -127,6 +131,10 @@ struct InitFlags {
 Status RunInit(CliContext& ctx, const InitFlags& f) {
   AIR_ASSIGN_OR_RETURN(json j, ReadConfigFile(ctx.env, f.config));
   AIR_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::ModelConfigFromJson(j, f.config));
+  AIR_RETURN_IF_ERROR(engine::CheckModelFitsInMemory(ctx.env, config,
+                                                     engine::kFloatsPerParameterForInference,
+                                                     "initialization")
+                          .WithContext("--config " + f.config));
   engine::SaveOptions save;
   if (f.dtype == "bfloat16") {
     save.dtype = engine::DType::kBF16;

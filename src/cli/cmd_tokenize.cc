@@ -17,6 +17,7 @@
 //                                                   per record, as the trainer gets them
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <fstream>
 #include <span>
 
@@ -67,10 +68,15 @@ Status ForEachJsonLine(Env* env, const std::string& path, Fn fn) {
 Status RunEncodeFile(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
   return ForEachJsonLine(ctx.env, o.input_path, [&](size_t line_no, const json& v) -> Status {
     if (o.decode) {
-      if (!v.is_array()) {
-        return InvalidArgument(fmt::format("{}:{}: expected a list of ids", o.input_path, line_no));
+      std::vector<int32_t> ids;
+      for (const json& id : v.is_array() ? v : json::array({v})) {
+        if (!v.is_array() || !id.is_number_integer() || id.get<int64_t>() < INT32_MIN ||
+            id.get<int64_t>() > INT32_MAX) {
+          return InvalidArgument(fmt::format("{}:{}: expected a list of integer ids, got {}",
+                                             o.input_path, line_no, engine::Excerpt(v.dump())));
+        }
+        ids.push_back(id.get<int32_t>());
       }
-      auto ids = v.get<std::vector<int32_t>>();
       *ctx.out << json{{"text", tok.Decode(ids, o.skip_special_tokens)}}.dump() << "\n";
       return Status::Ok();
     }

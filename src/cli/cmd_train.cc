@@ -76,7 +76,7 @@ void RegisterTrainCommand(CLI::App& root, CliContext& ctx) {
                 "validate the parameters, resolve the model and data, print the plan, stop");
   cmd->add_option("--threads", flags->threads,
                   "compute threads (default: AIR_NUM_THREADS, else every core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--dump-batches", flags->dump_batches,
                   "append every micro-batch used to this JSONL file (for parity checks)");
   cmd->callback([&ctx, flags] { RunTrainCommand(ctx, *flags); });

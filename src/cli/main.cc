@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
               << (usage.help_command == "air --help" ? " for the list of commands.\n"
                                                      : " for its usage.\n");
     return air::cli::kExitInvalid;
+  } catch (const std::exception& e) {
+    // Commands report errors as values; an exception reaching here is a bug (or memory
+    // exhaustion). Report it in the usual form instead of aborting.
+    air::cli::EmitError(ctx, air::Internal(std::string("unexpected error: ") + e.what() +
+                                           " (please report this as a bug in air)"));
+    return air::cli::kExitFailure;
   }
   return ctx.exit_code;
 }

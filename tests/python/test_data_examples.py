@@ -1,13 +1,17 @@
-"""The shipped instruction dataset (examples/data/tiny_instruct): in sync with its generator,
-held-out split disjoint from train, and readable by air's pipeline with the shipped tokenizer
-(prompt masked, response and EOS learned)."""
+"""The shipped instruction dataset (examples/data/tiny_instruct): in sync with its generator (data
+and tokenizer), held-out inputs never seen in training, every task present, and read by air's
+pipeline exactly as Hugging Face `tokenizers` reads it — with every letter and digit of the data
+its own token (what lets a tiny model learn to reverse or count letters of unseen words)."""
 import json
 import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "data"
+SHIPPED = DATA / "tiny_instruct"
 sys.path.insert(0, str(DATA))
 import make_tiny_instruct  # noqa: E402
 
@@ -17,33 +21,60 @@ def read_jsonl(path):
 
 
 def test_committed_files_match_the_generator(tmp_path):
-    subprocess.run([sys.executable, str(DATA / "make_tiny_instruct.py"), str(tmp_path)],
-                   check=True, capture_output=True)
-    for name in ["train.jsonl", "eval.jsonl"]:
-        assert (tmp_path / name).read_bytes() == (DATA / "tiny_instruct" / name).read_bytes()
+    with_tokenizer = ["--tokenizer"] if _has_tokenizers() else []
+    subprocess.run([sys.executable, str(DATA / "make_tiny_instruct.py"), str(tmp_path),
+                    *with_tokenizer], check=True, capture_output=True)
+    names = ["train.jsonl", "eval.jsonl"]
+    if with_tokenizer:
+        names += ["tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json"]
+    for name in names:
+        assert (tmp_path / name).read_bytes() == (SHIPPED / name).read_bytes(), name
 
 
-def test_held_out_split_is_disjoint_and_sized():
-    train = read_jsonl(DATA / "tiny_instruct" / "train.jsonl")
-    held_out = read_jsonl(DATA / "tiny_instruct" / "eval.jsonl")
-    assert len(train) == make_tiny_instruct.TRAIN_SIZE and len(train) >= 300
-    assert len(held_out) == make_tiny_instruct.EVAL_SIZE
-    key = lambda r: (r["instruction"], r.get("input", ""))  # noqa: E731
-    assert not {key(r) for r in train} & {key(r) for r in held_out}
-    assert len({r["instruction"].split(" from")[0] for r in train}) == 9  # every task present
+def test_held_out_inputs_never_occur_in_training():
+    train = read_jsonl(SHIPPED / "train.jsonl")
+    held_out = read_jsonl(SHIPPED / "eval.jsonl")
+    tasks = len(make_tiny_instruct.TASKS)
+    assert len(train) == tasks * make_tiny_instruct.TRAIN_PER_TASK >= 3000
+    assert len(held_out) == tasks * make_tiny_instruct.EVAL_PER_TASK
+    assert {r["instruction"] for r in train} == {r["instruction"] for r in held_out}
+    assert len({r["instruction"] for r in train}) == tasks  # every task in both splits
+    # Not just new (task, input) pairs: no held-out word or number appears in any training input.
+    train_pieces = {piece for r in train for piece in r["input"].split()}
+    for r in held_out:
+        assert not set(r["input"].split()) & train_pieces, r
+    for r in train + held_out:  # the answers follow the rules
+        instruction, _, answer = next(t for t in make_tiny_instruct.TASKS if t[0] == r["instruction"])
+        assert r["output"] == answer(r["input"])
 
 
-def test_pipeline_reads_it_with_the_shipped_tokenizer(air_bin):
-    proc = subprocess.run([air_bin, "tokenize", "--tokenizer", DATA / "tiny_instruct" / "tokenizer",
-                           "--dataset", DATA / "tiny_instruct", "--max-seq-len", "128"],
+def _has_tokenizers():
+    try:
+        import tokenizers  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def test_pipeline_reads_it_like_hugging_face_tokenizers(air_bin):
+    """`air tokenize --dataset` gives the ids `tokenizers` gives for the same text, masks the
+    prompt, learns the answer and the end-of-turn token; the data is one token per character."""
+    tokenizers = pytest.importorskip("tokenizers")
+    proc = subprocess.run([air_bin, "tokenize", "--tokenizer", SHIPPED / "tokenizer",
+                           "--dataset", SHIPPED, "--max-seq-len", "128"],
                           capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()
     examples = [json.loads(x) for x in proc.stdout.decode().splitlines()]
-    assert len(examples) == make_tiny_instruct.TRAIN_SIZE
-    config = json.loads((DATA / "tiny_instruct" / "tokenizer" / "tokenizer_config.json")
-                        .read_text())
-    vocab = json.loads((DATA / "tiny_instruct" / "tokenizer" / "tokenizer.json").read_text())
-    eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == config["eos_token"])
-    for ex in examples:
-        assert ex["labels"][0] == -100 and ex["labels"][-1] == eos == ex["input_ids"][-1]
+    records = read_jsonl(SHIPPED / "train.jsonl")
+    assert len(examples) == len(records)
+    tok = tokenizers.Tokenizer.from_file(str(SHIPPED / "tokenizer" / "tokenizer.json"))
+    eos = tok.token_to_id(make_tiny_instruct.EOT)
+    for ex, r in zip(examples, records):
+        prompt = f"### Instruction:\n{r['instruction']}\n\n### Input:\n{r['input']}\n\n### Response:\n"
+        assert ex["input_ids"] == tok.encode(prompt + r["output"] + make_tiny_instruct.EOT).ids
+        answer = [t for t, label in zip(ex["input_ids"], ex["labels"]) if label != -100]
+        assert answer[-1] == eos and ex["input_ids"][-1] == eos
+        assert tok.decode(answer[:-1]) == r["output"]
+        # One token per character of the answer ("Ġ" + letter would be two pieces of one).
+        assert len(answer) - 1 == len(r["output"])
     assert max(len(ex["input_ids"]) for ex in examples) <= 64  # short: fast to train on a CPU

@@ -101,6 +101,8 @@ def test_stops_at_eos(air, model_dir, tmp_path):
     (["--top-p", "0"], "--top-p: 0 is out of range"),
     (["--temperature", "-1"], "--temperature: -1 is out of range"),
     (["--max-new-tokens", "0"], "--max-new-tokens: 0 is out of range"),
+    # 100000 threads used to abort (std::system_error when thread creation failed).
+    (["--threads", "100000"], "--threads: Value 100000 not in range 0 to 1024"),
 ])
 def test_bad_flags_name_the_flag(air, model_dir, flags, needle):
     proc = air("generate", "--model", model_dir, "--prompt", PROMPT, *flags)
@@ -163,3 +165,29 @@ def test_prompt_or_dataset_exactly_one(air, model_dir, tmp_path):
     proc = air("generate", "--model", model_dir)
     assert proc.returncode == 2
     assert "exactly one of --prompt TEXT or --dataset FILE" in proc.stderr
+    proc = air("generate", "--model", model_dir, "--prompt", "", "--max-new-tokens", 2)
+    assert proc.returncode == 2
+    assert "--prompt: the prompt is empty" in proc.stderr
+    data = tmp_path / "eval.jsonl"
+    data.write_text(json.dumps({"instruction": "Say it.", "output": "fox"}) + "\n")
+    proc = air("generate", "--model", model_dir, "--dataset", data, "--chat")
+    assert proc.returncode == 2
+    assert "--chat goes with --prompt" in proc.stderr
+
+
+def test_a_prompt_longer_than_the_model_allows(air, model_dir, tmp_path):
+    long_text = "fox " * 200  # well over the model's max_position_embeddings of 128 tokens
+    proc = air("generate", "--model", model_dir, "--prompt", long_text, "--max-new-tokens", 1)
+    assert proc.returncode == 2
+    assert "max_position_embeddings is 128: it must be shorter" in proc.stderr
+    # Room for fewer new tokens than asked: says how many fit.
+    proc = air("generate", "--model", model_dir, "--prompt", PROMPT, "--max-new-tokens", 500)
+    assert proc.returncode == 2
+    assert "ask for at most" in proc.stderr
+    # In dataset mode the record is named.
+    data = tmp_path / "eval.jsonl"
+    data.write_text(json.dumps({"instruction": "Say it.", "output": "fox"}) + "\n" +
+                    json.dumps({"instruction": long_text, "output": "fox"}) + "\n")
+    proc = air("generate", "--model", model_dir, "--dataset", data, "--max-new-tokens", 2)
+    assert proc.returncode == 2
+    assert f"{data}:2: the prompt is" in proc.stderr

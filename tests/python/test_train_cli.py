@@ -286,3 +286,74 @@ def test_a_bad_dataset_record_names_file_and_line(air, tmp, tiny):
     proc = air("train", "--config", cfg, "--dry-run")
     assert proc.returncode != 0
     assert "dataset_name:" in proc.stderr and "bad.jsonl:2" in proc.stderr
+
+
+def test_output_dir_problems_are_caught_before_loading(air, tmp, tiny):
+    """output_dir is checked with the other parameters (named, with where it was given): the
+    model's own directory would have its weights overwritten by the checkpoint, a file is no
+    directory; and nothing is created by a dry run."""
+    model_dir, data = tiny
+    cfg = write_config(tmp / "c.yaml", model_name=str(model_dir), dataset_name=str(data),
+                       output_dir=str(model_dir))
+    before = (model_dir / "model.safetensors").read_bytes()
+    proc = air("train", "--config", cfg, "--set", "max_steps=1")
+    assert proc.returncode == 2, proc.stderr
+    assert f"{cfg}:3:1: output_dir: {model_dir} is the model directory" in proc.stderr
+    assert (model_dir / "model.safetensors").read_bytes() == before
+    (tmp / "afile").write_text("x")
+    for out, says in ((tmp / "afile", f"{tmp}/afile is a file, not a directory"),
+                      (tmp / "afile" / "sub", f"{tmp}/afile/sub cannot be created: {tmp}/afile "
+                                              "is a file")):
+        proc = air("train", "--config", cfg, "--set", f"output_dir={out}", "--dry-run")
+        assert proc.returncode == 2, proc.stderr
+        assert f"--set output_dir={out}: output_dir: {says}" in proc.stderr
+
+
+def test_odd_but_legal_sizes_train_or_explain(air, tmp, tiny):
+    model_dir, data = tiny  # 10 pre-tokenized examples
+    cfg = write_config(tmp / "c.yaml", model_name=str(model_dir), dataset_name=str(data),
+                       output_dir=str(tmp / "out"), per_device_batch_size=1)
+    # Epochs that overflow the step counter: an error naming the parameter, not a wrapped count.
+    proc = air("train", "--config", cfg, "--set", "num_train_epochs=1e300", "--dry-run")
+    assert proc.returncode == 2
+    assert "num_train_epochs: 1e+300 epochs of 10 optimizer steps is more than" in proc.stderr
+    # Accumulating over more micro-batches than an epoch has: said in the plan.
+    code, env = air.json("train", "--config", cfg, "--set", "gradient_accumulation_steps=25",
+                         "--dry-run")
+    assert code == 0, env
+    assert env["data"]["total_steps"] == 1
+    assert any("each optimizer step reads 2.5 epochs" in n for n in env["data"]["notes"])
+    # A batch far larger than the data is one batch of the data (it used to allocate a
+    # 100000-row batch of padding and be killed for memory).
+    dump = tmp / "batches.jsonl"
+    code, env = air.json("train", "--config", cfg, "--set", "per_device_batch_size=100000",
+                         "--set", "max_steps=1", "--dump-batches", dump)
+    assert code == 0, env
+    batch = json.loads(dump.read_text().splitlines()[0])
+    assert len(batch["input_ids"]) == 10
+
+
+def test_a_model_too_big_for_memory_is_refused_before_allocating(air, tmp, tiny):
+    """An 8e15-parameter config (vocab 1e12): `air model init` used to abort (std::bad_alloc) and
+    an 8B one was killed by the kernel's OOM killer; train and generate would do the same."""
+    model_dir, data = tiny
+    huge = tmp / "huge"
+    huge.mkdir()
+    config = json.loads((model_dir / "config.json").read_text())
+    config.update(vocab_size=10**12, hidden_size=4096, num_attention_heads=32)
+    (huge / "config.json").write_text(json.dumps(config))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (huge / name).write_bytes((model_dir / name).read_bytes())
+    proc = air("model", "init", "--config", huge / "config.json", "--out", tmp / "init")
+    assert proc.returncode == 1
+    assert "the model needs at least" in proc.stderr and "for initialization" in proc.stderr
+    assert not (tmp / "init").exists()
+    proc = air("generate", "--model", huge, "--prompt", "hi")
+    assert proc.returncode == 1 and "for generation" in proc.stderr
+    cfg = write_config(tmp / "c.yaml", model_name=str(huge), dataset_name=str(data),
+                       output_dir=str(tmp / "out"))
+    proc = air("train", "--config", cfg)
+    assert proc.returncode == 1
+    assert f"{cfg}:" in proc.stderr
+    assert f"model_name: {huge}: the model needs at least" in proc.stderr
+    assert "for training" in proc.stderr and "AdamW moments" in proc.stderr

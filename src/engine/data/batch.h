@@ -16,8 +16,8 @@ namespace air::engine {
 inline constexpr int32_t kIgnoreIndex = -100;
 
 struct TokenBatch {
-  int batch_size = 0;  // B
-  int seq_len = 0;     // T
+  int batch_size = 0;                 // B
+  int seq_len = 0;                    // T
   std::vector<int32_t> input_ids;     // [B*T]
   std::vector<int32_t> labels;        // [B*T], kIgnoreIndex where no loss is taken
   std::vector<int32_t> position_ids;  // [B*T], 0-based within each document

@@ -35,8 +35,14 @@ Result<BpeModel> BpeModel::FromParts(std::unordered_map<std::string, int32_t> vo
   BpeModel model;
   model.vocab_ = std::move(vocab);
   int32_t limit = 0;
+  // Ids index arrays below; the largest real vocabularies have about 260,000 tokens.
+  constexpr int32_t kMaxId = (1 << 24) - 1;
   for (const auto& [token, id] : model.vocab_) {
     if (id < 0) return InvalidArgument(fmt::format("vocab: token \"{}\" has negative id", token));
+    if (id > kMaxId) {
+      return InvalidArgument(fmt::format(
+          "vocab: token \"{}\" has id {}; ids above {} are not supported", token, id, kMaxId));
+    }
     limit = std::max(limit, id + 1);
   }
   model.id_to_token_.assign(limit, "");

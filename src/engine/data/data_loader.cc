@@ -174,7 +174,10 @@ TokenBatch DataLoader::Next(BatchInfo* info) {
   int64_t index = position_++;
   int64_t epoch = index / batches_per_epoch_;
   std::vector<std::vector<int64_t>> rows = RowsOfBatch(index);
-  const int B = options_.batch_size;
+  // Rows past the end of the data come last; leave them out (but keep one row) so a batch
+  // larger than the data does not compute — and allocate — rows of nothing but padding.
+  while (rows.size() > 1 && rows.back().empty()) rows.pop_back();
+  const int B = static_cast<int>(rows.size());
   const int T = options_.packing ? options_.seq_len : global_batch_len_[index % batches_per_epoch_];
   TokenBatch batch;
   batch.batch_size = B;

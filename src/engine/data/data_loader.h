@@ -12,8 +12,9 @@
 // Batches and ranks. Every rank computes the same epoch order (seed, epoch) and takes its own
 // slice: global batch k holds rows [k*B*W, (k+1)*B*W) of the epoch order (B = batch_size,
 // W = world_size) and rank r gets [k*B*W + r*B, k*B*W + (r+1)*B) — disjoint across ranks, the
-// same number of batches everywhere. Rows past the end of the data are all padding (segment 0,
-// label -100), so nothing is dropped.
+// same number of batches everywhere. Nothing is dropped: the last global batch of an epoch may
+// run past the end of the data, and a micro-batch then holds only its rows of data (fewer than
+// batch_size); a rank left with none gets one row of padding (segment 0, label -100).
 //
 // Rows (see batch.h): position_ids restart at 0 for each document, segment_ids number the
 // documents of a row from 1 (0 = padding), input_ids padding is pad_id, and the label of each

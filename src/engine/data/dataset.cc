@@ -7,6 +7,7 @@
 
 #include "base/strings.h"
 #include "engine/data/json_util.h"
+#include "engine/hf_cache_dirs.h"
 
 namespace air::engine {
 namespace {
@@ -96,14 +97,6 @@ Result<std::string> RequiredString(const json& record, const char* field, const 
 
 }  // namespace
 
-std::string HubCacheDirectory(Env* env) {
-  if (auto v = env->GetEnv("HF_HUB_CACHE"); v && !v->empty()) return *v;
-  if (auto v = env->GetEnv("HF_HOME"); v && !v->empty()) return *v + "/hub";
-  if (auto v = env->GetEnv("XDG_CACHE_HOME"); v && !v->empty()) return *v + "/huggingface/hub";
-  auto home = env->GetEnv("HOME");
-  return (home ? *home : std::string("")) + "/.cache/huggingface/hub";
-}
-
 Result<std::vector<std::string>> ResolveDataset(const std::string& dataset_name, Env* env) {
   if (dataset_name.empty()) return InvalidArgument("dataset_name is empty");
   if (env->IsDirectory(dataset_name)) return FilesInDirectory(dataset_name, env);
@@ -111,26 +104,28 @@ Result<std::vector<std::string>> ResolveDataset(const std::string& dataset_name,
   std::vector<std::string> looked = {dataset_name + " (no such file or directory)"};
   if (LooksLikeHubId(dataset_name)) {
     auto parts = Split(dataset_name, '/');
-    std::string repo = HubCacheDirectory(env) + "/datasets--" + parts[0] + "--" + parts[1];
-    std::string ref = repo + "/refs/main";
-    if (env->FileExists(ref)) {
-      AIR_ASSIGN_OR_RETURN(std::string revision, env->ReadFile(ref));
-      std::string snapshot = repo + "/snapshots/" + std::string(Trim(revision));
-      if (env->IsDirectory(snapshot)) return FilesInDirectory(snapshot, env);
-      looked.push_back(snapshot + " (named by " + ref + ", missing)");
-    } else if (env->IsDirectory(repo + "/snapshots")) {
-      // No refs/main: a single snapshot is unambiguous.
-      AIR_ASSIGN_OR_RETURN(auto revisions, env->ListDir(repo + "/snapshots"));
-      if (revisions.size() == 1) return FilesInDirectory(repo + "/snapshots/" + revisions[0], env);
-      looked.push_back(ref + fmt::format(" (missing, and {} snapshots)", revisions.size()));
-    } else {
-      looked.push_back(repo +
-                       "/snapshots (not in the Hugging Face cache; nothing is "
-                       "downloaded)");
+    for (const std::string& cache : HfHubCacheDirs(env)) {
+      std::string repo = cache + "/datasets--" + parts[0] + "--" + parts[1];
+      std::string ref = repo + "/refs/main";
+      if (env->FileExists(ref)) {
+        AIR_ASSIGN_OR_RETURN(std::string revision, env->ReadFile(ref));
+        std::string snapshot = repo + "/snapshots/" + std::string(Trim(revision));
+        if (env->IsDirectory(snapshot)) return FilesInDirectory(snapshot, env);
+        looked.push_back(snapshot + " (named by " + ref + ", missing)");
+      } else if (env->IsDirectory(repo + "/snapshots")) {
+        // No refs/main: a single snapshot is unambiguous.
+        AIR_ASSIGN_OR_RETURN(auto revisions, env->ListDir(repo + "/snapshots"));
+        if (revisions.size() == 1) {
+          return FilesInDirectory(repo + "/snapshots/" + revisions[0], env);
+        }
+        looked.push_back(ref + fmt::format(" (missing, and {} snapshots)", revisions.size()));
+      } else {
+        looked.push_back(repo + "/snapshots (not in the Hugging Face cache)");
+      }
     }
   }
-  return NotFound(
-      fmt::format("dataset \"{}\" not found; looked at: {}", dataset_name, Join(looked, "; ")));
+  return NotFound(fmt::format("dataset \"{}\" not found; looked at: {} (nothing is downloaded)",
+                              dataset_name, Join(looked, "; ")));
 }
 
 Result<DatasetRecord> ParseRecord(const json& value, const std::string& where) {

@@ -37,10 +37,6 @@ struct DatasetRecord {
 // The data files `dataset_name` stands for (see above), in reading order.
 Result<std::vector<std::string>> ResolveDataset(const std::string& dataset_name, Env* env);
 
-// The Hugging Face hub cache directory: $HF_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub.
-std::string HubCacheDirectory(Env* env);
-
 // Every record of every file, in order.
 Result<std::vector<DatasetRecord>> LoadRecords(const std::vector<std::string>& files, Env* env);
 

@@ -40,6 +40,7 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   int line = 0;
+  int depth = 1;  // 1 + the deepest of args (the parser bounds it)
 };
 
 struct Node {

@@ -178,6 +178,17 @@ Dict Globals() {
                    }
                    if (a.positional.size() >= 3) step = a.positional[2].integer;
                    if (step == 0) return InvalidArgument("range() step must not be zero");
+                   // transformers renders templates in jinja2's sandbox, which refuses
+                   // ranges longer than its MAX_RANGE (100000) the same way.
+                   const double length =
+                       std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
+                                 static_cast<double>(step));
+                   if (length > 100000) {
+                     return InvalidArgument(fmt::format(
+                         "range() of {} items is too big (at most 100000, as in jinja2's "
+                         "sandbox)",
+                         length));
+                   }
                    List out;
                    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
                      out.push_back(Value::Int(i));

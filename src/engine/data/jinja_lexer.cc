@@ -8,11 +8,21 @@
 namespace air::engine::jinja {
 namespace {
 
-int LineAt(std::string_view s, size_t pos) {
-  int line = 1;
-  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
-  return line;
-}
+// The line number of a position, for positions asked in increasing order (the lexer moves
+// forward), so the whole template is scanned once rather than once per tag.
+class LineCounter {
+ public:
+  explicit LineCounter(std::string_view s) : s_(s) {}
+  int At(size_t pos) {
+    for (; scanned_ < pos && scanned_ < s_.size(); ++scanned_) line_ += s_[scanned_] == '\n';
+    return line_;
+  }
+
+ private:
+  std::string_view s_;
+  size_t scanned_ = 0;
+  int line_ = 1;
+};
 
 // The end of a tag opened at `start` (index of its closing "}}", "%}" or "#}"), skipping string
 // literals; npos if unclosed.
@@ -46,6 +56,7 @@ bool IsWhite(char c) {
 
 Result<std::vector<Segment>> Lex(std::string_view src) {
   std::vector<Segment> out;
+  LineCounter lines(src);
   size_t pos = 0;
   bool strip_next = false;    // previous tag ended with "-"
   bool trim_newline = false;  // previous block/comment tag: drop one newline (trim_blocks)
@@ -75,7 +86,7 @@ Result<std::vector<Segment>> Lex(std::string_view src) {
       }
     }
     if (open == std::string_view::npos) {
-      if (!text.empty()) out.push_back({Segment::Kind::kText, text, LineAt(src, pos)});
+      if (!text.empty()) out.push_back({Segment::Kind::kText, text, lines.At(pos)});
       break;
     }
     char kind = src[open + 1];
@@ -93,16 +104,16 @@ Result<std::vector<Segment>> Lex(std::string_view src) {
       }
     }
     if (modifier == '-' || modifier == '+') ++inner;
-    if (!text.empty()) out.push_back({Segment::Kind::kText, text, LineAt(src, pos)});
+    if (!text.empty()) out.push_back({Segment::Kind::kText, text, lines.At(pos)});
     size_t close = FindTagEnd(src, inner, kind);
     if (close == std::string_view::npos) {
-      return InvalidArgument(fmt::format("line {}: unclosed tag", LineAt(src, open)));
+      return InvalidArgument(fmt::format("line {}: unclosed tag", lines.At(open)));
     }
     size_t body_end = close;
     char end_modifier = close > inner ? src[close - 1] : 0;
     if (end_modifier == '-' || end_modifier == '+') --body_end;
     std::string body(src.substr(inner, body_end - inner));
-    int line = LineAt(src, open);
+    int line = lines.At(open);
     if (kind == '{') out.push_back({Segment::Kind::kOutput, body, line});
     if (kind == '%') out.push_back({Segment::Kind::kStatement, body, line});
     pos = close + 2;

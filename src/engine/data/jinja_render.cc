@@ -16,6 +16,9 @@ namespace {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// Scopes open at once (macro calls and loops nested at run time) before rendering stops.
+constexpr size_t kMaxScopes = 200;
+
 class Renderer {
  public:
   explicit Renderer(const nlohmann::json& context) {
@@ -279,6 +282,12 @@ class Renderer {
   Value MakeMacro(const Node& node) {
     const Node* macro = &node;
     return Value::MakeFunction([this, macro](const CallArgs& args) -> Result<Value> {
+      // jinja2 would hit Python's recursion limit; stop before the C++ stack runs out.
+      if (scopes_.size() > kMaxScopes) {
+        return InvalidArgument(
+            fmt::format("macro '{}': calls nest more than {} deep (a recursion that never ends?)",
+                        macro->name, kMaxScopes));
+      }
       scopes_.emplace_back();
       for (size_t i = 0; i < macro->parameters.size(); ++i) {
         const auto& [name, default_expr] = macro->parameters[i];

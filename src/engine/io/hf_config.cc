@@ -185,6 +185,13 @@ Status ParseRope(const json& j, const std::string& source, ModelConfig& c) {
 // layer_types, as each architecture's transformers config interprets them.
 Status ParseSlidingWindows(const json& j, const std::string& source, ModelConfig& c) {
   FieldReader r(j, source);
+  // Checked before anything is sized by it (one entry per layer here, parameters later).
+  constexpr int64_t kMaxLayers = 1024;  // the largest models have about 128
+  if (c.num_layers > kMaxLayers) {
+    return InvalidArgument(source + ": field 'num_hidden_layers' is " +
+                           std::to_string(c.num_layers) + "; at most " +
+                           std::to_string(kMaxLayers) + " layers are supported");
+  }
   int64_t window = 0;
   AIR_RETURN_IF_ERROR(r.Int("sliding_window", &window, 0));
   if (window < 0) {

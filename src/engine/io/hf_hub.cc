@@ -5,29 +5,11 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "engine/hf_cache_dirs.h"
 
 namespace air::engine {
 
-namespace {
-
-std::vector<std::string> CacheCandidates(Env* env) {
-  std::vector<std::string> dirs;
-  auto add = [&](const std::string& d) {
-    if (!d.empty() && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
-  };
-  if (auto v = env->GetEnv("HF_HUB_CACHE"); v && !v->empty()) add(*v);
-  if (auto v = env->GetEnv("HUGGINGFACE_HUB_CACHE"); v && !v->empty()) add(*v);
-  if (auto v = env->GetEnv("HF_HOME"); v && !v->empty()) add(*v + "/hub");
-  if (auto v = env->GetEnv("HOME"); v && !v->empty()) add(*v + "/.cache/huggingface/hub");
-  return dirs;
-}
-
-}  // namespace
-
-std::string HfHubCacheDir(Env* env) {
-  auto dirs = CacheCandidates(env);
-  return dirs.empty() ? std::string(".cache/huggingface/hub") : dirs.front();
-}
+std::string HfHubCacheDir(Env* env) { return HfHubCacheDirs(env).front(); }
 
 Result<std::string> ResolveModelDir(const std::string& model_name, Env* env,
                                     const std::string& revision) {
@@ -42,7 +24,7 @@ Result<std::string> ResolveModelDir(const std::string& model_name, Env* env,
     for (size_t pos = folder.find('/'); pos != std::string::npos; pos = folder.find('/')) {
       folder.replace(pos, 1, "--");
     }
-    for (const std::string& cache : CacheCandidates(env)) {
+    for (const std::string& cache : HfHubCacheDirs(env)) {
       const std::string repo = cache + "/" + folder;
       const std::string snapshots = repo + "/snapshots";
       // The revision may be a snapshot name itself (a commit hash).

@@ -26,6 +26,12 @@ Result<GenerateResult> Generate(LlamaModel& model, std::span<const int32_t> prom
   }
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
   const int64_t max_positions = model.config().max_position_embeddings;
+  if (max_positions > 0 && static_cast<int64_t>(prompt.size()) >= max_positions) {
+    return InvalidArgument(
+        fmt::format("the prompt is {} tokens, but the model's max_position_embeddings is {}: it "
+                    "must be shorter, to leave room for at least one new token",
+                    prompt.size(), max_positions));
+  }
   if (max_positions > 0 && capacity > max_positions) {
     return InvalidArgument(
         fmt::format("the prompt ({} tokens) plus --max-new-tokens ({}) exceeds the model's "

@@ -2,6 +2,10 @@
 #include "engine/train/train_run.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 
 #include "engine/data/dataset.h"
 #include "engine/data/examples.h"
@@ -9,6 +13,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/model/llama_model.h"
+#include "engine/model/memory_check.h"
 #include "engine/train/pretokenized_dataset.h"
 
 namespace air::engine::train {
@@ -89,6 +94,41 @@ Status PrepareData(Env* env, const TrainConfig& config, PreparedTraining& p) {
   return MakeLoader(config, std::move(built->examples), tokenizer->padding_id(), p);
 }
 
+// output_dir must be a directory air can create or write, and not the model's own directory (the
+// checkpoint would overwrite the weights being fine-tuned). Checked before anything is loaded,
+// and without creating anything (--dry-run writes nothing).
+Status CheckOutputDir(const TrainConfig& config, const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  const std::string& out = config.output_dir;
+  std::error_code ec;
+  fs::path existing = fs::absolute(out, ec);
+  if (ec) {
+    return InvalidArgument(
+        fmt::format("{}: {}: {}", config.Where("output_dir"), out, ec.message()));
+  }
+  // The nearest part of the path that exists: output_dir itself, or where it would be created.
+  while (!fs::exists(existing, ec) && existing.has_relative_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, ec)) {
+    const bool itself = existing == fs::absolute(out, ec);
+    return InvalidArgument(fmt::format(
+        "{}: {}{} is a file, not a directory; output_dir must name a directory (existing or not)",
+        config.Where("output_dir"), itself ? "" : out + " cannot be created: ", existing.string()));
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    return PermissionDenied(fmt::format("{}: cannot write {}: {} is not writable",
+                                        config.Where("output_dir"), out, existing.string()));
+  }
+  if (fs::exists(out, ec) && fs::equivalent(out, model_dir, ec)) {
+    return InvalidArgument(fmt::format(
+        "{}: {} is the model directory (model_name {}); the checkpoint would overwrite the "
+        "weights being fine-tuned — choose another output_dir",
+        config.Where("output_dir"), out, config.model_name));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<TrainConfig> LoadTrainConfig(Env* env, const std::string& config_path,
@@ -134,9 +174,27 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   auto model_config = LoadModelConfig(p.model_dir);
   if (!model_config.ok()) return AtParameter(config, "model_name", model_config.status());
   p.model_config = *model_config;
+  AIR_RETURN_IF_ERROR(CheckOutputDir(config, p.model_dir));
 
   AIR_RETURN_IF_ERROR(PrepareData(env, config, p));
-  p.total_steps = TotalSteps(config, p.loader->batches_per_epoch());
+  const int64_t batches_per_epoch = p.loader->batches_per_epoch();
+  const int64_t accumulation = config.gradient_accumulation_steps;
+  const int64_t steps_per_epoch = std::max<int64_t>(1, batches_per_epoch / accumulation);
+  if (config.max_steps < 0 && config.num_train_epochs * static_cast<double>(steps_per_epoch) >=
+                                  static_cast<double>(kMaxTotalSteps)) {
+    return InvalidArgument(
+        fmt::format("{}: {} epochs of {} optimizer steps is more than {} steps; train fewer epochs",
+                    config.Where("num_train_epochs"), config.num_train_epochs, steps_per_epoch,
+                    kMaxTotalSteps));
+  }
+  p.total_steps = TotalSteps(config, batches_per_epoch);
+  if (accumulation > batches_per_epoch) {
+    p.notes.push_back(fmt::format(
+        "gradient_accumulation_steps {} is more than the {} micro-batches of an epoch: each "
+        "optimizer step reads {:.1f} epochs of the data",
+        accumulation, batches_per_epoch,
+        static_cast<double>(accumulation) / static_cast<double>(batches_per_epoch)));
+  }
   p.warmup_steps = config.WarmupStepsFor(p.total_steps);
   if (config.max_steps > 0 && config.sources.count("num_train_epochs") > 0) {
     p.notes.push_back(
@@ -176,6 +234,9 @@ std::string DescribePlan(const PreparedTraining& p) {
 }
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
+  AIR_RETURN_IF_ERROR(
+      CheckModelFitsInMemory(env, p.model_config, kFloatsPerParameterForTraining, "training")
+          .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   ModelOptions model_options;
   model_options.ops.num_threads = options.num_threads;
   model_options.activation_checkpointing = p.config.activation_checkpointing;

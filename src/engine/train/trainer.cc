@@ -53,7 +53,9 @@ int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch) {
   if (config.max_steps > 0) return config.max_steps;
   const int64_t per_epoch =
       std::max<int64_t>(1, batches_per_epoch / config.gradient_accumulation_steps);
-  return static_cast<int>(std::ceil(config.num_train_epochs * static_cast<double>(per_epoch)));
+  const double steps = std::ceil(config.num_train_epochs * static_cast<double>(per_epoch));
+  // PrepareTraining refuses a run this long; never convert an out-of-range double (UB).
+  return steps >= static_cast<double>(kMaxTotalSteps) ? kMaxTotalSteps : static_cast<int>(steps);
 }
 
 Status Trainer::SaveCheckpoint(const std::string& dir) const {

@@ -48,7 +48,9 @@ struct TrainSummary {
 };
 
 // Optimizer steps for a run: max_steps when > 0, else ceil(num_train_epochs * steps per epoch)
-// with floor(batches_per_epoch / gradient_accumulation_steps) (at least 1) steps per epoch.
+// with floor(batches_per_epoch / gradient_accumulation_steps) (at least 1) steps per epoch;
+// at most kMaxTotalSteps (a longer run is refused by PrepareTraining).
+inline constexpr int kMaxTotalSteps = 2147483647;
 int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch);
 
 class Trainer {

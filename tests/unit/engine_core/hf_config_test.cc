@@ -145,6 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadField{"hidden_size", json::value_t::discarded, "'hidden_size' is required"},
         BadField{"hidden_size", "64", "'hidden_size' must be an integer"},
         BadField{"vocab_size", 0, "'vocab_size' must be a positive integer"},
+        // Sized a per-layer vector before validation: 1e12 layers was std::bad_alloc.
+        BadField{"num_hidden_layers", int64_t{1000000000000},
+                 "'num_hidden_layers' is 1000000000000; at most 1024 layers"},
         BadField{"num_key_value_heads", 3, "multiple of num_key_value_heads"},
         BadField{"head_dim", 15, "head_dim must be even"},
         BadField{"tie_word_embeddings", "yes", "'tie_word_embeddings' must be true or false"},

@@ -95,6 +95,12 @@ TEST(HfHub, HubCacheVariableTakesPrecedenceAndHomeIsTheDefault) {
   VarsEnv env_home({{"HOME", home.path()}});
   EXPECT_EQ(*ResolveModelDir("org/m", &env_home), default_place);
   EXPECT_EQ(HfHubCacheDir(&env_home), home / ".cache/huggingface/hub");
+  // XDG_CACHE_HOME moves the default, as in huggingface_hub (it was read for datasets only).
+  ScratchDir xdg;
+  const std::string xdg_place = MakeCachedModel(xdg / "huggingface/hub", "models--org--m", "r4");
+  VarsEnv env_xdg({{"XDG_CACHE_HOME", xdg.path()}, {"HOME", home.path()}});
+  EXPECT_EQ(*ResolveModelDir("org/m", &env_xdg), xdg_place);
+  EXPECT_EQ(HfHubCacheDir(&env_xdg), xdg / "huggingface/hub");
 }
 
 TEST(HfHub, AbsentModelListsEveryPlaceLooked) {

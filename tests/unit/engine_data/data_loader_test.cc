@@ -78,9 +78,39 @@ TEST(DataLoaderTest, PaddedRowsAreAsLongAsTheLongestRoundedUp) {
   TokenBatch last = loader.Next();
   EXPECT_EQ(last.seq_len, 64);  // the 100-token example, cut to seq_len
   EXPECT_EQ(last.input_ids[63], 3063);
-  // Its second row lies past the data: all padding.
-  EXPECT_TRUE(std::all_of(last.segment_ids.begin() + 64, last.segment_ids.end(),
-                          [](int32_t s) { return s == 0; }));
+  // Its second row would lie past the data: the batch holds just the one row.
+  EXPECT_EQ(last.batch_size, 1);
+  EXPECT_EQ(last.input_ids.size(), 64u);
+}
+
+TEST(DataLoaderTest, BatchLargerThanTheDataHoldsOnlyTheData) {
+  // per_device_batch_size 100000 over 3 examples used to build a 100000-row batch of padding
+  // (gigabytes of activations) instead of a batch of 3, as torch's DataLoader gives.
+  for (bool packing : {false, true}) {
+    DataLoaderOptions o;
+    o.seq_len = 16;
+    o.packing = packing;
+    o.batch_size = 100000;
+    DataLoader loader = Make({3, 10, 5}, o);
+    EXPECT_EQ(loader.batches_per_epoch(), 1);
+    TokenBatch b = loader.Next();
+    EXPECT_EQ(b.batch_size, packing ? 2 : 3);  // packed: [10 + 5] and [3], or [10], [3 + 5]
+    EXPECT_EQ(b.input_ids.size(), static_cast<size_t>(b.batch_size) * b.seq_len);
+    int64_t real = 0;
+    for (int32_t s : b.segment_ids) real += s != 0;
+    EXPECT_EQ(real, 18);
+  }
+  // A rank whose slice lies wholly past the data still gets a batch: one row of padding.
+  DataLoaderOptions o;
+  o.seq_len = 16;
+  o.packing = false;
+  o.batch_size = 2;
+  o.world_size = 2;
+  o.rank = 1;
+  DataLoader loader = Make({3, 10}, o);
+  TokenBatch b = loader.Next();
+  EXPECT_EQ(b.batch_size, 1);
+  EXPECT_EQ(b.CountLossTokens(), 0);
 }
 
 TEST(RngTest, SplitMix64FollowsTheReferenceRecipe) {

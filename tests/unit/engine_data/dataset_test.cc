@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "engine/hf_cache_dirs.h"
+
 namespace air::engine {
 namespace {
 
@@ -155,8 +157,24 @@ TEST_F(DatasetFilesTest, HubIdsAreFoundInTheCacheOrListWhereWeLooked) {
   EXPECT_THAT(missing.status().message(),
               HasSubstr(dir_ + "/cache/datasets--org--other/snapshots"));
   ::unsetenv("HF_HUB_CACHE");
+  // Models and datasets read the same variables (engine/hf_cache_dirs.h): the legacy
+  // HUGGINGFACE_HUB_CACHE and XDG_CACHE_HOME were each honored for only one of the two.
+  const std::vector<std::pair<std::string, std::string>> places = {
+      {"HUGGINGFACE_HUB_CACHE", "legacy"}, {"XDG_CACHE_HOME", "xdg"}};
+  for (const auto& [var, value] : places) {
+    const std::string hub = value + (var == "XDG_CACHE_HOME" ? "/huggingface/hub" : "");
+    Write(hub + "/datasets--org--name/refs/main", "abc123\n");
+    Write(hub + "/datasets--org--name/snapshots/abc123/train.jsonl", "{}");
+    ::setenv(var.c_str(), (dir_ + "/" + value).c_str(), 1);
+    auto in_cache = ResolveDataset("org/name", env_);
+    ::unsetenv(var.c_str());
+    ASSERT_TRUE(in_cache.ok()) << var << ": " << in_cache.status().ToString();
+    EXPECT_EQ(*in_cache, std::vector<std::string>{dir_ + "/" + hub +
+                                                  "/datasets--org--name/snapshots/abc123/"
+                                                  "train.jsonl"});
+  }
   ::setenv("HF_HOME", "/hf", 1);
-  EXPECT_EQ(HubCacheDirectory(env_), "/hf/hub");
+  EXPECT_EQ(HfHubCacheDirs(env_).front(), "/hf/hub");
   ::unsetenv("HF_HOME");
 }
 

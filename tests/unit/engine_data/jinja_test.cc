@@ -96,5 +96,41 @@ TEST(JinjaTest, ErrorsSayWhereAndWhat) {
               HasSubstr("filter 'nosuchfilter' is not supported"));
 }
 
+std::string Repeat(std::string_view piece, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += piece;
+  return out;
+}
+
+// A hostile or broken template is an error, never a stack overflow (each of these crashed with
+// SIGSEGV before the depth limits) or an allocation that exhausts memory.
+TEST(JinjaTest, PathologicalTemplatesAreErrorsNotCrashes) {
+  const int n = 30000;
+  const std::string too_deep = "nests more than 200 levels deep";
+  EXPECT_THAT(ErrorOf("{{ " + Repeat("(", n) + "1" + Repeat(")", n) + " }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ " + Repeat("[", n) + Repeat("]", n) + " }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ " + Repeat("not ", n) + "1 }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ " + Repeat("- ", n) + "1 }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ 1" + Repeat(" + 1", n) + " }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ 'x'" + Repeat("|upper", n) + " }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ x" + Repeat(".a", n) + " }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf("{{ 1" + Repeat(" if 1 else 2", n) + " }}"), HasSubstr(too_deep));
+  EXPECT_THAT(ErrorOf(Repeat("{% if true %}", 20000) + Repeat("{% endif %}", 20000)),
+              HasSubstr("line 1: blocks nest more than 100 levels deep"));
+  EXPECT_THAT(ErrorOf("{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}"),
+              HasSubstr("macro 'f': calls nest more than 200 deep"));
+  EXPECT_THAT(ErrorOf("{% for i in range(100000000) %}{% endfor %}"),
+              HasSubstr("range() of 100000000 items is too big"));
+  // Within the limits, the same constructs still work.
+  EXPECT_EQ(Render("{{ " + Repeat("(", 50) + "1" + Repeat(")", 50) + Repeat(" + 1", 150) + " }}"),
+            "151");
+  EXPECT_EQ(Render(Repeat("{% if true %}", 90) + "x" + Repeat("{% endif %}", 90)), "x");
+  EXPECT_EQ(Render("{{ range(100000) | length }} {{ range(10, 0, -3) | list }}"),
+            "100000 [10, 7, 4, 1]");
+  EXPECT_EQ(Render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+                   "{{ f(50) | length }}"),
+            "91");
+}
+
 }  // namespace
 }  // namespace air::engine::jinja

@@ -241,6 +241,9 @@ TEST(TokenizerTest, UnsupportedOrBrokenFilesNameTheField) {
       {"/post_processor", {{"type", "BertProcessing"}}, "\"BertProcessing\" is not supported"},
       {"/added_tokens", nlohmann::json::parse(R"([{"content": "x"}])"),
        "added_tokens[0]: expected {\"id\""},
+      // Ids size arrays: a huge one was std::bad_alloc (an abort), INT32_MAX an overflow.
+      {"/model/vocab/x", 1000000000, "model.vocab: token \"x\" has id 1000000000; ids above"},
+      {"/model/vocab/x", 2147483647, "model.vocab: token \"x\" has id 2147483647; ids above"},
   };
   for (const auto& c : cases) {
     nlohmann::json broken = base;

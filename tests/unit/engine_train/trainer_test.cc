@@ -285,6 +285,8 @@ TEST(TotalStepsTest, EpochsAndMaxSteps) {
   c.num_train_epochs = 2.5;
   EXPECT_EQ(TotalSteps(c, 8), 10);
   EXPECT_EQ(TotalSteps(c, 1), 3);  // at least one step per epoch: ceil(2.5)
+  c.num_train_epochs = 1e300;      // clamped, not an out-of-range conversion (was INT_MIN)
+  EXPECT_EQ(TotalSteps(c, 8), kMaxTotalSteps);
   c.max_steps = 5;
   EXPECT_EQ(TotalSteps(c, 1000), 5);
 }

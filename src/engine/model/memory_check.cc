@@ -1,0 +1,64 @@
+// Memory needed by a model vs memory available (see memory_check.h).
+#include "engine/model/memory_check.h"
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "base/strings.h"
+#include "engine/model/llama_model.h"
+
+namespace air::engine {
+
+double ParameterCount(const ModelConfig& config) {
+  // The specs of a one-layer copy, layer 0 counted num_layers times: no list of every layer.
+  ModelConfig one_layer = config;
+  one_layer.num_layers = 1;
+  double total = 0.0;
+  for (const ParameterSpec& spec : LlamaModel::ParameterSpecs(one_layer)) {
+    double n = spec.layer < 0 ? 1.0 : static_cast<double>(config.num_layers);
+    for (int64_t d : spec.shape) n *= static_cast<double>(d);
+    total += n;
+  }
+  return total;
+}
+
+std::optional<uint64_t> AvailableMemoryBytes(Env* env) {
+  auto text = env->ReadFile("/proc/meminfo");
+  if (!text.ok()) return std::nullopt;
+  std::istringstream lines(*text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // "MemAvailable:   23456789 kB"
+    if (!line.starts_with("MemAvailable:")) continue;
+    std::istringstream fields(line.substr(13));
+    uint64_t kib = 0;
+    std::string unit;
+    if (fields >> kib >> unit && unit == "kB") return kib * 1024;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, int floats_per_parameter,
+                              const std::string& purpose) {
+  std::optional<uint64_t> available = AvailableMemoryBytes(env);
+  if (!available) return Status::Ok();
+  const double parameters = ParameterCount(config);
+  const double needed = parameters * 4.0 * floats_per_parameter;
+  if (needed <= static_cast<double>(*available)) return Status::Ok();
+  auto bytes = [](double b) {
+    return b >= 1.8e19 ? fmt::format("{:.3g} bytes", b) : HumanBytes(static_cast<uint64_t>(b));
+  };
+  return ResourceExhausted(fmt::format(
+      "the model needs at least {} of memory for {} ({:.4g} parameters x {} fp32 value{} "
+      "each{}), but only {} is available; use a smaller model or a machine with more memory",
+      bytes(needed), purpose, parameters, floats_per_parameter,
+      floats_per_parameter == 1 ? "" : "s",
+      floats_per_parameter == kFloatsPerParameterForTraining
+          ? ": weights, gradients, AdamW moments; activations come on top"
+          : "",
+      HumanBytes(*available)));
+}
+
+}  // namespace air::engine

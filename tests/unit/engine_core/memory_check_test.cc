@@ -1,0 +1,66 @@
+// Tests for the memory check before a model is allocated (model/memory_check.h): the parameter
+// count it computes without building the model equals the built model's for every
+// architecture, MemAvailable is read, and a model far beyond it is refused with the figures.
+#include "engine/model/memory_check.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/model/llama_model.h"
+
+namespace air::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelConfig Config(Architecture arch, int64_t layers, bool tied) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_layers = layers;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.qk_norm = arch == Architecture::kQwen3;
+  c.layer_sliding_window.assign(static_cast<size_t>(layers), 0);
+  c.attention_bias = arch == Architecture::kLlama;
+  c.mlp_bias = arch == Architecture::kLlama;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+TEST(MemoryCheckTest, ParameterCountMatchesTheBuiltModel) {
+  for (Architecture arch :
+       {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3, Architecture::kMistral}) {
+    for (bool tied : {false, true}) {
+      ModelConfig c = Config(arch, 3, tied);
+      ModelOptions options;
+      options.ops.kind = "reference";
+      auto model = LlamaModel::Create(c, options);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      EXPECT_EQ(ParameterCount(c), static_cast<double>((*model)->NumParameters()))
+          << ArchitectureClassName(arch) << (tied ? " tied" : "");
+    }
+  }
+}
+
+TEST(MemoryCheckTest, RefusesAModelBeyondTheAvailableMemory) {
+  Env* env = DefaultEnv();
+  std::optional<uint64_t> available = AvailableMemoryBytes(env);
+  ASSERT_TRUE(available.has_value());  // Linux: /proc/meminfo has MemAvailable
+  EXPECT_GT(*available, 0u);
+  ModelConfig small = Config(Architecture::kLlama, 2, true);
+  EXPECT_TRUE(CheckModelFitsInMemory(env, small, kFloatsPerParameterForTraining, "training").ok());
+  ModelConfig huge = small;
+  huge.vocab_size = int64_t{1} << 40;  // 3.5e13 parameters: never fits
+  Status s = CheckModelFitsInMemory(env, huge, kFloatsPerParameterForTraining, "training");
+  EXPECT_EQ(s.code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("needs at least"));
+  EXPECT_THAT(s.message(), HasSubstr("for training (3.518e+13 parameters x 4 fp32 values"));
+  EXPECT_THAT(s.message(), HasSubstr("is available"));
+}
+
+}  // namespace
+}  // namespace air::engine
