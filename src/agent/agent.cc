@@ -13,13 +13,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <map>
 
 #include "agent/log_format.h"
 #include "agent/output_filter.h"
 #include "agent/proc.h"
-
-extern char** environ;
+#include "base/posix_io.h"
 
 namespace air::agent {
 namespace {
@@ -49,28 +47,6 @@ class FdCloser {
  private:
   int fd_;
 };
-
-// The command's environment: the agent's own, with the node's variables set on top.
-std::vector<std::string> BuildEnvironment(const NodeLaunch& launch) {
-  std::map<std::string, size_t> index;
-  std::vector<std::string> entries;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    std::string name = entry.substr(0, entry.find('='));
-    index[name] = entries.size();
-    entries.push_back(std::move(entry));
-  }
-  for (const auto& [name, value] : launch.env) {
-    std::string entry = name + "=" + value;
-    if (auto it = index.find(name); it != index.end()) {
-      entries[it->second] = std::move(entry);
-    } else {
-      index[name] = entries.size();
-      entries.push_back(std::move(entry));
-    }
-  }
-  return entries;
-}
 
 // Signals the command's process group and every other descendant of the agent.
 void SignalAll(pid_t pgid, int sig) {
@@ -107,7 +83,8 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
     ::close(out_pipe[1]);
     return ErrnoStatus("pipe", err);
   }
-  std::vector<std::string> env_entries = BuildEnvironment(launch);
+  // The command's environment: the agent's own, with the node's variables set on top.
+  std::vector<std::string> env_entries = MergedEnvironment(launch.env);
   std::vector<char*> envp;
   for (auto& e : env_entries) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "base/posix_io.h"
 #include "base/time_format.h"
 
 namespace air::agent {
@@ -41,16 +42,7 @@ Status LogLineWriter::Emit(const std::string& stream, std::string_view text) {
   record += ' ';
   record.append(text);
   record += '\n';
-  size_t done = 0;
-  while (done < record.size()) {
-    ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write node log", errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
+  return WriteFully(fd_, record, "node log");
 }
 
 Status LogLineWriter::Split(Stream& stream, std::string_view filtered) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/posix_io.h"
 
 namespace air {
 namespace {
@@ -24,19 +25,6 @@ std::string DirName(const std::string& path) {
   if (pos == std::string::npos) return ".";
   if (pos == 0) return "/";
   return path.substr(0, pos);
-}
-
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write " + path, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 Status FsyncDir(const std::string& dir) {
@@ -84,7 +72,7 @@ class PosixEnv final : public Env {
       ::unlink(tmp.c_str());
       return ErrnoStatus("chmod " + tmp, err);
     }
-    Status st = WriteAll(fd, data, tmp);
+    Status st = WriteFully(fd, data, tmp);
     if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
     ::close(fd);
     if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -100,7 +88,7 @@ class PosixEnv final : public Env {
   Status AppendToFile(const std::string& path, std::string_view data) override {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus("open " + path, errno);
-    Status st = WriteAll(fd, data, path);
+    Status st = WriteFully(fd, data, path);
     ::close(fd);
     return st;
   }

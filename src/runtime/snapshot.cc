@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/posix_io.h"
 #include "runtime/hashing.h"
 #include "runtime/subprocess.h"
 
@@ -22,19 +23,6 @@ bool IsExecutable(uint32_t mode) { return (mode & 0111) != 0; }
 
 std::string BlobPath(const Layout& layout, const SnapshotEntry& entry) {
   return layout.CasPath(entry.digest) + (IsExecutable(entry.mode) ? ".x" : "");
-}
-
-Status WriteAllTo(int fd, std::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write " + path, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 // Stores `content` as a read-only blob unless an intact one is already there. Blobs are named by
@@ -50,7 +38,7 @@ Result<bool> StoreBlob(const std::string& path, std::string_view content, bool e
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("create " + tmp, errno);
-  Status written = WriteAllTo(fd, content, tmp);
+  Status written = WriteFully(fd, content, tmp);
   if (written.ok() && ::fchmod(fd, executable ? 0555 : 0444) != 0) {
     written = ErrnoStatus("chmod " + tmp, errno);
   }
@@ -85,7 +73,7 @@ Status CopyContents(int from_fd, int to_fd, const std::string& what) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus("read " + what, errno);
     if (n == 0) return Status::Ok();
-    AIR_RETURN_IF_ERROR(WriteAllTo(to_fd, std::string_view(buf, static_cast<size_t>(n)), what));
+    AIR_RETURN_IF_ERROR(WriteFully(to_fd, std::string_view(buf, static_cast<size_t>(n)), what));
   }
 }
 

@@ -9,9 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <map>
 
-extern char** environ;
+#include "base/posix_io.h"
 
 namespace air::runtime {
 
@@ -50,17 +49,8 @@ Status WaitOrStop(pid_t pid, const SubprocessOptions& options, int* status) {
 
 Result<SubprocessResult> RunSubprocess(const SubprocessOptions& options) {
   if (options.argv.empty()) return InvalidArgument("RunSubprocess: empty argv");
-  std::map<std::string, std::string> overrides(options.env_overrides.begin(),
-                                               options.env_overrides.end());
-  std::vector<std::string> entries;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    if (overrides.count(entry.substr(0, entry.find('='))) == 0) entries.push_back(entry);
-  }
-  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& e : entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> entries = MergedEnvironment(options.env_overrides);
+  std::vector<char*> envp = EnvironmentPointers(entries);
   std::vector<std::string> args = options.argv;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

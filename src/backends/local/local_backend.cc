@@ -12,12 +12,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <map>
 
 #include "agent/proc.h"
+#include "base/posix_io.h"
 #include "base/strings.h"
-
-extern char** environ;
 
 namespace air::backends {
 namespace {
@@ -105,16 +103,8 @@ Result<pid_t> LocalBackend::SpawnAgent(const NodeToLaunch& node, const std::stri
   AIR_RETURN_IF_ERROR(agent::WriteRunFile(node.launch_path, agent::NodeLaunchToJson(launch)));
 
   // The agent's environment: ours plus the secret values (the only place they travel).
-  std::map<std::string, std::string> overrides(node.secret_env.begin(), node.secret_env.end());
-  std::vector<std::string> entries;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    if (overrides.count(entry.substr(0, entry.find('='))) == 0) entries.push_back(entry);
-  }
-  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& e : entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> entries = MergedEnvironment(node.secret_env);
+  std::vector<char*> envp = EnvironmentPointers(entries);
   std::string arg0 = "air";
   std::string arg1 = "agent";
   std::string arg2 = node.launch_path;
@@ -130,8 +120,19 @@ Result<pid_t> LocalBackend::SpawnAgent(const NodeToLaunch& node, const std::stri
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);  // the supervisor died before we got here
     ::execve(agent_binary_.c_str(), argv, envp.data());
-    const char msg[] = "air: cannot execute the node agent\n";
-    (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    // Only async-signal-safe calls here: strerror is not, so write the errno number itself.
+    int err = errno;
+    char msg[96] = "air: cannot execute the node agent: errno ";
+    size_t len = sizeof("air: cannot execute the node agent: errno ") - 1;
+    char digits[12];
+    int nd = 0;
+    do {
+      digits[nd++] = static_cast<char>('0' + err % 10);
+      err /= 10;
+    } while (err > 0 && nd < 11);
+    while (nd > 0) msg[len++] = digits[--nd];
+    msg[len++] = '\n';
+    (void)!::write(STDERR_FILENO, msg, len);
     ::_exit(127);
   }
   return pid;

@@ -1,0 +1,28 @@
+// Small POSIX helpers shared by the runtime, the agent and the Env: writing a whole buffer to a
+// file descriptor, and building a child process's environment from the current one.
+// Thread safety: pure functions over their arguments (MergedEnvironment reads `environ`, which
+// must not be modified concurrently).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+
+namespace air {
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR. `what` names the destination
+// in the error ("write <what>: <strerror>").
+Status WriteFully(int fd, std::string_view data, const std::string& what);
+
+// The current process's environment as NAME=VALUE entries, with each of `overrides` replacing
+// the variable of the same name (in place) or added at the end, in the given order.
+std::vector<std::string> MergedEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// Pointers into `entries` ending with nullptr, as execve wants them. `entries` must outlive it.
+std::vector<char*> EnvironmentPointers(std::vector<std::string>& entries);
+
+}  // namespace air
