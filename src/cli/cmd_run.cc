@@ -1,8 +1,10 @@
-// `air run -f FILE [--dry-run] [--watch] [--override FIELD=VALUE]...`: load and validate a
+// `air run -f FILE [--dry-run] [--watch [--node N]] [--override FIELD=VALUE]...`: load and validate a
 // workload spec (every error at once, as FILE:LINE:COL: field: message, exit code 2), list its
 // code snapshot, and then either print the resolved plan (--dry-run: nothing is started and
 // nothing is written, not even AIR_HOME) or hand the spec to the runtime (SubmitValidatedRun).
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/run_watch.h"
@@ -19,14 +21,21 @@ struct RunFlags {
   std::string file;
   bool dry_run = false;
   bool watch = false;
+  int watch_node = 0;
   std::vector<std::string> overrides;
 };
 
 // Submits a validated spec (runtime/submit_detail.h): prints the numeric run id (text: alone on
-// stdout, so `ID=$(air run -f f.yaml)` works) and returns; with --watch, streams node 0 until
+// stdout, so `ID=$(air run -f f.yaml)` works) and returns; with --watch, streams one node until
 // the run ends and exits non-zero unless it SUCCEEDED. An idempotency_token that matches an
 // earlier run returns that run instead of submitting again.
-Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool watch) {
+Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool watch,
+                          int watch_node) {
+  if (watch && (watch_node < 0 || watch_node >= spec.compute.num_nodes)) {
+    return InvalidArgument(fmt::format(
+        "--node {}: the run has {} node(s); valid: 0..{}; nothing was started", watch_node,
+        spec.compute.num_nodes, spec.compute.num_nodes - 1));
+  }
   runtime::SubmitOptions options;
   options.air_home = AirHome(ctx);
   AIR_ASSIGN_OR_RETURN(runtime::SubmitResult submitted,
@@ -37,7 +46,7 @@ Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool 
                << "; returning it instead of submitting again\n";
     } else if (watch) {
       *ctx.err << "[air] run " << submitted.run_id << " submitted (" << spec.compute.num_nodes
-               << " node(s)); streaming node 0. Ctrl-C stops watching, not the run.\n";
+               << " node(s)); streaming node " << watch_node << ". Ctrl-C stops watching, not the run.\n";
     }
   }
   if (!watch) {
@@ -62,6 +71,7 @@ Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool 
   }
   WatchRequest request;
   request.run_id = submitted.run_id;
+  request.node = watch_node;
   return WatchAndReport(ctx, request);
 }
 
@@ -133,7 +143,7 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
     snapshot = std::move(*scanned);
   }
   if (!flags.dry_run) {
-    Status submitted = SubmitValidatedRun(ctx, workload, flags.watch);
+    Status submitted = SubmitValidatedRun(ctx, workload, flags.watch, flags.watch_node);
     if (!submitted.ok()) EmitError(ctx, submitted);
     return;
   }
@@ -151,8 +161,10 @@ void RegisterRunCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_flag("--dry-run", flags->dry_run,
                 "validate and print the resolved plan; start nothing, write nothing");
   cmd->add_flag("--watch", flags->watch,
-                "after submitting, stream node 0's log until the run ends; exit non-zero unless "
-                "it succeeded");
+                "after submitting, stream node 0's log (or --node N's) until the run ends; exit "
+                "non-zero unless it succeeded");
+  cmd->add_option("--node", flags->watch_node, "with --watch: the node rank to stream (default 0)")
+      ->needs("--watch");
   cmd->add_option("--override", flags->overrides,
                   "FIELD=VALUE, a dotted path into the spec (repeatable), e.g. max_retries=0, "
                   "compute.num_accelerators=8, env_variables.FOO=bar, parameters.lr=1e-4")

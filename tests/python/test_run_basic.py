@@ -291,6 +291,28 @@ def test_watch_streams_node_zero_and_exit_code_follows_the_outcome(air, tmp_path
     assert envelopes[-1]["error"]["run"]["state"] == "FAILED"
 
 
+def test_watch_node_streams_the_requested_node(air, air_home, tmp_path):
+    spec = write_spec(tmp_path, 'echo "hello from $NODE_RANK"', nodes=2)
+    proc = air("run", "-f", spec, "--watch", "--node", "1", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from 1" in proc.stdout.splitlines()
+    assert "hello from 0" not in proc.stdout
+    assert "streaming node 1" in proc.stderr
+
+    def run_ids():
+        listed = json.loads(air("-o", "json", "list", "--all-status", check=True).stdout)
+        return [r["run_id"] for r in listed["data"]["runs"]]
+
+    runs_before = run_ids()
+    proc = air("run", "-f", spec, "--watch", "--node", "2", timeout=60)
+    assert proc.returncode == 2
+    assert "--node 2: the run has 2 node(s); valid: 0..1" in proc.stderr
+    assert run_ids() == runs_before
+
+    proc = air("run", "-f", spec, "--node", "1", timeout=60)
+    assert proc.returncode == 2 and "--watch" in proc.stderr
+
+
 def test_gpu_nodes_get_disjoint_cuda_visible_devices(air, tmp_path, monkeypatch):
     # The local backend hands out the GPUs the caller may use: CUDA_VISIBLE_DEVICES when set.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
