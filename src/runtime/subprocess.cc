@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +74,7 @@ Result<SubprocessResult> RunSubprocess(const SubprocessOptions& options) {
     if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
     return ErrnoStatus("pipe", err);
   }
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
@@ -83,6 +85,10 @@ Result<SubprocessResult> RunSubprocess(const SubprocessOptions& options) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);  // its own group, so a stop reaches everything it started
+    // If the caller (a run's supervisor) dies, the helper (pip, git) dies with it rather than
+    // running on unowned; the check covers a parent that died before prctl took effect.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

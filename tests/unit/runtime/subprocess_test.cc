@@ -1,0 +1,83 @@
+// Tests for RunSubprocess: captured output and exit status, exec failures told apart from exit
+// code 127, and a helper (pip, git) that dies with its caller instead of running on unowned.
+#include "runtime/subprocess.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "test_util.h"
+
+namespace air::runtime {
+namespace {
+
+using air::testing::TempDir;
+
+TEST(RunSubprocess, CapturesOutputAndExitCode) {
+  SubprocessOptions options;
+  options.argv = {"sh", "-c", "echo out; echo err >&2; exit 7"};
+  auto ran = RunSubprocess(options);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->exit_code, 7);
+  EXPECT_EQ(ran->output, "out\nerr\n");
+  EXPECT_EQ(ran->Describe(), "exit code 7");
+}
+
+TEST(RunSubprocess, MissingProgramIsAStartError) {
+  SubprocessOptions options;
+  options.argv = {"air-no-such-program"};
+  auto ran = RunSubprocess(options);
+  ASSERT_FALSE(ran.ok());
+  EXPECT_NE(ran.status().message().find("run air-no-such-program"), std::string::npos)
+      << ran.status().ToString();
+}
+
+bool ProcessGone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t close = line.rfind(')');
+  return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+}
+
+TEST(RunSubprocess, HelperDiesWithItsCaller) {
+  TempDir dir;
+  const std::string pid_file = dir.path() + "/helper.pid";
+  pid_t caller = ::fork();
+  ASSERT_GE(caller, 0);
+  if (caller == 0) {  // stands in for a run's supervisor running pip
+    SubprocessOptions options;
+    options.argv = {"sh", "-c", "echo $$ > " + pid_file + ".tmp && mv " + pid_file +
+                                    ".tmp " + pid_file + " && exec sleep 30"};
+    options.output_path = dir.path() + "/helper.log";
+    (void)RunSubprocess(options);
+    ::_exit(0);
+  }
+  pid_t helper = 0;
+  for (int i = 0; i < 100 && helper == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> helper)) helper = 0;
+    if (helper == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(helper, 0) << "the helper never started";
+  ASSERT_EQ(::kill(caller, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(caller, &status, 0), caller);
+  bool gone = false;
+  for (int i = 0; i < 40 && !gone; ++i) {
+    gone = ProcessGone(helper);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!gone) ::kill(helper, SIGKILL);
+  EXPECT_TRUE(gone) << "helper " << helper << " outlived its caller";
+}
+
+}  // namespace
+}  // namespace air::runtime
