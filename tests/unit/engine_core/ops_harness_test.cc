@@ -33,9 +33,11 @@ class OpsHarness : public ::testing::Test {
 };
 
 TEST_F(OpsHarness, GemmAllTransposesAndRaggedShapes) {
-  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
-      {1, 1, 1},      {3, 5, 7},      {8, 32, 16},   {9, 33, 17}, {130, 70, 300},
-      {257, 300, 40}, {64, 1000, 64}, {1, 513, 129}, {200, 1, 77}};
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes =
+      {
+          {1, 1, 1},      {3, 5, 7},      {8, 32, 16},    {9, 33, 17},
+          {130, 70, 300}, {257, 300, 40}, {64, 1000, 64}, {1, 513, 129},
+          {200, 1, 77},   {33, 4200, 300}};  // the last: two column blocks of B and two K slices
   for (auto [m, n, k] : shapes) {
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "engine/ops/cpu/fast_ops.h"
+#include "engine/ops/cpu/vec_math.h"
 
 namespace air::engine {
 
@@ -89,11 +90,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const float* q, const fl
           if (lse_b) lse_b[r] = kNegInf;
           continue;
         }
-        double denom = 0.0;
-        for (int64_t c = 0; c < nk; ++c) {
-          row[c] = std::exp(row[c] - max_score);
-          denom += row[c];
-        }
+        const double denom = ExpShifted(row, max_score, 1.0f, nk, row);
         const float inv = static_cast<float>(1.0 / denom);
         for (int64_t c = 0; c < nk; ++c) row[c] *= inv;
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
@@ -140,7 +137,7 @@ void FastOps::AttentionBackward(const AttentionShape& s, const float* q, const f
               std::fill(row, row + nk, 0.0f);
               continue;
             }
-            for (int64_t c = 0; c < nk; ++c) row[c] = std::exp(row[c] - lse_b[r]);
+            ExpShifted(row, lse_b[r], 1.0f, nk, row);
           }
           // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
           FastGemmSerial(gemm_buf, false, true, nq, nk, s.head_dim, dout + q_off, q_stride,

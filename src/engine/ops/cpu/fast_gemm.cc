@@ -5,16 +5,20 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace air::engine {
 
 namespace {
 
-constexpr int64_t kMR = 8;    // rows of the micro-tile
-constexpr int64_t kNR = 32;   // columns of the micro-tile (two 16-float vectors)
-constexpr int64_t kKC = 256;  // depth of a K slice
-constexpr int64_t kMC = 128;  // rows of a C tile (multiple of kMR)
-constexpr int64_t kNC = 256;  // columns of a C tile (multiple of kNR)
+constexpr int64_t kMR = 8;         // rows of the micro-tile
+constexpr int64_t kNR = 32;        // columns of the micro-tile (two 16-float vectors)
+constexpr int64_t kKC = 256;       // depth of a K slice
+constexpr int64_t kMC = 128;       // rows of a C tile (multiple of kMR)
+constexpr int64_t kNC = 256;       // columns of a C tile (multiple of kNR)
+constexpr int64_t kNBlock = 4096;  // columns of op(B) packed at once (multiple of kNC)
+
+inline int64_t RoundUpTo(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // Where the micro-kernel's result goes: C (mr x nr valid of MR x NR) with row stride ldc.
 // first_slice: C = beta * C + acc (beta == 0: C = acc, ignoring what C held); else C += acc.
@@ -119,70 +123,105 @@ struct GemmArgs {
   int64_t ldc;
 };
 
-// Packs op(A)[i0:i0+mc, p0:p0+kc] into panels of MR rows: dst[panel][p][r], zero-padded.
-void PackA(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
-  for (int64_t ip = 0; ip < mc; ip += kMR) {
-    const int64_t rows = std::min(kMR, mc - ip);
+inline int64_t CeilDiv(int64_t x, int64_t by) { return (x + by - 1) / by; }
+
+// Packs rows [i, i+MR) of op(A)[:, p0:p0+kc] into one panel: dst[p][r], zero-padded past m.
+void PackAPanel(const GemmArgs& g, int64_t i, int64_t p0, int64_t kc, float* dst) {
+  const int64_t rows = std::min(kMR, g.m - i);
+  if (rows < kMR) std::fill(dst, dst + kc * kMR, 0.0f);
+  if (g.trans_a) {  // op(A)[i + r][p] = a[p][i + r]: each p reads `rows` contiguous floats
     for (int64_t p = 0; p < kc; ++p) {
-      float* d = dst + (ip / kMR) * kc * kMR + p * kMR;
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + ip + r, pp = p0 + p;
-        d[r] = g.trans_a ? g.a[pp * g.lda + i] : g.a[i * g.lda + pp];
-      }
-      for (int64_t r = rows; r < kMR; ++r) d[r] = 0.0f;
+      const float* src = g.a + (p0 + p) * g.lda + i;
+      for (int64_t r = 0; r < rows; ++r) dst[p * kMR + r] = src[r];
+    }
+  } else {  // each row is contiguous in A: read along it
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = g.a + (i + r) * g.lda + p0;
+      for (int64_t p = 0; p < kc; ++p) dst[p * kMR + r] = src[p];
     }
   }
 }
 
-// Packs op(B)[p0:p0+kc, j0:j0+nc] into panels of NR columns: dst[panel][p][j], zero-padded.
-void PackB(const GemmArgs& g, int64_t j0, int64_t nc, int64_t p0, int64_t kc, float* dst) {
-  for (int64_t jp = 0; jp < nc; jp += kNR) {
-    const int64_t cols = std::min(kNR, nc - jp);
-    float* panel = dst + (jp / kNR) * kc * kNR;
-    if (!g.trans_b) {
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = g.b + (p0 + p) * g.ldb + j0 + jp;
-        float* d = panel + p * kNR;
-        std::memcpy(d, src, static_cast<size_t>(cols) * sizeof(float));
-        for (int64_t j = cols; j < kNR; ++j) d[j] = 0.0f;
-      }
-    } else {
-      for (int64_t j = 0; j < kNR; ++j) {
-        if (j < cols) {
-          const float* src = g.b + (j0 + jp + j) * g.ldb + p0;
-          for (int64_t p = 0; p < kc; ++p) panel[p * kNR + j] = src[p];
-        } else {
-          for (int64_t p = 0; p < kc; ++p) panel[p * kNR + j] = 0.0f;
+// Packs columns [j, j+NR) of op(B)[p0:p0+kc, :] into one panel: dst[p][c], zero-padded past n.
+void PackBPanel(const GemmArgs& g, int64_t j, int64_t p0, int64_t kc, float* dst) {
+  const int64_t cols = std::min(kNR, g.n - j);
+  if (!g.trans_b) {
+    for (int64_t p = 0; p < kc; ++p) {
+      float* d = dst + p * kNR;
+      std::memcpy(d, g.b + (p0 + p) * g.ldb + j, static_cast<size_t>(cols) * sizeof(float));
+      std::fill(d + cols, d + kNR, 0.0f);
+    }
+    return;
+  }
+  if (cols < kNR) std::fill(dst, dst + kc * kNR, 0.0f);
+  // op(B)[p][j + c] = b[j + c][p]: read each column's run of p, in blocks that stay in L1.
+  constexpr int64_t kBlock = 64;
+  for (int64_t pb = 0; pb < kc; pb += kBlock) {
+    const int64_t pe = std::min(kc, pb + kBlock);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float* src = g.b + (j + c) * g.ldb + p0;
+      for (int64_t p = pb; p < pe; ++p) dst[p * kNR + c] = src[p];
+    }
+  }
+}
+
+// Runs body(begin, end, thread) over [0, count): on the pool, or inline when pool is null.
+using RangeBody = std::function<void(int64_t, int64_t, int)>;
+void ForRange(ThreadPool* pool, int64_t count, const RangeBody& body) {
+  if (pool == nullptr) return body(0, count, 0);
+  pool->ParallelFor(count, 1, body);
+}
+
+// The Goto/BLIS loop nest. For each NC-wide block of columns and each KC-deep slice of K, op(B)
+// is packed once into NR-column panels shared by all threads (it stays in L3); then the block's
+// C tiles (mc x NC_TILE) are spread over the threads, each packing the mc rows of op(A) it
+// needs into its own MR-row panels (they stay in its L2) — consecutive tiles of a thread share
+// their rows, so each thread packs a row tile once. Each element of C sums its products over p
+// in the same order whatever the tiling or thread count, so results are deterministic.
+void BlockedGemm(const GemmArgs& g, MicroKernel kernel, ThreadPool* pool, int64_t mc,
+                 GemmScratch& scratch) {
+  const int threads = pool == nullptr ? 1 : pool->num_threads();
+  const size_t a_size = static_cast<size_t>(RoundUpTo(mc, kMR) * kKC);
+  const size_t b_size = static_cast<size_t>(std::min(RoundUpTo(g.n, kNR), kNBlock) * kKC);
+  if (scratch.packed_b.size() < b_size) scratch.packed_b.resize(b_size);
+  if (scratch.packed_a.size() < static_cast<size_t>(threads)) scratch.packed_a.resize(threads);
+  for (auto& buffer : scratch.packed_a) {
+    if (buffer.size() < a_size) buffer.resize(a_size);
+  }
+  float* packed_b = scratch.packed_b.data();
+  const int64_t row_tiles = CeilDiv(g.m, mc);
+  for (int64_t jc = 0; jc < g.n; jc += kNBlock) {
+    const int64_t nc = std::min(kNBlock, g.n - jc);
+    const int64_t b_panels = CeilDiv(nc, kNR), col_tiles = CeilDiv(nc, kNC);
+    for (int64_t p0 = 0; p0 < g.k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, g.k - p0);
+      ForRange(pool, b_panels, [&](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; ++t) {
+          PackBPanel(g, jc + t * kNR, p0, kc, packed_b + t * kc * kNR);
         }
-      }
-    }
-  }
-}
-
-inline int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
-// Computes the C tile [i0, i0+mc) x [j0, j0+nc) over all of K.
-void ComputeTile(const GemmArgs& g, MicroKernel kernel, int64_t i0, int64_t mc, int64_t j0,
-                 int64_t nc, std::vector<float>& buffer) {
-  const size_t a_size = static_cast<size_t>(RoundUp(mc, kMR) * kKC);
-  const size_t b_size = static_cast<size_t>(RoundUp(nc, kNR) * kKC);
-  if (buffer.size() < a_size + b_size) buffer.resize(a_size + b_size);
-  float* packed_a = buffer.data();
-  float* packed_b = buffer.data() + a_size;
-  for (int64_t p0 = 0; p0 < g.k; p0 += kKC) {
-    const int64_t kc = std::min(kKC, g.k - p0);
-    PackA(g, i0, mc, p0, kc, packed_a);
-    PackB(g, j0, nc, p0, kc, packed_b);
-    for (int64_t jp = 0; jp < nc; jp += kNR) {
-      for (int64_t ip = 0; ip < mc; ip += kMR) {
-        const TileOut out{g.c + (i0 + ip) * g.ldc + j0 + jp,
-                          g.ldc,
-                          std::min(kMR, mc - ip),
-                          std::min(kNR, nc - jp),
-                          g.beta,
-                          p0 == 0};
-        kernel(kc, packed_a + (ip / kMR) * kc * kMR, packed_b + (jp / kNR) * kc * kNR, out);
-      }
+      });
+      ForRange(pool, row_tiles * col_tiles, [&](int64_t begin, int64_t end, int thread) {
+        float* packed_a = scratch.packed_a[static_cast<size_t>(thread)].data();
+        int64_t packed_rows = -1;  // the row tile packed_a holds
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t i0 = (t / col_tiles) * mc, j0 = (t % col_tiles) * kNC;
+          const int64_t i_end = std::min(g.m, i0 + mc), j_end = std::min(nc, j0 + kNC);
+          if (packed_rows != i0) {
+            for (int64_t ip = i0; ip < i_end; ip += kMR) {
+              PackAPanel(g, ip, p0, kc, packed_a + ((ip - i0) / kMR) * kc * kMR);
+            }
+            packed_rows = i0;
+          }
+          for (int64_t jp = j0; jp < j_end; jp += kNR) {
+            for (int64_t ip = i0; ip < i_end; ip += kMR) {
+              const TileOut out{g.c + ip * g.ldc + jc + jp, g.ldc,  std::min(kMR, g.m - ip),
+                                std::min(kNR, nc - jp),     g.beta, p0 == 0};
+              kernel(kc, packed_a + ((ip - i0) / kMR) * kc * kMR, packed_b + (jp / kNR) * kc * kNR,
+                     out);
+            }
+          }
+        }
+      });
     }
   }
 }
@@ -201,18 +240,13 @@ void ScaleOnly(const GemmArgs& g) {
 
 bool FastGemmUsesAvx512() { return ChooseKernel() == MicroKernelAvx512; }
 
-void FastGemmSerial(std::vector<float>& buffer, bool trans_a, bool trans_b, int64_t m, int64_t n,
+void FastGemmSerial(GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m, int64_t n,
                     int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc) {
   const GemmArgs g{trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc};
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return ScaleOnly(g);
-  const MicroKernel kernel = ChooseKernel();
-  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
-    for (int64_t i0 = 0; i0 < m; i0 += kMC) {
-      ComputeTile(g, kernel, i0, std::min(kMC, m - i0), j0, std::min(kNC, n - j0), buffer);
-    }
-  }
+  BlockedGemm(g, ChooseKernel(), nullptr, kMC, scratch);
 }
 
 void FastGemm(ThreadPool& pool, GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
@@ -221,27 +255,15 @@ void FastGemm(ThreadPool& pool, GemmScratch& scratch, bool trans_a, bool trans_b
   const GemmArgs g{trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc};
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return ScaleOnly(g);
-  const MicroKernel kernel = ChooseKernel();
-  const int threads = pool.num_threads();
+  // Tiny products are not worth waking the pool.
+  if (m * n * k < (1 << 18)) return BlockedGemm(g, ChooseKernel(), nullptr, kMC, scratch);
   // Shrink the row tile when there are fewer tiles than threads (e.g. weight gradients with a
   // small output dimension), down to 4 micro-panels.
-  const int64_t col_tiles = (n + kNC - 1) / kNC;
+  const int threads = pool.num_threads();
+  const int64_t col_tiles = CeilDiv(std::min(n, kNBlock), kNC);
   int64_t mc = kMC;
-  while (mc > 4 * kMR && ((m + mc - 1) / mc) * col_tiles < threads) mc /= 2;
-  const int64_t row_tiles = (m + mc - 1) / mc;
-  const int64_t tiles = row_tiles * col_tiles;
-  if (static_cast<int64_t>(scratch.per_thread.size()) < threads) {
-    scratch.per_thread.resize(static_cast<size_t>(threads));
-  }
-  // Tiny products are not worth waking the pool.
-  const int64_t min_chunk = m * n * k < (1 << 18) ? tiles : 1;
-  pool.ParallelFor(tiles, min_chunk, [&](int64_t begin, int64_t end, int thread) {
-    auto& buffer = scratch.per_thread[static_cast<size_t>(thread)];
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = (t % row_tiles) * mc, j0 = (t / row_tiles) * kNC;
-      ComputeTile(g, kernel, i0, std::min(mc, m - i0), j0, std::min(kNC, n - j0), buffer);
-    }
-  });
+  while (mc > 4 * kMR && CeilDiv(m, mc) * col_tiles < threads) mc /= 2;
+  BlockedGemm(g, ChooseKernel(), &pool, mc, scratch);
 }
 
 }  // namespace air::engine

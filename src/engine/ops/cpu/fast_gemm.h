@@ -1,8 +1,9 @@
 // The fast CPU matrix multiply behind FastOps::Gemm: C = op(A) @ op(B) + beta * C (the
-// contract of Ops::Gemm), organized like BLIS/GotoBLAS — K split into KC-deep slices, C into
-// MC x NC tiles spread over the thread pool; each tile packs its slice of A into MR-row panels
-// and of B into NR-column panels, and an MR x NR register-blocked micro-kernel (AVX-512 when the
-// CPU has it, chosen at run time; a portable loop otherwise) multiplies them.
+// contract of Ops::Gemm), organized like BLIS/GotoBLAS — for each block of up to 4096 columns
+// and each KC-deep slice of K, op(B) is packed into NR-column panels once, by all threads
+// together; then the block's MC x NC tiles of C are spread over the thread pool, each thread
+// packing its rows of op(A) into MR-row panels, and an MR x NR register-blocked micro-kernel
+// (AVX-512 when the CPU has it, chosen at run time; a portable loop otherwise) multiplies them.
 // Thread safety: see GemmScratch; one call per scratch at a time.
 #pragma once
 
@@ -13,18 +14,21 @@
 
 namespace air::engine {
 
-// Per-thread packing buffers, reused across calls (indexed by the pool's thread index).
+// Packing buffers, reused across calls: the current KC x NC block of op(B) in NR-column panels,
+// shared by the threads of one call, and per thread (by the pool's thread index) the MC x KC
+// block of op(A) it is working on, in MR-row panels.
 struct GemmScratch {
-  std::vector<std::vector<float>> per_thread;
+  std::vector<std::vector<float>> packed_a;
+  std::vector<float> packed_b;
 };
 
 void FastGemm(ThreadPool& pool, GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
               int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
               float beta, float* c, int64_t ldc);
 
-// Single-threaded version for callers already inside a parallel region; `buffer` is resized
-// as needed.
-void FastGemmSerial(std::vector<float>& buffer, bool trans_a, bool trans_b, int64_t m, int64_t n,
+// Single-threaded version for callers already inside a parallel region (each with its own
+// scratch).
+void FastGemmSerial(GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m, int64_t n,
                     int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/data/batch.h"
+#include "engine/ops/cpu/vec_math.h"
 
 namespace air::engine {
 
@@ -86,22 +87,15 @@ void FastOps::RmsNormBackward(const float* x, const float* w, const float* rstd,
 
 void FastOps::SwigluForward(const float* gate, const float* up, int64_t n, float* out) const {
   pool_->ParallelFor(n, 1 << 14, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float g = gate[i];
-      out[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
+    SwigluForwardRange(gate + begin, up + begin, end - begin, out + begin);
   });
 }
 
 void FastOps::SwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
                              float* dgate, float* dup) const {
   pool_->ParallelFor(n, 1 << 14, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float g = gate[i];
-      const float sig = 1.0f / (1.0f + std::exp(-g));
-      dgate[i] += dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
-      dup[i] += dout[i] * g * sig;
-    }
+    SwigluBackwardRange(gate + begin, up + begin, dout + begin, end - begin, dgate + begin,
+                        dup + begin);
   });
 }
 
@@ -116,8 +110,7 @@ double FastOps::CrossEntropyForward(const float* logits, const int32_t* targets,
       const float* row = logits + r * vocab;
       float max_logit = row[0];
       for (int64_t c = 1; c < vocab; ++c) max_logit = std::max(max_logit, row[c]);
-      double sum = 0.0;
-      for (int64_t c = 0; c < vocab; ++c) sum += std::exp(row[c] - max_logit);
+      const double sum = ExpShifted(row, max_logit, 1.0f, vocab, nullptr);
       const double row_lse = max_logit + std::log(sum);
       lse[r] = static_cast<float>(row_lse);
       if (targets[r] != kIgnoreIndex) total += row_lse - row[targets[r]];
@@ -140,7 +133,7 @@ void FastOps::CrossEntropyBackward(const float* logits, const int32_t* targets, 
         continue;
       }
       const float row_lse = lse[r];
-      for (int64_t c = 0; c < vocab; ++c) drow[c] = scale * std::exp(row[c] - row_lse);
+      ExpShifted(row, row_lse, scale, vocab, drow);
       drow[targets[r]] -= scale;
     }
   });

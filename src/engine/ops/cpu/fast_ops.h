@@ -54,9 +54,9 @@ class FastOps : public ReferenceOps {
   // Scratch is logically part of a call, not of the object's value.
   std::unique_ptr<ThreadPool> pool_;
   mutable GemmScratch gemm_scratch_;
-  mutable std::vector<std::vector<float>> attention_scratch_;    // per thread
-  mutable std::vector<std::vector<float>> gemm_serial_scratch_;  // per thread, inside tasks
-  mutable std::vector<std::vector<double>> row_scratch_;         // per thread (norm weight grads)
+  mutable std::vector<std::vector<float>> attention_scratch_;  // per thread
+  mutable std::vector<GemmScratch> gemm_serial_scratch_;       // per thread, inside tasks
+  mutable std::vector<std::vector<double>> row_scratch_;       // per thread (norm weight grads)
 };
 
 }  // namespace air::engine

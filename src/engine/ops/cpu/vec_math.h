@@ -1,0 +1,27 @@
+// Vectorized exponentials for the fast CPU path: the softmax-style loops of cross-entropy and
+// attention and the SiLU of SwiGLU, which otherwise spend their time in scalar expf. With
+// AVX-512 (chosen at run time) exp is a range reduction to [-ln2/2, ln2/2], a degree-6
+// polynomial and a scale by 2^n (about 1 ulp); without it, std::exp. Results agree with the
+// reference ops within float rounding (tests/unit/engine_core/vec_math_test.cc).
+// Thread safety: pure functions over their arguments.
+#pragma once
+
+#include <cstdint>
+
+namespace air::engine {
+
+// e_i = exp(x[i] - shift) for i < n; when `out` is not null, out[i] = scale * e_i (out may be
+// x). Returns the sum of the e_i, accumulated in double.
+double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
+void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* out);
+
+// dgate[i] += dout[i] * up[i] * s (1 + g (1 - s)), dup[i] += dout[i] * g * s, s = sigmoid(g).
+void SwigluBackwardRange(const float* gate, const float* up, const float* dout, int64_t n,
+                         float* dgate, float* dup);
+
+// True when the AVX-512 versions are in use on this CPU.
+bool VecMathUsesAvx512();
+
+}  // namespace air::engine

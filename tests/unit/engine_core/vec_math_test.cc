@@ -1,0 +1,93 @@
+// Tests for the vectorized exponentials (vec_math.h) against std::exp: accuracy over the range
+// softmax and SiLU use, the ends (-inf gives 0, overflow gives inf, NaN stays NaN), ragged
+// lengths that end in a partial vector, and the in-place and sum-only forms.
+#include "engine/ops/cpu/vec_math.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace air::engine {
+namespace {
+
+float RelError(float got, float want) {
+  if (want == 0.0f) return std::fabs(got);
+  return std::fabs(got - want) / std::fabs(want);
+}
+
+TEST(VecMath, ExpMatchesStdExpAcrossTheRange) {
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 88.0f; v += 0.0137f) x.push_back(v);
+  std::vector<float> out(x.size());
+  const double sum = ExpShifted(x.data(), 0.0f, 1.0f, static_cast<int64_t>(x.size()), out.data());
+  double want_sum = 0.0;
+  float worst = 0.0f;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp(x[i]);
+    want_sum += want;
+    worst = std::max(worst, RelError(out[i], want));
+  }
+  EXPECT_LT(worst, 4e-7f) << "avx512=" << VecMathUsesAvx512();
+  EXPECT_NEAR(sum / want_sum, 1.0, 1e-6);
+}
+
+TEST(VecMath, EndsAndSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {
+      -inf, -1000.0f, -100.0f, 0.0f, 100.0f, inf, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> out(x.size());
+  ExpShifted(x.data(), 0.0f, 1.0f, static_cast<int64_t>(x.size()), out.data());
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_LT(RelError(out[2], std::exp(-100.0f)), 0.05f);  // a denormal: few bits left
+  EXPECT_EQ(out[3], 1.0f);
+  EXPECT_EQ(out[4], inf);
+  EXPECT_EQ(out[5], inf);
+  EXPECT_TRUE(std::isnan(out[6]));
+}
+
+TEST(VecMath, RaggedLengthsShiftScaleInPlaceAndSumOnly) {
+  for (int64_t n : {1, 5, 15, 16, 17, 33, 100}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      x[static_cast<size_t>(i)] = 0.37f * static_cast<float>(i % 23) - 4.0f;
+    std::vector<float> in_place = x;
+    const double sum = ExpShifted(in_place.data(), 2.5f, 0.5f, n, in_place.data());
+    const double sum_only = ExpShifted(x.data(), 2.5f, 0.5f, n, nullptr);
+    double want_sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float e = std::exp(x[static_cast<size_t>(i)] - 2.5f);
+      want_sum += e;
+      EXPECT_LT(RelError(in_place[static_cast<size_t>(i)], 0.5f * e), 4e-7f) << n << " " << i;
+    }
+    EXPECT_NEAR(sum / want_sum, 1.0, 1e-6) << n;
+    EXPECT_EQ(sum, sum_only) << n;
+  }
+}
+
+TEST(VecMath, SwigluForwardAndBackwardMatchTheFormula) {
+  const int64_t n = 1000 + 7;
+  std::vector<float> gate(n), up(n), dout(n);
+  for (int64_t i = 0; i < n; ++i) {
+    gate[i] = 0.031f * static_cast<float>(i - n / 2);  // about -15.6 .. 15.6
+    up[i] = std::sin(0.1f * static_cast<float>(i));
+    dout[i] = std::cos(0.07f * static_cast<float>(i));
+  }
+  std::vector<float> out(n), dgate(n, 1.0f), dup(n, -1.0f);
+  SwigluForwardRange(gate.data(), up.data(), n, out.data());
+  SwigluBackwardRange(gate.data(), up.data(), dout.data(), n, dgate.data(), dup.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i], s = 1.0 / (1.0 + std::exp(-g));
+    const double want_out = g * s * up[i];
+    const double want_dgate = 1.0 + dout[i] * up[i] * s * (1.0 + g * (1.0 - s));
+    const double want_dup = -1.0 + dout[i] * g * s;
+    EXPECT_NEAR(out[i], want_out, 2e-6 * (1.0 + std::fabs(want_out))) << i;
+    EXPECT_NEAR(dgate[i], want_dgate, 2e-6 * (1.0 + std::fabs(want_dgate))) << i;
+    EXPECT_NEAR(dup[i], want_dup, 2e-6 * (1.0 + std::fabs(want_dup))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace air::engine
