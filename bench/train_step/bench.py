@@ -117,6 +117,8 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--lr", type=float, default=1e-4)
     args = parser.parse_args()
+    if args.warmup < 1 or args.steps < 1:
+        parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     with tempfile.TemporaryDirectory(prefix="air_bench_train_") as tmp:
         work = pathlib.Path(tmp)

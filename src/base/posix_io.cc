@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <map>
+#include <set>
 
 extern char** environ;
 
@@ -25,21 +26,21 @@ Status WriteFully(int fd, std::string_view data, const std::string& what) {
 
 std::vector<std::string> MergedEnvironment(
     const std::vector<std::pair<std::string, std::string>>& overrides) {
-  std::map<std::string, size_t> index;
+  std::map<std::string, std::string> wanted;  // name -> its entry (a later override wins)
+  for (const auto& [name, value] : overrides) wanted[name] = name + "=" + value;
+  std::set<std::string> placed;
   std::vector<std::string> entries;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
-    index[entry.substr(0, entry.find('='))] = entries.size();
-    entries.push_back(std::move(entry));
+    auto it = wanted.find(entry.substr(0, entry.find('=')));
+    if (it == wanted.end()) {
+      entries.push_back(std::move(entry));
+    } else if (placed.insert(it->first).second) {  // the first copy, replaced in place
+      entries.push_back(it->second);
+    }  // further copies are dropped: getenv takes the first, others (Python) the last
   }
   for (const auto& [name, value] : overrides) {
-    std::string entry = name + "=" + value;
-    if (auto it = index.find(name); it != index.end()) {
-      entries[it->second] = std::move(entry);
-    } else {
-      index[name] = entries.size();
-      entries.push_back(std::move(entry));
-    }
+    if (placed.insert(name).second) entries.push_back(wanted[name]);
   }
   return entries;
 }

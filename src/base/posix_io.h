@@ -18,7 +18,8 @@ namespace air {
 Status WriteFully(int fd, std::string_view data, const std::string& what);
 
 // The current process's environment as NAME=VALUE entries, with each of `overrides` replacing
-// the variable of the same name (in place) or added at the end, in the given order.
+// the variable of the same name (in place, and every inherited copy of it) or added at the end,
+// in the given order; when `overrides` names a variable twice, the later value wins.
 std::vector<std::string> MergedEnvironment(
     const std::vector<std::pair<std::string, std::string>>& overrides);
 

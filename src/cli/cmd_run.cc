@@ -1,10 +1,10 @@
-// `air run -f FILE [--dry-run] [--watch [--node N]] [--override FIELD=VALUE]...`: load and validate a
-// workload spec (every error at once, as FILE:LINE:COL: field: message, exit code 2), list its
+// `air run -f FILE [--dry-run] [--watch [--node N]] [--override FIELD=VALUE]...`: load and validate
+// a workload spec (every error at once, as FILE:LINE:COL: field: message, exit code 2), list its
 // code snapshot, and then either print the resolved plan (--dry-run: nothing is started and
 // nothing is written, not even AIR_HOME) or hand the spec to the runtime (SubmitValidatedRun).
-#include <memory>
-
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/run_watch.h"
@@ -32,9 +32,9 @@ struct RunFlags {
 Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool watch,
                           int watch_node) {
   if (watch && (watch_node < 0 || watch_node >= spec.compute.num_nodes)) {
-    return InvalidArgument(fmt::format(
-        "--node {}: the run has {} node(s); valid: 0..{}; nothing was started", watch_node,
-        spec.compute.num_nodes, spec.compute.num_nodes - 1));
+    return InvalidArgument(
+        fmt::format("--node {}: the run has {} node(s); valid: 0..{}; nothing was started",
+                    watch_node, spec.compute.num_nodes, spec.compute.num_nodes - 1));
   }
   runtime::SubmitOptions options;
   options.air_home = AirHome(ctx);
@@ -46,7 +46,8 @@ Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool 
                << "; returning it instead of submitting again\n";
     } else if (watch) {
       *ctx.err << "[air] run " << submitted.run_id << " submitted (" << spec.compute.num_nodes
-               << " node(s)); streaming node " << watch_node << ". Ctrl-C stops watching, not the run.\n";
+               << " node(s)); streaming node " << watch_node
+               << ". Ctrl-C stops watching, not the run.\n";
     }
   }
   if (!watch) {

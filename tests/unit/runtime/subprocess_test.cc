@@ -54,8 +54,9 @@ TEST(RunSubprocess, HelperDiesWithItsCaller) {
   ASSERT_GE(caller, 0);
   if (caller == 0) {  // stands in for a run's supervisor running pip
     SubprocessOptions options;
-    options.argv = {"sh", "-c", "echo $$ > " + pid_file + ".tmp && mv " + pid_file +
-                                    ".tmp " + pid_file + " && exec sleep 30"};
+    options.argv = {"sh", "-c",
+                    "echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file +
+                        " && exec sleep 30"};
     options.output_path = dir.path() + "/helper.log";
     (void)RunSubprocess(options);
     ::_exit(0);
