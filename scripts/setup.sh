@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config ccache git
+  build-essential cmake ninja-build pkg-config ccache git clang-format
   libyaml-cpp-dev libyaml-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev

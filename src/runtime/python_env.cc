@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 
 #include "base/strings.h"
 #include "runtime/hashing.h"

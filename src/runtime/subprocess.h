@@ -17,8 +17,8 @@ namespace air::runtime {
 struct SubprocessOptions {
   std::vector<std::string> argv;  // argv[0] is looked up on PATH when it has no '/'
   std::vector<std::pair<std::string, std::string>> env_overrides;
-  std::string workdir;      // "" = the caller's
-  std::string stdin_path;   // "" = /dev/null
+  std::string workdir;     // "" = the caller's
+  std::string stdin_path;  // "" = /dev/null
   // With output_path: polled every 100 ms while the program runs; when it returns true the
   // program's process group gets SIGTERM (SIGKILL 2 s later) and the call returns kCancelled.
   std::function<bool()> should_stop;
