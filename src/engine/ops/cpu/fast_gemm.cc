@@ -257,12 +257,16 @@ void FastGemm(ThreadPool& pool, GemmScratch& scratch, bool trans_a, bool trans_b
   if (k <= 0) return ScaleOnly(g);
   // Tiny products are not worth waking the pool.
   if (m * n * k < (1 << 18)) return BlockedGemm(g, ChooseKernel(), nullptr, kMC, scratch);
-  // Shrink the row tile when there are fewer tiles than threads (e.g. weight gradients with a
-  // small output dimension), down to 4 micro-panels.
+  // The row tile (128, 64 or 32 rows) that gives the busiest thread the fewest rows, the
+  // largest on a tie: e.g. 640 rows on 2 threads as 10 tiles of 64 (5 each) rather than 5 of
+  // 128 (3 and 2).
   const int threads = pool.num_threads();
   const int64_t col_tiles = CeilDiv(std::min(n, kNBlock), kNC);
-  int64_t mc = kMC;
-  while (mc > 4 * kMR && CeilDiv(m, mc) * col_tiles < threads) mc /= 2;
+  int64_t mc = kMC, best_rows = -1;
+  for (int64_t candidate = kMC; candidate >= 4 * kMR; candidate /= 2) {
+    const int64_t rows = CeilDiv(CeilDiv(m, candidate) * col_tiles, threads) * candidate;
+    if (best_rows < 0 || rows < best_rows) best_rows = rows, mc = candidate;
+  }
   BlockedGemm(g, ChooseKernel(), &pool, mc, scratch);
 }
 

@@ -1,7 +1,10 @@
 // ThreadPool implementation (see thread_pool.h).
 #include "engine/ops/cpu/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -15,7 +18,24 @@ void ChunkBounds(int64_t n, int chunks, int c, int64_t* begin, int64_t* end) {
   *end = n * (c + 1) / chunks;
 }
 
+// How long a thread polls for work (or for the end of a task) before it sleeps.
+constexpr int64_t kSpinMicros = 50;
+
 }  // namespace
+
+template <typename Done>
+void ThreadPool::SpinThenWait(std::condition_variable& cv, Done done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+  while (!done()) {
+    for (int i = 0; i < 64; ++i) _mm_pause();
+    if (std::chrono::steady_clock::now() >= until) {
+      // The state a waiter checks is changed under mutex_, so no wake-up is lost.
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv.wait(lock, done);
+      return;
+    }
+  }
+}
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -24,7 +44,7 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   work_ready_.notify_all();
   for (auto& t : workers_) t.join();
@@ -33,26 +53,22 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
-    const std::function<void(int64_t, int64_t, int)>* task;
-    int64_t n;
-    int chunks;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      task = task_;
-      n = task_n_;
-      chunks = task_chunks_;
-    }
+    SpinThenWait(work_ready_, [&] {
+      return stopping_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    });
+    if (stopping_.load(std::memory_order_acquire)) return;
+    // task_, task_n_ and task_chunks_ were written before generation_ was bumped (release).
+    seen = generation_.load(std::memory_order_acquire);
+    const int chunks = task_chunks_;
     if (index < chunks) {
       int64_t begin, end;
-      ChunkBounds(n, chunks, index, &begin, &end);
-      (*task)(begin, end, index);
+      ChunkBounds(task_n_, chunks, index, &begin, &end);
+      (*task_)(begin, end, index);
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's check under mutex_
+      work_done_.notify_one();
     }
   }
 }
@@ -72,16 +88,14 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     task_ = &fn;
     task_n_ = n;
     task_chunks_ = chunks;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
   int64_t begin, end;
   ChunkBounds(n, chunks, 0, &begin, &end);
   fn(begin, end, 0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  work_done_.wait(lock, [&] { return pending_ == 0; });
-  task_ = nullptr;
+  SpinThenWait(work_done_, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 int DefaultThreadCount() {

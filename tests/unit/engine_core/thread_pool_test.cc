@@ -1,0 +1,71 @@
+// Tests for ThreadPool: every index runs exactly once per call, chunks are the same for a
+// thread count, and calls keep working across the spin and the sleep phases of the workers
+// (back to back, after the workers went to sleep, and with more threads than cores).
+#include "engine/ops/cpu/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace air::engine {
+namespace {
+
+// Runs one ParallelFor over n items and checks that each ran once, on a valid thread index.
+void CheckOneCall(ThreadPool& pool, int64_t n, int64_t min_chunk) {
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  std::atomic<bool> bad_thread{false};
+  pool.ParallelFor(n, min_chunk, [&](int64_t begin, int64_t end, int thread) {
+    if (thread < 0 || thread >= pool.num_threads()) bad_thread = true;
+    for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+  });
+  EXPECT_FALSE(bad_thread);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+}
+
+TEST(ThreadPool, EveryIndexOnceOverManyBackToBackCalls) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int call = 0; call < 2000; ++call) CheckOneCall(pool, 1 + call % 37, 1);
+  }
+}
+
+TEST(ThreadPool, CallsAfterTheWorkersSleptStillRun) {
+  ThreadPool pool(3);
+  for (int call = 0; call < 5; ++call) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the spin: workers sleep
+    CheckOneCall(pool, 100, 1);
+  }
+}
+
+TEST(ThreadPool, ChunksAreFixedForAThreadCount) {
+  ThreadPool pool(3);
+  auto chunks = [&] {
+    std::vector<std::pair<int64_t, int64_t>> seen(3, {-1, -1});
+    pool.ParallelFor(10, 1, [&](int64_t b, int64_t e, int t) {
+      seen[static_cast<size_t>(t)] = {b, e};
+    });
+    return seen;
+  };
+  const auto first = chunks();
+  EXPECT_EQ(first, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 10}}));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(chunks(), first);
+}
+
+TEST(ThreadPool, SmallWorkRunsInlineAndPoolsCanBeDestroyedAtOnce) {
+  ThreadPool pool(4);
+  int calls = 0;
+  pool.ParallelFor(5, 100, [&](int64_t b, int64_t e, int t) {
+    EXPECT_EQ(t, 0);
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 5);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  for (int i = 0; i < 50; ++i) ThreadPool(3);  // workers still spinning when it is destroyed
+}
+
+}  // namespace
+}  // namespace air::engine
