@@ -47,6 +47,19 @@ struct AttentionShape {
   int64_t kv_rows() const { return kv_capacity > 0 ? kv_capacity : kv_len; }
 };
 
+// The per-step scalars of one AdamW update (train/adamw.h computes them in double, as torch
+// does, and passes them in fp32).
+struct AdamWScalars {
+  float step_size = 0.0f;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 1.0f;  // sqrt(1 - beta2^t)
+  float one_minus_beta1 = 0.1f;
+  float beta2 = 0.999f;
+  float one_minus_beta2 = 0.001f;
+  float eps = 1e-8f;
+  bool decay = false;         // apply decoupled weight decay to this tensor
+  float decay_factor = 1.0f;  // 1 - lr * weight_decay
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -134,6 +147,18 @@ class Ops {
   virtual void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                                     int64_t n, int64_t vocab, float scale,
                                     float* dlogits) const = 0;
+
+  // ---- optimizer -------------------------------------------------------------------------
+  // One AdamW update of n values, torch.optim.AdamW's per-element formula in fp32, in order:
+  //   p *= decay_factor (when decay); m += (1 - beta1) * (g - m);
+  //   v = v * beta2 + (1 - beta2) * g * g; p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
+  // Every implementation gives the same bits (no fused multiply-add, IEEE sqrt and division).
+  virtual void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
+                           float* v) const = 0;
+  // Sum of x[i]^2 over n values, accumulated in double (the order may differ by implementation).
+  virtual double SumOfSquares(const float* x, int64_t n) const = 0;
+  // x (n) *= factor.
+  virtual void Scale(float* x, int64_t n, float factor) const = 0;
 };
 
 struct OpsOptions {

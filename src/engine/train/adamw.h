@@ -6,13 +6,17 @@
 //   m   = m + (1 - beta1) * (g - m)              (lerp)
 //   v   = beta2 * v + (1 - beta2) * g * g
 //   p  -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// The scalar factors are computed in double as Python does, then used in fp32 like torch.
+// The scalar factors are computed in double as Python does, then used in fp32 like torch; the
+// elementwise update is Ops::AdamWUpdate (the model's ops: threaded and vectorized on the fast
+// path, the same bits as the reference).
 // Thread safety: none; one optimizer per model, stepped by the training thread.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "engine/ops/cpu/reference_ops.h"
+#include "engine/ops/ops.h"
 #include "engine/train/param_view.h"
 
 namespace air::engine::train {
@@ -26,8 +30,9 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  // State (first and second moments) starts at zero, one pair per parameter.
-  AdamW(std::vector<ParamView> params, AdamWOptions options);
+  // State (first and second moments) starts at zero, one pair per parameter. `ops` (which
+  // must outlive the optimizer) runs the update; null: the reference ops.
+  AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops* ops = nullptr);
 
   // One update of every parameter from its current gradient, with learning rate `lr`.
   void Step(double lr);
@@ -41,6 +46,8 @@ class AdamW {
  private:
   std::vector<ParamView> params_;
   AdamWOptions options_;
+  ReferenceOps reference_ops_;
+  const Ops* ops_;
   std::vector<std::vector<float>> exp_avg_;
   std::vector<std::vector<float>> exp_avg_sq_;
   int64_t step_count_ = 0;

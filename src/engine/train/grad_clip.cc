@@ -5,27 +5,28 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/ops/cpu/reference_ops.h"
+
 namespace air::engine::train {
 
-double GlobalGradNorm(const std::vector<ParamView>& params) {
+double GlobalGradNorm(const std::vector<ParamView>& params, const Ops* ops) {
+  const ReferenceOps reference;
+  if (ops == nullptr) ops = &reference;
   double sum_sq = 0.0;
-  for (const ParamView& p : params) {
-    double tensor_sum = 0.0;
-    for (int64_t j = 0; j < p.numel; ++j) {
-      const double g = p.grad[j];
-      tensor_sum += g * g;
-    }
-    sum_sq += tensor_sum;
-  }
+  for (const ParamView& p : params) sum_sq += ops->SumOfSquares(p.grad, p.numel);
   return std::sqrt(sum_sq);
 }
 
-double ClipGradNorm(const std::vector<ParamView>& params, double max_norm) {
-  const double total = GlobalGradNorm(params);
+double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Ops* ops) {
+  const double total = GlobalGradNorm(params, ops);
   if (max_norm <= 0.0) return total;
   const double coef = std::min(1.0, max_norm / (total + 1e-6));
   // torch multiplies by the clamped coefficient unconditionally; at coef == 1 that is a no-op.
-  if (coef < 1.0) ScaleGrads(params, static_cast<float>(coef));
+  if (coef < 1.0) {
+    const ReferenceOps reference;
+    const Ops* scaler = ops ? ops : &reference;
+    for (const ParamView& p : params) scaler->Scale(p.grad, p.numel, static_cast<float>(coef));
+  }
   return total;
 }
 

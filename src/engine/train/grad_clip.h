@@ -2,20 +2,24 @@
 // torch.nn.utils.clip_grad_norm_ semantics, zeroing and scaling.
 // clip: total = sqrt(sum of every gradient element squared); coef = max_norm / (total + 1e-6),
 // clamped to at most 1; every gradient is multiplied by coef. Returns the norm before clipping
-// (what torch returns and what the progress line shows). Thread safety: pure over the pointees.
+// (what torch returns and what the progress line shows). The sums and the scaling run on `ops`
+// (the model's: threaded on the fast path); null means the reference ops.
+// Thread safety: pure over the pointees.
 #pragma once
 
 #include <vector>
 
+#include "engine/ops/ops.h"
 #include "engine/train/param_view.h"
 
 namespace air::engine::train {
 
 // sqrt(sum_i ||g_i||^2), accumulated in double.
-double GlobalGradNorm(const std::vector<ParamView>& params);
+double GlobalGradNorm(const std::vector<ParamView>& params, const Ops* ops = nullptr);
 
 // Clips in place when max_norm > 0; returns the total norm before clipping either way.
-double ClipGradNorm(const std::vector<ParamView>& params, double max_norm);
+double ClipGradNorm(const std::vector<ParamView>& params, double max_norm,
+                    const Ops* ops = nullptr);
 
 void ZeroGrads(const std::vector<ParamView>& params);
 void ScaleGrads(const std::vector<ParamView>& params, float factor);

@@ -111,10 +111,12 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   model_->set_activation_checkpointing(c.activation_checkpointing);
   model_->ZeroGrads();  // allocates the grads the views point into
   std::vector<ParamView> params = ViewsOf(model_->parameters());
-  AdamW optimizer(params, AdamWOptions{.beta1 = c.adam_beta1,
-                                       .beta2 = c.adam_beta2,
-                                       .epsilon = c.adam_epsilon,
-                                       .weight_decay = c.weight_decay});
+  AdamW optimizer(params,
+                  AdamWOptions{.beta1 = c.adam_beta1,
+                               .beta2 = c.adam_beta2,
+                               .epsilon = c.adam_epsilon,
+                               .weight_decay = c.weight_decay},
+                  &model_->ops());
 
   TrainSummary summary;
   summary.output_dir = c.output_dir;
@@ -143,7 +145,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                       "learning_rate (now {} at {})",
                       step + 1, loss, c.learning_rate, c.Where("learning_rate")));
     }
-    const double grad_norm = ClipGradNorm(params, c.max_grad_norm);
+    const double grad_norm = ClipGradNorm(params, c.max_grad_norm, &model_->ops());
     const double lr = schedule.LearningRate(step);
     optimizer.Step(lr);
 

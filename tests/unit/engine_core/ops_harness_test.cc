@@ -124,6 +124,45 @@ TEST_F(OpsHarness, SwigluForwardBackward) {
   EXPECT_LT(ScaledMaxDiff(du_fast, du_ref), 1e-6f);
 }
 
+TEST_F(OpsHarness, AdamWUpdateGivesTheReferenceBits) {
+  // Sizes: below one thread's chunk, ragged over several chunks and vectors.
+  for (int64_t n : {1, 17, 100003}) {
+    for (bool decay : {false, true}) {
+      AdamWScalars s;
+      s.step_size = 1e-3f / 0.19f;
+      s.bias_correction2_sqrt = 0.0446f;
+      s.decay = decay;
+      s.decay_factor = 1.0f - 1e-3f * 0.1f;
+      const auto g = RandomVector(static_cast<size_t>(n), 11);
+      auto p_ref = RandomVector(static_cast<size_t>(n), 12);
+      auto m_ref = RandomVector(static_cast<size_t>(n), 13, 0.1f);
+      auto v_ref = RandomVector(static_cast<size_t>(n), 14, 0.1f);
+      for (auto& x : v_ref) x = x * x;
+      auto p_fast = p_ref, m_fast = m_ref, v_fast = v_ref;
+      for (int step = 0; step < 3; ++step) {
+        ref_.AdamWUpdate(s, n, p_ref.data(), g.data(), m_ref.data(), v_ref.data());
+        fast_.AdamWUpdate(s, n, p_fast.data(), g.data(), m_fast.data(), v_fast.data());
+      }
+      EXPECT_EQ(p_fast, p_ref) << n << " decay=" << decay;
+      EXPECT_EQ(m_fast, m_ref) << n;
+      EXPECT_EQ(v_fast, v_ref) << n;
+    }
+  }
+}
+
+TEST_F(OpsHarness, SumOfSquaresAndScale) {
+  for (int64_t n : {1, 31, 250001}) {
+    auto x = RandomVector(static_cast<size_t>(n), 21, 3.0f);
+    const double want = ref_.SumOfSquares(x.data(), n);
+    EXPECT_NEAR(fast_.SumOfSquares(x.data(), n), want, 1e-12 * want) << n;
+    EXPECT_EQ(fast_.SumOfSquares(x.data(), n), fast_.SumOfSquares(x.data(), n));
+    auto y = x;
+    ref_.Scale(x.data(), n, 0.37f);
+    fast_.Scale(y.data(), n, 0.37f);
+    EXPECT_EQ(x, y) << n;
+  }
+}
+
 TEST_F(OpsHarness, CrossEntropyForwardBackwardWithIgnoredRows) {
   const int64_t n = 50, vocab = 1001;
   auto logits = RandomVector(static_cast<size_t>(n * vocab), 12, 4.0f);

@@ -1,8 +1,9 @@
 // FastOps: the CPU fast path. Inherits every op from ReferenceOps and overrides the ones that
 // dominate a training step: Gemm (blocked, packed, AVX-512, threaded: fast_gemm.h), attention
 // (per-head tiles through the same GEMM: fast_attention.cc), and the row-wise ops (RMSNorm,
-// SwiGLU, cross-entropy: fp32 and spread over threads). Results agree with the reference to
-// float rounding; tests/unit/engine_core/ops_harness_test.cc checks each op with tolerances.
+// SwiGLU, cross-entropy: fp32 and spread over threads) and the optimizer's elementwise ops. Results
+// agree with the reference to float rounding; tests/unit/engine_core/ops_harness_test.cc checks
+// each op with tolerances.
 //
 // Thread safety: owns a thread pool and per-thread scratch; calls must not overlap (ops.h).
 #pragma once
@@ -49,6 +50,12 @@ class FastOps : public ReferenceOps {
                              float* lse) const override;
   void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                             int64_t n, int64_t vocab, float scale, float* dlogits) const override;
+
+  // fast_optimizer.cc: split over the threads, AVX-512 inside.
+  void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
+                   float* v) const override;
+  double SumOfSquares(const float* x, int64_t n) const override;
+  void Scale(float* x, int64_t n, float factor) const override;
 
  private:
   // Scratch is logically part of a call, not of the object's value.

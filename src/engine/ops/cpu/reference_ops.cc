@@ -294,4 +294,25 @@ void ReferenceOps::CrossEntropyBackward(const float* logits, const int32_t* targ
   }
 }
 
+void ReferenceOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
+                               float* v) const {
+  for (int64_t j = 0; j < n; ++j) {
+    if (s.decay) p[j] *= s.decay_factor;
+    m[j] += s.one_minus_beta1 * (g[j] - m[j]);
+    v[j] = v[j] * s.beta2 + s.one_minus_beta2 * g[j] * g[j];
+    const float denom = std::sqrt(v[j]) / s.bias_correction2_sqrt + s.eps;
+    p[j] -= s.step_size * (m[j] / denom);
+  }
+}
+
+double ReferenceOps::SumOfSquares(const float* x, int64_t n) const {
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
+  return sum;
+}
+
+void ReferenceOps::Scale(float* x, int64_t n, float factor) const {
+  for (int64_t j = 0; j < n; ++j) x[j] *= factor;
+}
+
 }  // namespace air::engine

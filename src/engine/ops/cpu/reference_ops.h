@@ -51,6 +51,11 @@ class ReferenceOps : public Ops {
                              float* lse) const override;
   void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                             int64_t n, int64_t vocab, float scale, float* dlogits) const override;
+
+  void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
+                   float* v) const override;
+  double SumOfSquares(const float* x, int64_t n) const override;
+  void Scale(float* x, int64_t n, float factor) const override;
 };
 
 // Whether key j is visible to query i under the mask rules of AttentionShape (shared by every
