@@ -32,7 +32,7 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
 
   std::ostream* progress = ctx.json() ? ctx.err : ctx.out;
   const bool tty = isatty(ctx.json() ? STDERR_FILENO : STDOUT_FILENO) == 1;
-  const std::string plan = DescribePlan(*prepared);
+  const std::string plan = DescribePlan(*prepared, flags.threads);
   nlohmann::json data = {
       {"model_dir", prepared->model_dir},          {"dataset", prepared->config.dataset_name},
       {"dataset_kind", prepared->dataset_kind},    {"examples", prepared->num_examples},

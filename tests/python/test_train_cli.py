@@ -250,6 +250,18 @@ def test_several_workers_are_refused_rather_than_duplicated(air, tmp, tiny):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_plan_names_threads_and_cpu_kernels(air, tmp, tiny):
+    model_dir, data = tiny
+    cfg = write_config(tmp / "c.yaml", model_name=str(model_dir), dataset_name=str(data),
+                       output_dir=str(tmp / "out"))
+    proc = air("train", "--config", cfg, "--dry-run", "--threads", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "compute  CPU, fp32, 3 threads, " in proc.stdout
+    proc = air("train", "--config", cfg, "--dry-run", "--threads", "1",
+               env=dict(os.environ, AIR_CPU_KERNELS="generic"))
+    assert "compute  CPU, fp32, 1 thread, generic kernels" in proc.stdout
+
+
 def test_chat_and_alpaca_datasets_train_through_the_tokenizer(air, tmp):
     model_dir = tmp / "chat_model"
     torch.manual_seed(0)

@@ -14,6 +14,8 @@
 #include "engine/io/hf_hub.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
+#include "engine/ops/cpu/cpu_features.h"
+#include "engine/ops/cpu/thread_pool.h"
 #include "engine/train/pretokenized_dataset.h"
 
 namespace air::engine::train {
@@ -212,7 +214,8 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   return p;
 }
 
-std::string DescribePlan(const PreparedTraining& p) {
+std::string DescribePlan(const PreparedTraining& p, int num_threads) {
+  const int threads = num_threads > 0 ? num_threads : DefaultThreadCount();
   const TrainConfig& c = p.config;
   const ModelConfig& m = p.model_config;
   std::string text = fmt::format(
@@ -220,6 +223,7 @@ std::string DescribePlan(const PreparedTraining& p) {
       "data     {} ({}, {} examples, {} micro-batches of {} per epoch, max_seq_len {}{})\n"
       "steps    {} optimizer steps x {} micro-batches, lr {} ({}, warmup {}), weight decay {}, "
       "clip {}\n"
+      "compute  CPU, fp32, {} thread{}, {} kernels\n"
       "output   {}",
       p.model_dir, ArchitectureClassName(m.arch), m.num_layers, m.hidden_size, m.vocab_size,
       c.dataset_name, p.dataset_kind, p.num_examples, p.loader->batches_per_epoch(),
@@ -228,7 +232,7 @@ std::string DescribePlan(const PreparedTraining& p) {
                 : std::string(", padded, grouped by length"),
       p.total_steps, c.gradient_accumulation_steps, c.learning_rate,
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
-      c.output_dir);
+      threads, threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()), c.output_dir);
   for (const std::string& note : p.notes) text += "\nnote     " + note;
   return text;
 }

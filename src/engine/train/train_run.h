@@ -49,8 +49,9 @@ struct RunOptions {
   int num_threads = 0;  // 0: AIR_NUM_THREADS or the number of cores
 };
 
-// A few lines describing the run (model, data, steps, schedule), for the start of the output.
-std::string DescribePlan(const PreparedTraining& prepared);
+// A few lines describing the run (model, data, steps, schedule, compute), for the start of the
+// output. num_threads as in RunOptions.
+std::string DescribePlan(const PreparedTraining& prepared, int num_threads = 0);
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& prepared, const RunOptions& options);
 

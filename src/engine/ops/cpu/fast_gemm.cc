@@ -7,6 +7,8 @@
 #include <cstring>
 #include <functional>
 
+#include "engine/ops/cpu/cpu_features.h"
+
 namespace air::engine {
 
 namespace {
@@ -105,10 +107,55 @@ __attribute__((target("avx512f,fma"))) void MicroKernelAvx512(int64_t kc, const 
   StoreTile(tile, out);
 }
 
+// The same with AVX2 and FMA (16 ymm registers): the tile as four 4 x 16 quarters, each with 8
+// accumulators, re-reading the packed B panel from L1 (about half the AVX-512 kernel's speed).
+__attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float* ap,
+                                                         const float* bp, const TileOut& out) {
+  alignas(64) float tile[kMR * kNR];
+#pragma GCC unroll 2
+  for (int rows = 0; rows < kMR; rows += 4) {
+#pragma GCC unroll 2
+    for (int cols = 0; cols < kNR; cols += 16) {
+      __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+      __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+      __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+      __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+      const float* a = ap + rows;
+      const float* b = bp + cols;
+      for (int64_t p = 0; p < kc; ++p, a += kMR, b += kNR) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 ar = _mm256_broadcast_ss(a);
+        c00 = _mm256_fmadd_ps(ar, b0, c00);
+        c01 = _mm256_fmadd_ps(ar, b1, c01);
+        ar = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(ar, b0, c10);
+        c11 = _mm256_fmadd_ps(ar, b1, c11);
+        ar = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(ar, b0, c20);
+        c21 = _mm256_fmadd_ps(ar, b1, c21);
+        ar = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(ar, b0, c30);
+        c31 = _mm256_fmadd_ps(ar, b1, c31);
+      }
+      float* t = tile + rows * kNR + cols;
+      _mm256_store_ps(t, c00);
+      _mm256_store_ps(t + 8, c01);
+      _mm256_store_ps(t + kNR, c10);
+      _mm256_store_ps(t + kNR + 8, c11);
+      _mm256_store_ps(t + 2 * kNR, c20);
+      _mm256_store_ps(t + 2 * kNR + 8, c21);
+      _mm256_store_ps(t + 3 * kNR, c30);
+      _mm256_store_ps(t + 3 * kNR + 8, c31);
+    }
+  }
+  StoreTile(tile, out);
+}
+
 using MicroKernel = void (*)(int64_t, const float*, const float*, const TileOut&);
 
 MicroKernel ChooseKernel() {
-  return __builtin_cpu_supports("avx512f") ? MicroKernelAvx512 : MicroKernelGeneric;
+  if (UseAvx512()) return MicroKernelAvx512;
+  return UseAvx2() ? MicroKernelAvx2 : MicroKernelGeneric;
 }
 
 struct GemmArgs {

@@ -3,7 +3,7 @@
 // and each KC-deep slice of K, op(B) is packed into NR-column panels once, by all threads
 // together; then the block's MC x NC tiles of C are spread over the thread pool, each thread
 // packing its rows of op(A) into MR-row panels, and an MR x NR register-blocked micro-kernel
-// (AVX-512 when the CPU has it, chosen at run time; a portable loop otherwise) multiplies them.
+// (AVX-512, else AVX2+FMA, else a portable loop: cpu_features.h) multiplies them.
 // Thread safety: see GemmScratch; one call per scratch at a time.
 #pragma once
 

@@ -4,6 +4,8 @@
 // operation order without fused multiply-adds, so it gives the reference's bits.
 #include <immintrin.h>
 
+#include "engine/ops/cpu/cpu_features.h"
+
 // GCC 12 reports the undefined pass-through operand inside unmasked AVX-512 extract
 // intrinsics as uninitialized (a false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -60,7 +62,7 @@ __attribute__((target("avx512f"))) double SumOfSquaresAvx512(const float* x, int
   return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
 }
 
-bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
+bool HasAvx512() { return UseAvx512(); }
 
 }  // namespace
 

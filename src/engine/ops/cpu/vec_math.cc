@@ -3,6 +3,8 @@
 
 #include <immintrin.h>
 
+#include "engine/ops/cpu/cpu_features.h"
+
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
 // min/max/roundscale/extract intrinsics as uninitialized (a false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -90,7 +92,7 @@ __attribute__((target("avx512f,fma"))) void SwigluBackwardAvx512(const float* ga
   }
 }
 
-bool HasAvx512() { return __builtin_cpu_supports("avx512f"); }
+bool HasAvx512() { return UseAvx512(); }
 
 }  // namespace
 
