@@ -15,6 +15,7 @@ rounding, as the summation orders differ).
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/train_step/bench.py \
       [--layers 4 --hidden 256 --seq 256 --batch 4 --steps 12 --warmup 2 --threads 2]
+AIR_CPU_KERNELS=avx2 (or generic) measures air's kernels for CPUs without AVX-512.
 """
 import argparse
 import json
@@ -70,6 +71,8 @@ def run_air(args, air, model_dir, data, work):
                           capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"air train failed:\n{proc.stdout}\n{proc.stderr}")
+    compute = next((l for l in proc.stdout.splitlines() if l.startswith("compute")), "")
+    print(f"air {compute}")
     metrics = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in metrics if "loss" in m and "step" in m]
     first, last = steps[args.warmup - 1], steps[-1]

@@ -1,7 +1,7 @@
 // FastOps' optimizer ops (see ops.h): AdamW's elementwise update, sums of squares for the
 // gradient norm, and scaling, each split into contiguous chunks over the thread pool and
-// vectorized with AVX-512 when the CPU has it. The AdamW update uses the reference's exact
-// operation order without fused multiply-adds, so it gives the reference's bits.
+// vectorized with AVX-512 or AVX2 when the CPU has them (cpu_features.h). The AdamW update uses the
+// reference's exact operation order without fused multiply-adds, so it gives the reference's bits.
 #include <immintrin.h>
 
 #include "engine/ops/cpu/cpu_features.h"
@@ -62,6 +62,48 @@ __attribute__((target("avx512f"))) double SumOfSquaresAvx512(const float* x, int
   return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
 }
 
+// The AVX2 versions: whole vectors of 8, the rest by the reference loop (the same bits).
+__attribute__((target("avx2"))) int64_t AdamWAvx2(const AdamWScalars& s, int64_t n, float* p,
+                                                  const float* g, float* m, float* v) {
+  const __m256 decay = _mm256_set1_ps(s.decay_factor), omb1 = _mm256_set1_ps(s.one_minus_beta1);
+  const __m256 beta2 = _mm256_set1_ps(s.beta2), omb2 = _mm256_set1_ps(s.one_minus_beta2);
+  const __m256 bc2 = _mm256_set1_ps(s.bias_correction2_sqrt), eps = _mm256_set1_ps(s.eps);
+  const __m256 step = _mm256_set1_ps(s.step_size);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 pv = _mm256_loadu_ps(p + j);
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    __m256 mv = _mm256_loadu_ps(m + j);
+    __m256 vv = _mm256_loadu_ps(v + j);
+    if (s.decay) pv = _mm256_mul_ps(pv, decay);
+    mv = _mm256_add_ps(mv, _mm256_mul_ps(omb1, _mm256_sub_ps(gv, mv)));
+    vv = _mm256_add_ps(_mm256_mul_ps(vv, beta2), _mm256_mul_ps(_mm256_mul_ps(omb2, gv), gv));
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2), eps);
+    pv = _mm256_sub_ps(pv, _mm256_mul_ps(step, _mm256_div_ps(mv, denom)));
+    _mm256_storeu_ps(p + j, pv);
+    _mm256_storeu_ps(m + j, mv);
+    _mm256_storeu_ps(v + j, vv);
+  }
+  return j;  // elements done
+}
+
+__attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t n) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + j);
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
+    const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+    lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
+    hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(lo, hi));
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
+  return sum;
+}
+
 bool HasAvx512() { return UseAvx512(); }
 
 }  // namespace
@@ -70,16 +112,27 @@ void FastOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const floa
                           float* v) const {
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
     if (HasAvx512()) return AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin);
-    ReferenceOps::AdamWUpdate(s, end - begin, p + begin, g + begin, m + begin, v + begin);
+    int64_t done = 0;
+    if (UseAvx2()) done = AdamWAvx2(s, end - begin, p + begin, g + begin, m + begin, v + begin);
+    const int64_t at = begin + done;
+    ReferenceOps::AdamWUpdate(s, end - at, p + at, g + at, m + at, v + at);
   });
 }
 
 double FastOps::SumOfSquares(const float* x, int64_t n) const {
   std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int thread) {
-    partial[static_cast<size_t>(thread)] = HasAvx512()
-                                               ? SumOfSquaresAvx512(x + begin, end - begin)
-                                               : ReferenceOps::SumOfSquares(x + begin, end - begin);
+    const float* chunk = x + begin;
+    const int64_t count = end - begin;
+    double sum;
+    if (HasAvx512()) {
+      sum = SumOfSquaresAvx512(chunk, count);
+    } else if (UseAvx2()) {
+      sum = SumOfSquaresAvx2(chunk, count);
+    } else {
+      sum = ReferenceOps::SumOfSquares(chunk, count);
+    }
+    partial[static_cast<size_t>(thread)] = sum;
   });
   double total = 0.0;
   for (double value : partial) total += value;  // in thread order: deterministic

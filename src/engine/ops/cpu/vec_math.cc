@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <algorithm>
 #include <cmath>
 
 namespace air::engine {
@@ -92,6 +93,125 @@ __attribute__((target("avx512f,fma"))) void SwigluBackwardAvx512(const float* ga
   }
 }
 
+// exp(x) for 8 floats with AVX2 + FMA: the same reduction and polynomial as Exp16; 2^n is built
+// from the exponent bits in two factors (each a normal float) so that results in the subnormal
+// range round once, as scalef does — the two give the same bits.
+__attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-120.0f), x);  // NaN in x is returned as is
+  x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
+  const __m256 n1 = _mm256_floor_ps(_mm256_mul_ps(n, _mm256_set1_ps(0.5f)));
+  const __m256 n2 = _mm256_sub_ps(n, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 f1 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n1), bias), 23));
+  const __m256 f2 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n2), bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(y, f1), f2);
+}
+
+// Loads the `count` (< 8) floats at src into a zero-padded vector.
+__attribute__((target("avx2,fma"))) inline __m256 LoadPartial8(const float* src, int64_t count) {
+  alignas(32) float buffer[8] = {};
+  for (int64_t i = 0; i < count; ++i) buffer[i] = src[i];
+  return _mm256_load_ps(buffer);
+}
+
+// The `count` (<= 8) floats at src, zero-padded.
+__attribute__((target("avx2,fma"))) inline __m256 LoadUpTo8(const float* src, int64_t count) {
+  return count == 8 ? _mm256_loadu_ps(src) : LoadPartial8(src, count);
+}
+
+// Stores the first `count` (<= 8) lanes of v to dst.
+__attribute__((target("avx2,fma"))) inline void StorePartial8(float* dst, __m256 v, int64_t count) {
+  alignas(32) float buffer[8];
+  _mm256_store_ps(buffer, v);
+  for (int64_t i = 0; i < count; ++i) dst[i] = buffer[i];
+}
+
+__attribute__((target("avx2,fma"))) double ExpShiftedAvx2(const float* x, float shift, float scale,
+                                                          int64_t n, float* out) {
+  const __m256 vshift = _mm256_set1_ps(shift), vscale = _mm256_set1_ps(scale);
+  __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t count = std::min<int64_t>(8, n - i);
+    const __m256 xv = LoadUpTo8(x + i, count);
+    __m256 e = Exp8(_mm256_sub_ps(xv, vshift));
+    if (count < 8) {  // zero the padding lanes out of the sum
+      alignas(32) float keep[8] = {};
+      for (int64_t j = 0; j < count; ++j) keep[j] = 1.0f;
+      e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_load_ps(keep), _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    }
+    sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    if (out != nullptr) {
+      const __m256 scaled = _mm256_mul_ps(vscale, e);
+      if (count == 8) {
+        _mm256_storeu_ps(out + i, scaled);
+      } else {
+        StorePartial8(out + i, scaled, count);
+      }
+    }
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(sum_lo, sum_hi));
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+__attribute__((target("avx2,fma"))) inline __m256 Sigmoid8(__m256 g) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, Exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+}
+
+__attribute__((target("avx2,fma"))) void SwigluForwardAvx2(const float* gate, const float* up,
+                                                           int64_t n, float* out) {
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t count = std::min<int64_t>(8, n - i);
+    const __m256 g = LoadUpTo8(gate + i, count), u = LoadUpTo8(up + i, count);
+    const __m256 y = _mm256_mul_ps(_mm256_mul_ps(g, Sigmoid8(g)), u);
+    if (count == 8) {
+      _mm256_storeu_ps(out + i, y);
+    } else {
+      StorePartial8(out + i, y, count);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void SwigluBackwardAvx2(const float* gate, const float* up,
+                                                            const float* dout, int64_t n,
+                                                            float* dgate, float* dup) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t count = std::min<int64_t>(8, n - i);
+    const __m256 g = LoadUpTo8(gate + i, count), u = LoadUpTo8(up + i, count);
+    const __m256 d = LoadUpTo8(dout + i, count);
+    const __m256 s = Sigmoid8(g);
+    const __m256 dsilu = _mm256_mul_ps(s, _mm256_fmadd_ps(g, _mm256_sub_ps(one, s), one));
+    const __m256 dg =
+        _mm256_add_ps(LoadUpTo8(dgate + i, count), _mm256_mul_ps(_mm256_mul_ps(d, u), dsilu));
+    const __m256 du =
+        _mm256_add_ps(LoadUpTo8(dup + i, count), _mm256_mul_ps(_mm256_mul_ps(d, g), s));
+    if (count == 8) {
+      _mm256_storeu_ps(dgate + i, dg);
+      _mm256_storeu_ps(dup + i, du);
+    } else {
+      StorePartial8(dgate + i, dg, count);
+      StorePartial8(dup + i, du, count);
+    }
+  }
+}
+
 bool HasAvx512() { return UseAvx512(); }
 
 }  // namespace
@@ -100,6 +220,7 @@ bool VecMathUsesAvx512() { return HasAvx512(); }
 
 double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out) {
   if (HasAvx512()) return ExpShiftedAvx512(x, shift, scale, n, out);
+  if (UseAvx2()) return ExpShiftedAvx2(x, shift, scale, n, out);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     const float e = std::exp(x[i] - shift);
@@ -111,6 +232,7 @@ double ExpShifted(const float* x, float shift, float scale, int64_t n, float* ou
 
 void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* out) {
   if (HasAvx512()) return SwigluForwardAvx512(gate, up, n, out);
+  if (UseAvx2()) return SwigluForwardAvx2(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
@@ -120,6 +242,7 @@ void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* ou
 void SwigluBackwardRange(const float* gate, const float* up, const float* dout, int64_t n,
                          float* dgate, float* dup) {
   if (HasAvx512()) return SwigluBackwardAvx512(gate, up, dout, n, dgate, dup);
+  if (UseAvx2()) return SwigluBackwardAvx2(gate, up, dout, n, dgate, dup);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float sig = 1.0f / (1.0f + std::exp(-g));

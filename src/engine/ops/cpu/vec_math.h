@@ -1,7 +1,8 @@
 // Vectorized exponentials for the fast CPU path: the softmax-style loops of cross-entropy and
 // attention and the SiLU of SwiGLU, which otherwise spend their time in scalar expf. With
-// AVX-512 (chosen at run time) exp is a range reduction to [-ln2/2, ln2/2], a degree-6
-// polynomial and a scale by 2^n (about 1 ulp); without it, std::exp. Results agree with the
+// AVX-512 or AVX2+FMA (chosen at run time: cpu_features.h) exp is a range reduction to
+// [-ln2/2, ln2/2], a degree-6 polynomial and a scale by 2^n (about 1 ulp, the same bits on
+// both); without them, std::exp. Results agree with the
 // reference ops within float rounding (tests/unit/engine_core/vec_math_test.cc).
 // Thread safety: pure functions over their arguments.
 #pragma once
