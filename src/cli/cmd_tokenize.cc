@@ -5,6 +5,10 @@
 //                                                   --no-special-tokens)
 //   air tokenize --tokenizer DIR --input F.jsonl    F: one JSON string per line; prints one
 //                                                   {"ids":[...],"text":decode(ids)} per line
+//   air tokenize --tokenizer DIR --input F --summary
+//                                                   encodes every line and prints only
+//                                                   {"lines","tokens","encode_seconds"} (the
+//                                                   speed benchmark: bench/tokenize)
 //   air tokenize --tokenizer DIR --input F --decode F: one JSON list of ids per line; prints
 //                                                   {"text":...} (--skip-special-tokens)
 //   air tokenize --tokenizer DIR --input F --chat   F: {"messages":[...],"add_generation_prompt":
@@ -17,6 +21,7 @@
 //                                                   per record, as the trainer gets them
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <span>
@@ -44,6 +49,7 @@ struct TokenizeOptions {
   bool decode = false;
   bool chat = false;
   bool render_only = false;
+  bool summary = false;
   int max_seq_len = 2048;
 };
 
@@ -91,6 +97,32 @@ Status RunEncodeFile(CliContext& ctx, const Tokenizer& tok, const TokenizeOption
   });
 }
 
+// Encodes every line (parsed first, so only encoding is timed) and prints the totals.
+Status RunEncodeSummary(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
+  std::vector<std::string> texts;
+  AIR_RETURN_IF_ERROR(
+      ForEachJsonLine(ctx.env, o.input_path, [&](size_t line_no, const json& v) -> Status {
+        if (!v.is_string()) {
+          return InvalidArgument(
+              fmt::format("{}:{}: expected a JSON string", o.input_path, line_no));
+        }
+        texts.push_back(v.get<std::string>());
+        return Status::Ok();
+      }));
+  int64_t tokens = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto ids = tok.Encode(texts[i], !o.no_special_tokens);
+    if (!ids.ok()) return ids.status().WithContext(fmt::format("{}:{}", o.input_path, i + 1));
+    tokens += static_cast<int64_t>(ids->size());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *ctx.out << json{{"lines", texts.size()}, {"tokens", tokens}, {"encode_seconds", seconds}}.dump()
+           << "\n";
+  return Status::Ok();
+}
+
 Status RunChatFile(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
   AIR_ASSIGN_OR_RETURN(auto chat_template, engine::ChatTemplate::ForTokenizer(tok));
   return ForEachJsonLine(ctx.env, o.input_path, [&](size_t line_no, const json& v) -> Status {
@@ -130,7 +162,8 @@ Status RunTokenize(CliContext& ctx, const TokenizeOptions& o) {
   AIR_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(o.tokenizer_path, ctx.env));
   if (!o.dataset.empty()) return RunDataset(ctx, tok, o);
   if (!o.input_path.empty()) {
-    return o.chat ? RunChatFile(ctx, tok, o) : RunEncodeFile(ctx, tok, o);
+    if (o.chat) return RunChatFile(ctx, tok, o);
+    return o.summary ? RunEncodeSummary(ctx, tok, o) : RunEncodeFile(ctx, tok, o);
   }
   json results = json::array();
   std::string text;
@@ -162,6 +195,8 @@ void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_flag("--decode", opts->decode, "input lines are id lists to decode");
   cmd->add_flag("--chat", opts->chat, "input lines are chat conversations");
   cmd->add_flag("--render-only", opts->render_only, "with --chat: only the rendered text");
+  cmd->add_flag("--summary", opts->summary,
+                "with --input: print only line and token counts and the encoding time");
   cmd->add_option("text", opts->texts, "texts to encode");
   cmd->callback([&ctx, opts] {
     Status status = RunTokenize(ctx, *opts);
