@@ -86,6 +86,10 @@ def test_encode_matches_hf_tokenizers(air_bin, ref_dir, kind, add_special):
     tokens = sum(len(e) for e in expected)
     print(f"\n{kind} add_special={add_special}: {len(texts)} lines, {tokens} tokens identical; "
           f"air tokenize {elapsed:.2f}s incl. load ({tokens / elapsed:,.0f} tok/s)")
+    # --summary (the benchmark's mode) counts the same tokens.
+    summary = air_lines(air_bin, *args, "--summary")
+    assert len(summary) == 1 and summary[0]["lines"] == len(texts)
+    assert summary[0]["tokens"] == tokens and summary[0]["encode_seconds"] > 0
     # Decoding gives back what the library decodes.
     hf_decoded = hf.decode_batch(expected, skip_special_tokens=False)
     bad = [i for i, (g, d) in enumerate(zip(got, hf_decoded)) if g["text"] != d]
