@@ -159,6 +159,11 @@ Status RunDataset(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& 
 }
 
 Status RunTokenize(CliContext& ctx, const TokenizeOptions& o) {
+  if (o.summary && (o.input_path.empty() || o.decode || o.chat)) {
+    return InvalidArgument(
+        "--summary counts the tokens of --input's texts; it needs --input and goes with neither "
+        "--decode nor --chat");
+  }
   AIR_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(o.tokenizer_path, ctx.env));
   if (!o.dataset.empty()) return RunDataset(ctx, tok, o);
   if (!o.input_path.empty()) {

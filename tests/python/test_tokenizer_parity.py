@@ -90,6 +90,9 @@ def test_encode_matches_hf_tokenizers(air_bin, ref_dir, kind, add_special):
     summary = air_lines(air_bin, *args, "--summary")
     assert len(summary) == 1 and summary[0]["lines"] == len(texts)
     assert summary[0]["tokens"] == tokens and summary[0]["encode_seconds"] > 0
+    bad = subprocess.run([air_bin, "tokenize", "--tokenizer", str(ref_dir / kind), "--summary"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--summary" in bad.stderr and "--input" in bad.stderr
     # Decoding gives back what the library decodes.
     hf_decoded = hf.decode_batch(expected, skip_special_tokens=False)
     bad = [i for i, (g, d) in enumerate(zip(got, hf_decoded)) if g["text"] != d]

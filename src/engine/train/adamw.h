@@ -33,6 +33,8 @@ class AdamW {
   // State (first and second moments) starts at zero, one pair per parameter. `ops` (which
   // must outlive the optimizer) runs the update; null: the reference ops.
   AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops* ops = nullptr);
+  AdamW(const AdamW&) = delete;  // ops_ may point at this object's own reference_ops_
+  AdamW& operator=(const AdamW&) = delete;
 
   // One update of every parameter from its current gradient, with learning rate `lr`.
   void Step(double lr);

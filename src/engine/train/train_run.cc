@@ -204,6 +204,9 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
                     "used",
                     config.max_steps, config.Where("num_train_epochs")));
   }
+  if (std::string problem = CpuKernelsSettingProblem(); !problem.empty()) {
+    p.notes.push_back(problem);
+  }
   if (config.bf16) {
     p.notes.push_back(
         "bf16: the CPU engine has no bf16 kernels yet, so weights, activations, gradients and "

@@ -27,6 +27,14 @@ CpuKernels SelectedCpuKernels() {
   return selected;
 }
 
+std::string CpuKernelsSettingProblem() {
+  const char* cap = std::getenv("AIR_CPU_KERNELS");
+  if (cap == nullptr) return "";
+  const std::string value = cap;
+  if (value == "avx512" || value == "avx2" || value == "generic") return "";
+  return "AIR_CPU_KERNELS=" + value + " is not one of avx512, avx2, generic; ignored";
+}
+
 const char* CpuKernelsName(CpuKernels kernels) {
   switch (kernels) {
     case CpuKernels::kAvx512:

@@ -5,12 +5,18 @@
 // Thread safety: decided once, on first use; immutable afterwards.
 #pragma once
 
+#include <string>
+
 namespace air::engine {
 
 enum class CpuKernels { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
 
 CpuKernels SelectedCpuKernels();
 const char* CpuKernelsName(CpuKernels kernels);  // "generic", "avx2", "avx512"
+
+// When AIR_CPU_KERNELS is set to something else than avx512, avx2 or generic (and so ignored):
+// a message saying so, for the user; else "".
+std::string CpuKernelsSettingProblem();
 
 inline bool UseAvx512() { return SelectedCpuKernels() == CpuKernels::kAvx512; }
 inline bool UseAvx2() { return SelectedCpuKernels() >= CpuKernels::kAvx2; }

@@ -2,6 +2,7 @@
 #include "engine/ops/cpu/thread_pool.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,23 +22,32 @@ void ChunkBounds(int64_t n, int chunks, int c, int64_t* begin, int64_t* end) {
 // How long a thread polls for work (or for the end of a task) before it sleeps.
 constexpr int64_t kSpinMicros = 50;
 
+// The CPUs this process may run on (its affinity mask, e.g. under taskset).
+int UsableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 template <typename Done>
 void ThreadPool::SpinThenWait(std::condition_variable& cv, Done done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
-  while (!done()) {
-    for (int i = 0; i < 64; ++i) _mm_pause();
-    if (std::chrono::steady_clock::now() >= until) {
-      // The state a waiter checks is changed under mutex_, so no wake-up is lost.
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv.wait(lock, done);
-      return;
+  if (spin_) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    while (!done()) {
+      for (int i = 0; i < 64; ++i) _mm_pause();
+      if (std::chrono::steady_clock::now() >= until) break;
     }
   }
+  if (done()) return;
+  // The state a waiter checks is changed under mutex_, so no wake-up is lost.
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv.wait(lock, done);
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)), spin_(num_threads_ <= UsableCpus()) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -104,7 +114,7 @@ int DefaultThreadCount() {
     const long v = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && v > 0 && v <= 1024) return static_cast<int>(v);
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return UsableCpus();
 }
 
 }  // namespace air::engine

@@ -4,7 +4,8 @@
 // results deterministic for a given thread count. A training step makes hundreds of short
 // ParallelFor calls, so workers and the caller spin briefly (kSpinMicros) on the task counter
 // before sleeping on a condition variable: waking a sleeping thread costs tens of
-// microseconds, as much as a small task.
+// microseconds, as much as a small task. A pool with more threads than the CPUs the process
+// may run on does not spin: a spinning thread would keep the one it waits for off the core.
 //
 // Thread safety: ParallelFor may be called from one thread at a time per pool (calls are
 // serialized by a mutex); calling ParallelFor from inside a task of the same pool deadlocks
@@ -38,11 +39,13 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
-  // Waits (spinning first) until `done()` holds; `done` is read with acquire ordering.
+  // Waits (spinning first when spin_) until `done()` holds; `done` is read with acquire
+  // ordering.
   template <typename Done>
   void SpinThenWait(std::condition_variable& cv, Done done);
 
   const int num_threads_;
+  const bool spin_;  // num_threads_ <= the CPUs in the process's affinity mask
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // one ParallelFor at a time
 
@@ -58,7 +61,7 @@ class ThreadPool {
 };
 
 // The thread count to use when none is given: AIR_NUM_THREADS if set to a positive integer,
-// else std::thread::hardware_concurrency() (at least 1).
+// else the CPUs the process may run on (its affinity mask: taskset, cgroup cpusets; at least 1).
 int DefaultThreadCount();
 
 }  // namespace air::engine
