@@ -19,8 +19,13 @@ void ChunkBounds(int64_t n, int chunks, int c, int64_t* begin, int64_t* end) {
   *end = n * (c + 1) / chunks;
 }
 
-// How long a thread polls for work (or for the end of a task) before it sleeps.
-constexpr int64_t kSpinMicros = 50;
+// How long a thread polls for work (or for the end of a task) before it sleeps: each waiting
+// thread keeps its own budget, doubled when the spin caught what it waited for and halved when
+// it had to sleep anyway, within these bounds. On a quiet machine tasks follow each other
+// within microseconds and the budget stays high; when another process takes a core, the
+// thread waited for is off the CPU for a whole time slice and the spins shrink to the minimum.
+constexpr int64_t kMaxSpinMicros = 50;
+constexpr int64_t kMinSpinMicros = 4;
 
 // The CPUs this process may run on (its affinity mask, e.g. under taskset).
 int UsableCpus() {
@@ -32,22 +37,28 @@ int UsableCpus() {
 }  // namespace
 
 template <typename Done>
-void ThreadPool::SpinThenWait(std::condition_variable& cv, Done done) {
+void ThreadPool::SpinThenWait(std::condition_variable& cv, Done done, int64_t& spin_micros) {
   if (spin_) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros);
     while (!done()) {
       for (int i = 0; i < 64; ++i) _mm_pause();
       if (std::chrono::steady_clock::now() >= until) break;
     }
+    if (done()) {
+      spin_micros = std::min(kMaxSpinMicros, spin_micros * 2);
+      return;
+    }
+    spin_micros = std::max(kMinSpinMicros, spin_micros / 2);
   }
-  if (done()) return;
   // The state a waiter checks is changed under mutex_, so no wake-up is lost.
   std::unique_lock<std::mutex> lock(mutex_);
   cv.wait(lock, done);
 }
 
 ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(std::max(1, num_threads)), spin_(num_threads_ <= UsableCpus()) {
+    : num_threads_(std::max(1, num_threads)),
+      spin_(num_threads_ <= UsableCpus()),
+      caller_spin_micros_(kMaxSpinMicros) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -62,11 +73,13 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
+  int64_t spin_micros = kMaxSpinMicros;
+  auto new_task_or_stop = [&] {
+    return stopping_.load(std::memory_order_acquire) ||
+           generation_.load(std::memory_order_acquire) != seen;
+  };
   while (true) {
-    SpinThenWait(work_ready_, [&] {
-      return stopping_.load(std::memory_order_acquire) ||
-             generation_.load(std::memory_order_acquire) != seen;
-    });
+    SpinThenWait(work_ready_, new_task_or_stop, spin_micros);
     if (stopping_.load(std::memory_order_acquire)) return;
     // task_, task_n_ and task_chunks_ were written before generation_ was bumped (release).
     seen = generation_.load(std::memory_order_acquire);
@@ -105,7 +118,9 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   int64_t begin, end;
   ChunkBounds(n, chunks, 0, &begin, &end);
   fn(begin, end, 0);
-  SpinThenWait(work_done_, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  SpinThenWait(
+      work_done_, [&] { return pending_.load(std::memory_order_acquire) == 0; },
+      caller_spin_micros_);
 }
 
 int DefaultThreadCount() {

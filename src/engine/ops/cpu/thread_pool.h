@@ -2,10 +2,11 @@
 // ops' only source of parallelism). The calling thread takes part, so a pool of n threads
 // starts n - 1 workers. Work is split into contiguous, statically assigned chunks, which keeps
 // results deterministic for a given thread count. A training step makes hundreds of short
-// ParallelFor calls, so workers and the caller spin briefly (kSpinMicros) on the task counter
-// before sleeping on a condition variable: waking a sleeping thread costs tens of
-// microseconds, as much as a small task. A pool with more threads than the CPUs the process
-// may run on does not spin: a spinning thread would keep the one it waits for off the core.
+// ParallelFor calls, so workers and the caller spin briefly (up to 50 us, adapted to how often
+// spinning pays: thread_pool.cc) on the task counter before sleeping on a condition variable:
+// waking a sleeping thread costs tens of microseconds, as much as a small task. A pool with more
+// threads than the CPUs the process may run on does not spin: a spinning thread would keep the one
+// it waits for off the core.
 //
 // Thread safety: ParallelFor may be called from one thread at a time per pool (calls are
 // serialized by a mutex); calling ParallelFor from inside a task of the same pool deadlocks
@@ -39,13 +40,14 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
-  // Waits (spinning first when spin_) until `done()` holds; `done` is read with acquire
-  // ordering.
+  // Waits until `done()` holds (read with acquire ordering): spinning first, when spin_, for
+  // the waiting thread's current budget, which it then adapts.
   template <typename Done>
-  void SpinThenWait(std::condition_variable& cv, Done done);
+  void SpinThenWait(std::condition_variable& cv, Done done, int64_t& spin_micros);
 
   const int num_threads_;
-  const bool spin_;  // num_threads_ <= the CPUs in the process's affinity mask
+  const bool spin_;             // num_threads_ <= the CPUs in the process's affinity mask
+  int64_t caller_spin_micros_;  // the spin budget of ParallelFor's caller (under call_mutex_)
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // one ParallelFor at a time
 
