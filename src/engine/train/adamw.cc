@@ -5,8 +5,8 @@
 
 namespace air::engine::train {
 
-AdamW::AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops* ops)
-    : params_(std::move(params)), options_(options), ops_(ops ? ops : &reference_ops_) {
+AdamW::AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops& ops)
+    : params_(std::move(params)), options_(options), ops_(&ops) {
   exp_avg_.reserve(params_.size());
   exp_avg_sq_.reserve(params_.size());
   for (const ParamView& p : params_) {

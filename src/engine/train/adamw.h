@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/ops.h"
 #include "engine/train/param_view.h"
 
@@ -30,11 +29,9 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  // State (first and second moments) starts at zero, one pair per parameter. `ops` (which
-  // must outlive the optimizer) runs the update; null: the reference ops.
-  AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops* ops = nullptr);
-  AdamW(const AdamW&) = delete;  // ops_ may point at this object's own reference_ops_
-  AdamW& operator=(const AdamW&) = delete;
+  // State (first and second moments) starts at zero, one pair per parameter. `ops` (the
+  // model's; it must outlive the optimizer) runs the update.
+  AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops& ops);
 
   // One update of every parameter from its current gradient, with learning rate `lr`.
   void Step(double lr);
@@ -48,7 +45,6 @@ class AdamW {
  private:
   std::vector<ParamView> params_;
   AdamWOptions options_;
-  ReferenceOps reference_ops_;
   const Ops* ops_;
   std::vector<std::vector<float>> exp_avg_;
   std::vector<std::vector<float>> exp_avg_sq_;

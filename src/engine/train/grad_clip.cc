@@ -5,28 +5,20 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/ops/cpu/reference_ops.h"
-
 namespace air::engine::train {
 
-double GlobalGradNorm(const std::vector<ParamView>& params, const Ops* ops) {
-  const ReferenceOps reference;
-  if (ops == nullptr) ops = &reference;
+double GlobalGradNorm(const std::vector<ParamView>& params, const Ops& ops) {
   double sum_sq = 0.0;
-  for (const ParamView& p : params) sum_sq += ops->SumOfSquares(p.grad, p.numel);
+  for (const ParamView& p : params) sum_sq += ops.SumOfSquares(p.grad, p.numel);
   return std::sqrt(sum_sq);
 }
 
-double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Ops* ops) {
+double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Ops& ops) {
   const double total = GlobalGradNorm(params, ops);
   if (max_norm <= 0.0) return total;
   const double coef = std::min(1.0, max_norm / (total + 1e-6));
   // torch multiplies by the clamped coefficient unconditionally; at coef == 1 that is a no-op.
-  if (coef < 1.0) {
-    const ReferenceOps reference;
-    const Ops* scaler = ops ? ops : &reference;
-    for (const ParamView& p : params) scaler->Scale(p.grad, p.numel, static_cast<float>(coef));
-  }
+  if (coef < 1.0) ScaleGrads(params, static_cast<float>(coef), ops);
   return total;
 }
 
@@ -36,10 +28,8 @@ void ZeroGrads(const std::vector<ParamView>& params) {
   }
 }
 
-void ScaleGrads(const std::vector<ParamView>& params, float factor) {
-  for (const ParamView& p : params) {
-    for (int64_t j = 0; j < p.numel; ++j) p.grad[j] *= factor;
-  }
+void ScaleGrads(const std::vector<ParamView>& params, float factor, const Ops& ops) {
+  for (const ParamView& p : params) ops.Scale(p.grad, p.numel, factor);
 }
 
 }  // namespace air::engine::train

@@ -3,7 +3,7 @@
 // clip: total = sqrt(sum of every gradient element squared); coef = max_norm / (total + 1e-6),
 // clamped to at most 1; every gradient is multiplied by coef. Returns the norm before clipping
 // (what torch returns and what the progress line shows). The sums and the scaling run on `ops`
-// (the model's: threaded on the fast path); null means the reference ops.
+// (the model's: threaded on the fast path).
 // Thread safety: pure over the pointees.
 #pragma once
 
@@ -15,13 +15,12 @@
 namespace air::engine::train {
 
 // sqrt(sum_i ||g_i||^2), accumulated in double.
-double GlobalGradNorm(const std::vector<ParamView>& params, const Ops* ops = nullptr);
+double GlobalGradNorm(const std::vector<ParamView>& params, const Ops& ops);
 
 // Clips in place when max_norm > 0; returns the total norm before clipping either way.
-double ClipGradNorm(const std::vector<ParamView>& params, double max_norm,
-                    const Ops* ops = nullptr);
+double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Ops& ops);
 
 void ZeroGrads(const std::vector<ParamView>& params);
-void ScaleGrads(const std::vector<ParamView>& params, float factor);
+void ScaleGrads(const std::vector<ParamView>& params, float factor, const Ops& ops);
 
 }  // namespace air::engine::train

@@ -116,7 +116,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                                .beta2 = c.adam_beta2,
                                .epsilon = c.adam_epsilon,
                                .weight_decay = c.weight_decay},
-                  &model_->ops());
+                  model_->ops());
 
   TrainSummary summary;
   summary.output_dir = c.output_dir;
@@ -145,7 +145,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                       "learning_rate (now {} at {})",
                       step + 1, loss, c.learning_rate, c.Where("learning_rate")));
     }
-    const double grad_norm = ClipGradNorm(params, c.max_grad_norm, &model_->ops());
+    const double grad_norm = ClipGradNorm(params, c.max_grad_norm, model_->ops());
     const double lr = schedule.LearningRate(step);
     optimizer.Step(lr);
 

@@ -3,21 +3,31 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
 
 namespace air::engine {
 namespace {
 
+constexpr CpuKernels kAllKernels[] = {CpuKernels::kAvx512, CpuKernels::kAvx2, CpuKernels::kGeneric};
+
+// The cap AIR_CPU_KERNELS names; nullopt when unset or not a kernel name.
+std::optional<CpuKernels> RequestedCap() {
+  const char* value = std::getenv("AIR_CPU_KERNELS");
+  if (value == nullptr) return std::nullopt;
+  for (CpuKernels k : kAllKernels) {
+    if (std::strcmp(value, CpuKernelsName(k)) == 0) return k;
+  }
+  return std::nullopt;
+}
+
 CpuKernels Detect() {
   CpuKernels best = CpuKernels::kGeneric;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = CpuKernels::kAvx2;
   if (__builtin_cpu_supports("avx512f")) best = CpuKernels::kAvx512;
-  const char* cap = std::getenv("AIR_CPU_KERNELS");
-  if (cap == nullptr) return best;
-  const std::string wanted = cap;
-  if (wanted == "generic") return CpuKernels::kGeneric;
-  if (wanted == "avx2") return std::min(best, CpuKernels::kAvx2);
-  return best;  // "avx512" or anything else: no cap
+  const std::optional<CpuKernels> cap = RequestedCap();
+  return cap ? std::min(best, *cap) : best;
 }
 
 }  // namespace
@@ -28,11 +38,9 @@ CpuKernels SelectedCpuKernels() {
 }
 
 std::string CpuKernelsSettingProblem() {
-  const char* cap = std::getenv("AIR_CPU_KERNELS");
-  if (cap == nullptr) return "";
-  const std::string value = cap;
-  if (value == "avx512" || value == "avx2" || value == "generic") return "";
-  return "AIR_CPU_KERNELS=" + value + " is not one of avx512, avx2, generic; ignored";
+  const char* value = std::getenv("AIR_CPU_KERNELS");
+  if (value == nullptr || RequestedCap()) return "";
+  return std::string("AIR_CPU_KERNELS=") + value + " is not one of avx512, avx2, generic; ignored";
 }
 
 const char* CpuKernelsName(CpuKernels kernels) {

@@ -285,8 +285,6 @@ void ScaleOnly(const GemmArgs& g) {
 
 }  // namespace
 
-bool FastGemmUsesAvx512() { return ChooseKernel() == MicroKernelAvx512; }
-
 void FastGemmSerial(GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m, int64_t n,
                     int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc) {

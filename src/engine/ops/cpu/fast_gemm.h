@@ -32,7 +32,4 @@ void FastGemmSerial(GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
                     int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc);
 
-// True when the AVX-512 micro-kernel is in use on this CPU.
-bool FastGemmUsesAvx512();
-
 }  // namespace air::engine

@@ -104,14 +104,12 @@ __attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t 
   return sum;
 }
 
-bool HasAvx512() { return UseAvx512(); }
-
 }  // namespace
 
 void FastOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
                           float* v) const {
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
-    if (HasAvx512()) return AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin);
+    if (UseAvx512()) return AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin);
     int64_t done = 0;
     if (UseAvx2()) done = AdamWAvx2(s, end - begin, p + begin, g + begin, m + begin, v + begin);
     const int64_t at = begin + done;
@@ -125,7 +123,7 @@ double FastOps::SumOfSquares(const float* x, int64_t n) const {
     const float* chunk = x + begin;
     const int64_t count = end - begin;
     double sum;
-    if (HasAvx512()) {
+    if (UseAvx512()) {
       sum = SumOfSquaresAvx512(chunk, count);
     } else if (UseAvx2()) {
       sum = SumOfSquaresAvx2(chunk, count);

@@ -214,14 +214,10 @@ __attribute__((target("avx2,fma"))) void SwigluBackwardAvx2(const float* gate, c
   }
 }
 
-bool HasAvx512() { return UseAvx512(); }
-
 }  // namespace
 
-bool VecMathUsesAvx512() { return HasAvx512(); }
-
 double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out) {
-  if (HasAvx512()) return ExpShiftedAvx512(x, shift, scale, n, out);
+  if (UseAvx512()) return ExpShiftedAvx512(x, shift, scale, n, out);
   if (UseAvx2()) return ExpShiftedAvx2(x, shift, scale, n, out);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
@@ -233,7 +229,7 @@ double ExpShifted(const float* x, float shift, float scale, int64_t n, float* ou
 }
 
 void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* out) {
-  if (HasAvx512()) return SwigluForwardAvx512(gate, up, n, out);
+  if (UseAvx512()) return SwigluForwardAvx512(gate, up, n, out);
   if (UseAvx2()) return SwigluForwardAvx2(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
@@ -243,7 +239,7 @@ void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* ou
 
 void SwigluBackwardRange(const float* gate, const float* up, const float* dout, int64_t n,
                          float* dgate, float* dup) {
-  if (HasAvx512()) return SwigluBackwardAvx512(gate, up, dout, n, dgate, dup);
+  if (UseAvx512()) return SwigluBackwardAvx512(gate, up, dout, n, dgate, dup);
   if (UseAvx2()) return SwigluBackwardAvx2(gate, up, dout, n, dgate, dup);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

@@ -22,7 +22,4 @@ void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* ou
 void SwigluBackwardRange(const float* gate, const float* up, const float* dout, int64_t n,
                          float* dgate, float* dup);
 
-// True when the AVX-512 versions are in use on this CPU.
-bool VecMathUsesAvx512();
-
 }  // namespace air::engine
