@@ -16,6 +16,8 @@ APT_PACKAGES=(
   libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
+  libgloo-dev libcpp-httplib-dev libcurl4-openssl-dev libjs-chart.js chromium chromium-driver
+  slurm-wlm slurmctld slurmd munge
 )
 
 missing=()
