@@ -5,7 +5,7 @@
 # (AIR_VENV_ROOT, default ~/.cache/air), so fresh clones reuse it.
 #
 #   scripts/setup.sh            # packages + venv + build
-#   AIR_SKIP_VENV=1 ...         # skip the Python venv (build only)
+#   AIR_SKIP_VENV=1 ...         # skip the Python venv and the python/ wheel (build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,7 +37,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "${AIR_SKIP_VENV:-0}" != "1" ]; then
-  "$ROOT/scripts/venv.sh" >/dev/null
+  VENV=$("$ROOT/scripts/venv.sh")
+  # The Python package (python/: `air` and `serverless_gpu`) as a wheel in .whl/, built from a
+  # copy so that setuptools' build/ and egg-info never land in the clone.
+  WHEEL_SRC=$(mktemp -d)
+  cp -r "$ROOT/python" "$WHEEL_SRC/"
+  "$VENV/bin/pip" wheel -q --no-deps --no-build-isolation -w "$ROOT/.whl" "$WHEEL_SRC/python"
+  rm -rf "$WHEEL_SRC"
 fi
 
 cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
