@@ -10,11 +10,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "engine/backend/registry.h"
 #include "engine/data/chat_template.h"
 #include "engine/data/dataset.h"
 #include "engine/data/tokenizer.h"
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
+#include "engine/io/hf_state_dict.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
 #include "engine/train/generate.h"
@@ -87,10 +89,10 @@ Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
   AIR_RETURN_IF_ERROR(engine::CheckModelFitsInMemory(
                           ctx.env, config, engine::kFloatsPerParameterForInference, "generation")
                           .WithContext(*model_dir));
-  engine::ModelOptions model_options;
-  model_options.ops.num_threads = flags.threads;
+  AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
+                       engine::CreateBackend({.kind = "fast", .num_threads = flags.threads}));
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                       LlamaModel::FromPretrained(*model_dir, model_options));
+                       engine::LoadHfModel(*model_dir, std::move(backend)));
   return LoadedModel{*model_dir, std::move(tokenizer), std::move(model)};
 }
 

@@ -16,9 +16,11 @@
 
 #include "base/strings.h"
 #include "cli/commands.h"
+#include "engine/backend/registry.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
+#include "engine/io/hf_state_dict.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
 
@@ -152,11 +154,12 @@ Status RunInit(CliContext& ctx, const InitFlags& f) {
     }
   }
   config.torch_dtype = f.dtype;
-  engine::ModelOptions options;
-  options.ops.kind = "reference";  // no compute needed; skip the thread pool
-  AIR_ASSIGN_OR_RETURN(auto model, engine::LlamaModel::Create(config, options));
+  // No compute needed: the reference backend (no thread pool) holds the weights.
+  AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
+                       engine::CreateBackend({.kind = "reference"}));
+  AIR_ASSIGN_OR_RETURN(auto model, engine::LlamaModel::Create(config, std::move(backend)));
   model->InitWeights(f.seed);
-  AIR_RETURN_IF_ERROR(model->Save(f.out, save));
+  AIR_RETURN_IF_ERROR(engine::SaveHfModel(*model, f.out, save));
   std::vector<std::string> tokenizer_files;
   if (!f.tokenizer.empty()) {
     AIR_ASSIGN_OR_RETURN(std::string tokenizer_dir, engine::ResolveModelDir(f.tokenizer, ctx.env));

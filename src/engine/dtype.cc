@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/check.h"
+
 namespace air::engine {
 
 const char* DTypeName(DType dtype) {
@@ -14,6 +16,10 @@ const char* DTypeName(DType dtype) {
       return "BF16";
     case DType::kF16:
       return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kF64:
+      return "F64";
   }
   return "?";
 }
@@ -25,7 +31,19 @@ std::optional<DType> ParseDType(std::string_view name) {
   return std::nullopt;
 }
 
-size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF64:
+      return 8;
+  }
+  return 0;
+}
 
 std::string SupportedDTypeNames() { return "F32, BF16, F16"; }
 
@@ -109,7 +127,11 @@ void DecodeToF32(DType dtype, const void* src, size_t n, float* dst) {
         dst[i] = F16ToF32(b);
       }
       return;
+    case DType::kI32:
+    case DType::kF64:
+      break;
   }
+  AIR_ENGINE_CHECK(false, "DecodeToF32 of a non-float dtype");
 }
 
 void EncodeFromF32(DType dtype, const float* src, size_t n, void* dst) {
@@ -130,7 +152,11 @@ void EncodeFromF32(DType dtype, const float* src, size_t n, void* dst) {
         std::memcpy(bytes + 2 * i, &b, 2);
       }
       return;
+    case DType::kI32:
+    case DType::kF64:
+      break;
   }
+  AIR_ENGINE_CHECK(false, "EncodeFromF32 to a non-float dtype");
 }
 
 }  // namespace air::engine

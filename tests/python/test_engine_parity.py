@@ -5,7 +5,10 @@ saves the model; the test-only tool air_engine_dump (tests/tools/engine_dump.cc,
 build/bin/air) loads it with air's engine, runs Forward/Backward on the same batch and writes
 logits, loss and every parameter gradient to a safetensors file, which is compared here with
 transformers' own forward/backward:
-  logits max |delta| <= 1e-4, loss relative delta <= 1e-5, each grad ||delta||/||g|| <= 1e-4.
+  logits max |delta|, loss relative delta and each grad ||delta||/||g||, each printed and held
+  to about 10x the worst value measured on this machine (the constants below, with the figures
+  they came from), on rows of SEQ = 136 tokens: longer than one 64-query attention block of
+  the fast kernels, so block edges are inside the checked sequence.
 Also: KV-cache decoding reproduces the full forward's logits, a packed row (segment ids)
 equals the documents run separately, activation checkpointing changes nothing, and a
 checkpoint saved by air (single file, sharded, bf16) loads in transformers with the same
@@ -22,10 +25,12 @@ from safetensors.torch import load_file
 
 from engine_ref.tiny_models import KINDS, load_model, make_model
 
-LOGITS_TOL = 1e-4
-LOSS_REL_TOL = 1e-5
-GRAD_REL_TOL = 1e-4
-SEQ = 24
+# Worst measured over the five models, both op sets, the packed and init cases (see
+# docs/engine-model.md "How parity is checked"); the tolerances are ~10x those.
+LOGITS_TOL = 2e-5      # measured 1.97e-6 (llama_gqa_llama3, reference ops)
+LOSS_REL_TOL = 2e-6    # measured 1.60e-7 (mistral_window)
+GRAD_REL_TOL = 1.2e-5  # measured 1.18e-6 (qwen3 q_proj.weight, reference ops)
+SEQ = 136
 PAD = 5  # right padding of row 1
 
 
@@ -100,7 +105,19 @@ def assert_grads_match(air, hf_grads, model):
         rel = delta / max(g.norm().item(), 1e-30)
         worst = max(worst, (rel, name))
         assert rel <= GRAD_REL_TOL, f"{name}: ||delta||/||g|| = {rel:.2e}"
+    print(f"[parity] worst grad ||delta||/||g|| = {worst[0]:.2e} ({worst[1]})")
     return worst
+
+
+def check_logits(what, delta):
+    print(f"[parity] {what} max |delta| = {delta:.2e} (tolerance {LOGITS_TOL:.0e})")
+    assert delta <= LOGITS_TOL, f"{what} max |delta| = {delta:.2e}"
+
+
+def check_loss(air_loss, hf_loss):
+    rel = abs(air_loss - hf_loss) / abs(hf_loss)
+    print(f"[parity] loss relative delta = {rel:.2e} (tolerance {LOSS_REL_TOL:.0e})")
+    assert rel <= LOSS_REL_TOL, f"loss {air_loss} vs {hf_loss}"
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -115,12 +132,10 @@ def test_forward_backward_and_decode_match_transformers(kind, ops, models, dump_
     hf_logits, hf_loss, hf_grads = hf_forward_backward(model, ids, mask, labels)
 
     real = mask.bool()  # logits at padding positions are not defined the same way
-    logits_delta = (air["logits"] - hf_logits)[real].abs().max().item()
-    assert logits_delta <= LOGITS_TOL, f"logits max |delta| = {logits_delta:.2e}"
-    decode_delta = (air["decode_logits"] - hf_logits)[real].abs().max().item()
-    assert decode_delta <= LOGITS_TOL, f"KV-cache logits max |delta| = {decode_delta:.2e}"
-    loss_rel = abs(air["loss"].item() - hf_loss) / abs(hf_loss)
-    assert loss_rel <= LOSS_REL_TOL, f"loss {air['loss'].item()} vs {hf_loss}"
+    print(f"[parity] {kind} / {ops}:")
+    check_logits("logits", (air["logits"] - hf_logits)[real].abs().max().item())
+    check_logits("KV-cache logits", (air["decode_logits"] - hf_logits)[real].abs().max().item())
+    check_loss(air["loss"].item(), hf_loss)
     assert int(air["loss_tokens"].item()) == int((labels[:, 1:] != -100).sum())
     assert_grads_match(air, hf_grads, model)
 
@@ -182,8 +197,9 @@ def test_packed_row_equals_documents_run_separately(kind, models, dump_bin, tmp_
     air_logits = air["logits"][0]
     delta_a = (air_logits[:len_a] - hf_logits[0, :len_a]).abs().max().item()
     delta_b = (air_logits[len_a:] - hf_logits[1]).abs().max().item()
-    assert max(delta_a, delta_b) <= LOGITS_TOL
-    assert abs(air["loss"].item() - hf_loss) / abs(hf_loss) <= LOSS_REL_TOL
+    print(f"[parity] packed {kind}:")
+    check_logits("logits", max(delta_a, delta_b))
+    check_loss(air["loss"].item(), hf_loss)
     assert_grads_match(air, hf_grads, model)
 
 
@@ -219,7 +235,8 @@ def test_checkpoint_saved_by_air_loads_in_transformers(kind, layout, models, dum
     assert reloaded.config.tie_word_embeddings == original.config.tie_word_embeddings
     with torch.no_grad():
         got = reloaded(input_ids=ids, attention_mask=mask).logits
-    assert (got - want)[mask.bool()].abs().max().item() <= LOGITS_TOL
+    # The same fp32 weights: transformers computes exactly the same logits.
+    assert torch.equal(got, want)
 
 
 # ---- air model init / inspect, and bad input ---------------------------------------------
@@ -271,8 +288,9 @@ def test_model_init_writes_a_model_transformers_loads(air, tmp_path, dump_bin):
     write_batch(tmp_path / "b.json", ids, labels, positions, segments)
     got = run_dump(dump_bin, out, tmp_path / "b.json", tmp_path / "d.safetensors")
     hf_logits, hf_loss, hf_grads = hf_forward_backward(model, ids, mask, labels)
-    assert (got["logits"] - hf_logits)[mask.bool()].abs().max().item() <= LOGITS_TOL
-    assert abs(got["loss"].item() - hf_loss) / hf_loss <= LOSS_REL_TOL
+    print("[parity] model init:")
+    check_logits("logits", (got["logits"] - hf_logits)[mask.bool()].abs().max().item())
+    check_loss(got["loss"].item(), hf_loss)
     assert_grads_match(got, hf_grads, model)
 
 

@@ -11,10 +11,11 @@ through a block-diagonal causal mask and per-document position ids) and the same
 normalization (each micro-batch's summed token loss divided by the loss tokens of the whole
 accumulated step, transformers' num_items_in_batch rule).
 
-Tolerance: after every step, every parameter must match with max |air - torch| <= 1e-4
-(absolute; the weights are O(0.02..1)); each step's update (p_t - p_{t-1}) must match with
-||upd_air - upd_torch|| / ||upd_torch|| <= 1e-3 per tensor (relative; sensitive to small
-systematic errors); each step's loss within 1e-4 relative, the gradient norm within 1e-3.
+Tolerances (printed with the measured worst values; each about 10x the worst measured on this
+machine over the three cases, see the constants): after every step, every parameter's
+max |air - torch| (absolute; the weights are O(0.02..1)); each step's update (p_t - p_{t-1})
+as ||upd_air - upd_torch|| / ||upd_torch|| per tensor (relative; sensitive to small systematic
+errors); each step's loss and gradient norm, relative.
 """
 import json
 import math
@@ -24,8 +25,13 @@ import random
 import pytest
 import yaml
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch  # a missing reference fails, never skips
+# ~10x the worst measured (recorded in docs/engine-training.md).
+WEIGHT_TOL = 3e-6       # measured 2.98e-7 (untied, packed)
+UPDATE_REL_TOL = 3e-4   # measured 2.8e-5 (untied, packed)
+LOSS_REL_TOL = 1e-6     # measured 9.18e-8 (tied)
+NORM_REL_TOL = 1.5e-6   # measured 1.45e-7 (untied)
+import transformers  # a missing reference fails, never skips
 from safetensors.torch import load_file  # noqa: E402
 
 STEPS = 10
@@ -153,15 +159,18 @@ def test_ten_steps_follow_torch_adamw(air, tmp_path, tied, packing):
     assert [m["step"] for m in metrics] == list(range(1, STEPS + 1))
     # Clipping must actually act in this test (otherwise it would not test clipping).
     assert max(norms) > MAX_GRAD_NORM
-    worst = worst_update = 0.0
+    worst = worst_update = worst_loss = worst_norm = 0.0
     initial = load_file(str(model_dir / "model.safetensors"))
     if tied:
         initial.setdefault("lm_head.weight", initial["model.embed_tokens.weight"])
     previous_air = previous_torch = initial
     for step in range(1, STEPS + 1):
         m = metrics[step - 1]
-        assert math.isclose(m["loss"], losses[step - 1], rel_tol=1e-4), (step, m, losses)
-        assert math.isclose(m["grad_norm"], norms[step - 1], rel_tol=1e-3), (step, m, norms)
+        loss_rel = abs(m["loss"] - losses[step - 1]) / abs(losses[step - 1])
+        norm_rel = abs(m["grad_norm"] - norms[step - 1]) / abs(norms[step - 1])
+        worst_loss, worst_norm = max(worst_loss, loss_rel), max(worst_norm, norm_rel)
+        assert loss_rel <= LOSS_REL_TOL, (step, m, losses)
+        assert norm_rel <= NORM_REL_TOL, (step, m, norms)
         expected_lr = LR * (step - 1) / WARMUP if step - 1 < WARMUP else LR * 0.5 * (
             1 + math.cos(math.pi * (step - 1 - WARMUP) / (STEPS - WARMUP)))
         assert math.isclose(m["lr"], expected_lr, rel_tol=1e-9, abs_tol=1e-15), (step, m)
@@ -176,7 +185,7 @@ def test_ten_steps_follow_torch_adamw(air, tmp_path, tied, packing):
             assert got.shape == want.shape, name
             diff = float((got - want).abs().max())
             worst = max(worst, diff)
-            assert diff <= 1e-4, f"step {step} {name}: max |diff| {diff:.3g}"
+            assert diff <= WEIGHT_TOL, f"step {step} {name}: max |diff| {diff:.3g}"
             # The step's update itself must agree too (a stricter, relative check that a small
             # systematic error — a missing weight decay, eps inside the sqrt — cannot hide in).
             update_air = got - previous_air[name]
@@ -185,12 +194,13 @@ def test_ten_steps_follow_torch_adamw(air, tmp_path, tied, packing):
             if scale > 0:
                 rel = float((update_air - update_torch).norm()) / scale
                 worst_update = max(worst_update, rel)
-                assert rel <= 1e-3, f"step {step} {name}: update relative diff {rel:.3g}"
+                assert rel <= UPDATE_REL_TOL, f"step {step} {name}: update relative diff {rel:.3g}"
             else:
                 assert float(update_air.abs().max()) <= 1e-7, (step, name)
         previous_air, previous_torch = ckpt, reference
     print(f"\nparity ({'tied' if tied else 'untied'}{', packed' if packing else ''}): worst max|air - torch| over 10 steps = "
-          f"{worst:.3g}, worst relative update diff {worst_update:.3g}; losses {[round(l, 4) for l in losses]}; grad norms "
+          f"{worst:.3g}, worst relative update diff {worst_update:.3g}, worst loss rel "
+          f"{worst_loss:.3g}, worst grad-norm rel {worst_norm:.3g}; losses {[round(l, 4) for l in losses]}; grad norms "
           f"{[round(n, 3) for n in norms]}")
     # The weights actually moved (a test that cannot fail would not show anything).
     initial = load_file(str(model_dir / "model.safetensors"))

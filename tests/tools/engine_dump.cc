@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/backend/registry.h"
+#include "engine/io/hf_state_dict.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/llama_model.h"
 
@@ -74,27 +76,28 @@ struct Flags {
 
 Status Run(const Flags& f) {
   air::engine::ModelOptions options;
-  options.ops.kind = f.ops;
   options.activation_checkpointing = f.checkpointing;
-  AIR_ASSIGN_OR_RETURN(auto model, air::engine::LlamaModel::FromPretrained(f.model, options));
+  AIR_ASSIGN_OR_RETURN(std::shared_ptr<air::engine::Backend> backend,
+                       air::engine::CreateBackend({.kind = f.ops}));
+  AIR_ASSIGN_OR_RETURN(auto model, air::engine::LoadHfModel(f.model, backend, options));
   if (!f.save.empty()) {
     air::engine::SaveOptions save;
     auto dtype = air::engine::ParseDType(f.save_dtype);
     if (!dtype) return air::InvalidArgument("--save-dtype: use F32, BF16 or F16");
     save.dtype = *dtype;
     save.max_shard_bytes = f.max_shard_bytes;
-    AIR_RETURN_IF_ERROR(model->Save(f.save, save));
+    AIR_RETURN_IF_ERROR(air::engine::SaveHfModel(*model, f.save, save));
   }
   if (f.batch.empty()) return Status::Ok();
   AIR_ASSIGN_OR_RETURN(TokenBatch batch, ReadBatch(f.batch));
-  model->ZeroGrads();
+  AIR_RETURN_IF_ERROR(model->ZeroGrads());
   air::engine::ForwardOptions fo;
   fo.return_logits = true;
   AIR_ASSIGN_OR_RETURN(auto result, model->Forward(batch, fo));
   AIR_RETURN_IF_ERROR(model->Backward(1.0f));
 
   std::vector<Tensor> owned;
-  owned.reserve(4);
+  owned.reserve(4 + model->parameters().size());
   owned.push_back(Tensor({1}, {static_cast<float>(result.loss)}));
   owned.push_back(Tensor({1}, {static_cast<float>(result.loss_tokens)}));
   std::vector<air::engine::NamedTensorRef> refs = {
@@ -104,7 +107,7 @@ Status Run(const Flags& f) {
     const int64_t b = batch.batch_size, t = batch.seq_len, v = model->config().vocab_size;
     owned.push_back(Tensor({b, t, v}));
     Tensor& decoded = owned.back();
-    auto cache = model->NewKvCache(b, t);
+    AIR_ASSIGN_OR_RETURN(auto cache, model->NewKvCache(b, t));
     // A 3-token prefill first (exercises multi-token steps), then one token at a time.
     const int64_t prefill = std::min<int64_t>(3, t);
     int64_t pos = 0;
@@ -125,7 +128,10 @@ Status Run(const Flags& f) {
     }
     refs.push_back({"decode_logits", &decoded});
   }
-  for (const auto& p : model->parameters()) refs.push_back({"grad." + p.name, &p.grad});
+  for (const auto& p : model->parameters()) owned.push_back(backend->ToHostTensor(p.grad));
+  size_t first_grad = owned.size() - model->parameters().size();
+  for (const auto& p : model->parameters())
+    refs.push_back({"grad." + p.name, &owned[first_grad++]});
   return air::engine::WriteSafetensors(f.out, refs, air::engine::DType::kF32, {});
 }
 

@@ -39,6 +39,9 @@ const char* TorchDTypeName(DType dtype) {
       return "bfloat16";
     case DType::kF16:
       return "float16";
+    case DType::kI32:
+    case DType::kF64:
+      break;  // not a weight dtype (SaveOptions allows the three float types)
   }
   return "float32";
 }

@@ -36,8 +36,4 @@ nlohmann::ordered_json GenerationConfigJson(const ModelConfig& config);
 // configs; real config.json files carry many more, which are ignored).
 const std::vector<std::string>& KnownConfigFields();
 
-// Checks sizes and consistency (heads divide, head_dim even, vocab > 0, ...); errors name
-// `source` and the field.
-Status ValidateModelConfig(const ModelConfig& config, const std::string& source);
-
 }  // namespace air::engine

@@ -2,28 +2,76 @@
 #include "engine/model/decoder_layer.h"
 
 #include <cmath>
-#include <cstring>
 
 namespace air::engine {
 
-void LinearForward(const Ops& ops, const float* x, int64_t rows, const Parameter& w,
-                   const Parameter* bias, float* y) {
-  const int64_t out = w.value.dim(0), in = w.value.dim(1);
-  // y (N, out) = x (N, in) @ W (out, in)^T
-  ops.Gemm(false, true, rows, out, in, x, in, w.value.data(), in, 0.0f, y, out);
-  if (bias != nullptr) ops.AddBias(y, bias->value.data(), rows, out);
+namespace {
+
+float* GradOrNull(const Parameter* p) {
+  return p != nullptr && p->trainable ? p->grad.f32() : nullptr;
 }
 
-void LinearBackward(const Ops& ops, const float* x, int64_t rows, Parameter& w, Parameter* bias,
-                    const float* dy, float* dx, bool accumulate_dx) {
-  const int64_t out = w.value.dim(0), in = w.value.dim(1);
-  // dW (out, in) += dy (N, out)^T @ x (N, in)
-  ops.Gemm(true, false, out, in, rows, dy, out, x, in, 1.0f, w.grad.data(), in);
-  if (bias != nullptr) ops.BiasBackward(dy, rows, out, bias->grad.data());
+}  // namespace
+
+void LinearForward(const Backend& ops, const float* x, int64_t rows, const Parameter& w,
+                   const Parameter* bias, float* y) {
+  const int64_t out = w.shape[0], in = w.shape[1];
+  // y (N, out) = x (N, in) @ W (out, in)^T
+  ops.Gemm(false, true, rows, out, in, x, in, w.value.f32(), in, 0.0f, y, out);
+  if (bias != nullptr) ops.AddBias(y, bias->value.f32(), rows, out);
+}
+
+void LinearBackward(const Backend& ops, const float* x, int64_t rows, const Parameter& w,
+                    const Parameter* bias, const float* dy, float* dx, bool accumulate_dx) {
+  const int64_t out = w.shape[0], in = w.shape[1];
+  // dW (out, in) += dy (N, out)^T @ x (N, in); none for a frozen W
+  if (w.trainable) ops.Gemm(true, false, out, in, rows, dy, out, x, in, 1.0f, w.grad.f32(), in);
+  if (float* db = GradOrNull(bias)) ops.BiasBackward(dy, rows, out, db);
   // dx (N, in) (+)= dy (N, out) @ W (out, in)
   if (dx != nullptr) {
-    ops.Gemm(false, false, rows, in, out, dy, out, w.value.data(), in, accumulate_dx ? 1.0f : 0.0f,
+    ops.Gemm(false, false, rows, in, out, dy, out, w.value.f32(), in, accumulate_dx ? 1.0f : 0.0f,
              dx, in);
+  }
+}
+
+void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, int64_t batch, int64_t seq,
+                            bool with_input, LayerActivations& a) {
+  const int64_t n = batch * seq, dim = c.hidden_size, inter = c.intermediate_size;
+  if (with_input) a.x = ws.F32({n, dim});
+  a.xn1 = ws.F32({n, dim});
+  a.rstd1 = ws.F32({n});
+  if (c.qk_norm) {
+    a.q_raw = ws.F32({n, c.q_dim()});
+    a.k_raw = ws.F32({n, c.kv_dim()});
+    a.rstd_q = ws.F32({n * c.num_heads});
+    a.rstd_k = ws.F32({n * c.num_kv_heads});
+  }
+  a.q = ws.F32({n, c.q_dim()});
+  a.k = ws.F32({n, c.kv_dim()});
+  a.v = ws.F32({n, c.kv_dim()});
+  a.att = ws.F32({n, c.q_dim()});
+  a.lse = ws.F32({batch, c.num_heads, seq});
+  a.h = ws.F32({n, dim});
+  a.xn2 = ws.F32({n, dim});
+  a.rstd2 = ws.F32({n});
+  a.gate = ws.F32({n, inter});
+  a.up = ws.F32({n, inter});
+  a.act = ws.F32({n, inter});
+}
+
+void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t n, LayerGradScratch& g) {
+  const int64_t dim = c.hidden_size, inter = c.intermediate_size;
+  g.dxn = ws.F32({n, dim});
+  g.dq = ws.F32({n, c.q_dim()});
+  g.dk = ws.F32({n, c.kv_dim()});
+  g.dv = ws.F32({n, c.kv_dim()});
+  g.datt = ws.F32({n, c.q_dim()});
+  g.dgate = ws.F32({n, inter});
+  g.dup = ws.F32({n, inter});
+  g.dact = ws.F32({n, inter});
+  if (c.qk_norm) {
+    g.dq_raw = ws.F32({n, c.q_dim()});
+    g.dk_raw = ws.F32({n, c.kv_dim()});
   }
 }
 
@@ -46,141 +94,119 @@ AttentionShape MakeAttentionShape(const LayerContext& ctx) {
 }  // namespace
 
 void ProjectQkv(const LayerContext& ctx, const LayerWeights& w, const float* xn,
-                LayerActivations& acts) {
+                const LayerActivations& acts) {
   const ModelConfig& c = *ctx.config;
-  const Ops& ops = *ctx.ops;
+  const Backend& ops = *ctx.backend;
   const int64_t n = ctx.rows();
-  acts.q.ResizeZeroed({n, c.q_dim()});
-  acts.k.ResizeZeroed({n, c.kv_dim()});
-  acts.v.ResizeZeroed({n, c.kv_dim()});
-  LinearForward(ops, xn, n, *w.q_proj, w.q_bias, acts.q.data());
-  LinearForward(ops, xn, n, *w.k_proj, w.k_bias, acts.k.data());
-  LinearForward(ops, xn, n, *w.v_proj, w.v_bias, acts.v.data());
+  // Qwen3 projects into q_raw/k_raw and RMS-normalizes each head's D values into q/k (rows are
+  // (token, head) pairs), before RoPE.
+  float* q = c.qk_norm ? acts.q_raw.f32() : acts.q.f32();
+  float* k = c.qk_norm ? acts.k_raw.f32() : acts.k.f32();
+  LinearForward(ops, xn, n, *w.q_proj, w.q_bias, q);
+  LinearForward(ops, xn, n, *w.k_proj, w.k_bias, k);
+  LinearForward(ops, xn, n, *w.v_proj, w.v_bias, acts.v.f32());
   if (c.qk_norm) {
-    // Qwen3: RMSNorm over each head's D values, before RoPE. Rows are (token, head) pairs.
-    acts.q_raw = acts.q;
-    acts.k_raw = acts.k;
-    acts.rstd_q.ResizeZeroed({n * c.num_heads});
-    acts.rstd_k.ResizeZeroed({n * c.num_kv_heads});
-    ops.RmsNormForward(acts.q_raw.data(), w.q_norm->value.data(), n * c.num_heads, c.head_dim,
-                       static_cast<float>(c.rms_norm_eps), acts.q.data(), acts.rstd_q.data());
-    ops.RmsNormForward(acts.k_raw.data(), w.k_norm->value.data(), n * c.num_kv_heads, c.head_dim,
-                       static_cast<float>(c.rms_norm_eps), acts.k.data(), acts.rstd_k.data());
+    ops.RmsNormForward(q, w.q_norm->value.f32(), n * c.num_heads, c.head_dim,
+                       static_cast<float>(c.rms_norm_eps), acts.q.f32(), acts.rstd_q.f32());
+    ops.RmsNormForward(k, w.k_norm->value.f32(), n * c.num_kv_heads, c.head_dim,
+                       static_cast<float>(c.rms_norm_eps), acts.k.f32(), acts.rstd_k.f32());
   }
-  ops.RopeForward(acts.q.data(), n, c.num_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
-  ops.RopeForward(acts.k.data(), n, c.num_kv_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
+  ops.RopeForward(acts.q.f32(), n, c.num_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
+  ops.RopeForward(acts.k.f32(), n, c.num_kv_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
 }
 
-void MlpForward(const LayerContext& ctx, const LayerWeights& w, LayerActivations& acts,
-                Tensor& out) {
+void MlpForward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
+                const View& out) {
   const ModelConfig& c = *ctx.config;
-  const Ops& ops = *ctx.ops;
+  const Backend& ops = *ctx.backend;
   const int64_t n = ctx.rows(), dim = c.hidden_size, inter = c.intermediate_size;
-  acts.xn2.ResizeZeroed({n, dim});
-  acts.rstd2.ResizeZeroed({n});
-  ops.RmsNormForward(acts.h.data(), w.post_norm->value.data(), n, dim,
-                     static_cast<float>(c.rms_norm_eps), acts.xn2.data(), acts.rstd2.data());
-  acts.gate.ResizeZeroed({n, inter});
-  acts.up.ResizeZeroed({n, inter});
-  acts.act.ResizeZeroed({n, inter});
-  LinearForward(ops, acts.xn2.data(), n, *w.gate_proj, w.gate_bias, acts.gate.data());
-  LinearForward(ops, acts.xn2.data(), n, *w.up_proj, w.up_bias, acts.up.data());
-  ops.SwigluForward(acts.gate.data(), acts.up.data(), n * inter, acts.act.data());
-  // out = h + act Wd^T (+ bd)
-  out = acts.h;
-  Tensor down({n, dim});
-  LinearForward(ops, acts.act.data(), n, *w.down_proj, w.down_bias, down.data());
-  ops.AddInPlace(out.data(), down.data(), n * dim);
+  ops.RmsNormForward(acts.h.f32(), w.post_norm->value.f32(), n, dim,
+                     static_cast<float>(c.rms_norm_eps), acts.xn2.f32(), acts.rstd2.f32());
+  LinearForward(ops, acts.xn2.f32(), n, *w.gate_proj, w.gate_bias, acts.gate.f32());
+  LinearForward(ops, acts.xn2.f32(), n, *w.up_proj, w.up_bias, acts.up.f32());
+  ops.SwigluForward(acts.gate.f32(), acts.up.f32(), n * inter, acts.act.f32());
+  // out = act Wd^T (+ bd) + h   (the same sums as h + down: fp addition commutes)
+  LinearForward(ops, acts.act.f32(), n, *w.down_proj, w.down_bias, out.f32());
+  ops.AddInPlace(out.f32(), acts.h.f32(), n * dim);
 }
 
-void LayerForward(const LayerContext& ctx, const LayerWeights& w, LayerActivations& acts,
-                  Tensor& out) {
+void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
+                  const View& out) {
   const ModelConfig& c = *ctx.config;
-  const Ops& ops = *ctx.ops;
+  const Backend& ops = *ctx.backend;
   const int64_t n = ctx.rows(), dim = c.hidden_size;
 
   // xn1 (N, C) = RMSNorm(x) * w_in
-  acts.xn1.ResizeZeroed({n, dim});
-  acts.rstd1.ResizeZeroed({n});
-  ops.RmsNormForward(acts.x.data(), w.input_norm->value.data(), n, dim,
-                     static_cast<float>(c.rms_norm_eps), acts.xn1.data(), acts.rstd1.data());
-  ProjectQkv(ctx, w, acts.xn1.data(), acts);
+  ops.RmsNormForward(acts.x.f32(), w.input_norm->value.f32(), n, dim,
+                     static_cast<float>(c.rms_norm_eps), acts.xn1.f32(), acts.rstd1.f32());
+  ProjectQkv(ctx, w, acts.xn1.f32(), acts);
 
   // att (N, Hq*D) = Attention(q, k, v); lse (B, Hq, T)
   const AttentionShape s = MakeAttentionShape(ctx);
-  acts.att.ResizeZeroed({n, c.q_dim()});
-  acts.lse.ResizeZeroed({ctx.batch, c.num_heads, ctx.seq});
-  ops.AttentionForward(s, acts.q.data(), acts.k.data(), acts.v.data(), ctx.segments, ctx.segments,
-                       acts.att.data(), acts.lse.data());
+  ops.AttentionForward(s, acts.q.f32(), acts.k.f32(), acts.v.f32(), ctx.segments, ctx.segments,
+                       acts.att.f32(), acts.lse.f32());
 
   // h (N, C) = x + att Wo^T (+ bo)
-  acts.h.ResizeZeroed({n, dim});
-  LinearForward(ops, acts.att.data(), n, *w.o_proj, w.o_bias, acts.h.data());
-  ops.AddInPlace(acts.h.data(), acts.x.data(), n * dim);
+  LinearForward(ops, acts.att.f32(), n, *w.o_proj, w.o_bias, acts.h.f32());
+  ops.AddInPlace(acts.h.f32(), acts.x.f32(), n * dim);
 
   MlpForward(ctx, w, acts, out);
 }
 
 void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
-                   const Tensor& dout, LayerGradScratch& g, Tensor& dx) {
+                   const View& dres, const LayerGradScratch& g) {
   const ModelConfig& c = *ctx.config;
-  const Ops& ops = *ctx.ops;
+  const Backend& ops = *ctx.backend;
   const int64_t n = ctx.rows(), dim = c.hidden_size, inter = c.intermediate_size;
+  float* dh = dres.f32();  // dL/dout on entry; the residual makes it the start of dL/dh
 
   // --- MLP: out = h + down(act) ---
-  // dh starts as the residual path's dout.
-  g.dh = dout;
-  // dact (N, I) = dout Wd; dWd += dout^T act
-  g.dact.ResizeZeroed({n, inter});
-  LinearBackward(ops, acts.act.data(), n, *w.down_proj, w.down_bias, dout.data(), g.dact.data(),
-                 false);
-  // dgate, dup (N, I) from act = silu(gate) * up
-  g.dgate.ResizeZeroed({n, inter});
-  g.dup.ResizeZeroed({n, inter});
-  ops.SwigluBackward(acts.gate.data(), acts.up.data(), g.dact.data(), n * inter, g.dgate.data(),
-                     g.dup.data());
+  // dact (N, I) = dout Wd; dWd += dout^T act  (reads dout before dh accumulates into it)
+  LinearBackward(ops, acts.act.f32(), n, *w.down_proj, w.down_bias, dh, g.dact.f32(), false);
+  // dgate, dup (N, I) from act = silu(gate) * up (the op accumulates: start from zero)
+  ops.Zero(g.dgate);
+  ops.Zero(g.dup);
+  ops.SwigluBackward(acts.gate.f32(), acts.up.f32(), g.dact.f32(), n * inter, g.dgate.f32(),
+                     g.dup.f32());
   // dxn2 (N, C) = dgate Wg + dup Wu
-  g.dxn.ResizeZeroed({n, dim});
-  LinearBackward(ops, acts.xn2.data(), n, *w.gate_proj, w.gate_bias, g.dgate.data(), g.dxn.data(),
+  LinearBackward(ops, acts.xn2.f32(), n, *w.gate_proj, w.gate_bias, g.dgate.f32(), g.dxn.f32(),
                  false);
-  LinearBackward(ops, acts.xn2.data(), n, *w.up_proj, w.up_bias, g.dup.data(), g.dxn.data(), true);
+  LinearBackward(ops, acts.xn2.f32(), n, *w.up_proj, w.up_bias, g.dup.f32(), g.dxn.f32(), true);
   // dh += RMSNorm backward (h -> xn2)
-  ops.RmsNormBackward(acts.h.data(), w.post_norm->value.data(), acts.rstd2.data(), g.dxn.data(), n,
-                      dim, g.dh.data(), w.post_norm->grad.data());
+  ops.RmsNormBackward(acts.h.f32(), w.post_norm->value.f32(), acts.rstd2.f32(), g.dxn.f32(), n, dim,
+                      dh, GradOrNull(w.post_norm));
 
   // --- attention: h = x + o_proj(att) ---
-  g.datt.ResizeZeroed({n, c.q_dim()});
-  LinearBackward(ops, acts.att.data(), n, *w.o_proj, w.o_bias, g.dh.data(), g.datt.data(), false);
-  g.dq.ResizeZeroed({n, c.q_dim()});
-  g.dk.ResizeZeroed({n, c.kv_dim()});
-  g.dv.ResizeZeroed({n, c.kv_dim()});
+  LinearBackward(ops, acts.att.f32(), n, *w.o_proj, w.o_bias, dh, g.datt.f32(), false);
+  ops.Zero(g.dq);
+  ops.Zero(g.dk);
+  ops.Zero(g.dv);
   const AttentionShape s = MakeAttentionShape(ctx);
-  ops.AttentionBackward(s, acts.q.data(), acts.k.data(), acts.v.data(), ctx.segments, ctx.segments,
-                        acts.att.data(), acts.lse.data(), g.datt.data(), g.dq.data(), g.dk.data(),
-                        g.dv.data());
+  ops.AttentionBackward(s, acts.q.f32(), acts.k.f32(), acts.v.f32(), ctx.segments, ctx.segments,
+                        acts.att.f32(), acts.lse.f32(), g.datt.f32(), g.dq.f32(), g.dk.f32(),
+                        g.dv.f32());
   // Undo RoPE on the gradients (in place).
-  ops.RopeBackward(g.dq.data(), n, c.num_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
-  ops.RopeBackward(g.dk.data(), n, c.num_kv_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
-  const float* dq = g.dq.data();
-  const float* dk = g.dk.data();
+  ops.RopeBackward(g.dq.f32(), n, c.num_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
+  ops.RopeBackward(g.dk.f32(), n, c.num_kv_heads, c.head_dim, ctx.rope_cos, ctx.rope_sin);
+  const float* dq = g.dq.f32();
+  const float* dk = g.dk.f32();
   if (c.qk_norm) {
-    g.dq_raw.ResizeZeroed({n, c.q_dim()});
-    g.dk_raw.ResizeZeroed({n, c.kv_dim()});
-    ops.RmsNormBackward(acts.q_raw.data(), w.q_norm->value.data(), acts.rstd_q.data(), dq,
-                        n * c.num_heads, c.head_dim, g.dq_raw.data(), w.q_norm->grad.data());
-    ops.RmsNormBackward(acts.k_raw.data(), w.k_norm->value.data(), acts.rstd_k.data(), dk,
-                        n * c.num_kv_heads, c.head_dim, g.dk_raw.data(), w.k_norm->grad.data());
-    dq = g.dq_raw.data();
-    dk = g.dk_raw.data();
+    ops.Zero(g.dq_raw);
+    ops.Zero(g.dk_raw);
+    ops.RmsNormBackward(acts.q_raw.f32(), w.q_norm->value.f32(), acts.rstd_q.f32(), dq,
+                        n * c.num_heads, c.head_dim, g.dq_raw.f32(), GradOrNull(w.q_norm));
+    ops.RmsNormBackward(acts.k_raw.f32(), w.k_norm->value.f32(), acts.rstd_k.f32(), dk,
+                        n * c.num_kv_heads, c.head_dim, g.dk_raw.f32(), GradOrNull(w.k_norm));
+    dq = g.dq_raw.f32();
+    dk = g.dk_raw.f32();
   }
   // dxn1 (N, C) = dq Wq + dk Wk + dv Wv
-  LinearBackward(ops, acts.xn1.data(), n, *w.q_proj, w.q_bias, dq, g.dxn.data(), false);
-  LinearBackward(ops, acts.xn1.data(), n, *w.k_proj, w.k_bias, dk, g.dxn.data(), true);
-  LinearBackward(ops, acts.xn1.data(), n, *w.v_proj, w.v_bias, g.dv.data(), g.dxn.data(), true);
-  // dx = dh (residual) + RMSNorm backward (x -> xn1)
-  if (&dx != &g.dh) dx = g.dh;
-  ops.RmsNormBackward(acts.x.data(), w.input_norm->value.data(), acts.rstd1.data(), g.dxn.data(), n,
-                      dim, dx.data(), w.input_norm->grad.data());
+  LinearBackward(ops, acts.xn1.f32(), n, *w.q_proj, w.q_bias, dq, g.dxn.f32(), false);
+  LinearBackward(ops, acts.xn1.f32(), n, *w.k_proj, w.k_bias, dk, g.dxn.f32(), true);
+  LinearBackward(ops, acts.xn1.f32(), n, *w.v_proj, w.v_bias, g.dv.f32(), g.dxn.f32(), true);
+  // dx = dh (residual) + RMSNorm backward (x -> xn1), in place
+  ops.RmsNormBackward(acts.x.f32(), w.input_norm->value.f32(), acts.rstd1.f32(), g.dxn.f32(), n,
+                      dim, dh, GradOrNull(w.input_norm));
 }
 
 }  // namespace air::engine

@@ -9,18 +9,21 @@
 //   xn2 = RMSNorm(h) * w_post;  act = silu(xn2 Wg^T) * (xn2 Wu^T) (N, I)
 //   out = h + act Wd^T
 //
-// LayerWeights points into the model's Parameter list; LayerActivations holds what the
-// backward needs (all of it, or just `x` under activation checkpointing, then recomputed).
-// Thread safety: functions over caller-owned buffers; one thread per layer call.
+// LayerWeights points into the model's Parameter list (views into the layer's unit buffer);
+// LayerActivations and LayerGradScratch are views into the model's workspace (laid out by
+// LayoutLayerActivations / LayoutLayerGradScratch once per batch shape), so a layer call
+// allocates, copies and zeroes nothing on the host: every step goes through the backend.
+// A frozen weight (Parameter::trainable false) gets no weight-gradient GEMM.
+// Thread safety: functions over caller-owned views; one thread per layer call.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/parameter.h"
-#include "engine/ops/ops.h"
-#include "engine/tensor.h"
+#include "engine/workspace.h"
 
 namespace air::engine {
 
@@ -48,56 +51,63 @@ struct LayerWeights {
 // Per-batch inputs shared by all layers.
 struct LayerContext {
   const ModelConfig* config = nullptr;
-  const Ops* ops = nullptr;
+  const Backend* backend = nullptr;
   int64_t batch = 0;                // B
   int64_t seq = 0;                  // T
-  const float* rope_cos = nullptr;  // (N, D/2)
+  const float* rope_cos = nullptr;  // (N, D/2), device
   const float* rope_sin = nullptr;
-  const int32_t* segments = nullptr;  // (B, T) or null
+  const int32_t* segments = nullptr;  // (B, T) device, or null
   int layer = 0;
   int64_t rows() const { return batch * seq; }
 };
 
 struct LayerActivations {
-  Tensor x;                             // (N, C) layer input
-  Tensor xn1, rstd1;                    // (N, C), (N)
-  Tensor q_raw, k_raw, rstd_q, rstd_k;  // Qwen3: projections before q/k norm, (N*H) rstd
-  Tensor q, k, v;                       // (N, Hq*D), (N, Hkv*D) x2, after norm and RoPE
-  Tensor att, lse;                      // (N, Hq*D), (B, Hq, T)
-  Tensor h;                             // (N, C) after the attention residual
-  Tensor xn2, rstd2;                    // (N, C), (N)
-  Tensor gate, up, act;                 // (N, I) each
+  View x;                             // (N, C) layer input
+  View xn1, rstd1;                    // (N, C), (N)
+  View q_raw, k_raw, rstd_q, rstd_k;  // Qwen3: projections before q/k norm, (N*H) rstd
+  View q, k, v;                       // (N, Hq*D), (N, Hkv*D) x2, after norm and RoPE
+  View att, lse;                      // (N, Hq*D), (B, Hq, T)
+  View h;                             // (N, C) after the attention residual
+  View xn2, rstd2;                    // (N, C), (N)
+  View gate, up, act;                 // (N, I) each
 };
 
 // Scratch gradients reused across layers during the backward.
 struct LayerGradScratch {
-  Tensor dh, dxn, dq, dk, dv, datt, dgate, dup, dact, dq_raw, dk_raw;
+  View dxn, dq, dk, dv, datt, dgate, dup, dact, dq_raw, dk_raw;
 };
 
-// Runs the layer on acts.x (already set) and writes `out` (N, C); fills every other field of
-// `acts`.
-void LayerForward(const LayerContext& ctx, const LayerWeights& w, LayerActivations& acts,
-                  Tensor& out);
+// Takes the views of one layer's activations for `batch` x `seq` tokens from `ws` (`x` too
+// unless with_input is false: then the caller sets it).
+void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, int64_t batch, int64_t seq,
+                            bool with_input, LayerActivations& acts);
+void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t rows, LayerGradScratch& g);
 
-// Given the activations of this layer's forward and dout (N, C), accumulates parameter grads
-// and WRITES dx (N, C), the gradient w.r.t. acts.x (dx may alias dout).
+// Runs the layer on acts.x (already set) and writes `out` (N, C); fills every other field of
+// `acts`. `out` must not alias any of them.
+void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
+                  const View& out);
+
+// Given the activations of this layer's forward, turns `dres` (N, C) from dL/d(out) into
+// dL/d(x) in place, and accumulates the trainable parameters' gradients.
 void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
-                   const Tensor& dout, LayerGradScratch& scratch, Tensor& dx);
+                   const View& dres, const LayerGradScratch& scratch);
 
 // y (N, out) = x (N, in) W^T (+ b); W (out, in) as in HF.
-void LinearForward(const Ops& ops, const float* x, int64_t rows, const Parameter& w,
+void LinearForward(const Backend& ops, const float* x, int64_t rows, const Parameter& w,
                    const Parameter* bias, float* y);
-// dx (N, in) += or = dy W (accumulate selects beta); dW += dy^T x; db += colsum(dy).
-void LinearBackward(const Ops& ops, const float* x, int64_t rows, Parameter& w, Parameter* bias,
-                    const float* dy, float* dx, bool accumulate_dx);
+// dx (N, in) += or = dy W (accumulate selects beta); dW += dy^T x and db += colsum(dy) for the
+// trainable ones (a frozen W or b is skipped: no weight-gradient GEMM).
+void LinearBackward(const Backend& ops, const float* x, int64_t rows, const Parameter& w,
+                    const Parameter* bias, const float* dy, float* dx, bool accumulate_dx);
 
 // The q/k/v projections with bias, Qwen3 norms and RoPE: writes acts.q/k/v (and q_raw/k_raw,
 // rstd_q/k when qk_norm) from `xn` (N, C). Shared by training and KV-cache decoding.
 void ProjectQkv(const LayerContext& ctx, const LayerWeights& w, const float* xn,
-                LayerActivations& acts);
+                const LayerActivations& acts);
 
 // The MLP block and residual: from h (N, C) computes xn2, gate, up, act and out = h + down.
-void MlpForward(const LayerContext& ctx, const LayerWeights& w, LayerActivations& acts,
-                Tensor& out);
+void MlpForward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
+                const View& out);
 
 }  // namespace air::engine

@@ -3,7 +3,6 @@
 // are appended to the cache and attention reads the whole cache (q_offset = tokens already
 // cached), so logits match a full forward over the concatenated sequence.
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "engine/model/llama_model.h"
@@ -15,7 +14,7 @@ namespace air::engine {
 Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                                        bool all_positions) {
   const ModelConfig& c = config_;
-  const Ops& ops = *ops_;
+  const Backend& ops = *backend_;
   Impl& m = *impl_;
   if (cache.batch <= 0 || static_cast<int64_t>(cache.keys.size()) != c.num_layers ||
       static_cast<int64_t>(cache.values.size()) != c.num_layers) {
@@ -43,39 +42,55 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     }
   }
   const int64_t n = batch * step, dim = c.hidden_size, kv_dim = c.kv_dim();
+  const int64_t rows = all_positions ? n : batch;  // rows that get logits
 
-  std::vector<int32_t> positions(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(cache.length + i % step);
-  std::vector<float> rope_cos, rope_sin;
-  RopeTables(m.inv_freq, positions.data(), n, rope_cos, rope_sin);
+  // Device memory for this step (its own workspace: a training step's activations survive).
+  View ids, cos, sin, x, out, selected, normed, rstd, logits;
+  LayerActivations acts;
+  AIR_RETURN_IF_ERROR(m.decode_workspace.Arrange([&](Workspace& ws) {
+    ids = ws.Take(DType::kI32, {n});
+    cos = ws.F32({n, c.head_dim / 2});
+    sin = ws.F32({n, c.head_dim / 2});
+    x = ws.F32({n, dim});
+    out = ws.F32({n, dim});
+    LayoutLayerActivations(ws, c, batch, step, false, acts);
+    selected = ws.F32({rows, dim});
+    normed = ws.F32({rows, dim});
+    rstd = ws.F32({rows});
+    logits = ws.F32({rows, c.vocab_size});
+  }));
+  m.host_positions.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    m.host_positions[i] = static_cast<int32_t>(cache.length + i % step);
+  }
+  RopeTables(m.inv_freq, m.host_positions.data(), n, m.host_cos, m.host_sin);
+  ops.CopyToDevice(ids, tokens.data());
+  ops.CopyToDevice(cos, m.host_cos.data());
+  ops.CopyToDevice(sin, m.host_sin.data());
+
   LayerContext ctx;
   ctx.config = &c;
-  ctx.ops = &ops;
+  ctx.backend = &ops;
   ctx.batch = batch;
   ctx.seq = step;
-  ctx.rope_cos = rope_cos.data();
-  ctx.rope_sin = rope_sin.data();
+  ctx.rope_cos = cos.f32();
+  ctx.rope_sin = sin.f32();
 
-  LayerActivations acts;
-  acts.x = Tensor({n, dim});
-  ops.EmbeddingForward(tokens.data(), n, m.embed->value.data(), dim, acts.x.data());
-  Tensor out;
+  ops.EmbeddingForward(ids.i32(), n, m.embed->value.f32(), dim, x.f32());
   for (int l = 0; l < c.num_layers; ++l) {
     ctx.layer = l;
     const LayerWeights& w = m.layers[l];
-    acts.xn1.ResizeZeroed({n, dim});
-    acts.rstd1.ResizeZeroed({n});
-    ops.RmsNormForward(acts.x.data(), w.input_norm->value.data(), n, dim,
-                       static_cast<float>(c.rms_norm_eps), acts.xn1.data(), acts.rstd1.data());
-    ProjectQkv(ctx, w, acts.xn1.data(), acts);
+    acts.x = x;
+    ops.RmsNormForward(x.f32(), w.input_norm->value.f32(), n, dim,
+                       static_cast<float>(c.rms_norm_eps), acts.xn1.f32(), acts.rstd1.f32());
+    ProjectQkv(ctx, w, acts.xn1.f32(), acts);
     // Append k, v (B*step, Hkv*D) to the cache rows [length, length + step) of each batch row.
-    float* keys = cache.keys[l].data();
-    float* values = cache.values[l].data();
+    const View keys = cache.keys[l].Reshaped({batch * cache.capacity, kv_dim});
+    const View values = cache.values[l].Reshaped({batch * cache.capacity, kv_dim});
     for (int64_t b = 0; b < batch; ++b) {
-      const int64_t dst = (b * cache.capacity + cache.length) * kv_dim;
-      const int64_t src = b * step * kv_dim;
-      std::memcpy(keys + dst, acts.k.data() + src, sizeof(float) * step * kv_dim);
-      std::memcpy(values + dst, acts.v.data() + src, sizeof(float) * step * kv_dim);
+      const int64_t dst = b * cache.capacity + cache.length;
+      ops.Copy(keys.Rows(dst, step), acts.k.Rows(b * step, step));
+      ops.Copy(values.Rows(dst, step), acts.v.Rows(b * step, step));
     }
     AttentionShape s;
     s.batch = batch;
@@ -88,34 +103,28 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     s.q_offset = cache.length;
     s.sliding_window = c.sliding_window(l);
     s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    acts.att.ResizeZeroed({n, c.q_dim()});
-    ops.AttentionForward(s, acts.q.data(), keys, values, nullptr, nullptr, acts.att.data(),
-                         nullptr);
+    ops.AttentionForward(s, acts.q.f32(), keys.f32(), values.f32(), nullptr, nullptr,
+                         acts.att.f32(), nullptr);
     // h = x + att Wo^T; then the MLP block.
-    acts.h.ResizeZeroed({n, dim});
-    LinearForward(ops, acts.att.data(), n, *w.o_proj, w.o_bias, acts.h.data());
-    ops.AddInPlace(acts.h.data(), acts.x.data(), n * dim);
+    LinearForward(ops, acts.att.f32(), n, *w.o_proj, w.o_bias, acts.h.f32());
+    ops.AddInPlace(acts.h.f32(), x.f32(), n * dim);
     MlpForward(ctx, w, acts, out);
-    std::swap(acts.x, out);
+    std::swap(x, out);
   }
   cache.length += step;
 
   // Final norm and head, on every new token or only the last of each row.
-  const int64_t rows = all_positions ? n : batch;
-  Tensor selected({rows, dim});
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t src = all_positions ? r : r * step + step - 1;
-    std::memcpy(selected.data() + r * dim, acts.x.data() + src * dim, sizeof(float) * dim);
+    ops.Copy(selected.Rows(r, 1), x.Rows(src, 1));
   }
-  Tensor normed({rows, dim});
-  Tensor rstd({rows});
-  ops.RmsNormForward(selected.data(), m.final_norm->value.data(), rows, dim,
-                     static_cast<float>(c.rms_norm_eps), normed.data(), rstd.data());
-  Tensor logits({rows, c.vocab_size});
-  ops.Gemm(false, true, rows, c.vocab_size, dim, normed.data(), dim, m.lm_head->value.data(), dim,
-           0.0f, logits.data(), c.vocab_size);
-  if (all_positions) logits.Reshape({batch, step, c.vocab_size});
-  return logits;
+  ops.RmsNormForward(selected.f32(), m.final_norm->value.f32(), rows, dim,
+                     static_cast<float>(c.rms_norm_eps), normed.f32(), rstd.f32());
+  ops.Gemm(false, true, rows, c.vocab_size, dim, normed.f32(), dim, m.lm_head->value.f32(), dim,
+           0.0f, logits.f32(), c.vocab_size);
+  Tensor host_logits = ops.ToHostTensor(logits);
+  if (all_positions) host_logits.Reshape({batch, step, c.vocab_size});
+  return host_logits;
 }
 
 }  // namespace air::engine

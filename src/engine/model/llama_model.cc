@@ -1,44 +1,33 @@
-// LlamaModel: parameters (names, shapes), creation, loading, saving and initialization.
-// Forward/Backward are in llama_forward.cc, KV-cache decoding in kv_decode.cc.
+// LlamaModel: parameters (names, shapes, FSDP units and their flat buffers), creation,
+// trainable flags, gradients and initialization. Forward/Backward are in llama_forward.cc,
+// KV-cache decoding in kv_decode.cc, HF checkpoint I/O in io/hf_state_dict.cc.
 #include "engine/model/llama_model.h"
 
 #include <cmath>
 #include <numbers>
 #include <random>
 
-#include "engine/io/hf_config.h"
 #include "engine/model/llama_model_impl.h"
 #include "engine/model/rope.h"
 
 namespace air::engine {
 
-LlamaModel::LlamaModel(ModelConfig config, std::unique_ptr<Ops> ops, bool checkpointing)
+LlamaModel::LlamaModel(ModelConfig config, std::shared_ptr<Backend> backend, bool checkpointing)
     : config_(std::move(config)),
-      ops_(std::move(ops)),
+      backend_(std::move(backend)),
       activation_checkpointing_(checkpointing),
-      impl_(std::make_unique<Impl>()) {}
+      impl_(std::make_unique<Impl>(backend_.get())) {}
 
 LlamaModel::~LlamaModel() = default;
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig& config,
+                                                       std::shared_ptr<Backend> backend,
                                                        const ModelOptions& options) {
   AIR_RETURN_IF_ERROR(ValidateModelConfig(config, "model config"));
-  if (!IsKnownOpsKind(options.ops.kind)) {
-    return InvalidArgument("unknown ops kind '" + options.ops.kind +
-                           "': valid kinds are fast, reference");
-  }
+  if (backend == nullptr) return InvalidArgument("LlamaModel::Create needs a backend");
   std::unique_ptr<LlamaModel> model(
-      new LlamaModel(config, CreateCpuOps(options.ops), options.activation_checkpointing));
-  model->BuildParameters();
-  return model;
-}
-
-Result<std::unique_ptr<LlamaModel>> LlamaModel::FromPretrained(const std::string& model_dir,
-                                                               const ModelOptions& options) {
-  AIR_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
-  AIR_ASSIGN_OR_RETURN(auto model, Create(config, options));
-  AIR_ASSIGN_OR_RETURN(auto reader, WeightReader::Open(model_dir));
-  AIR_RETURN_IF_ERROR(model->LoadWeights(*reader));
+      new LlamaModel(config, std::move(backend), options.activation_checkpointing));
+  AIR_RETURN_IF_ERROR(model->BuildParameters());
   return model;
 }
 
@@ -78,14 +67,41 @@ std::vector<ParameterSpec> LlamaModel::ParameterSpecs(const ModelConfig& c) {
   return specs;
 }
 
-void LlamaModel::BuildParameters() {
+Status LlamaModel::BuildParameters() {
   const ModelConfig& c = config_;
-  // The vector is filled once and never resized: LayerWeights keep pointers into it.
+  const Backend& backend = *backend_;
+  // The vector is filled once and never resized: LayerWeights and units keep pointers into it.
   params_.clear();
+  const int root = root_unit();
   for (ParameterSpec& spec : ParameterSpecs(c)) {
-    const bool decay = spec.shape.size() >= 2;  // no weight decay for norms and biases
-    params_.push_back(Parameter{std::move(spec.name), Tensor(std::move(spec.shape)), Tensor(),
-                                spec.layer, decay});
+    Parameter p;
+    p.decay = spec.shape.size() >= 2;  // no weight decay for norms and biases
+    p.name = std::move(spec.name);
+    p.shape = std::move(spec.shape);
+    p.layer = spec.layer;
+    p.unit = spec.layer >= 0 ? spec.layer : root;
+    params_.push_back(std::move(p));
+  }
+  // One flat value buffer per unit; each parameter a view at its offset (in HF order).
+  units_.clear();
+  units_.resize(static_cast<size_t>(root) + 1);
+  for (int u = 0; u <= root; ++u) {
+    units_[u].name = u == root ? "root" : "model.layers." + std::to_string(u);
+  }
+  for (Parameter& p : params_) {
+    ParamGroup& g = units_[static_cast<size_t>(p.unit)];
+    g.params.push_back(&p);
+    g.numel += p.numel();
+  }
+  for (ParamGroup& g : units_) {
+    AIR_ASSIGN_OR_RETURN(g.values, backend.AllocateView(DType::kF32, {g.numel}, &g.values_view));
+    backend.Zero(g.values_view);
+    int64_t offset = 0;
+    for (Parameter* p : g.params) {
+      p->value =
+          View(g.values.get(), static_cast<size_t>(offset) * sizeof(float), DType::kF32, p->shape);
+      offset += p->numel();
+    }
   }
 
   Impl& impl = *impl_;
@@ -116,11 +132,12 @@ void LlamaModel::BuildParameters() {
     w.down_bias = FindParameter(p + "mlp.down_proj.bias");
   }
   impl.inv_freq = RopeInverseFrequencies(c);
-  // Norm weights start at one so a freshly created model is usable after LoadWeights of a
-  // partial set in tests; InitWeights and LoadWeights overwrite everything anyway.
+  // Norm weights start at one so a freshly created model is usable after loading a partial
+  // set in tests; InitWeights and LoadHfWeights overwrite everything anyway.
   for (Parameter& p : params_) {
-    if (p.name.find("norm.weight") != std::string::npos) p.value.Fill(1.0f);
+    if (p.name.find("norm.weight") != std::string::npos) backend.Fill(p.value, 1.0f);
   }
+  return Status::Ok();
 }
 
 Parameter* LlamaModel::FindParameter(const std::string& name) {
@@ -132,23 +149,54 @@ Parameter* LlamaModel::FindParameter(const std::string& name) {
 
 int64_t LlamaModel::NumParameters() const {
   int64_t n = 0;
-  for (const Parameter& p : params_) n += p.value.numel();
+  for (const Parameter& p : params_) n += p.numel();
   return n;
 }
 
-void LlamaModel::ZeroGrads() {
-  for (Parameter& p : params_) {
-    if (p.grad.shape() != p.value.shape()) {
-      p.grad = Tensor(p.value.shape());
-    } else {
-      p.grad.SetZero();
-    }
-  }
+int64_t LlamaModel::NumTrainableParameters() const {
+  int64_t n = 0;
+  for (const Parameter& p : params_) n += p.trainable ? p.numel() : 0;
+  return n;
 }
 
-Status LlamaModel::LoadWeights(const WeightReader& reader) {
-  for (Parameter& p : params_) {
-    AIR_RETURN_IF_ERROR(reader.ReadInto(p.name, p.value));
+Status LlamaModel::SetTrainable(const std::string& name, bool trainable) {
+  Parameter* p = FindParameter(name);
+  if (p == nullptr) return NotFound("SetTrainable: the model has no parameter '" + name + "'");
+  if (p->trainable == trainable) return Status::Ok();
+  p->trainable = trainable;
+  ParamGroup& g = units_[static_cast<size_t>(p->unit)];
+  g.grads.reset();  // laid out again without (or with) it by EnsureGradients
+  g.grads_view = View();
+  g.trainable_numel = 0;
+  for (Parameter* q : g.params) q->grad = View();
+  return Status::Ok();
+}
+
+Status LlamaModel::EnsureGradients() {
+  const Backend& backend = *backend_;
+  for (ParamGroup& g : units_) {
+    if (g.grads != nullptr) continue;
+    g.trainable_numel = 0;
+    for (const Parameter* p : g.params) g.trainable_numel += p->trainable ? p->numel() : 0;
+    if (g.trainable_numel == 0) continue;
+    AIR_ASSIGN_OR_RETURN(g.grads,
+                         backend.AllocateView(DType::kF32, {g.trainable_numel}, &g.grads_view));
+    backend.Zero(g.grads_view);
+    int64_t offset = 0;
+    for (Parameter* p : g.params) {
+      if (!p->trainable) continue;
+      p->grad =
+          View(g.grads.get(), static_cast<size_t>(offset) * sizeof(float), DType::kF32, p->shape);
+      offset += p->numel();
+    }
+  }
+  return Status::Ok();
+}
+
+Status LlamaModel::ZeroGrads() {
+  AIR_RETURN_IF_ERROR(EnsureGradients());
+  for (ParamGroup& g : units_) {
+    if (!g.grads_view.empty()) backend_->Zero(g.grads_view);
   }
   return Status::Ok();
 }
@@ -161,39 +209,37 @@ void LlamaModel::InitWeights(uint64_t seed) {
     return std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * std::numbers::pi * uniform());
   };
   const double stddev = config_.initializer_range;
+  const int64_t pad = config_.pad_token_id;
+  std::vector<float> host;  // initialization is not the step loop: draw on the host, upload
   for (Parameter& p : params_) {
     const bool is_norm = p.name.find("norm.weight") != std::string::npos;
     const bool is_bias = p.name.ends_with(".bias");
+    host.assign(static_cast<size_t>(p.numel()), 0.0f);
     if (is_norm) {
-      p.value.Fill(1.0f);
-    } else if (is_bias) {
-      p.value.SetZero();
-    } else {
-      for (float& v : p.value.values()) v = static_cast<float>(stddev * normal());
+      std::fill(host.begin(), host.end(), 1.0f);
+    } else if (!is_bias) {
+      for (float& v : host) v = static_cast<float>(stddev * normal());
     }
-  }
-  // nn.Embedding(padding_idx) starts with the padding row at zero, as HF initializes it.
-  const int64_t pad = config_.pad_token_id;
-  if (pad >= 0 && pad < config_.vocab_size) {
-    float* row = impl_->embed->value.data() + pad * config_.hidden_size;
-    std::fill(row, row + config_.hidden_size, 0.0f);
+    // nn.Embedding(padding_idx) starts with the padding row at zero, as HF initializes it.
+    if (&p == impl_->embed && pad >= 0 && pad < config_.vocab_size) {
+      std::fill(host.begin() + pad * config_.hidden_size,
+                host.begin() + (pad + 1) * config_.hidden_size, 0.0f);
+    }
+    backend_->CopyToDevice(p.value, host.data());
   }
 }
 
-Status LlamaModel::Save(const std::string& dir, const SaveOptions& options) const {
-  std::vector<NamedTensorRef> refs;
-  refs.reserve(params_.size());
-  for (const Parameter& p : params_) refs.push_back({p.name, &p.value});
-  return SaveHfCheckpoint(dir, config_, refs, options);
-}
-
-KvCache LlamaModel::NewKvCache(int64_t batch, int64_t capacity) const {
+Result<KvCache> LlamaModel::NewKvCache(int64_t batch, int64_t capacity) const {
   KvCache cache;
   cache.batch = batch;
   cache.capacity = capacity;
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    cache.keys.emplace_back(Shape{batch, capacity, config_.num_kv_heads, config_.head_dim});
-    cache.values.emplace_back(Shape{batch, capacity, config_.num_kv_heads, config_.head_dim});
+  const Shape shape{batch, capacity, config_.num_kv_heads, config_.head_dim};
+  const size_t layer_bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
+  const auto layers = static_cast<size_t>(config_.num_layers);
+  AIR_ASSIGN_OR_RETURN(cache.storage, backend_->Allocate(2 * layers * layer_bytes));
+  for (size_t l = 0; l < layers; ++l) {
+    cache.keys.emplace_back(cache.storage.get(), 2 * l * layer_bytes, DType::kF32, shape);
+    cache.values.emplace_back(cache.storage.get(), (2 * l + 1) * layer_bytes, DType::kF32, shape);
   }
   return cache;
 }

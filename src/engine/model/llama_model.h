@@ -6,15 +6,26 @@
 //   logits = lm_head(RMSNorm(x))                          (B, T, V)  (lm_head = embed if tied)
 //   loss = mean over labels != -100 of CE(logits[:, t-1], labels[:, t])   (HF shift)
 //
+// The backend (engine/backend/backend.h) comes from outside: Create takes it, every buffer the
+// model uses is allocated on it and every number is computed by it. Parameters are views into
+// one flat buffer per FSDP unit (model/parameter.h: a unit per decoder layer plus the root
+// unit), and UnitHooks run before and after each unit's forward and backward — where FSDP
+// gathers a unit's shards, frees them and reduce-scatters its gradients. Loading and saving
+// Hugging Face checkpoints is not the model's business: io/hf_state_dict.h maps HF names to
+// the parameter views.
+//
 // Training use (engine/train):
 //   model->ZeroGrads();
 //   for each micro-batch: r = model->Forward(batch); model->Backward(scale);
-//   optimizer over model->parameters() (value, grad).
-// Backward(scale) accumulates the gradient of scale * r.loss into every Parameter::grad, so
-// gradient accumulation is repeated Forward/Backward pairs; to get the gradient of the mean
-// over all loss tokens of several micro-batches, pass scale = r.loss_tokens / total_tokens.
-// Backward must follow the Forward whose activations it uses (training mode) and consumes them
-// (one Backward per Forward; the buffers are kept and reused by the next Forward).
+//   optimizer over the trainable parameters (value and grad views).
+// Backward(scale) accumulates the gradient of scale * r.loss into every trainable
+// Parameter::grad, so gradient accumulation is repeated Forward/Backward pairs; to get the
+// gradient of the mean over all loss tokens of several micro-batches, pass
+// scale = r.loss_tokens / total_tokens. Backward must follow the Forward whose activations it
+// uses (training mode) and consumes them (one Backward per Forward). Activations live in a
+// workspace allocated at the first step of a batch shape and reused (workspace.h): the step
+// loop allocates, copies and zeroes nothing on the host except uploading the batch's ids,
+// targets and RoPE tables, and reads back one scalar (the loss sum) per Forward.
 //
 // Activation checkpointing (options.activation_checkpointing or set_activation_checkpointing):
 // Forward keeps only each layer's input; Backward recomputes the layer's forward before its
@@ -28,7 +39,8 @@
 // layers only to the last `window` of them. Invalid batches are an InvalidArgument naming the
 // row, column and value.
 //
-// Thread safety: one thread drives a model at a time; ops use their own worker threads inside.
+// Thread safety: one thread drives a model (and its backend) at a time; the backend uses its
+// own worker threads inside.
 #pragma once
 
 #include <cstdint>
@@ -39,18 +51,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/backend/backend.h"
 #include "engine/data/batch.h"
-#include "engine/io/checkpoint.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/model_config.h"
 #include "engine/model/parameter.h"
-#include "engine/ops/ops.h"
 #include "engine/tensor.h"
 
 namespace air::engine {
 
 struct ModelOptions {
-  OpsOptions ops;  // which CPU ops ("fast" or "reference") and how many threads
   bool activation_checkpointing = false;
 };
 
@@ -65,26 +75,33 @@ struct ForwardResult {
   double loss = 0.0;        // mean cross-entropy over loss tokens; 0 when there are none
   double loss_sum = 0.0;    // sum of the per-token losses
   int64_t loss_tokens = 0;  // labels != -100 after the shift
-  Tensor logits;            // (B, T, V) when ForwardOptions::return_logits
+  Tensor logits;            // (B, T, V) on the host, when ForwardOptions::return_logits
 };
 
-// Called around each decoder layer (e.g. by FSDP to gather a layer's shards just in time and
-// to reduce its gradients as soon as they are complete). Empty functions are skipped.
-struct LayerHooks {
-  std::function<void(int layer)> before_forward;
-  std::function<void(int layer)> before_backward;
-  std::function<void(int layer)> after_backward;
+// Called around each FSDP unit's forward and backward with the unit's index into units():
+// a decoder layer l is unit l; the root unit (embedding, final norm, lm_head) is
+// root_unit() == num_layers, and brackets the whole pass (before_forward before the embedding,
+// after_forward after the loss; before_backward before the head's backward, after_backward
+// after the embedding's). Order in a training step: root, 0 .. L-1 forward (each before/after);
+// root, L-1 .. 0 backward; root's after_backward last. With activation checkpointing a layer's
+// recomputation runs between its before_backward and its backward. FSDP (ZeRO-3) gathers a
+// unit's parameters in before_forward and before_backward, frees them in after_forward and
+// after_backward, and reduce-scatters the unit's gradient buffer in after_backward. Empty
+// functions are skipped.
+struct UnitHooks {
+  std::function<void(int unit)> before_forward;
+  std::function<void(int unit)> after_forward;
+  std::function<void(int unit)> before_backward;
+  std::function<void(int unit)> after_backward;
 };
 
 class LlamaModel {
  public:
-  // A model of this architecture with all weights zero (call InitWeights or LoadWeights next).
-  // Validates the config.
+  // A model of this architecture on `backend`, with all weights zero and norm weights one
+  // (call InitWeights, or io/hf_state_dict.h's LoadHfWeights, next). Validates the config.
   static Result<std::unique_ptr<LlamaModel>> Create(const ModelConfig& config,
+                                                    std::shared_ptr<Backend> backend,
                                                     const ModelOptions& options = {});
-  // Reads DIR/config.json and the safetensors weights in DIR (single or sharded).
-  static Result<std::unique_ptr<LlamaModel>> FromPretrained(const std::string& model_dir,
-                                                            const ModelOptions& options = {});
   // The parameters a model of this config has, in HF order, without allocating them (used to
   // check a checkpoint's names and shapes cheaply).
   static std::vector<ParameterSpec> ParameterSpecs(const ModelConfig& config);
@@ -92,56 +109,65 @@ class LlamaModel {
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
-  // Loads every parameter from `reader` (converting BF16/F16 to fp32). A missing tensor or a
-  // shape mismatch is an error naming the tensor, the file(s), the expected and actual shape.
-  // With tied embeddings a stored lm_head.weight is ignored.
-  Status LoadWeights(const WeightReader& reader);
   // HF-style initialization: linear and embedding weights ~ normal(0, initializer_range), biases
   // zero, norm weights one. Deterministic for a seed (mt19937_64, Box-Muller).
   void InitWeights(uint64_t seed);
-  // Writes a checkpoint transformers loads (io/checkpoint.h).
-  Status Save(const std::string& dir, const SaveOptions& options = {}) const;
 
   const ModelConfig& config() const { return config_; }
-  const Ops& ops() const { return *ops_; }
+  const Backend& backend() const { return *backend_; }
+  const std::shared_ptr<Backend>& shared_backend() const { return backend_; }
   // Parameters in HF order (embedding, layer by layer, final norm, lm_head unless tied). The
   // vector never changes size, so pointers into it stay valid.
   std::vector<Parameter>& parameters() { return params_; }
   const std::vector<Parameter>& parameters() const { return params_; }
   Parameter* FindParameter(const std::string& name);
-  int64_t NumParameters() const;  // element count
+  int64_t NumParameters() const;           // element count
+  int64_t NumTrainableParameters() const;  // element count of the trainable ones
+
+  // The FSDP units: units()[l] is decoder layer l, units()[root_unit()] the root unit.
+  std::vector<ParamGroup>& units() { return units_; }
+  const std::vector<ParamGroup>& units() const { return units_; }
+  int root_unit() const { return static_cast<int>(config_.num_layers); }
+
+  // Freezes (false) or unfreezes a parameter by name; NotFound naming it otherwise. Its unit's
+  // gradient buffer is released and laid out again (without the frozen ones) at the next
+  // ZeroGrads/Backward.
+  Status SetTrainable(const std::string& name, bool trainable);
 
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
-  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
+  void set_unit_hooks(UnitHooks hooks) { hooks_ = std::move(hooks); }
 
   Result<ForwardResult> Forward(const TokenBatch& batch, const ForwardOptions& options = {});
-  // Accumulates d(scale * loss)/d(param) into every grad. FailedPrecondition if no training
-  // Forward preceded it.
+  // Accumulates d(scale * loss)/d(param) into every trainable grad (allocating and zeroing
+  // missing gradient buffers first). FailedPrecondition if no training Forward preceded it.
   Status Backward(float scale = 1.0f);
-  // Allocates (first time) and zeroes every grad.
-  void ZeroGrads();
+  // Allocates (when missing) and zeroes every unit's gradient buffer.
+  Status ZeroGrads();
 
-  // A cache for `batch` rows of up to `capacity` tokens each.
-  KvCache NewKvCache(int64_t batch, int64_t capacity) const;
+  // A cache on the model's backend for `batch` rows of up to `capacity` tokens each.
+  Result<KvCache> NewKvCache(int64_t batch, int64_t capacity) const;
   // Feeds `tokens` (B, n) row-major — n new tokens per row, at positions cache.length ... —
-  // through the model, appends their keys/values to the cache and returns logits: (B, V) for
-  // the last new token of each row, or (B, n, V) when all_positions. Errors when the cache
-  // lacks room or a token is out of range.
+  // through the model, appends their keys/values to the cache and returns logits on the host:
+  // (B, V) for the last new token of each row, or (B, n, V) when all_positions. Errors when the
+  // cache lacks room or a token is out of range.
   Result<Tensor> ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                              bool all_positions = false);
 
  private:
   struct Impl;
-  LlamaModel(ModelConfig config, std::unique_ptr<Ops> ops, bool checkpointing);
-  void BuildParameters();
+  LlamaModel(ModelConfig config, std::shared_ptr<Backend> backend, bool checkpointing);
+  Status BuildParameters();
+  // Allocates and zeroes the gradient buffers of units that have none.
+  Status EnsureGradients();
 
   ModelConfig config_;
-  std::unique_ptr<Ops> ops_;
+  std::shared_ptr<Backend> backend_;
   bool activation_checkpointing_ = false;
-  LayerHooks hooks_;
+  UnitHooks hooks_;
   std::vector<Parameter> params_;
-  std::unique_ptr<Impl> impl_;  // layer views into params_, saved activations
+  std::vector<ParamGroup> units_;
+  std::unique_ptr<Impl> impl_;  // layer weights, workspace, saved activations
 };
 
 }  // namespace air::engine

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+
 namespace air::engine {
 
 enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
@@ -69,5 +71,9 @@ struct ModelConfig {
                                                                      : 0;
   }
 };
+
+// Checks sizes and consistency (heads divide, head_dim even, vocab > 0, ...); errors name
+// `source` and the field.
+Status ValidateModelConfig(const ModelConfig& config, const std::string& source);
 
 }  // namespace air::engine

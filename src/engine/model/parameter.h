@@ -1,21 +1,52 @@
-// Parameter: one trainable tensor of a model, under its Hugging Face name, with its gradient.
-// The trainer (optimizer, clipping, FSDP) works on the model's list of these.
+// Parameter and ParamGroup: a model's weights as named views into flat per-unit buffers.
+//
+// Parameters are grouped into FSDP units (torchtitan's apply_fsdp granularity): one unit per
+// decoder layer, plus the root unit (embedding, final norm, lm_head). Each unit owns ONE flat
+// F32 value buffer on the model's backend, and each parameter's value is a view into it (llm.c's
+// single parameter buffer with offsets), so FSDP can shard, all-gather and free a unit as one
+// contiguous range and re-point the views. A unit's gradients are a second flat buffer that
+// holds only its trainable parameters, in the same order; a frozen parameter (trainable =
+// false: LoRA's base weights) has no gradient view, gets no weight-gradient GEMM and no
+// optimizer state.
+//
 // Thread safety: plain data; owned by the model.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/tensor.h"
+#include "engine/view.h"
 
 namespace air::engine {
 
 struct Parameter {
   std::string name;  // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
-  Tensor value;      // fp32 weights, HF shape ([out, in] for linear weights)
-  Tensor grad;       // same shape once allocated; empty until ZeroGrads() or Backward()
+  Shape shape;       // HF shape ([out, in] for linear weights)
   int layer = -1;    // decoder layer index, or -1 for embedding, final norm and lm_head
+  int unit = 0;      // index into the model's units(): the layer, or the root unit
   // False for 1-D tensors (norm weights, biases): AdamW skips weight decay for them.
   bool decay = true;
+  // False: frozen (no gradient, no weight-gradient GEMM, no optimizer state).
+  bool trainable = true;
+  View value;  // F32, into its unit's value buffer
+  View grad;   // F32, into its unit's gradient buffer; empty when frozen or not yet allocated
+
+  int64_t numel() const { return NumElements(shape); }
+};
+
+// One FSDP unit: the parameters whose memory is one contiguous buffer.
+struct ParamGroup {
+  std::string name;                // "model.layers.3" or "root"
+  std::vector<Parameter*> params;  // in the model's (HF) order
+  int64_t numel = 0;               // elements of every parameter
+  int64_t trainable_numel = 0;     // elements of the trainable ones (the gradient buffer)
+  std::unique_ptr<Buffer> values;  // numel F32
+  std::unique_ptr<Buffer> grads;   // trainable_numel F32; null until gradients are allocated
+  View values_view;                // the whole value buffer, flat (numel)
+  View grads_view;                 // the whole gradient buffer, flat; empty when null
 };
 
 // A parameter's name, shape and layer without its storage (what a checkpoint must contain).

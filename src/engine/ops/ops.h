@@ -1,11 +1,15 @@
-// Ops: the compute interface the model is written against (ggml's backend idea, kept small).
+// Ops: the compute half of a Backend (engine/backend/backend.h: a backend owns memory and
+// computes over it, ggml's idea).
 //
-// Every op works on fp32, row-major, contiguous arrays passed as raw pointers plus sizes; the
-// shapes are spelled out in the comments (`x (N, C)`). An implementation is a folder under
-// ops/: ops/cpu/reference_ops (clear loops, the ground truth) and ops/cpu/fast_ops (blocked,
-// vectorized, multithreaded; overrides what it speeds up and inherits the rest). A CUDA
-// backend will be a third. Each implementation is tested against the reference op by op
-// (tests/unit/engine_core/ops_harness_test.cc) and every backward against finite differences.
+// Every op works on fp32, row-major, contiguous arrays passed as device addresses of the
+// backend's memory (View::f32(), View::i32(), which check the view's dtype) plus sizes; the
+// shapes are spelled out in the comments (`x (N, C)`). Scalar results (a loss sum, a squared
+// norm) are written to device scalars, never returned, so a GPU backend needs no sync per op.
+// An implementation is a folder under ops/: ops/cpu/reference_ops (clear loops, the ground
+// truth) and ops/cpu/fast_ops (blocked, vectorized, multithreaded; overrides what it speeds up
+// and inherits the rest). A CUDA backend will be a third. Every registered backend is tested
+// against the reference op by op with its own tolerances (backend/registry.h,
+// tests/unit/engine_core/ops_harness_test.cc) and every backward against finite differences.
 //
 // Conventions:
 //   - Forward ops write (overwrite) their outputs.
@@ -20,7 +24,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 namespace air::engine {
@@ -136,12 +139,14 @@ class Ops {
   virtual void BiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias) const = 0;
 
   // ---- cross-entropy ---------------------------------------------------------------------
-  // logits (N, V), targets (N) with kIgnoreIndex (-100) for rows without loss. Returns the SUM
-  // over rows with a target of -log softmax(logits)[target], accumulated in double; lse (N)
-  // receives each row's log-sum-exp (rows without a target too). Targets are validated by the
-  // caller (-100 or 0 <= t < V).
-  virtual double CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                     int64_t vocab, float* lse) const = 0;
+  // logits (N, V), targets (N) with kIgnoreIndex (-100) for rows without loss. WRITES *loss_sum
+  // (a device scalar, e.g. an F64 view of the backend's memory: read it back with one copy when
+  // needed, so a GPU does not sync per call) = the SUM over rows with a target of
+  // -log softmax(logits)[target], accumulated in double; lse (N) receives each row's
+  // log-sum-exp (rows without a target too). Targets are validated by the caller (-100 or
+  // 0 <= t < V).
+  virtual void CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
+                                   int64_t vocab, float* lse, double* loss_sum) const = 0;
   // dlogits (N, V) = scale * (softmax(logits) - onehot(target)) for rows with a target, 0 for
   // the others. WRITES (does not accumulate) so dlogits may alias logits (saves N*V floats).
   virtual void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
@@ -155,22 +160,12 @@ class Ops {
   // Every implementation gives the same bits (no fused multiply-add, IEEE sqrt and division).
   virtual void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
                            float* v) const = 0;
-  // Sum of x[i]^2 over n values, accumulated in double (the order may differ by implementation).
-  virtual double SumOfSquares(const float* x, int64_t n) const = 0;
+  // *sum (a device scalar) += the sum of x[i]^2 over n values, accumulated in double (the order
+  // may differ by implementation; fixed for a backend and thread count). Accumulating lets a
+  // global norm over many tensors stay on the device until one read.
+  virtual void SumOfSquares(const float* x, int64_t n, double* sum) const = 0;
   // x (n) *= factor.
   virtual void Scale(float* x, int64_t n, float factor) const = 0;
 };
-
-struct OpsOptions {
-  // "fast" (default) or "reference".
-  std::string kind = "fast";
-  // Worker threads of the fast path; 0 means AIR_NUM_THREADS if set, else the number of cores.
-  int num_threads = 0;
-};
-
-// Builds the CPU implementation named by options.kind; nullptr for an unknown kind (callers
-// validate the name with IsKnownOpsKind first and report it).
-std::unique_ptr<Ops> CreateCpuOps(const OpsOptions& options = {});
-bool IsKnownOpsKind(const std::string& kind);
 
 }  // namespace air::engine

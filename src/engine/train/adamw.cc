@@ -5,15 +5,33 @@
 
 namespace air::engine::train {
 
-AdamW::AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops& ops)
-    : params_(std::move(params)), options_(options), ops_(&ops) {
-  exp_avg_.reserve(params_.size());
-  exp_avg_sq_.reserve(params_.size());
-  for (const ParamView& p : params_) {
-    exp_avg_.emplace_back(static_cast<size_t>(p.numel), 0.0f);
-    exp_avg_sq_.emplace_back(static_cast<size_t>(p.numel), 0.0f);
+Result<std::unique_ptr<AdamW>> AdamW::Create(std::vector<ParamView> params, AdamWOptions options,
+                                             const Backend& backend) {
+  std::unique_ptr<AdamW> opt(new AdamW(std::move(params), options, backend));
+  int64_t total = 0;
+  for (const ParamView& p : opt->params_) total += p.numel;
+  View m_all, v_all;
+  AIR_ASSIGN_OR_RETURN(opt->exp_avg_buffer_, backend.AllocateView(DType::kF32, {total}, &m_all));
+  AIR_ASSIGN_OR_RETURN(opt->exp_avg_sq_buffer_, backend.AllocateView(DType::kF32, {total}, &v_all));
+  backend.Zero(m_all);
+  backend.Zero(v_all);
+  int64_t offset = 0;
+  for (const ParamView& p : opt->params_) {
+    opt->exp_avg_.push_back(m_all.Rows(offset, p.numel));
+    opt->exp_avg_sq_.push_back(v_all.Rows(offset, p.numel));
+    offset += p.numel;
   }
+  return opt;
 }
+
+std::vector<float> AdamW::Download(const std::vector<View>& views, size_t i) const {
+  std::vector<float> out(static_cast<size_t>(views[i].numel()));
+  backend_->CopyToHost(out.data(), views[i]);
+  return out;
+}
+
+std::vector<float> AdamW::first_moment(size_t i) const { return Download(exp_avg_, i); }
+std::vector<float> AdamW::second_moment(size_t i) const { return Download(exp_avg_sq_, i); }
 
 void AdamW::Step(double lr) {
   ++step_count_;
@@ -31,7 +49,8 @@ void AdamW::Step(double lr) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamView& p = params_[i];
     scalars.decay = options_.weight_decay != 0.0 && p.decay;
-    ops_->AdamWUpdate(scalars, p.numel, p.value, p.grad, exp_avg_[i].data(), exp_avg_sq_[i].data());
+    backend_->AdamWUpdate(scalars, p.numel, p.value, p.grad, exp_avg_[i].f32(),
+                          exp_avg_sq_[i].f32());
   }
 }
 

@@ -7,15 +7,18 @@
 //   v   = beta2 * v + (1 - beta2) * g * g
 //   p  -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // The scalar factors are computed in double as Python does, then used in fp32 like torch; the
-// elementwise update is Ops::AdamWUpdate (the model's ops: threaded and vectorized on the fast
-// path, the same bits as the reference).
+// elementwise update is Ops::AdamWUpdate on the model's backend (threaded and vectorized on the
+// fast path, the same bits as the reference). The moments live on the backend too: one flat
+// buffer of every trainable element for each (frozen parameters have no view, so no state).
 // Thread safety: none; one optimizer per model, stepped by the training thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "engine/ops/ops.h"
+#include "base/status.h"
+#include "engine/backend/backend.h"
 #include "engine/train/param_view.h"
 
 namespace air::engine::train {
@@ -29,25 +32,32 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  // State (first and second moments) starts at zero, one pair per parameter. `ops` (the
-  // model's; it must outlive the optimizer) runs the update.
-  AdamW(std::vector<ParamView> params, AdamWOptions options, const Ops& ops);
+  // State (first and second moments) starts at zero, one pair per parameter, allocated on
+  // `backend` (the model's; it must outlive the optimizer), which also runs the update.
+  static Result<std::unique_ptr<AdamW>> Create(std::vector<ParamView> params, AdamWOptions options,
+                                               const Backend& backend);
+  AdamW(const AdamW&) = delete;
+  AdamW& operator=(const AdamW&) = delete;
 
   // One update of every parameter from its current gradient, with learning rate `lr`.
   void Step(double lr);
 
   int64_t step_count() const { return step_count_; }
   const std::vector<ParamView>& params() const { return params_; }
-  // The moments of parameter i (for checks and resumable checkpoints).
-  const std::vector<float>& first_moment(size_t i) const { return exp_avg_[i]; }
-  const std::vector<float>& second_moment(size_t i) const { return exp_avg_sq_[i]; }
+  // Host copies of the moments of parameter i (for checks and resumable checkpoints).
+  std::vector<float> first_moment(size_t i) const;
+  std::vector<float> second_moment(size_t i) const;
 
  private:
+  AdamW(std::vector<ParamView> params, AdamWOptions options, const Backend& backend)
+      : params_(std::move(params)), options_(options), backend_(&backend) {}
+  std::vector<float> Download(const std::vector<View>& views, size_t i) const;
+
   std::vector<ParamView> params_;
   AdamWOptions options_;
-  const Ops* ops_;
-  std::vector<std::vector<float>> exp_avg_;
-  std::vector<std::vector<float>> exp_avg_sq_;
+  const Backend* backend_;
+  std::unique_ptr<Buffer> exp_avg_buffer_, exp_avg_sq_buffer_;
+  std::vector<View> exp_avg_, exp_avg_sq_;  // per parameter, views into the buffers
   int64_t step_count_ = 0;
 };
 

@@ -42,7 +42,7 @@ Result<GenerateResult> Generate(LlamaModel& model, std::span<const int32_t> prom
 
   GenerateResult result;
   if (options.max_new_tokens == 0) return result;
-  KvCache cache = model.NewKvCache(1, capacity);
+  AIR_ASSIGN_OR_RETURN(KvCache cache, model.NewKvCache(1, capacity));
   TokenSampler sampler(options.sampling);
 
   auto start = std::chrono::steady_clock::now();

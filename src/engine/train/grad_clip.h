@@ -1,26 +1,28 @@
 // Gradient utilities over a list of parameters: the global L2 norm, clipping with
-// torch.nn.utils.clip_grad_norm_ semantics, zeroing and scaling.
+// torch.nn.utils.clip_grad_norm_ semantics, and scaling.
 // clip: total = sqrt(sum of every gradient element squared); coef = max_norm / (total + 1e-6),
 // clamped to at most 1; every gradient is multiplied by coef. Returns the norm before clipping
-// (what torch returns and what the progress line shows). The sums and the scaling run on `ops`
-// (the model's: threaded on the fast path).
+// (what torch returns and what the progress line shows). The sums and the scaling run on the
+// model's backend (threaded on the fast path); the squared norms accumulate in one device
+// scalar (`sum_slot`, an F64 view the caller owns) that is read back once.
 // Thread safety: pure over the pointees.
 #pragma once
 
 #include <vector>
 
-#include "engine/ops/ops.h"
+#include "engine/backend/backend.h"
 #include "engine/train/param_view.h"
 
 namespace air::engine::train {
 
 // sqrt(sum_i ||g_i||^2), accumulated in double.
-double GlobalGradNorm(const std::vector<ParamView>& params, const Ops& ops);
+double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backend,
+                      const View& sum_slot);
 
 // Clips in place when max_norm > 0; returns the total norm before clipping either way.
-double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Ops& ops);
+double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Backend& backend,
+                    const View& sum_slot);
 
-void ZeroGrads(const std::vector<ParamView>& params);
-void ScaleGrads(const std::vector<ParamView>& params, float factor, const Ops& ops);
+void ScaleGrads(const std::vector<ParamView>& params, float factor, const Backend& backend);
 
 }  // namespace air::engine::train

@@ -1,5 +1,7 @@
-// Views of a model's parameters for the optimizer and the clipper (see param_view.h).
+// Views of a model's trainable parameters for the optimizer and the clipper (see param_view.h).
 #include "engine/train/param_view.h"
+
+#include "engine/check.h"
 
 namespace air::engine::train {
 
@@ -7,8 +9,9 @@ std::vector<ParamView> ViewsOf(std::vector<Parameter>& params) {
   std::vector<ParamView> views;
   views.reserve(params.size());
   for (Parameter& p : params) {
-    views.push_back(ParamView{p.name, p.value.shape(), p.value.data(), p.grad.data(),
-                              p.value.numel(), p.decay});
+    if (!p.trainable) continue;
+    AIR_ENGINE_CHECK(!p.grad.empty() || p.numel() == 0, "ViewsOf before the grads exist");
+    views.push_back(ParamView{p.name, p.shape, p.value.f32(), p.grad.f32(), p.numel(), p.decay});
   }
   return views;
 }

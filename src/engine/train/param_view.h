@@ -1,8 +1,10 @@
 // ParamView: what the optimizer and the clipper need to know about one trainable tensor — its
-// Hugging Face name, its shape, whether weight decay applies, and raw pointers to its fp32 values
-// and its fp32 gradient (both `numel` floats, contiguous). The model owns the memory; a ParamView
-// is valid as long as the model is alive and its tensors are not reallocated (ViewsOf() maps a
-// model's engine::Parameter list; its grads must be allocated first, e.g. by ZeroGrads()).
+// Hugging Face name, its shape, whether weight decay applies, and the device addresses of its
+// fp32 values and fp32 gradient (both `numel` floats, contiguous, in the memory of the model's
+// backend: only that backend's ops may touch them). The model owns the memory; a ParamView is
+// valid as long as the model is alive and its gradient buffers are not laid out again
+// (ViewsOf() maps a model's trainable parameters; their grads must be allocated first, e.g.
+// by ZeroGrads()). Frozen parameters have no view: no clipping term, no optimizer state.
 // Plain value type; not thread-safe (the pointees are mutated by training).
 #pragma once
 
@@ -25,7 +27,8 @@ struct ParamView {
   bool decay = true;
 };
 
-// Views of every parameter of a model, in the model's order. The grads must be allocated.
+// Views of every trainable parameter of a model, in the model's order. The grads must be
+// allocated.
 std::vector<ParamView> ViewsOf(std::vector<Parameter>& params);
 
 }  // namespace air::engine::train

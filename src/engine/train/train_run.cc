@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "engine/backend/registry.h"
 #include "engine/data/dataset.h"
 #include "engine/data/examples.h"
 #include "engine/data/tokenizer.h"
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
+#include "engine/io/hf_state_dict.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
 #include "engine/ops/cpu/cpu_features.h"
@@ -245,10 +247,11 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
       CheckModelFitsInMemory(env, p.model_config, kFloatsPerParameterForTraining, "training")
           .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   ModelOptions model_options;
-  model_options.ops.num_threads = options.num_threads;
   model_options.activation_checkpointing = p.config.activation_checkpointing;
+  AIR_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend,
+                       CreateBackend({.kind = "fast", .num_threads = options.num_threads}));
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                       LlamaModel::FromPretrained(p.model_dir, model_options));
+                       LoadHfModel(p.model_dir, backend, model_options));
   TrainerIo io;
   io.env = env;
   io.progress = options.progress;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/io/checkpoint.h"
+#include "engine/io/hf_state_dict.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"
 #include "engine/train/lr_schedule.h"
@@ -59,7 +60,7 @@ int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch) {
 }
 
 Status Trainer::SaveCheckpoint(const std::string& dir) const {
-  AIR_RETURN_IF_ERROR(model_->Save(dir));
+  AIR_RETURN_IF_ERROR(SaveHfModel(*model_, dir));
   if (!io_.model_dir.empty()) {
     AIR_RETURN_IF_ERROR(CopyTokenizerFiles(io_.model_dir, dir).status());
   }
@@ -80,7 +81,7 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
     }
     micro_batches.push_back(std::move(batch));
   }
-  model_->ZeroGrads();
+  AIR_RETURN_IF_ERROR(model_->ZeroGrads());
   for (const TokenBatch& batch : micro_batches) {
     if (batch.CountLossTokens() == 0) continue;  // contributes nothing to the mean
     AIR_ASSIGN_OR_RETURN(ForwardResult r, model_->Forward(batch));
@@ -109,14 +110,17 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   ProgressDisplay progress(io_.progress ? io_.progress : &discard, io_.progress_is_tty);
 
   model_->set_activation_checkpointing(c.activation_checkpointing);
-  model_->ZeroGrads();  // allocates the grads the views point into
+  AIR_RETURN_IF_ERROR(model_->ZeroGrads());  // allocates the grads the views point into
   std::vector<ParamView> params = ViewsOf(model_->parameters());
-  AdamW optimizer(params,
-                  AdamWOptions{.beta1 = c.adam_beta1,
-                               .beta2 = c.adam_beta2,
-                               .epsilon = c.adam_epsilon,
-                               .weight_decay = c.weight_decay},
-                  model_->ops());
+  const Backend& backend = model_->backend();
+  AIR_ASSIGN_OR_RETURN(auto optimizer, AdamW::Create(params,
+                                                     AdamWOptions{.beta1 = c.adam_beta1,
+                                                                  .beta2 = c.adam_beta2,
+                                                                  .epsilon = c.adam_epsilon,
+                                                                  .weight_decay = c.weight_decay},
+                                                     backend));
+  View norm_slot;  // the device scalar the gradient norm accumulates in
+  AIR_ASSIGN_OR_RETURN(auto norm_slot_buffer, backend.AllocateView(DType::kF64, {1}, &norm_slot));
 
   TrainSummary summary;
   summary.output_dir = c.output_dir;
@@ -145,9 +149,9 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                       "learning_rate (now {} at {})",
                       step + 1, loss, c.learning_rate, c.Where("learning_rate")));
     }
-    const double grad_norm = ClipGradNorm(params, c.max_grad_norm, model_->ops());
+    const double grad_norm = ClipGradNorm(params, c.max_grad_norm, backend, norm_slot);
     const double lr = schedule.LearningRate(step);
-    optimizer.Step(lr);
+    optimizer->Step(lr);
 
     const double elapsed = SecondsSince(start);
     summary.steps = step + 1;

@@ -18,7 +18,7 @@ import torch
 import transformers
 
 SMALL = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-             num_attention_heads=4, vocab_size=320, max_position_embeddings=128,
+             num_attention_heads=4, vocab_size=320, max_position_embeddings=256,
              rms_norm_eps=1e-5)
 
 

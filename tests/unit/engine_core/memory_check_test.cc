@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/model/llama_model.h"
+#include "test_util.h"
 
 namespace air::engine {
 namespace {
@@ -36,9 +37,7 @@ TEST(MemoryCheckTest, ParameterCountMatchesTheBuiltModel) {
        {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3, Architecture::kMistral}) {
     for (bool tied : {false, true}) {
       ModelConfig c = Config(arch, 3, tied);
-      ModelOptions options;
-      options.ops.kind = "reference";
-      auto model = LlamaModel::Create(c, options);
+      auto model = LlamaModel::Create(c, testing::MakeBackend("reference"));
       ASSERT_TRUE(model.ok()) << model.status().ToString();
       EXPECT_EQ(ParameterCount(c), static_cast<double>((*model)->NumParameters()))
           << ArchitectureClassName(arch) << (tied ? " tied" : "");

@@ -1,7 +1,8 @@
 // LlamaModel end to end on tiny random models of every architecture: a model-level finite
 // difference check, activation checkpointing (bit-identical gradients), gradient accumulation,
 // KV-cache decoding against the full forward, fast vs reference ops, save/load round trips and
-// the load errors (missing tensor, shape mismatch). Parity with transformers itself is in
+// the load errors (missing tensor, shape mismatch), the FSDP units (flat buffers, hooks), frozen
+// parameters, and no allocation in the step loop. Parity with transformers itself is in
 // tests/python/test_engine_parity.py.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +10,9 @@
 #include <cmath>
 
 #include "engine/io/hf_config.h"
+#include "engine/io/hf_state_dict.h"
 #include "engine/model/llama_model.h"
+#include "engine/ops/cpu/reference_ops.h"
 #include "test_util.h"
 
 namespace air::engine {
@@ -17,6 +20,9 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing::Host;
+using testing::HostTensor;
+using testing::MakeBackend;
 using testing::ScratchDir;
 
 ModelConfig TinyConfig(Architecture arch) {
@@ -43,20 +49,17 @@ ModelConfig TinyConfig(Architecture arch) {
 
 std::unique_ptr<LlamaModel> TinyModel(Architecture arch, const std::string& ops = "reference",
                                       uint64_t seed = 1) {
-  ModelOptions options;
-  options.ops.kind = ops;
-  options.ops.num_threads = 2;
-  auto model = LlamaModel::Create(TinyConfig(arch), options);
+  auto model = LlamaModel::Create(TinyConfig(arch), MakeBackend(ops));
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   (*model)->InitWeights(seed);
   // Non-trivial norm weights and biases, so their gradients are checked for real.
   std::mt19937_64 rng(seed + 100);
   std::normal_distribution<float> noise(0.0f, 0.2f);
   for (Parameter& p : (*model)->parameters()) {
-    if (p.value.rank() == 1) {
-      for (float& v : p.value.values()) v += noise(rng);
+    if (p.shape.size() == 1) {
+      for (float& v : Host(p.value)) v += noise(rng);
     } else {
-      for (float& v : p.value.values()) v *= 4.0f;  // 0.02 -> 0.08: livelier activations
+      for (float& v : Host(p.value)) v *= 4.0f;  // 0.02 -> 0.08: livelier activations
     }
   }
   return std::move(model).value();
@@ -86,7 +89,7 @@ std::string ArchName(const ::testing::TestParamInfo<Architecture>& info) {
 TEST_P(ModelPerArch, GradientsMatchFiniteDifferencesOfTheLoss) {
   auto model = TinyModel(GetParam());
   const TokenBatch batch = TinyBatch();
-  model->ZeroGrads();
+  ASSERT_TRUE(model->ZeroGrads().ok());
   ASSERT_TRUE(model->Forward(batch).ok());
   ASSERT_TRUE(model->Backward(1.0f).ok());
   const float eps = 2e-3f;
@@ -95,17 +98,17 @@ TEST_P(ModelPerArch, GradientsMatchFiniteDifferencesOfTheLoss) {
   for (Parameter& p : model->parameters()) {
     for (int sample = 0; sample < 3; ++sample) {
       const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(p.value.numel()));
-      const float saved = p.value[i];
-      p.value[i] = saved + eps;
+      const float saved = Host(p.value)[i];
+      Host(p.value)[i] = saved + eps;
       const double up = model->Forward(batch, {false, false})->loss;
-      p.value[i] = saved - eps;
+      Host(p.value)[i] = saved - eps;
       const double down = model->Forward(batch, {false, false})->loss;
-      p.value[i] = saved;
+      Host(p.value)[i] = saved;
       const double numeric = (up - down) / (2.0 * eps);
-      const double err = std::fabs(numeric - p.grad[i]) / (std::fabs(numeric) + 1e-3);
+      const double err = std::fabs(numeric - Host(p.grad)[i]) / (std::fabs(numeric) + 1e-3);
       worst = std::max(worst, err);
       EXPECT_LT(err, 3e-2) << p.name << "[" << i << "]: numeric " << numeric << " analytic "
-                           << p.grad[i];
+                           << Host(p.grad)[i];
       checked += 1;
     }
   }
@@ -117,8 +120,8 @@ TEST_P(ModelPerArch, ActivationCheckpointingGivesBitIdenticalGradients) {
   auto ckpt = TinyModel(GetParam(), "fast");
   ckpt->set_activation_checkpointing(true);
   const TokenBatch batch = TinyBatch();
-  plain->ZeroGrads();
-  ckpt->ZeroGrads();
+  ASSERT_TRUE(plain->ZeroGrads().ok());
+  ASSERT_TRUE(ckpt->ZeroGrads().ok());
   auto a = plain->Forward(batch);
   auto b = ckpt->Forward(batch);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -129,8 +132,8 @@ TEST_P(ModelPerArch, ActivationCheckpointingGivesBitIdenticalGradients) {
     const Parameter& p = plain->parameters()[i];
     const Parameter& q = ckpt->parameters()[i];
     ASSERT_EQ(p.grad.shape(), q.grad.shape());
-    EXPECT_EQ(MaxAbsDiff(p.grad, q.grad), 0.0f) << p.name;
-    EXPECT_GT(L2Norm(p.grad), 0.0) << p.name << " has no gradient at all";
+    EXPECT_EQ(MaxAbsDiff(HostTensor(p.grad), HostTensor(q.grad)), 0.0f) << p.name;
+    EXPECT_GT(L2Norm(HostTensor(p.grad)), 0.0) << p.name << " has no gradient at all";
   }
 }
 
@@ -142,7 +145,7 @@ TEST_P(ModelPerArch, KvCacheDecodingMatchesTheFullForward) {
   for (int i = 0; i < 22; ++i) batch.input_ids.push_back((i * 17 + 3) % 50);
   auto full = model->Forward(batch, {false, true});
   ASSERT_TRUE(full.ok());
-  KvCache cache = model->NewKvCache(2, 11);
+  KvCache cache = std::move(model->NewKvCache(2, 11)).value();
   const int64_t vocab = model->config().vocab_size;
   int64_t pos = 0;
   for (int64_t step : {4, 1, 1, 3, 1, 1}) {
@@ -170,8 +173,8 @@ TEST_P(ModelPerArch, FastOpsAgreeWithReferenceOps) {
   auto ref = TinyModel(GetParam(), "reference");
   auto fast = TinyModel(GetParam(), "fast");
   const TokenBatch batch = TinyBatch();
-  ref->ZeroGrads();
-  fast->ZeroGrads();
+  ASSERT_TRUE(ref->ZeroGrads().ok());
+  ASSERT_TRUE(fast->ZeroGrads().ok());
   auto a = ref->Forward(batch);
   auto b = fast->Forward(batch);
   EXPECT_NEAR(a->loss, b->loss, 1e-6 * a->loss);
@@ -181,9 +184,9 @@ TEST_P(ModelPerArch, FastOpsAgreeWithReferenceOps) {
     const Parameter& p = ref->parameters()[i];
     const Parameter& q = fast->parameters()[i];
     const double rel = [&] {
-      Tensor d = p.grad;
-      for (int64_t j = 0; j < d.numel(); ++j) d[j] -= q.grad[j];
-      return L2Norm(d) / std::max(L2Norm(p.grad), 1e-20);
+      Tensor d = HostTensor(p.grad);
+      for (int64_t j = 0; j < d.numel(); ++j) d[j] -= Host(q.grad)[j];
+      return L2Norm(d) / std::max(L2Norm(HostTensor(p.grad)), 1e-20);
     }();
     EXPECT_LT(rel, 1e-5) << p.name;
   }
@@ -195,12 +198,12 @@ TEST(Model, GradientAccumulationEqualsTheWholeBatch) {
   auto whole = TinyModel(Architecture::kQwen2, "fast");
   auto parts = TinyModel(Architecture::kQwen2, "fast");
   const TokenBatch batch = TinyBatch();
-  whole->ZeroGrads();
+  ASSERT_TRUE(whole->ZeroGrads().ok());
   ASSERT_TRUE(whole->Forward(batch).ok());
   ASSERT_TRUE(whole->Backward().ok());
   // The same two rows as two micro-batches, each scaled by its share of the loss tokens.
   const int64_t total = batch.CountLossTokens();
-  parts->ZeroGrads();
+  ASSERT_TRUE(parts->ZeroGrads().ok());
   for (int row = 0; row < 2; ++row) {
     TokenBatch micro;
     micro.batch_size = 1;
@@ -221,7 +224,8 @@ TEST(Model, GradientAccumulationEqualsTheWholeBatch) {
     const Parameter& p = whole->parameters()[i];
     const Parameter& q = parts->parameters()[i];
     for (int64_t j = 0; j < p.grad.numel(); ++j) {
-      ASSERT_NEAR(p.grad[j], q.grad[j], 1e-6 + 1e-4 * std::fabs(p.grad[j])) << p.name;
+      ASSERT_NEAR(Host(p.grad)[j], Host(q.grad)[j], 1e-6 + 1e-4 * std::fabs(Host(p.grad)[j]))
+          << p.name;
     }
   }
 }
@@ -268,95 +272,205 @@ TEST(Model, NoLossTokensGivesZeroLossAndZeroGradients) {
   auto model = TinyModel(Architecture::kMistral);
   TokenBatch b = TinyBatch();
   std::fill(b.labels.begin(), b.labels.end(), kIgnoreIndex);
-  model->ZeroGrads();
+  ASSERT_TRUE(model->ZeroGrads().ok());
   auto r = model->Forward(b);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->loss, 0.0);
   EXPECT_EQ(r->loss_tokens, 0);
   ASSERT_TRUE(model->Backward().ok());
-  for (const Parameter& p : model->parameters()) EXPECT_EQ(L2Norm(p.grad), 0.0) << p.name;
+  for (const Parameter& p : model->parameters())
+    EXPECT_EQ(L2Norm(HostTensor(p.grad)), 0.0) << p.name;
 }
 
 TEST(Model, PaddingTokenEmbeddingGetsNoGradient) {
   ModelConfig c = TinyConfig(Architecture::kQwen2);
   c.pad_token_id = 0;  // TinyBatch pads with id 0 and also uses it nowhere else
-  auto model = std::move(LlamaModel::Create(c, {})).value();
+  auto model = std::move(LlamaModel::Create(c, MakeBackend("reference"))).value();
   model->InitWeights(3);
-  model->ZeroGrads();
+  ASSERT_TRUE(model->ZeroGrads().ok());
   TokenBatch b = TinyBatch();
   b.labels = b.input_ids;  // even with labels on the padding, its embedding row stays frozen
   ASSERT_TRUE(model->Forward(b).ok());
   ASSERT_TRUE(model->Backward().ok());
   const Parameter* embed = model->FindParameter("model.embed_tokens.weight");
-  for (int64_t j = 0; j < c.hidden_size; ++j) EXPECT_EQ(embed->grad[j], 0.0f);
-  EXPECT_NE(embed->grad[3 * c.hidden_size], 0.0f);
+  for (int64_t j = 0; j < c.hidden_size; ++j) EXPECT_EQ(Host(embed->grad)[j], 0.0f);
+  EXPECT_NE(Host(embed->grad)[3 * c.hidden_size], 0.0f);
   // InitWeights zeroes the padding row, as HF does.
-  for (int64_t j = 0; j < c.hidden_size; ++j) EXPECT_EQ(embed->value[j], 0.0f);
+  for (int64_t j = 0; j < c.hidden_size; ++j) EXPECT_EQ(Host(embed->value)[j], 0.0f);
 }
 
-TEST(Model, LayerHooksRunInOrder) {
+TEST(Model, UnitHooksRunInOrder) {
   auto model = TinyModel(Architecture::kQwen2, "fast");
   std::vector<std::string> calls;
-  model->set_layer_hooks({[&](int l) { calls.push_back("f" + std::to_string(l)); },
-                          [&](int l) { calls.push_back("b" + std::to_string(l)); },
-                          [&](int l) { calls.push_back("a" + std::to_string(l)); }});
-  model->ZeroGrads();
+  auto record = [&](const char* what) {
+    return [&calls, what](int unit) { calls.push_back(what + std::to_string(unit)); };
+  };
+  model->set_unit_hooks({record("f"), record("F"), record("b"), record("a")});
+  ASSERT_TRUE(model->ZeroGrads().ok());
   ASSERT_TRUE(model->Forward(TinyBatch()).ok());
   ASSERT_TRUE(model->Backward().ok());
-  EXPECT_EQ(calls, (std::vector<std::string>{"f0", "f1", "b1", "a1", "b0", "a0"}));
+  // Unit 2 is the root (embedding, final norm, head): it brackets both passes.
+  EXPECT_EQ(calls, (std::vector<std::string>{"f2", "f0", "F0", "f1", "F1", "F2", "b2", "b1", "a1",
+                                             "b0", "a0", "a2"}));
+}
+
+TEST(Model, ParametersAreViewsIntoOneFlatBufferPerUnit) {
+  auto model = TinyModel(Architecture::kQwen3, "fast");
+  ASSERT_TRUE(model->ZeroGrads().ok());
+  const auto& units = model->units();
+  ASSERT_EQ(units.size(), 3u);  // two layers + root
+  EXPECT_EQ(units[0].name, "model.layers.0");
+  EXPECT_EQ(units[model->root_unit()].name, "root");
+  int64_t total = 0;
+  for (const ParamGroup& g : units) {
+    size_t offset = 0;
+    for (const Parameter* p : g.params) {
+      // Contiguous, in order, inside the unit's one value buffer and one gradient buffer.
+      EXPECT_EQ(p->value.buffer(), g.values.get()) << p->name;
+      EXPECT_EQ(p->value.byte_offset(), offset) << p->name;
+      EXPECT_EQ(p->grad.buffer(), g.grads.get()) << p->name;
+      EXPECT_EQ(p->grad.byte_offset(), offset) << p->name;
+      offset += p->value.bytes();
+    }
+    EXPECT_EQ(offset, g.values->bytes());
+    EXPECT_EQ(g.numel, g.trainable_numel);
+    total += g.numel;
+  }
+  EXPECT_EQ(total, model->NumParameters());
+  EXPECT_EQ(model->FindParameter("model.layers.1.mlp.up_proj.weight")->unit, 1);
+  EXPECT_EQ(model->FindParameter("model.norm.weight")->unit, model->root_unit());
+  EXPECT_EQ(model->FindParameter("lm_head.weight")->unit, model->root_unit());
+}
+
+TEST(Model, FrozenParametersGetNoGradientNoGemmAndNoOptimizerState) {
+  // Freezing leaves every other gradient bit-identical, gives the frozen ones no gradient
+  // memory, and shrinks the unit's gradient buffer by exactly their size.
+  auto all = TinyModel(Architecture::kLlama, "fast");
+  auto frozen = TinyModel(Architecture::kLlama, "fast");
+  const std::vector<std::string> names = {"model.layers.0.self_attn.q_proj.weight",
+                                          "model.layers.0.self_attn.q_proj.bias",
+                                          "model.layers.1.mlp.down_proj.weight",
+                                          "model.layers.1.input_layernorm.weight",
+                                          "model.embed_tokens.weight",
+                                          "model.norm.weight"};
+  int64_t frozen_numel = 0;
+  for (const std::string& name : names) {
+    ASSERT_TRUE(frozen->SetTrainable(name, false).ok()) << name;
+    frozen_numel += frozen->FindParameter(name)->numel();
+  }
+  EXPECT_EQ(frozen->SetTrainable("no.such.weight", false).code(), ErrorCode::kNotFound);
+  ASSERT_TRUE(all->ZeroGrads().ok());
+  ASSERT_TRUE(frozen->ZeroGrads().ok());
+  EXPECT_EQ(frozen->NumTrainableParameters(), all->NumParameters() - frozen_numel);
+  int64_t grad_numel = 0;
+  for (const ParamGroup& g : frozen->units()) grad_numel += g.trainable_numel;
+  EXPECT_EQ(grad_numel, frozen->NumTrainableParameters());
+  const TokenBatch batch = TinyBatch();
+  for (auto* m : {all.get(), frozen.get()}) {
+    ASSERT_TRUE(m->Forward(batch).ok());
+    ASSERT_TRUE(m->Backward().ok());
+  }
+  for (size_t i = 0; i < all->parameters().size(); ++i) {
+    const Parameter& p = all->parameters()[i];
+    const Parameter& q = frozen->parameters()[i];
+    if (!q.trainable) {
+      EXPECT_TRUE(q.grad.empty()) << q.name;
+      continue;
+    }
+    EXPECT_EQ(MaxAbsDiff(HostTensor(p.grad), HostTensor(q.grad)), 0.0f) << p.name;
+  }
+  // Unfreezing lays the gradient buffer out again with room for it.
+  ASSERT_TRUE(frozen->SetTrainable("model.norm.weight", true).ok());
+  ASSERT_TRUE(frozen->ZeroGrads().ok());
+  EXPECT_FALSE(frozen->FindParameter("model.norm.weight")->grad.empty());
+}
+
+// A reference backend that counts its allocations.
+class CountingBackend : public ReferenceOps {
+ public:
+  Result<std::unique_ptr<Buffer>> Allocate(size_t bytes) const override {
+    ++allocations;
+    return ReferenceOps::Allocate(bytes);
+  }
+  mutable int allocations = 0;
+};
+
+TEST(Model, TheStepLoopAllocatesNothingAfterItsFirstStep) {
+  auto backend = std::make_shared<CountingBackend>();
+  for (bool checkpointing : {false, true}) {
+    auto model = std::move(LlamaModel::Create(TinyConfig(Architecture::kQwen3), backend,
+                                              {.activation_checkpointing = checkpointing}))
+                     .value();
+    model->InitWeights(2);
+    auto step = [&] {
+      ASSERT_TRUE(model->ZeroGrads().ok());
+      ASSERT_TRUE(model->Forward(TinyBatch()).ok());
+      ASSERT_TRUE(model->Backward().ok());
+    };
+    step();
+    const int after_first = backend->allocations;
+    for (int i = 0; i < 3; ++i) step();
+    EXPECT_EQ(backend->allocations, after_first) << "checkpointing " << checkpointing;
+  }
 }
 
 TEST(Model, SaveAndFromPretrainedRoundTripSingleAndSharded) {
   for (uint64_t shard : {uint64_t{0}, uint64_t{20000}}) {
     ScratchDir dir;
     auto model = TinyModel(Architecture::kQwen3, "fast", 9);
-    ASSERT_TRUE(model->Save(dir.path(), {DType::kF32, shard}).ok());
+    ASSERT_TRUE(SaveHfModel(*model, dir.path(), {DType::kF32, shard}).ok());
     EXPECT_EQ(std::filesystem::exists(dir / "model.safetensors.index.json"), shard > 0);
-    auto loaded = LlamaModel::FromPretrained(dir.path());
+    auto loaded = LoadHfModel(dir.path(), MakeBackend("reference"));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     for (size_t i = 0; i < model->parameters().size(); ++i) {
-      EXPECT_EQ(MaxAbsDiff(model->parameters()[i].value, (*loaded)->parameters()[i].value), 0)
+      EXPECT_EQ(MaxAbsDiff(HostTensor(model->parameters()[i].value),
+                           HostTensor((*loaded)->parameters()[i].value)),
+                0)
           << model->parameters()[i].name;
     }
     // Saving again in the other layout leaves no stale weight files behind.
-    ASSERT_TRUE(model->Save(dir.path(), {DType::kF32, shard > 0 ? 0 : uint64_t{20000}}).ok());
+    ASSERT_TRUE(
+        SaveHfModel(*model, dir.path(), {DType::kF32, shard > 0 ? 0 : uint64_t{20000}}).ok());
     EXPECT_EQ(std::filesystem::exists(dir / "model.safetensors.index.json"), shard == 0);
     EXPECT_EQ(std::filesystem::exists(dir / "model.safetensors"), shard > 0);
-    EXPECT_TRUE(LlamaModel::FromPretrained(dir.path()).ok());
+    EXPECT_TRUE(LoadHfModel(dir.path(), MakeBackend("reference")).ok());
   }
 }
 
 TEST(Model, LoadErrorsNameTensorFileAndShapes) {
   ScratchDir dir;
   auto model = TinyModel(Architecture::kQwen2, "fast");
-  ASSERT_TRUE(model->Save(dir.path()).ok());
+  ASSERT_TRUE(SaveHfModel(*model, dir.path()).ok());
   // Rewrite the weights without one tensor, then with one of the wrong shape.
+  std::vector<Tensor> host;
+  for (const Parameter& p : model->parameters()) host.push_back(HostTensor(p.value));
   std::vector<NamedTensorRef> refs;
-  for (const Parameter& p : model->parameters()) {
-    if (p.name != "model.layers.1.self_attn.k_proj.bias") refs.push_back({p.name, &p.value});
+  for (size_t i = 0; i < host.size(); ++i) {
+    const std::string& name = model->parameters()[i].name;
+    if (name != "model.layers.1.self_attn.k_proj.bias") refs.push_back({name, &host[i]});
   }
   const std::string file = dir / "model.safetensors";
   ASSERT_TRUE(WriteSafetensors(file, refs, DType::kF32, {}).ok());
-  Status missing = LlamaModel::FromPretrained(dir.path()).status();
+  Status missing = LoadHfModel(dir.path(), MakeBackend("reference")).status();
   EXPECT_EQ(missing.code(), ErrorCode::kNotFound);
   EXPECT_THAT(missing.message(), AllOf(HasSubstr("'model.layers.1.self_attn.k_proj.bias'"),
                                        HasSubstr(file), HasSubstr("[16]")));
   Tensor wrong({16, 2});
   refs.push_back({"model.layers.1.self_attn.k_proj.bias", &wrong});
   ASSERT_TRUE(WriteSafetensors(file, refs, DType::kF32, {}).ok());
-  Status mismatch = LlamaModel::FromPretrained(dir.path()).status();
+  Status mismatch = LoadHfModel(dir.path(), MakeBackend("reference")).status();
   EXPECT_THAT(mismatch.message(),
               AllOf(HasSubstr("'model.layers.1.self_attn.k_proj.bias'"), HasSubstr(file),
                     HasSubstr("[16, 2]"), HasSubstr("expects [16]")));
   std::filesystem::remove(file);
-  EXPECT_THAT(LlamaModel::FromPretrained(dir.path()).status().message(),
+  EXPECT_THAT(LoadHfModel(dir.path(), MakeBackend("reference")).status().message(),
               HasSubstr("no model weights in"));
 }
 
 TEST(Model, ShardIndexErrorsNameTheIndex) {
   ScratchDir dir;
   auto model = TinyModel(Architecture::kQwen2, "fast");
-  ASSERT_TRUE(model->Save(dir.path(), {DType::kF32, 20000}).ok());
+  ASSERT_TRUE(SaveHfModel(*model, dir.path(), {DType::kF32, 20000}).ok());
   const std::string index = dir / "model.safetensors.index.json";
   std::string text = testing::ReadBytes(index);
   const std::string shard1 = "model-00001-of-";

@@ -8,13 +8,35 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine/backend/registry.h"
+#include "engine/check.h"
 #include "engine/tensor.h"
+#include "engine/view.h"
 
 namespace air::engine::testing {
+
+// The numbers of an F32 view of a CPU backend, in place (the CPU backends' device memory is host
+// memory, so a test may read and poke it directly; model code never does).
+inline std::span<float> Host(const View& v) {
+  AIR_ENGINE_CHECK(v.device().type == DeviceType::kCpu, "Host() of a non-CPU view");
+  return {v.f32(), static_cast<size_t>(v.numel())};
+}
+// A host copy of a CPU view as a Tensor.
+inline Tensor HostTensor(const View& v) {
+  auto span = Host(v);
+  return Tensor(v.shape(), std::vector<float>(span.begin(), span.end()));
+}
+
+inline std::shared_ptr<Backend> MakeBackend(const std::string& kind, int threads = 2) {
+  auto backend = CreateBackend({kind, threads});
+  AIR_ENGINE_CHECK(backend.ok(), "unknown backend kind");
+  return std::move(backend).value();
+}
 
 inline std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/backend/registry.h"
+
 namespace air::engine::train {
 namespace {
 
@@ -18,15 +20,14 @@ std::unique_ptr<LlamaModel> TinyModel() {
   c.num_kv_heads = 2;
   c.head_dim = 4;
   c.max_position_embeddings = 32;
-  ModelOptions options;
-  options.ops.kind = "reference";
-  auto model = LlamaModel::Create(c, options);
+  auto model = LlamaModel::Create(c, *CreateBackend({.kind = "reference"}));
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   (*model)->InitWeights(21);
   // Larger weights than the 0.02 default make the logits less flat (fewer near-ties).
   for (Parameter& p : (*model)->parameters()) {
-    if (p.value.rank() >= 2) {
-      for (float& v : p.value.values()) v *= 10.0f;
+    if (p.shape.size() >= 2) {
+      // The reference backend's memory is host memory: scale the weights in place.
+      for (int64_t i = 0; i < p.numel(); ++i) p.value.f32()[i] *= 10.0f;
     }
   }
   return std::move(*model);

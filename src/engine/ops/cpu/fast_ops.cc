@@ -101,8 +101,8 @@ void FastOps::SwigluBackward(const float* gate, const float* up, const float* do
 
 // Per-row log-sum-exp in fp32 with a double accumulator for the sum of exponentials; the loss
 // sum is added in thread order.
-double FastOps::CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                    int64_t vocab, float* lse) const {
+void FastOps::CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
+                                  int64_t vocab, float* lse, double* loss_sum) const {
   std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
   pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
     double total = 0.0;
@@ -119,7 +119,7 @@ double FastOps::CrossEntropyForward(const float* logits, const int32_t* targets,
   });
   double total = 0.0;
   for (double p : partial) total += p;
-  return total;
+  *loss_sum = total;
 }
 
 void FastOps::CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,

@@ -46,15 +46,15 @@ class FastOps : public ReferenceOps {
   void SwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
                       float* dgate, float* dup) const override;
 
-  double CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
-                             float* lse) const override;
+  void CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                           float* lse, double* loss_sum) const override;
   void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                             int64_t n, int64_t vocab, float scale, float* dlogits) const override;
 
   // fast_optimizer.cc: split over the threads, AVX-512 inside.
   void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
                    float* v) const override;
-  double SumOfSquares(const float* x, int64_t n) const override;
+  void SumOfSquares(const float* x, int64_t n, double* sum) const override;
   void Scale(float* x, int64_t n, float factor) const override;
 
  private:

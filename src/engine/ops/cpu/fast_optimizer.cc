@@ -117,7 +117,7 @@ void FastOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const floa
   });
 }
 
-double FastOps::SumOfSquares(const float* x, int64_t n) const {
+void FastOps::SumOfSquares(const float* x, int64_t n, double* sum_out) const {
   std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int thread) {
     const float* chunk = x + begin;
@@ -128,13 +128,13 @@ double FastOps::SumOfSquares(const float* x, int64_t n) const {
     } else if (UseAvx2()) {
       sum = SumOfSquaresAvx2(chunk, count);
     } else {
-      sum = ReferenceOps::SumOfSquares(chunk, count);
+      sum = SumOfSquaresLoop(chunk, count);
     }
     partial[static_cast<size_t>(thread)] = sum;
   });
   double total = 0.0;
   for (double value : partial) total += value;  // in thread order: deterministic
-  return total;
+  *sum_out += total;
 }
 
 void FastOps::Scale(float* x, int64_t n, float factor) const {

@@ -260,8 +260,8 @@ void ReferenceOps::BiasBackward(const float* dy, int64_t rows, int64_t cols, flo
 }
 
 // loss = sum over rows with a target of lse_r - logits[r, target_r]
-double ReferenceOps::CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                         int64_t vocab, float* lse) const {
+void ReferenceOps::CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
+                                       int64_t vocab, float* lse, double* loss_sum) const {
   double total = 0.0;
   for (int64_t r = 0; r < n; ++r) {
     const float* row = logits + r * vocab;
@@ -273,7 +273,7 @@ double ReferenceOps::CrossEntropyForward(const float* logits, const int32_t* tar
     lse[r] = static_cast<float>(row_lse);
     if (targets[r] != kIgnoreIndex) total += row_lse - row[targets[r]];
   }
-  return total;
+  *loss_sum = total;
 }
 
 // dlogits (N, V) = scale * (softmax - onehot) on rows with a target, else 0
@@ -305,10 +305,14 @@ void ReferenceOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const
   }
 }
 
-double ReferenceOps::SumOfSquares(const float* x, int64_t n) const {
+double SumOfSquaresLoop(const float* x, int64_t n) {
   double sum = 0.0;
   for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
   return sum;
+}
+
+void ReferenceOps::SumOfSquares(const float* x, int64_t n, double* sum) const {
+  *sum += SumOfSquaresLoop(x, n);
 }
 
 void ReferenceOps::Scale(float* x, int64_t n, float factor) const {

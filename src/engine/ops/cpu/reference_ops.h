@@ -4,11 +4,11 @@
 // Thread safety: stateless; safe from any number of threads.
 #pragma once
 
-#include "engine/ops/ops.h"
+#include "engine/ops/cpu/cpu_backend.h"
 
 namespace air::engine {
 
-class ReferenceOps : public Ops {
+class ReferenceOps : public CpuBackend {
  public:
   std::string name() const override { return "reference"; }
 
@@ -47,16 +47,19 @@ class ReferenceOps : public Ops {
   void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) const override;
   void BiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias) const override;
 
-  double CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
-                             float* lse) const override;
+  void CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                           float* lse, double* loss_sum) const override;
   void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                             int64_t n, int64_t vocab, float scale, float* dlogits) const override;
 
   void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
                    float* v) const override;
-  double SumOfSquares(const float* x, int64_t n) const override;
+  void SumOfSquares(const float* x, int64_t n, double* sum) const override;
   void Scale(float* x, int64_t n, float factor) const override;
 };
+
+// sum of x[j]^2 in double, in index order (the reference's loop, reused by the fast path).
+double SumOfSquaresLoop(const float* x, int64_t n);
 
 // Whether key j is visible to query i under the mask rules of AttentionShape (shared by every
 // implementation so they cannot disagree). `qi` is the query's index within its row, `kj` the
