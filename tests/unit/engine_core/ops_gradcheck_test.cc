@@ -229,7 +229,10 @@ TEST_F(GradCheck, LinearWithBias) {
     return loss();
   };
   EXPECT_LT(RelativeError(NumericGrad(bv, bloss), as_vector(b.grad)), kTolerance);
-  // A frozen weight gets no weight-gradient GEMM (its gradient view may be empty).
+  // A frozen weight gets no weight-gradient GEMM (its gradient view may be empty) and the same
+  // input gradient (the finite differences above left a perturbed weight behind: restore it).
+  std::copy(wv.begin(), wv.end(), testing::Host(w.value).begin());
+  std::copy(bv.begin(), bv.end(), testing::Host(b.value).begin());
   w.trainable = false;
   w.grad = View();
   std::vector<float> dx_frozen(rows * in);

@@ -250,7 +250,9 @@ TEST_P(OpsHarness, SumOfSquaresAccumulatesAndScale) {
     EXPECT_EQ(d.Get(sum), d.Get(again)) << "not deterministic, n=" << n;
     ref_.Scale(x.data(), n, 0.37f);
     backend_->Scale(xd, n, 0.37f);
-    if (tol().elementwise_exact) EXPECT_EQ(d.Get(xd), x) << n;
+    if (tol().elementwise_exact) {
+      EXPECT_EQ(d.Get(xd), x) << n;
+    }
   }
 }
 
