@@ -313,14 +313,18 @@ int AgentMain(const std::string& launch_path, Env* env) {
     std::fprintf(stderr, "air agent: %s\n", launch.status().message().c_str());
     return 2;
   }
-  auto report = RunNode(*launch, env);
+  return RunNodeMain(*launch, env);
+}
+
+int RunNodeMain(const NodeLaunch& launch, Env* env) {
+  auto report = RunNode(launch, env);
   if (!report.ok()) {
-    std::fprintf(stderr, "air agent: node %d: %s\n", launch->node_rank,
+    std::fprintf(stderr, "air agent: node %d: %s\n", launch.node_rank,
                  report.status().message().c_str());
     NodeExitReport failed;
     failed.error = report.status().message();
     failed.ended_us = env->NowMicros();
-    (void)WriteRunFile(launch->exit_path, NodeExitReportToJson(failed));
+    (void)WriteRunFile(launch.exit_path, NodeExitReportToJson(failed));
     return 1;
   }
   return report->exit_code == 0 && !report->stopped_by_air ? 0 : 1;

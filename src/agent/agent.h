@@ -33,4 +33,8 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env);
 // code: 0 when the command exited 0 on its own, 1 otherwise, 2 for an unusable launch file.
 int AgentMain(const std::string& launch_path, Env* env);
 
+// AgentMain after the launch file is loaded (for launchers that adjust it first, e.g. the Slurm
+// node entry, backends/slurm/node_entry.h): runs the node, reports the agent's own failure.
+int RunNodeMain(const NodeLaunch& launch, Env* env);
+
 }  // namespace air::agent

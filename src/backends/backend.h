@@ -1,12 +1,14 @@
 // Backend: how an attempt's nodes are started, signalled and watched. The runtime drives every
 // backend the same way (launch all nodes, poll, stop all); everything specific to one kind of
-// cluster stays in its folder (backends/local/, later backends/slurm/). A backend declares what
+// cluster stays in its folder (backends/local/, backends/slurm/). A backend declares what
 // it can do up front (BackendCapabilities) so a spec it cannot run is refused at submit, not
 // discovered by failure.
 //
 // Each node runs `air agent LAUNCH_FILE` (agent/agent.h), which runs the command and writes the
-// start and exit reports the backend reads. Secret values travel only in `secret_env`: the
-// backend places them in the agent's environment (never in argv or a file).
+// start and exit reports the backend reads. Secret values travel only in `secret_env`, never
+// in argv, launch files or logs: the local backend places them in the agent's environment; the
+// Slurm backend in a 0600 file per node on the shared root that the node reads and deletes
+// before its command starts (Slurm never sees them; docs/slurm.md).
 // Thread safety: a backend instance is used by one thread (the run's supervisor).
 #pragma once
 
@@ -22,11 +24,17 @@
 namespace air::backends {
 
 struct BackendCapabilities {
-  std::string name;               // "local"
+  std::string name;               // "local", "slurm (partition debug)": for messages
   int max_nodes = 0;              // 0: no limit
   int gpus_available = 0;         // GPUs the backend can hand out to nodes
+  int max_gpus_per_node = -1;     // -1: not limited per node (only gpus_available counts)
+  int max_cpus_per_node = 0;      // 0: not checked; else the most CPUs one node can give
   bool docker_images = false;     // can run environment.docker_image
-  bool shared_filesystem = true;  // nodes see AIR_HOME (snapshots, logs) directly
+  bool shared_filesystem = true;  // nodes see the data root (snapshots, logs) directly
+  // The backend's scheduler enforces AttemptToLaunch::time_limit_seconds itself (from when the
+  // nodes start, not while queued) and reports it in SchedulerStatus::timed_out; the runtime
+  // then arms no deadline of its own.
+  bool enforces_time_limit = false;
 };
 
 struct NodeToLaunch {
@@ -38,8 +46,19 @@ struct NodeToLaunch {
 struct AttemptToLaunch {
   int64_t run_id = 0;
   int attempt = 0;
-  int gpus_per_node = 0;  // > 0: each node gets its own disjoint set of GPUs
+  int gpus_per_node = 0;                      // > 0: each node gets its own disjoint set of GPUs
+  int cpus_per_node = 0;                      // > 0 for CPU shapes: the workers of one node
+  std::optional<int64_t> time_limit_seconds;  // timeout_minutes, for enforces_time_limit
+  std::string attempt_dir;                    // the attempt's directory on the data root
   std::vector<NodeToLaunch> nodes;
+};
+
+// What a scheduler says about the attempt as a whole (backends that queue; empty for local).
+struct SchedulerStatus {
+  std::string queued_reason;  // non-empty while the attempt waits in the queue ("Resources")
+  std::string note;           // one line ("Slurm job 42 RUNNING on node[1-2]"); an event when it
+                              // changes
+  bool timed_out = false;     // the scheduler ended the attempt at its time limit
 };
 
 enum class NodePhase { kStarting, kRunning, kEnded };
@@ -72,6 +91,9 @@ class Backend {
 
   // Waits up to `wait_micros` for a node to change, then reports every node of the attempt.
   virtual Result<std::vector<NodeStatus>> Poll(int64_t wait_micros) = 0;
+
+  // The scheduler's view as of the last Poll.
+  virtual SchedulerStatus Scheduler() const { return {}; }
 };
 
 }  // namespace air::backends

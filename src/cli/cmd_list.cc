@@ -65,7 +65,7 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
                              "; valid keys: experiment (a glob), state");
     }
   }
-  runtime::Layout layout(AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
   std::vector<store::RunRecord> runs;
   if (ctx.env->FileExists(layout.DbPath())) {
     AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));

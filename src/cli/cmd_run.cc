@@ -22,6 +22,7 @@ struct RunFlags {
   bool dry_run = false;
   bool watch = false;
   int watch_node = 0;
+  std::string backend;
   std::vector<std::string> overrides;
 };
 
@@ -30,7 +31,7 @@ struct RunFlags {
 // the run ends and exits non-zero unless it SUCCEEDED. An idempotency_token that matches an
 // earlier run returns that run instead of submitting again.
 Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool watch,
-                          int watch_node) {
+                          int watch_node, const std::string& backend) {
   if (watch && (watch_node < 0 || watch_node >= spec.compute.num_nodes)) {
     return InvalidArgument(
         fmt::format("--node {}: the run has {} node(s); valid: 0..{}; nothing was started",
@@ -38,6 +39,7 @@ Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool 
   }
   runtime::SubmitOptions options;
   options.air_home = AirHome(ctx);
+  options.backend = backend;
   AIR_ASSIGN_OR_RETURN(runtime::SubmitResult submitted,
                        runtime::SubmitRunDetailed(spec, options, ctx.env));
   if (!ctx.json()) {
@@ -144,7 +146,8 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
     snapshot = std::move(*scanned);
   }
   if (!flags.dry_run) {
-    Status submitted = SubmitValidatedRun(ctx, workload, flags.watch, flags.watch_node);
+    Status submitted =
+        SubmitValidatedRun(ctx, workload, flags.watch, flags.watch_node, flags.backend);
     if (!submitted.ok()) EmitError(ctx, submitted);
     return;
   }
@@ -166,6 +169,10 @@ void RegisterRunCommand(CLI::App& root, CliContext& ctx) {
                 "non-zero unless it succeeded");
   cmd->add_option("--node", flags->watch_node, "with --watch: the node rank to stream (default 0)")
       ->needs("--watch");
+  cmd->add_option(
+      "--backend", flags->backend,
+      "where the nodes run: local (this machine, the default) or a backend named in "
+      "AIR_HOME/config.yaml's `backend:` (docs/slurm.md); the workload YAML is the same");
   cmd->add_option("--override", flags->overrides,
                   "FIELD=VALUE, a dotted path into the spec (repeatable), e.g. max_retries=0, "
                   "compute.num_accelerators=8, env_variables.FOO=bar, parameters.lr=1e-4")

@@ -17,6 +17,7 @@ void RegisterLogsCommand(CLI::App& root, CliContext& ctx);
 void RegisterCancelCommand(CLI::App& root, CliContext& ctx);
 void RegisterSuperviseCommand(CLI::App& root, CliContext& ctx);
 void RegisterAgentCommand(CLI::App& root, CliContext& ctx);
+void RegisterSlurmNodeCommand(CLI::App& root, CliContext& ctx);
 void RegisterSecretsCommand(CLI::App& root, CliContext& ctx);
 void RegisterTrainCommand(CLI::App& root, CliContext& ctx);
 void RegisterGenerateCommand(CLI::App& root, CliContext& ctx);

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   air::cli::RegisterCancelCommand(app, ctx);
   air::cli::RegisterSuperviseCommand(app, ctx);
   air::cli::RegisterAgentCommand(app, ctx);
+  air::cli::RegisterSlurmNodeCommand(app, ctx);
   air::cli::RegisterSecretsCommand(app, ctx);
   air::cli::RegisterTrainCommand(app, ctx);
   air::cli::RegisterGenerateCommand(app, ctx);

@@ -12,7 +12,7 @@
 namespace air::cli {
 
 Status WatchAndReport(CliContext& ctx, const WatchRequest& request) {
-  runtime::Layout layout(AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
   runtime::WatchOptions options;
   options.node = request.node;
   options.attempt = request.attempt;

@@ -81,6 +81,25 @@ Status AttemptRunner::RecordChanges(const std::vector<backends::NodeStatus>& sta
   return Status::Ok();
 }
 
+Status AttemptRunner::RecordScheduler(const backends::SchedulerStatus& scheduler) {
+  if (scheduler.note != scheduler_note_ && !scheduler.note.empty()) {
+    scheduler_note_ = scheduler.note;
+    AIR_RETURN_IF_ERROR(
+        store_->AppendEvent(options_.run_id, "scheduler", scheduler.note, options_.attempt));
+  }
+  if (scheduler.queued_reason != queued_reason_) {
+    queued_reason_ = scheduler.queued_reason;
+    // An empty message: no longer queued (runtime/run_view.h shows the latest).
+    AIR_RETURN_IF_ERROR(
+        store_->AppendEvent(options_.run_id, "queue", queued_reason_, options_.attempt));
+  }
+  if (scheduler.timed_out && stop_cause_ == StopCause::kNone) {
+    return BeginStop(StopCause::kTimeout,
+                     "timed out (" + options_.timeout_text + "; the scheduler's time limit)");
+  }
+  return Status::Ok();
+}
+
 Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attempt) {
   const size_t n = attempt.nodes.size();
   recorded_start_.assign(n, false);
@@ -98,6 +117,10 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
       failure = polled.status();
       break;
     }
+    // The scheduler's word first: a node it stopped at the time limit is then STOPPED, not a
+    // failure of its own.
+    failure = RecordScheduler(backend_->Scheduler());
+    if (!failure.ok()) break;
     failure = RecordChanges(*polled);
     if (!failure.ok()) break;
     bool all_ended = true;
@@ -107,7 +130,8 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     if (all_ended) break;
     const int64_t now = env_->MonotonicMicros();
     if (stop_cause_ == StopCause::kNone) {
-      if (options_.deadline_monotonic_us != 0 && now >= options_.deadline_monotonic_us) {
+      if (options_.deadline_monotonic_us != 0 && now >= options_.deadline_monotonic_us &&
+          !backend_->Capabilities().enforces_time_limit) {
         failure = BeginStop(StopCause::kTimeout, "timed out (" + options_.timeout_text + ")");
       } else if (options_.cancel_requested) {
         std::string reason = options_.cancel_requested();

@@ -5,6 +5,7 @@
 //   - every node exited 0 on its own                      -> SUCCEEDED
 //   - a node exited non-zero, died by a signal, or was lost -> stop all nodes -> FAILED
 //   - the deadline (timeout_minutes) passed               -> TERMINATING, stop -> TIMED_OUT
+//     (a backend whose scheduler enforces the limit reports it: SchedulerStatus::timed_out)
 //   - a cancel was requested                              -> TERMINATING, stop -> CANCELED
 // Once air starts stopping an attempt, how the remaining nodes end no longer matters: a worker
 // that traps SIGTERM and exits 0 is STOPPED, never a success. Stopping is SIGTERM to each node's
@@ -59,6 +60,8 @@ class AttemptRunner {
  private:
   Status BeginStop(StopCause cause, const std::string& why);
   Status RecordChanges(const std::vector<backends::NodeStatus>& statuses);
+  // Events for what the scheduler says (queued with a reason, job state); its time limit.
+  Status RecordScheduler(const backends::SchedulerStatus& scheduler);
 
   store::Store* store_;
   backends::Backend* backend_;
@@ -72,6 +75,8 @@ class AttemptRunner {
   bool killed_ = false;
   std::vector<bool> recorded_start_;
   std::vector<bool> recorded_end_;
+  std::string scheduler_note_;
+  std::string queued_reason_;
 };
 
 }  // namespace air::runtime

@@ -1,11 +1,14 @@
 // Where everything lives under AIR_HOME (docs/run-directory.md). One place computes every path,
-// so the CLI, the supervisor, the backends and the agent agree.
+// so the CLI, the supervisor, the backends and the agent agree. The store stays in AIR_HOME;
+// everything the nodes read or write lives under the data root ROOT: AIR_HOME itself unless
+// AIR_HOME/config.yaml names a `shared_root` (a directory every node of a cluster sees;
+// backends/registry.h, docs/slurm.md).
 //
 //   AIR_HOME/air.db                         the store (SQLite, WAL)
-//   AIR_HOME/cas/sha256/ab/<digest>         snapshot file contents, read-only, shared by runs
-//   AIR_HOME/snapshots/<digest>.json        snapshot manifests (path, digest, mode, size)
-//   AIR_HOME/envs/<digest>/                 Python environments keyed by their dependencies
-//   AIR_HOME/runs/<id>/                     one run
+//   ROOT/cas/sha256/ab/<digest>             snapshot file contents, read-only, shared by runs
+//   ROOT/snapshots/<digest>.json            snapshot manifests (path, digest, mode, size)
+//   ROOT/envs/<digest>/                     Python environments keyed by their dependencies
+//   ROOT/runs/<id>/                         one run
 //       supervisor.log                      the supervisor's own diagnostics
 //       setup.log                           environment preparation (pip) output
 //       parameters.yaml                     the spec's parameters block (HYPERPARAMETERS_PATH)
@@ -20,24 +23,30 @@
 #include <cstdint>
 #include <string>
 
+#include "base/env.h"
+#include "base/status.h"
+
 namespace air::runtime {
 
 class Layout {
  public:
-  explicit Layout(std::string air_home) : home_(std::move(air_home)) {}
+  explicit Layout(std::string air_home) : home_(std::move(air_home)), root_(home_) {}
+  Layout(std::string air_home, std::string data_root)
+      : home_(std::move(air_home)), root_(data_root.empty() ? home_ : std::move(data_root)) {}
 
   const std::string& home() const { return home_; }
+  const std::string& data_root() const { return root_; }
   std::string DbPath() const { return home_ + "/air.db"; }
-  std::string CasDir() const { return home_ + "/cas/sha256"; }
+  std::string CasDir() const { return root_ + "/cas/sha256"; }
   std::string CasPath(const std::string& digest) const {
     return CasDir() + "/" + digest.substr(0, 2) + "/" + digest;
   }
-  std::string SnapshotsDir() const { return home_ + "/snapshots"; }
+  std::string SnapshotsDir() const { return root_ + "/snapshots"; }
   std::string SnapshotManifest(const std::string& digest) const {
     return SnapshotsDir() + "/" + digest + ".json";
   }
-  std::string EnvsDir() const { return home_ + "/envs"; }
-  std::string RunsDir() const { return home_ + "/runs"; }
+  std::string EnvsDir() const { return root_ + "/envs"; }
+  std::string RunsDir() const { return root_ + "/runs"; }
   std::string RunDir(int64_t run_id) const { return RunsDir() + "/" + std::to_string(run_id); }
   std::string SupervisorLog(int64_t run_id) const { return RunDir(run_id) + "/supervisor.log"; }
   std::string SetupLog(int64_t run_id) const { return RunDir(run_id) + "/setup.log"; }
@@ -66,6 +75,11 @@ class Layout {
 
  private:
   std::string home_;
+  std::string root_;
 };
+
+// The layout of `air_home` with the data root AIR_HOME/config.yaml names (shared_root), so
+// every command finds the same files (layout_config.cc).
+Result<Layout> ResolveLayout(const std::string& air_home, Env* env);
 
 }  // namespace air::runtime

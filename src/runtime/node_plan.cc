@@ -14,6 +14,8 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
   out.run_id = run.id;
   out.attempt = settings.attempt;
   out.gpus_per_node = spec.compute.kind == spec::AcceleratorKind::kGpu ? spec.compute.per_node : 0;
+  out.cpus_per_node = spec.compute.kind == spec::AcceleratorKind::kGpu ? 0 : spec.compute.per_node;
+  out.attempt_dir = layout.AttemptDir(run.id, settings.attempt);
   std::set<std::string> secret_names;
   for (const auto& [name, value] : prepared.secret_values) secret_names.insert(name);
   for (int rank = 0; rank < spec.compute.num_nodes; ++rank) {

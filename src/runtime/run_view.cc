@@ -38,6 +38,16 @@ Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& r
     AIR_ASSIGN_OR_RETURN(auto nodes, store->ListNodes(run.id, attempt.attempt));
     details.nodes.push_back(std::move(nodes));
   }
+  if (!details.attempts.empty() && run.state == store::RunState::kRunning &&
+      details.attempts.back().state == store::AttemptState::kRunning) {
+    const int live = details.attempts.back().attempt;
+    AIR_ASSIGN_OR_RETURN(auto events, store->ListEvents(run.id));
+    for (const auto& event : events) {
+      if (event.attempt != live) continue;
+      if (event.kind == "queue") details.queue_reason = event.message;
+      if (event.kind == "scheduler") details.scheduler_note = event.message;
+    }
+  }
   return details;
 }
 
@@ -74,6 +84,11 @@ json RunSummaryJson(const store::RunRecord& run, int64_t now_us) {
 json RunDetailsJson(const RunDetails& details, int64_t now_us) {
   const store::RunRecord& run = details.run;
   json out = RunSummaryJson(run, now_us);
+  if (!details.queue_reason.empty()) {
+    out["state"] = "PENDING";
+    out["queue_reason"] = details.queue_reason;
+  }
+  if (!details.scheduler_note.empty()) out["scheduler"] = details.scheduler_note;
   out["source_path"] = run.source_path;
   out["mlflow_run_id"] = run.mlflow_run_id;
   out["snapshot_id"] = run.snapshot_id ? json(*run.snapshot_id) : json(nullptr);
@@ -109,7 +124,10 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
 
 std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
   const store::RunRecord& run = details.run;
-  std::string text = fmt::format("run {}  {}\n", run.id, store::RunStateName(run.state));
+  std::string text =
+      details.queue_reason.empty()
+          ? fmt::format("run {}  {}\n", run.id, store::RunStateName(run.state))
+          : fmt::format("run {}  PENDING (queued: {})\n", run.id, details.queue_reason);
   auto row = [&text](const std::string& key, const std::string& value) {
     text += fmt::format("  {:<12} {}\n", key, value);
   };
@@ -125,6 +143,7 @@ std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
   }
   row("mlflow run", run.mlflow_run_id);
   row("spec", run.source_path);
+  if (!details.scheduler_note.empty()) row("scheduler", details.scheduler_note);
   if (run.cancel_requested && !store::IsTerminal(run.state)) row("cancel", "requested");
   if (!run.failure_summary.empty()) {
     std::vector<std::string> lines = Split(run.failure_summary, '\n');

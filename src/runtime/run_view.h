@@ -16,6 +16,10 @@ struct RunDetails {
   store::RunRecord run;
   std::vector<store::AttemptRecord> attempts;
   std::vector<std::vector<store::NodeRecord>> nodes;  // per attempt
+  // While the live attempt waits in a scheduler's queue (Slurm): its reason ("Resources").
+  // The run is then shown as PENDING ("queued: Resources") though the store says RUNNING.
+  std::string queue_reason;
+  std::string scheduler_note;  // the scheduler's latest word on the live attempt
 };
 
 Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run);

@@ -175,7 +175,7 @@ Result<std::map<std::string, std::string>> ReadGitBlobs(const Layout& layout,
     }
     input += listing.revision + ":./" + file.path + "\n";
   }
-  std::string tmp_dir = layout.home() + "/tmp";
+  std::string tmp_dir = layout.data_root() + "/tmp";  // renamed into the CAS: same filesystem
   AIR_RETURN_IF_ERROR(env->CreateDirs(tmp_dir));
   std::string input_path = fmt::format("{}/cat-file-{}.txt", tmp_dir, ::getpid());
   AIR_RETURN_IF_ERROR(env->WriteFileAtomic(input_path, input));

@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-#include "backends/local/local_backend.h"
+#include "backends/registry.h"
 #include "runtime/daemon.h"
 #include "runtime/snapshot.h"
 #include "runtime/spec_codec.h"
@@ -40,8 +40,23 @@ Status CheckCapabilities(const spec::WorkloadSpec& spec,
                                        spec.compute.num_nodes, capabilities.name,
                                        capabilities.max_nodes));
   }
-  if (spec.compute.kind == spec::AcceleratorKind::kGpu &&
-      spec.compute.num_accelerators > capabilities.gpus_available) {
+  const bool gpu = spec.compute.kind == spec::AcceleratorKind::kGpu;
+  if (gpu && capabilities.max_gpus_per_node >= 0 &&
+      spec.compute.per_node > capabilities.max_gpus_per_node) {
+    return InvalidArgument(
+        fmt::format("{}: {} needs {} GPU(s) on each node; the {} backend's nodes have at most {}",
+                    Where(spec, "compute.accelerator_type"), spec.compute.accelerator_type,
+                    spec.compute.per_node, capabilities.name, capabilities.max_gpus_per_node));
+  }
+  if (!gpu && capabilities.max_cpus_per_node > 0 &&
+      spec.compute.per_node > capabilities.max_cpus_per_node) {
+    return InvalidArgument(fmt::format(
+        "{}: {} needs {} CPUs on each node (one per worker); the {} backend's nodes have at "
+        "most {}",
+        Where(spec, "compute.accelerator_type"), spec.compute.accelerator_type,
+        spec.compute.per_node, capabilities.name, capabilities.max_cpus_per_node));
+  }
+  if (gpu && spec.compute.num_accelerators > capabilities.gpus_available) {
     return InvalidArgument(fmt::format(
         "{}: {} x {} needs {} GPU(s) ({} node(s) x {}); the {} backend has {} on this host; use "
         "accelerator_type CPU_<n> (n worker processes per node) for a CPU run",
@@ -75,9 +90,13 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
     if (::getcwd(cwd, sizeof(cwd)) == nullptr) return ErrnoStatus("getcwd", errno);
     home = std::string(cwd) + "/" + home;
   }
-  Layout layout(home);
   // Checked before anything is written: a spec this backend cannot run creates nothing.
-  AIR_RETURN_IF_ERROR(CheckCapabilities(spec, backends::LocalBackend::DescribeCapabilities(env)));
+  AIR_ASSIGN_OR_RETURN(backends::BackendConfig backend,
+                       backends::LoadBackendConfig(home, options.backend, env));
+  AIR_ASSIGN_OR_RETURN(backends::BackendCapabilities capabilities,
+                       backends::DescribeBackend(backend, env));
+  AIR_RETURN_IF_ERROR(CheckCapabilities(spec, capabilities));
+  Layout layout(home, backend.shared_root);
   // Owner-only: the store, logs and secrets of every run live here.
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home(), 0700));
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
@@ -126,7 +145,7 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   run.idempotency_token = spec.idempotency_token;
   run.mlflow_run_id = NewMlflowRunId();
   run.snapshot_id = snapshot_id;
-  run.backend = "local";
+  run.backend = backend.name;
   AIR_ASSIGN_OR_RETURN(store::CreateRunResult created, store->CreateRun(run));
   result.run_id = created.run.id;
   result.created = created.created;
@@ -150,8 +169,9 @@ Result<std::string> SubmitRun(const spec::WorkloadSpec& spec, const SubmitOption
   AIR_ASSIGN_OR_RETURN(SubmitResult submitted, SubmitRunDetailed(spec, options, env));
   std::string id = std::to_string(submitted.run_id);
   if (!options.watch) return id;
+  AIR_ASSIGN_OR_RETURN(Layout layout, ResolveLayout(submitted.air_home, env));
   AIR_ASSIGN_OR_RETURN(store::RunRecord run,
-                       WatchRun(Layout(submitted.air_home), submitted.run_id, WatchOptions{}, env));
+                       WatchRun(layout, submitted.run_id, WatchOptions{}, env));
   if (run.state != store::RunState::kSucceeded) {
     return FailedPrecondition(
         fmt::format("run {} ended {}{}", id, store::RunStateName(run.state),

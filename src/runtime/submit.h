@@ -16,6 +16,7 @@ namespace air::runtime {
 struct SubmitOptions {
   std::string air_home;  // the AIR_HOME directory (created on first submit, never by a dry run)
   bool watch = false;    // stream node 0's log until the run ends
+  std::string backend;   // `air run --backend NAME`; "" = AIR_HOME/config.yaml's, else local
 };
 
 Result<std::string> SubmitRun(const spec::WorkloadSpec& spec, const SubmitOptions& options,

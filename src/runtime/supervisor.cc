@@ -11,7 +11,7 @@
 #include <cstdlib>
 
 #include "agent/proc.h"
-#include "backends/local/local_backend.h"
+#include "backends/registry.h"
 #include "base/log.h"
 #include "runtime/attempt_runner.h"
 #include "runtime/daemon.h"
@@ -78,11 +78,12 @@ std::string AirExecutableDir() {
 class RunSupervisor {
  public:
   RunSupervisor(store::Store* store, const SupervisorOptions& options, Env* env,
-                store::RunRecord run)
+                store::RunRecord run, backends::BackendConfig backend)
       : store_(store),
         options_(options),
         env_(env),
-        layout_(options.air_home),
+        layout_(options.air_home, backend.shared_root),
+        backend_config_(std::move(backend)),
         run_(std::move(run)),
         cancel_(store, run_.id),
         settings_(ReadSupervisorSettings(env)) {}
@@ -152,7 +153,7 @@ class RunSupervisor {
       backends::AttemptToLaunch plan =
           PlanAttempt(spec, run_, layout_, *prepared, attempt_settings);
       AIR_ASSIGN_OR_RETURN(auto backend,
-                           backends::LocalBackend::Create(env_, options_.agent_binary));
+                           backends::CreateBackend(backend_config_, options_.agent_binary, env_));
       AttemptRunnerOptions runner_options;
       runner_options.run_id = run_.id;
       runner_options.attempt = attempt;
@@ -161,6 +162,7 @@ class RunSupervisor {
         double seconds = *run_.timeout_minutes * settings_.minute_seconds;
         runner_options.deadline_monotonic_us =
             env_->MonotonicMicros() + static_cast<int64_t>(std::llround(seconds * 1e6));
+        plan.time_limit_seconds = static_cast<int64_t>(std::ceil(seconds));
         runner_options.timeout_text = fmt::format("timeout_minutes: {}", *run_.timeout_minutes);
         if (settings_.minute_seconds != 60) {
           runner_options.timeout_text += fmt::format(
@@ -213,6 +215,7 @@ class RunSupervisor {
   const SupervisorOptions& options_;
   Env* env_;
   Layout layout_;
+  backends::BackendConfig backend_config_;
   store::RunRecord run_;
   CancelWatch cancel_;
   SupervisorSettings settings_;
@@ -248,7 +251,14 @@ Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) 
       store->SetSupervisor(run_id, ::getpid(), self ? static_cast<int64_t>(self->start_ticks) : 0));
   SupervisorOptions resolved = options;
   if (resolved.agent_binary.empty()) resolved.agent_binary = SelfExecutable();
-  RunSupervisor supervisor(store.get(), resolved, env, std::move(run));
+  // The run's backend (recorded at submit) with today's settings from AIR_HOME/config.yaml.
+  auto backend = backends::LoadBackendConfig(options.air_home, run.backend, env);
+  if (!backend.ok()) {
+    return store->TransitionRun(run_id, RunState::kFailed,
+                                "the backend configuration is unusable; no command was started",
+                                std::nullopt, backend.status().message());
+  }
+  RunSupervisor supervisor(store.get(), resolved, env, std::move(run), std::move(*backend));
   return supervisor.Supervise();
 }
 

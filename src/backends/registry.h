@@ -1,0 +1,56 @@
+// The backend registry: backends are chosen by name ("local", "slurm"), from `air run
+// --backend NAME` or AIR_HOME/config.yaml (`backend: NAME`); the runtime asks the registry for
+// the chosen backend's capabilities (checked at submit, before anything is written) and for one
+// Backend instance per attempt, and never names a backend itself.
+//
+// AIR_HOME/config.yaml (optional; docs/slurm.md):
+//   backend: slurm              # the default for `air run` (local when absent)
+//   shared_root: /shared/air    # where runs, snapshots and environments live (default AIR_HOME)
+//   slurm: {partition: ..., account: ..., qos: ..., sbatch_options: [...], air_binary: ...}
+// The workload YAML never names a backend: the same file runs anywhere.
+// Thread safety: pure functions over values (the table of backends is constant).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/slurm/slurm_config.h"
+#include "base/env.h"
+#include "base/status.h"
+
+namespace air::backends {
+
+struct BackendConfig {
+  std::string name = "local";
+  std::string air_home;
+  std::string shared_root;  // "" = AIR_HOME
+  // Where runs, snapshots and environments live: shared_root, else AIR_HOME.
+  std::string DataRoot() const { return shared_root.empty() ? air_home : shared_root; }
+  std::string config_path;  // the file it came from ("" when there is none)
+  SlurmConfig slurm;
+};
+
+// The registered backend names, in order ("local", "slurm").
+std::vector<std::string> BackendNames();
+
+// Reads AIR_HOME/config.yaml when it exists (else the defaults).
+// `backend_override` (from
+// --backend; "" = none) replaces the file's `backend`. Errors name FILE:LINE:
+// KEY and the valid values; an unknown backend name lists the registered ones.
+Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
+                                        const std::string& backend_override, Env* env);
+
+// What the chosen backend can run, after checking that it is usable now (Slurm:
+// its commands are installed, the controller answers, the partition exists, the
+// shared root is writable). Nothing is submitted or written (but a probe file
+// in the shared root).
+Result<BackendCapabilities> DescribeBackend(const BackendConfig& config, Env* env);
+
+// One Backend instance for one attempt. `agent_binary` is the air executable
+// providing `air agent` (the Slurm backend prefers slurm.air_binary when set).
+Result<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config,
+                                               const std::string& agent_binary, Env* env);
+
+}  // namespace air::backends

@@ -1,0 +1,77 @@
+// The Slurm node entry: launch file by SLURM_NODEID, secrets file, MASTER_ADDR, then the agent.
+#include "backends/slurm/node_entry.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/node_launch.h"
+
+namespace air::backends::slurm {
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "air slurm-node: %s\n", message.c_str());
+  return 2;
+}
+
+// The values travel as a JSON object {"NAME": "value"}; the file is gone once read.
+Status TakeSecrets(const std::string& path, Env* env) {
+  if (!env->FileExists(path)) return Status::Ok();
+  auto text = env->ReadFile(path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus("remove the secrets file " + path, errno);
+  }
+  if (!text.ok()) return text.status();
+  nlohmann::json values = nlohmann::json::parse(*text, nullptr, false);
+  if (!values.is_object()) return DataLoss(path + ": not a JSON object of secret values");
+  for (const auto& [name, value] : values.items()) {
+    if (!value.is_string()) return DataLoss(path + ": " + name + " is not a string");
+    if (::setenv(name.c_str(), value.get<std::string>().c_str(), 1) != 0) {
+      return ErrnoStatus("setenv " + name, errno);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string NodeSecretsPath(const std::string& attempt_dir, int node_rank) {
+  return fmt::format("{}/node_{}.secrets", attempt_dir, node_rank);
+}
+
+int SlurmNodeMain(const std::string& attempt_dir, Env* env) {
+  auto node_id = env->GetEnv("SLURM_NODEID");
+  if (!node_id || node_id->empty() ||
+      node_id->find_first_not_of("0123456789") != std::string::npos) {
+    return Fail("SLURM_NODEID is not set: this command runs inside the srun step air submits");
+  }
+  const int rank = std::atoi(node_id->c_str());
+  const std::string launch_path = fmt::format("{}/node_{}.json", attempt_dir, rank);
+  auto text = env->ReadFile(launch_path);
+  if (!text.ok()) return Fail(text.status().message());
+  auto launch = agent::NodeLaunchFromJson(*text, launch_path);
+  if (!launch.ok()) return Fail(launch.status().message());
+  Status secrets = TakeSecrets(NodeSecretsPath(attempt_dir, rank), env);
+  if (!secrets.ok()) {
+    agent::NodeExitReport failed;
+    failed.error = "reading the node's secrets: " + secrets.message();
+    failed.ended_us = env->NowMicros();
+    (void)agent::WriteRunFile(launch->exit_path, agent::NodeExitReportToJson(failed));
+    return Fail(failed.error);
+  }
+  if (auto master = env->GetEnv("AIR_SLURM_MASTER_ADDR"); master && !master->empty()) {
+    for (auto& [name, value] : launch->env) {
+      if (name == "MASTER_ADDR") value = *master;
+    }
+  }
+  return agent::RunNodeMain(*launch, env);
+}
+
+}  // namespace air::backends::slurm
