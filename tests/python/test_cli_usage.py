@@ -33,7 +33,7 @@ def test_unknown_option_is_named_instead_of_a_missing_required_one(air):
     proc = air("run", "--bogus")
     assert proc.returncode == 2
     assert proc.stderr == ("error: unknown option '--bogus' for 'air run'; its options: --file, "
-                           "--dry-run, --watch, --node, --override\n"
+                           "--dry-run, --watch, --node, --backend, --override\n"
                            "Run 'air run --help' for its usage.\n")
 
 

@@ -2,31 +2,12 @@
 environment air sets (NUM_NODES, NODE_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), the 4
 ranks all-reduce over gloo, and each node's log is readable with `air logs --node`."""
 import json
-import os
-import pathlib
-import shutil
-import sys
 
-from runtime_jobs.helpers import assert_no_processes_left, submit, wait_terminal, write_spec
-
-JOB_DIR = pathlib.Path(__file__).parent / "runtime_jobs" / "allreduce"
-TORCHRUN = ("torchrun --nnodes=$NUM_NODES --node_rank=$NODE_RANK "
-            "--nproc_per_node=$LOCAL_WORLD_SIZE --master_addr=$MASTER_ADDR "
-            "--master_port=$MASTER_PORT job.py")
+from runtime_jobs.helpers import allreduce_spec, assert_no_processes_left, submit, wait_terminal
 
 
 def test_torchrun_job_on_two_nodes_all_reduces(air, air_home, tmp_path, monkeypatch):
-    # torch comes from the project venv: put its bin (torchrun, python) first on PATH.
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    assert os.path.exists(os.path.join(venv_bin, "torchrun")), venv_bin
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    code = tmp_path / "code"
-    shutil.copytree(JOB_DIR, code)
-    out = tmp_path / "out"
-    out.mkdir()
-    spec = write_spec(tmp_path, TORCHRUN, name="torch-allreduce", nodes=2, per_node=2,
-                      code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
-                      env_variables={"JOB_OUT": str(out), "OMP_NUM_THREADS": "1"})
+    spec, out = allreduce_spec(tmp_path, monkeypatch)
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=240)
     logs = {n: air("logs", run_id, "--node", n, check=True).stdout for n in (0, 1)}

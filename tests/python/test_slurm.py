@@ -5,21 +5,14 @@ view (scontrol, squeue, /proc) to prove what air did."""
 import json
 import os
 import pathlib
-import shutil
 import subprocess
-import sys
 import time
 
-from runtime_jobs.helpers import get, nodes_running, run_processes, submit, wait_for, \
+from runtime_jobs.helpers import allreduce_spec, get, nodes_running, run_processes, submit, wait_for, \
     wait_terminal, write_spec
 from runtime_jobs.slurm_cluster import SCRIPTS, SLURM_DIR, hostnames, job_of, job_steps_alive, \
     slurm_cluster, slurm_home, squeue_jobs, write_config  # noqa: F401 (fixtures)
 
-JOB_DIR = pathlib.Path(__file__).parent / "runtime_jobs" / "allreduce"
-# The command of tests/python/test_run_torch.py, unchanged.
-TORCHRUN = ("torchrun --nnodes=$NUM_NODES --node_rank=$NODE_RANK "
-            "--nproc_per_node=$LOCAL_WORLD_SIZE --master_addr=$MASTER_ADDR "
-            "--master_port=$MASTER_PORT job.py")
 CANARY = "canary-5d1c7e02-slurm-secret"
 
 
@@ -38,16 +31,7 @@ def assert_nothing_left(air_home, run_ids, job_ids, timeout=30.0):
 
 
 def test_torchrun_job_on_two_slurm_nodes_all_reduces(air, slurm_home, tmp_path, monkeypatch):
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    assert os.path.exists(os.path.join(venv_bin, "torchrun")), venv_bin
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    code = tmp_path / "code"
-    shutil.copytree(JOB_DIR, code)
-    out = tmp_path / "out"
-    out.mkdir()
-    spec = write_spec(tmp_path, TORCHRUN, name="torch-allreduce", nodes=2, per_node=2,
-                      code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
-                      env_variables={"JOB_OUT": str(out), "OMP_NUM_THREADS": "1"})
+    spec, out = allreduce_spec(tmp_path, monkeypatch)  # test_run_torch.py's workload
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=240)
     logs = {n: air("logs", run_id, "--node", n, check=True).stdout for n in (0, 1)}

@@ -4,12 +4,18 @@ environ marker and by process group)."""
 import json
 import os
 import pathlib
+import shutil
 import signal
+import sys
 import time
 
 import yaml
 
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELED", "INTERNAL_ERROR"}
+ALLREDUCE_DIR = pathlib.Path(__file__).parent / "allreduce"
+TORCHRUN = ("torchrun --nnodes=$NUM_NODES --node_rank=$NODE_RANK "
+            "--nproc_per_node=$LOCAL_WORLD_SIZE --master_addr=$MASTER_ADDR "
+            "--master_port=$MASTER_PORT job.py")
 
 
 def write_spec(directory: pathlib.Path, command: str, *, name: str = "run-test",
@@ -26,6 +32,22 @@ def write_spec(directory: pathlib.Path, command: str, *, name: str = "run-test",
     path = directory / filename
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def allreduce_spec(tmp_path, monkeypatch):
+    """The torchrun + gloo all-reduce workload (2 nodes x 2 processes) that runs unchanged on
+    every backend (test_run_torch.py, test_slurm.py). Returns (spec path, output directory)."""
+    # torch comes from the project venv: put its bin (torchrun, python) first on PATH.
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    assert os.path.exists(os.path.join(venv_bin, "torchrun")), venv_bin
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    shutil.copytree(ALLREDUCE_DIR, tmp_path / "code")
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = write_spec(tmp_path, TORCHRUN, name="torch-allreduce", nodes=2, per_node=2,
+                      code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
+                      env_variables={"JOB_OUT": str(out), "OMP_NUM_THREADS": "1"})
+    return spec, out
 
 
 def submit(air, spec_path, **kw) -> int:
