@@ -39,7 +39,7 @@ Result<bool> StoreBlob(const std::string& path, std::string_view content, bool e
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("create " + tmp, errno);
   Status written = WriteFully(fd, content, tmp);
-  if (written.ok() && ::fchmod(fd, executable ? 0555 : 0444) != 0) {
+  if (written.ok() && ::fchmod(fd, executable ? 0500 : 0400) != 0) {
     written = ErrnoStatus("chmod " + tmp, errno);
   }
   ::close(fd);
@@ -141,7 +141,7 @@ Result<StoredFile> StoreFileBlob(const Layout& layout, const std::string& path, 
   AIR_RETURN_IF_ERROR(env->CreateDirs(blob.substr(0, blob.rfind('/'))));
   const std::string tmp = fmt::format("{}.tmp.{}", blob, ::getpid());
   ::unlink(tmp.c_str());  // left by an earlier process with our pid
-  Status stored = CopyFileAs(path, tmp, executable ? 0555 : 0444);
+  Status stored = CopyFileAs(path, tmp, executable ? 0500 : 0400);
   if (stored.ok()) {
     auto copied = HashFile(tmp);
     if (!copied.ok()) {
@@ -334,7 +334,7 @@ Status MaterializeSnapshot(const Layout& layout, const Snapshot& snapshot, const
     // A copy, never a hard link: a job may write to its files anyway (root ignores the mode
     // bits; anyone may chmod their own file), and through a link that write would change the
     // shared blob, and so the code of every other node and of every later run.
-    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0555 : 0444));
+    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0500 : 0400));
   }
   return Status::Ok();
 }
