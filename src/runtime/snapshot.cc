@@ -178,7 +178,7 @@ Result<std::map<std::string, std::string>> ReadGitBlobs(const Layout& layout,
   std::string tmp_dir = layout.home() + "/tmp";
   AIR_RETURN_IF_ERROR(env->CreateDirs(tmp_dir));
   std::string input_path = fmt::format("{}/cat-file-{}.txt", tmp_dir, ::getpid());
-  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(input_path, input));
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(input_path, input, 0600));
   SubprocessOptions git;
   git.argv = {"git", "-C", listing.root, "cat-file", "--batch"};
   git.stdin_path = input_path;
@@ -274,7 +274,7 @@ Result<Snapshot> ArchiveSnapshot(const Layout& layout, const spec::SnapshotListi
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.SnapshotsDir()));
   std::string manifest_path = layout.SnapshotManifest(snapshot.id);
   if (!env->FileExists(manifest_path)) {
-    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(manifest_path, manifest));
+    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(manifest_path, manifest, 0600));
   }
   return snapshot;
 }
