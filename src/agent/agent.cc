@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +18,10 @@
 #include "agent/log_format.h"
 #include "agent/output_filter.h"
 #include "agent/proc.h"
+#include "agent/process_tracker.h"
+#include "base/fd_hygiene.h"
 #include "base/posix_io.h"
+#include "base/process_limits.h"
 
 namespace air::agent {
 namespace {
@@ -48,12 +52,6 @@ class FdCloser {
   int fd_;
 };
 
-// Signals the command's process group and every other descendant of the agent.
-void SignalAll(pid_t pgid, int sig) {
-  if (pgid > 0) ::killpg(pgid, sig);
-  for (pid_t pid : DescendantsOf(::getpid())) ::kill(pid, sig);
-}
-
 // Reaps every exited child without blocking; reports the leader's status when it is among them.
 void ReapChildren(pid_t leader, bool* leader_exited, int* leader_status) {
   while (true) {
@@ -73,7 +71,15 @@ struct Spawned {
   int err_fd = -1;
 };
 
-Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_mask) {
+// What the command's child sets up between fork and exec, decided before the fork.
+struct ChildSetup {
+  FdHygiene hygiene;
+  std::optional<mode_t> user_umask;  // the user's umask (air's own processes use 077)
+  bool no_core_dumps = false;        // the command holds secret values
+};
+
+Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_mask,
+                             const NodeTracker& tracker, const ChildSetup& setup) {
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
@@ -84,7 +90,9 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
     return ErrnoStatus("pipe", err);
   }
   // The command's environment: the agent's own, with the node's variables set on top.
-  std::vector<std::string> env_entries = MergedEnvironment(launch.env);
+  std::vector<std::pair<std::string, std::string>> vars = launch.env;
+  vars.emplace_back(kNodeTokenVar, tracker.info().token);
+  std::vector<std::string> env_entries = MergedEnvironment(vars);
   std::vector<char*> envp;
   for (auto& e : env_entries) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -93,6 +101,8 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
   std::string command = launch.command;
   char* argv[] = {arg0.data(), arg1.data(), command.data(), nullptr};
 
+  const int join_fd = tracker.command_join_fd();
+  const pid_t agent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
@@ -103,6 +113,13 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
     // Child: only async-signal-safe calls from here on.
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != agent) ::_exit(125);  // the agent died before prctl took effect
+    // Into the node's cgroup before anything of the command runs.
+    if (join_fd >= 0 && ::write(join_fd, "0", 1) != 1) {
+      const char msg[] = "air agent: cannot join the node's cgroup\n";
+      (void)!::write(err_pipe[1], msg, sizeof(msg) - 1);
+      ::_exit(125);
+    }
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
     int devnull = ::open("/dev/null", O_RDONLY);
@@ -111,7 +128,9 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
     // The command gets stdin, stdout and stderr only, whatever the agent inherited.
-    (void)::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    MarkInheritedFdsCloexec(setup.hygiene);
+    if (setup.user_umask) ::umask(*setup.user_umask);
+    if (setup.no_core_dumps) DisableCoreDumpLimit();
     if (::chdir(launch.workdir.c_str()) != 0) {
       const char msg[] = "air agent: cannot enter the node's working directory\n";
       (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
@@ -132,18 +151,18 @@ Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_
 // can no longer be written): the node must not outlive its agent.
 class KillOnEarlyReturn {
  public:
-  explicit KillOnEarlyReturn(pid_t leader) : leader_(leader) {}
+  explicit KillOnEarlyReturn(NodeTracker* tracker) : tracker_(tracker) {}
   ~KillOnEarlyReturn() {
     if (!armed_) return;
-    SignalAll(leader_, SIGKILL);
+    (void)tracker_->KillCommand();
     int status = 0;
-    while (::waitpid(-1, &status, 0) > 0) {
+    while (::waitpid(-1, &status, WNOHANG) > 0) {
     }
   }
   void Disarm() { armed_ = false; }
 
  private:
-  pid_t leader_;
+  NodeTracker* tracker_;
   bool armed_ = true;
 };
 
@@ -158,6 +177,8 @@ std::string DescribeWaitStatus(int status) {
 }  // namespace
 
 Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
+  // Secret values are in our environment: no core dump may write them to disk.
+  if (!launch.secret_names.empty()) DisableCoreDumps();
   FdCloser log_fd(::open(launch.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (log_fd.get() < 0) return ErrnoStatus("open node log " + launch.log_path, errno);
   LogLineWriter writer(log_fd.get(), env);
@@ -181,16 +202,34 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   FdCloser signal_fd(::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
   if (signal_fd.get() < 0) return ErrnoStatus("signalfd", errno);
 
+  // Every process the command starts is tracked from before it runs (agent/process_tracker.h);
+  // the tracker file lets whoever outlives us kill what is left.
+  AIR_ASSIGN_OR_RETURN(
+      std::unique_ptr<NodeTracker> tracker,
+      NodeTracker::Create(
+          fmt::format("air-r{}-a{}-n{}", launch.run_id, launch.attempt, launch.node_rank), env));
+  AIR_RETURN_IF_ERROR(WriteRunFile(TrackerPath(launch), TrackerInfoToJson(tracker->info())));
+  ChildSetup setup;
+  setup.hygiene = FdHygieneFor(env);
+  setup.user_umask = UserUmask(env);
+  setup.no_core_dumps = !launch.secret_names.empty();
+
   NodeExitReport report;
   report.started_us = env->NowMicros();
-  auto spawned = SpawnCommand(launch, original_mask);
+  auto spawned = SpawnCommand(launch, original_mask, *tracker, setup);
   if (!spawned.ok()) return spawned.status();
   const pid_t leader = spawned->pid;
   FdCloser out_fd(spawned->out_fd);
   FdCloser err_fd(spawned->err_fd);
   report.pid = leader;
   report.pgid = leader;
-  KillOnEarlyReturn guard(leader);
+  KillOnEarlyReturn guard(tracker.get());
+  // Signals the command's process group (while its leader is unreaped, so the group id cannot
+  // have been reused) and every other process of the node.
+  auto signal_all = [&](int sig, bool leader_reaped) {
+    if (!leader_reaped) ::killpg(leader, sig);
+    tracker->SignalCommand(sig);
+  };
 
   NodeStarted started{::getpid(), leader, leader, report.started_us};
   AIR_RETURN_IF_ERROR(WriteRunFile(launch.started_path, NodeStartedToJson(started)));
@@ -213,11 +252,11 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
           fmt::format("stop requested (SIG{}): SIGTERM to process group {}, "
                       "SIGKILL after {} s",
                       sigabbrev_np(sig), leader, launch.grace_seconds));
-      SignalAll(leader, SIGTERM);
+      signal_all(SIGTERM, false);
     } else if (!killed) {
       killed = true;
       (void)writer.Note("second stop request: SIGKILL to the process group");
-      SignalAll(leader, SIGKILL);
+      signal_all(SIGKILL, false);
     }
   };
 
@@ -227,7 +266,7 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
       killed = true;
       (void)writer.Note(fmt::format("grace period of {} s over: SIGKILL to process group {}",
                                     launch.grace_seconds, leader));
-      SignalAll(leader, SIGKILL);
+      signal_all(SIGKILL, false);
     }
     if (leader_exited && now >= drain_deadline) break;  // escaped processes hold the pipes
     int64_t wait_micros = -1;
@@ -261,7 +300,7 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
           if (leader_exited && !was_exited) {
             report.ended_us = env->NowMicros();
             drain_deadline = env->MonotonicMicros() + kDrainMicros;
-            SignalAll(leader, SIGKILL);  // whatever the shell left behind
+            (void)tracker->KillCommand();  // whatever the shell left behind
           }
         } else {
           begin_stop(static_cast<int>(info.ssi_signo));
@@ -272,15 +311,16 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   AIR_RETURN_IF_ERROR(writer.Finish(out));
   AIR_RETURN_IF_ERROR(writer.Finish(err));
 
-  // Nothing of the node may outlive the agent: kill and reap until no descendant is left.
-  for (int round = 0; round < 100; ++round) {
-    std::vector<pid_t> left = DescendantsOf(::getpid());
-    if (::killpg(leader, 0) == 0) ::killpg(leader, SIGKILL);
-    for (pid_t pid : left) ::kill(pid, SIGKILL);
+  // Nothing of the node may outlive the agent: kill and reap until no process of it is left.
+  if (!leader_exited) signal_all(SIGKILL, false);
+  Status killed_all = tracker->KillCommand();
+  for (int round = 0; round < 100 && !leader_exited; ++round) {
     ReapChildren(leader, &leader_exited, &leader_status);
-    if (left.empty() && MembersOfGroup(leader).empty()) break;
-    env->SleepMicros(10'000);
+    if (!leader_exited) env->SleepMicros(10'000);
   }
+  ReapChildren(leader, &leader_exited, &leader_status);
+  if (!killed_all.ok()) (void)writer.Note(killed_all.message());
+  tracker->Release();
   if (!leader_exited) {
     // Cannot happen unless the shell was un-killable; do not report a success.
     report.error = "the command's shell did not exit";

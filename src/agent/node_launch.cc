@@ -39,6 +39,7 @@ std::string NodeLaunchToJson(const NodeLaunch& l) {
             {"log_path", l.log_path},
             {"started_path", l.started_path},
             {"exit_path", l.exit_path},
+            {"tracker_path", l.tracker_path},
             {"env", env},
             {"secret_names", l.secret_names},
             {"grace_seconds", l.grace_seconds}};
@@ -58,6 +59,7 @@ Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string
     l.log_path = j.at("log_path").get<std::string>();
     l.started_path = j.at("started_path").get<std::string>();
     l.exit_path = j.at("exit_path").get<std::string>();
+    l.tracker_path = Optional<std::string>(j, "tracker_path").value_or("");
     for (const auto& pair : j.at("env")) {
       l.env.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
     }
@@ -139,6 +141,15 @@ Status WriteRunFile(const std::string& path, std::string_view data) {
     return ErrnoStatus("rename " + tmp + " to " + path, err);
   }
   return Status::Ok();
+}
+
+std::string TrackerPath(const NodeLaunch& launch) {
+  if (!launch.tracker_path.empty()) return launch.tracker_path;
+  std::string path = launch.started_path;
+  const std::string suffix = ".started";
+  if (path.size() > suffix.size() && path.ends_with(suffix))
+    path.resize(path.size() - suffix.size());
+  return path + ".tracker";
 }
 
 Result<NodeStarted> ReadNodeStarted(Env* env, const std::string& path) {

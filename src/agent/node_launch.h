@@ -32,6 +32,7 @@ struct NodeLaunch {
   std::string log_path;
   std::string started_path;
   std::string exit_path;
+  std::string tracker_path;  // agent/process_tracker.h; "" = beside started_path (.tracker)
   // Set on top of the agent's inherited environment, in order (non-secret values only).
   std::vector<std::pair<std::string, std::string>> env;
   std::vector<std::string> secret_names;  // inherited variables that hold secret values
@@ -62,6 +63,9 @@ std::string NodeStartedToJson(const NodeStarted& started);
 Result<NodeStarted> NodeStartedFromJson(const std::string& text, const std::string& path);
 std::string NodeExitReportToJson(const NodeExitReport& report);
 Result<NodeExitReport> NodeExitReportFromJson(const std::string& text, const std::string& path);
+
+// Where the agent writes the node's tracker file (TrackerInfo).
+std::string TrackerPath(const NodeLaunch& launch);
 
 // Writes a launch file or report: to a temporary name, then renamed over `path`, so readers
 // never see a partial file. Not fsynced: these files only matter while the run's processes

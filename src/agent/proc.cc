@@ -3,8 +3,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -61,10 +64,16 @@ std::vector<ProcStat> ListProcesses() {
 }
 
 std::vector<pid_t> DescendantsOf(pid_t root) {
+  std::vector<pid_t> out;
+  for (const ProcStat& p : DescendantStatsOf(root)) out.push_back(p.pid);
+  return out;
+}
+
+std::vector<ProcStat> DescendantStatsOf(pid_t root) {
   std::vector<ProcStat> all = ListProcesses();
   std::multimap<pid_t, const ProcStat*> children;
   for (const auto& p : all) children.emplace(p.ppid, &p);
-  std::vector<pid_t> out;
+  std::vector<ProcStat> out;
   std::vector<pid_t> frontier = {root};
   while (!frontier.empty()) {
     pid_t parent = frontier.back();
@@ -74,7 +83,7 @@ std::vector<pid_t> DescendantsOf(pid_t root) {
       const ProcStat* child = it->second;
       if (child->pid == root) continue;
       frontier.push_back(child->pid);
-      if (child->state != 'Z') out.push_back(child->pid);
+      if (child->state != 'Z') out.push_back(*child);
     }
   }
   return out;
@@ -93,6 +102,22 @@ bool IsSameProcessAlive(pid_t pid, std::optional<uint64_t> start_ticks) {
   auto stat = ReadProcStat(pid);
   if (!stat || stat->state == 'Z') return false;
   return !start_ticks || stat->start_ticks == *start_ticks;
+}
+
+bool SignalSameProcess(pid_t pid, uint64_t start_ticks, int sig) {
+  if (pid <= 0) return false;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    if (errno != ENOSYS) return false;  // ESRCH: gone
+    if (!IsSameProcessAlive(pid, start_ticks)) return false;
+    return ::kill(pid, sig) == 0;
+  }
+  // The pidfd pins the process that had `pid` when it was opened: if that one is the process
+  // that started at `start_ticks`, signalling through the pidfd reaches it and nothing else.
+  bool same = IsSameProcessAlive(pid, start_ticks);
+  bool sent = same && ::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) == 0;
+  ::close(pidfd);
+  return sent;
 }
 
 }  // namespace air::agent

@@ -36,4 +36,13 @@ std::vector<pid_t> MembersOfGroup(pid_t pgid);
 // True when `pid` exists, is not a zombie and (when given) started at `start_ticks`.
 bool IsSameProcessAlive(pid_t pid, std::optional<uint64_t> start_ticks);
 
+// Sends `sig` to the process `pid` only if it is still the one that started at `start_ticks`:
+// the check and the signal go through a pidfd, so a pid reused in between is never signalled
+// (without pidfd_open, kernel < 5.3, the start time is checked just before kill). False when
+// the process is gone or is another one.
+bool SignalSameProcess(pid_t pid, uint64_t start_ticks, int sig);
+
+// Every live descendant of `root` with its start time (for SignalSameProcess).
+std::vector<ProcStat> DescendantStatsOf(pid_t root);
+
 }  // namespace air::agent

@@ -24,9 +24,14 @@ struct CancelFlags {
 
 Result<store::RunRecord> CancelOne(CliContext& ctx, store::Store* store,
                                    const runtime::Layout& layout, int64_t run_id, bool wait) {
-  AIR_ASSIGN_OR_RETURN(store::RunRecord run, runtime::LoadRun(store, layout, run_id, ctx.env));
+  AIR_ASSIGN_OR_RETURN(store::RunRecord run, store->GetRun(run_id));
   if (store::IsTerminal(run.state)) return run;
   AIR_ASSIGN_OR_RETURN(run, store->RequestCancel(run_id));
+  // A supervisor that died cannot act on the flag: its nodes' processes are killed here and
+  // the run ends CANCELED (runtime/reconcile.h).
+  AIR_ASSIGN_OR_RETURN(run, runtime::ReconcileRun(store, layout, std::move(run), ctx.env,
+                                                  "canceled by `air cancel`"));
+  if (store::IsTerminal(run.state)) return run;
   if (run.state == store::RunState::kPending && !runtime::SupervisorAlive(run)) {
     // No supervisor has claimed it yet: end it here. If one claims it at the same moment, the
     // store lets only one of the two transitions happen, and the supervisor sees the flag.
@@ -71,10 +76,17 @@ Status CancelRuns(CliContext& ctx, const CancelFlags& flags) {
   // Every cancel is requested before waiting on any, so they stop in parallel.
   std::vector<store::RunRecord> results;
   std::vector<bool> ended_before;
+  std::vector<int> leftovers;
   for (int64_t id : ids) {
-    AIR_ASSIGN_OR_RETURN(store::RunRecord before,
-                         runtime::LoadRun(store.get(), layout, id, ctx.env));
+    AIR_ASSIGN_OR_RETURN(store::RunRecord before, store->GetRun(id));
     ended_before.push_back(store::IsTerminal(before.state));
+    // A run that ended may still have left processes (a supervisor killed together with its
+    // agents, noticed by an older air): stop them too.
+    int left = 0;
+    if (store::IsTerminal(before.state)) {
+      AIR_ASSIGN_OR_RETURN(left, runtime::KillLeftoverProcesses(store.get(), layout, id, ctx.env));
+    }
+    leftovers.push_back(left);
     AIR_ASSIGN_OR_RETURN(store::RunRecord run,
                          CancelOne(ctx, store.get(), layout, id, /*wait=*/false));
     results.push_back(std::move(run));
@@ -93,10 +105,14 @@ Status CancelRuns(CliContext& ctx, const CancelFlags& flags) {
     const store::RunRecord& run = results[i];
     nlohmann::json item = runtime::RunSummaryJson(run, now);
     item["already_ended"] = static_cast<bool>(ended_before[i]);
+    item["leftover_processes_killed"] = leftovers[i];
     items.push_back(item);
     std::string state = store::RunStateName(run.state);
     if (run.state == store::RunState::kCanceled && !ended_before[i]) {
       text += fmt::format("run {} CANCELED\n", run.id);
+    } else if (store::IsTerminal(run.state) && leftovers[i] > 0) {
+      text += fmt::format("run {} had already ended {}; stopped {} process(es) it had left\n",
+                          run.id, state, leftovers[i]);
     } else if (store::IsTerminal(run.state)) {
       text += fmt::format("run {} had already ended {}; nothing to cancel\n", run.id, state);
     } else {

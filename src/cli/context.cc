@@ -6,6 +6,7 @@
 
 #include <ctime>
 
+#include "base/process_limits.h"
 #include "base/time_format.h"
 
 namespace air::cli {
@@ -15,7 +16,9 @@ std::string IsoTimestamp(Env* env) { return FormatUtcTimestamp(env->NowMicros(),
 
 }  // namespace
 
-std::string AirHome(CliContext& ctx) {
+namespace {
+
+std::string ResolveAirHome(CliContext& ctx) {
   if (auto v = ctx.env->GetEnv("AIR_HOME"); v && !v->empty()) return *v;
   auto home = ctx.env->GetEnv("HOME");
   if (home && !home->empty()) return *home + "/.air";
@@ -28,6 +31,17 @@ std::string AirHome(CliContext& ctx) {
     return std::string(found->pw_dir) + "/.air";
   }
   return ".air";
+}
+
+}  // namespace
+
+std::string AirHome(CliContext& ctx) {
+  std::string home = ResolveAirHome(ctx);
+  // Everything air writes under AIR_HOME is private to the user (0700 directories, 0600
+  // files), also when AIR_HOME already existed with a looser mode (base/process_limits.h).
+  UsePrivateUmask();
+  if (ctx.env->IsDirectory(home)) (void)MakePrivateDir(home, ctx.env);
+  return home;
 }
 
 int ExitCodeFor(const Status& status) {

@@ -9,6 +9,9 @@
 
 #include <cerrno>
 
+#include "base/env.h"
+#include "base/fd_hygiene.h"
+
 namespace air::runtime {
 
 Result<std::string> CurrentExecutable() {
@@ -28,6 +31,7 @@ Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
   char* argv[] = {arg0.data(), arg1.data(), arg2.data(), arg3.data(), arg4.data(), nullptr};
   // The grandchild reports an exec failure (errno) through this pipe; a successful exec closes
   // it (O_CLOEXEC), so EOF means the supervisor runs.
+  const FdHygiene hygiene = FdHygieneFor(DefaultEnv());
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   pid_t child = ::fork();
@@ -61,7 +65,7 @@ Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
     // Nothing else the CLI's caller left open (a pipe it waits on for EOF, make's jobserver)
     // may live on in the supervisor and its nodes: everything above stderr closes at exec
     // (the report pipe already does).
-    (void)::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    MarkInheritedFdsCloexec(hygiene);
     if (::chdir("/") != 0) {
       // Not fatal: the supervisor uses absolute paths only.
     }

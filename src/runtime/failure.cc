@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -109,7 +110,10 @@ std::string DescribeNodeEnding(const agent::NodeExitReport& report) {
   return "ended without an exit status";
 }
 
-std::string LastLogLines(const std::string& log_path, size_t count) {
+namespace {
+
+// The output lines (stdout/stderr records' text) of the end of a node log.
+std::vector<std::string> TailOutputLines(const std::string& log_path) {
   std::string text = ReadFileTail(log_path, kSummaryTailBytes);
   std::vector<std::string> lines;
   for (const std::string& line : Split(text, '\n')) {
@@ -121,6 +125,92 @@ std::string LastLogLines(const std::string& log_path, size_t count) {
       lines.push_back(record->text);
     }
   }
+  return lines;
+}
+
+// "[rank1]: text" / "[default0]:text" (launcher line prefixes) -> "text".
+std::string_view WithoutRankPrefix(std::string_view line) {
+  if (line.size() > 3 && line[0] == '[') {
+    size_t close = line.find("]:");
+    if (close != std::string_view::npos && close < 24) {
+      line.remove_prefix(close + 2);
+      if (!line.empty() && line[0] == ' ') line.remove_prefix(1);
+    }
+  }
+  return line;
+}
+
+// A Python exception line: "ModuleNotFoundError: No module named 'x'", "a.b.CustomError",
+// "KeyboardInterrupt": a dotted identifier, then ":" or the end of the line.
+bool IsExceptionLine(std::string_view line) {
+  if (line.empty() || !(std::isalpha(static_cast<unsigned char>(line[0])) || line[0] == '_')) {
+    return false;
+  }
+  size_t i = 0;
+  while (i < line.size() &&
+         (std::isalnum(static_cast<unsigned char>(line[i])) || line[i] == '_' || line[i] == '.')) {
+    ++i;
+  }
+  std::string_view name = line.substr(0, i);
+  if (i < line.size() && line[i] != ':') return false;
+  std::string_view last =
+      name.substr(name.rfind('.') == std::string_view::npos ? 0 : name.rfind('.') + 1);
+  for (std::string_view suffix : {"Error", "Exception", "Exit", "Interrupt", "Warning"}) {
+    if (last.size() >= suffix.size() && last.ends_with(suffix)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<RootCause> FindRootCause(const std::vector<std::string>& lines) {
+  RootCause cause;
+  bool in_traceback = false;
+  bool in_block = false;
+  for (const std::string& raw : lines) {
+    std::string_view line = WithoutRankPrefix(raw);
+    if (line == "Traceback (most recent call last):") {
+      in_traceback = true;
+      continue;
+    }
+    if (StartsWith(line, "Root Cause (first observed failure):")) {
+      in_block = true;
+      continue;
+    }
+    if (in_block) {
+      std::string_view t = Trim(line);
+      if (StartsWith(t, "====")) in_block = false;
+      if (StartsWith(t, "rank") && t.find(':') != std::string_view::npos) {
+        cause.rank = std::string(Trim(t.substr(t.find(':') + 1)));
+      }
+      if (StartsWith(t, "exitcode") && t.find(':') != std::string_view::npos) {
+        cause.exit = std::string(Trim(t.substr(t.find(':') + 1)));
+      }
+      continue;
+    }
+    // torchrun's own exception says only that a child failed: not the cause.
+    if (in_traceback && cause.exception.empty() && IsExceptionLine(line) &&
+        line.find("ChildFailedError") == std::string_view::npos) {
+      cause.exception = std::string(line);
+    }
+  }
+  if (cause.exception.empty()) return std::nullopt;
+  return cause;
+}
+
+namespace {
+
+std::string DescribeRootCause(const RootCause& cause) {
+  std::string where;
+  if (!cause.rank.empty()) where = " of rank " + cause.rank;
+  if (!cause.exit.empty()) where += " (exitcode " + cause.exit + ")";
+  return fmt::format("root cause{}: {}", where, ShortenLine(cause.exception, kSummaryLineBytes));
+}
+
+}  // namespace
+
+std::string LastLogLines(const std::string& log_path, size_t count) {
+  std::vector<std::string> lines = TailOutputLines(log_path);
   size_t start = lines.size() > count ? lines.size() - count : 0;
   std::string out;
   for (size_t i = start; i < lines.size(); ++i) {
@@ -133,6 +223,9 @@ std::string LastLogLines(const std::string& log_path, size_t count) {
 std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending,
                                const std::string& log_path) {
   std::string summary = fmt::format("node {} {}", node_rank, ending);
+  if (auto cause = FindRootCause(TailOutputLines(log_path))) {
+    summary += "\n" + DescribeRootCause(*cause);
+  }
   std::string tail = LastLogLines(log_path, 10);
   if (!tail.empty()) {
     summary += fmt::format("\nlast lines of node {} (attempt {}):\n{}", node_rank, attempt, tail);

@@ -1,10 +1,13 @@
 // Failure summaries (docs/state-machine.md): one line naming the node and how it ended — exit
-// code, or signal with a hint ("signal 9 (SIGKILL): killed — out of memory?") — followed by the
+// code, or signal with a hint ("signal 9 (SIGKILL): killed — out of memory?") — then, for a
+// Python worker, the root cause (its exception line, not the launcher's banner), then the
 // last lines of that node's log, so `air get` explains a failure without opening files.
 // Thread safety: pure functions (LastLogLines reads a file).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/node_launch.h"
 
@@ -17,6 +20,17 @@ std::string DescribeNodeEnding(const agent::NodeExitReport& report);
 // line, each prefixed by "  ". Only the end of the log is read, and a very long line is cut
 // (saying how many bytes were left out). "" when the log is empty or unreadable.
 std::string LastLogLines(const std::string& log_path, size_t count);
+
+// The root cause of a Python worker's failure, from a node's output lines: the exception line
+// of the first traceback in the log (the first rank to fail prints first; torchrun's own
+// ChildFailedError is skipped), with the rank and exit code of torchrun's "Root Cause (first
+// observed failure)" block when there is one. nullopt when the output holds no traceback.
+struct RootCause {
+  std::string exception;  // "ModuleNotFoundError: No module named 'x'"
+  std::string rank;       // "1 (local_rank: 1)" or ""
+  std::string exit;       // "1 (pid: 1234)" or ""
+};
+std::optional<RootCause> FindRootCause(const std::vector<std::string>& lines);
 
 // "node 1 exited with code 3\nlast lines of node 1 (attempt 0):\n  ..."
 std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending,

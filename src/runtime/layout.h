@@ -17,6 +17,7 @@
 //       attempt_<k>/node_<n>.log            node n's output, one timestamped line per line
 //       attempt_<k>/node_<n>.started        the agent's start report (pid, pgid)
 //       attempt_<k>/node_<n>.exit           the agent's exit report
+//       attempt_<k>/node_<n>.tracker        how to find every process of the node (cgroup, token)
 // Thread safety: a value type.
 #pragma once
 
@@ -71,6 +72,9 @@ class Layout {
   }
   std::string NodeExitFile(int64_t run_id, int attempt, int node) const {
     return NodeFile(run_id, attempt, node, ".exit");
+  }
+  std::string NodeTrackerFile(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".tracker");
   }
 
  private:

@@ -37,6 +37,7 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
     launch.log_path = layout.NodeLog(run.id, settings.attempt, rank);
     launch.started_path = layout.NodeStartedFile(run.id, settings.attempt, rank);
     launch.exit_path = layout.NodeExitFile(run.id, settings.attempt, rank);
+    launch.tracker_path = layout.NodeTrackerFile(run.id, settings.attempt, rank);
     launch.grace_seconds = settings.grace_seconds;
     for (const spec::EnvVar& var : spec::BuildNodeEnvironment(spec, context, rank)) {
       if (var.is_secret) {

@@ -14,14 +14,15 @@ Result<std::string> WriteParametersFile(const spec::WorkloadSpec& spec, const st
                                         const Layout& layout, Env* env) {
   if (!spec.parameters_yaml) return std::string();
   std::string path = layout.ParametersFile(run.id);
-  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(path, *spec.parameters_yaml, 0644)
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(path, *spec.parameters_yaml, 0600)
                           .WithContext("parameters (HYPERPARAMETERS_PATH)"));
   return path;
 }
 
 Result<std::vector<std::string>> PrepareNodeDirectories(const spec::WorkloadSpec& spec,
                                                         const store::RunRecord& run,
-                                                        const Layout& layout, Env* env) {
+                                                        const Layout& layout, Env* env,
+                                                        const std::function<bool()>& should_stop) {
   std::optional<Snapshot> snapshot;
   if (run.snapshot_id) {
     auto loaded = LoadSnapshot(layout, *run.snapshot_id, env);
@@ -30,7 +31,11 @@ Result<std::vector<std::string>> PrepareNodeDirectories(const spec::WorkloadSpec
   }
   std::vector<std::string> dirs;
   for (int rank = 0; rank < spec.compute.num_nodes; ++rank) {
+    if (should_stop && should_stop())
+      return Cancelled("preparing the node directories was stopped");
     std::string dir = layout.NodeWorkDir(run.id, rank);
+    // Fresh for every attempt: nothing an earlier attempt wrote is there.
+    AIR_RETURN_IF_ERROR(env->RemoveAll(dir));
     if (snapshot) {
       AIR_RETURN_IF_ERROR(MaterializeSnapshot(layout, *snapshot, dir, env)
                               .WithContext(fmt::format("code_source.snapshot (node {})", rank)));
@@ -77,7 +82,8 @@ Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunR
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(run.id)));
   AIR_ASSIGN_OR_RETURN(prepared.hyperparameters_path, WriteParametersFile(spec, run, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.secret_values, ResolveRunSecrets(spec, layout, env));
-  AIR_ASSIGN_OR_RETURN(prepared.node_workdirs, PrepareNodeDirectories(spec, run, layout, env));
+  AIR_ASSIGN_OR_RETURN(prepared.node_workdirs,
+                       PrepareNodeDirectories(spec, run, layout, env, should_stop));
   AIR_ASSIGN_OR_RETURN(prepared.python_bin_dir,
                        PrepareDependencies(spec, run, layout, env, should_stop));
   return prepared;

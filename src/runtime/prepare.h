@@ -21,10 +21,12 @@ namespace air::runtime {
 Result<std::string> WriteParametersFile(const spec::WorkloadSpec& spec, const store::RunRecord& run,
                                         const Layout& layout, Env* env);
 
-// Creates each node's working directory, holding the run's code snapshot when it has one.
-Result<std::vector<std::string>> PrepareNodeDirectories(const spec::WorkloadSpec& spec,
-                                                        const store::RunRecord& run,
-                                                        const Layout& layout, Env* env);
+// Creates each node's working directory afresh (an earlier attempt's is removed first),
+// holding the run's code snapshot when it has one. `should_stop` (optional) is checked between
+// nodes.
+Result<std::vector<std::string>> PrepareNodeDirectories(
+    const spec::WorkloadSpec& spec, const store::RunRecord& run, const Layout& layout, Env* env,
+    const std::function<bool()>& should_stop = {});
 
 // Resolves `secrets:` from the secret store under AIR_HOME (NAME -> value).
 Result<std::vector<std::pair<std::string, std::string>>> ResolveRunSecrets(

@@ -175,7 +175,7 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
       }
       std::string pth = python.purelib + "\n";
       if (python.platlib != python.purelib) pth += python.platlib + "\n";
-      AIR_RETURN_IF_ERROR(env->WriteFileAtomic(site_dir + "/_air_base_packages.pth", pth));
+      AIR_RETURN_IF_ERROR(env->WriteFileAtomic(site_dir + "/_air_base_packages.pth", pth, 0600));
     }
     std::vector<std::string> pip = {out.bin_dir + "/python", "-m", "pip"};
     if (outer_pip) pip = {python.executable, "-m", "pip", "--python", out.bin_dir + "/python"};
@@ -189,7 +189,7 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
       pip.insert(pip.end(), request.requirements.begin(), request.requirements.end());
     }
     AIR_RETURN_IF_ERROR(Step(pip, log_path, env, "pip install", request.should_stop));
-    return env->WriteFileAtomic(out.dir + "/.complete", python.version + "\n");
+    return env->WriteFileAtomic(out.dir + "/.complete", python.version + "\n", 0600);
   }();
   if (!built.ok()) {
     (void)env->RemoveAll(out.dir);

@@ -5,6 +5,7 @@
 
 #include "agent/node_launch.h"
 #include "agent/proc.h"
+#include "agent/process_tracker.h"
 
 namespace air::runtime {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 // RUNNING under an ended run. A node whose agent wrote its exit report (the agents stop their
 // commands when the supervisor dies) gets that outcome; the others are LOST.
 Status CloseOpenAttempts(store::Store* store, const Layout& layout, int64_t run_id,
-                         const std::string& message, Env* env) {
+                         store::AttemptState attempt_state, const std::string& message, Env* env) {
   AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store->ListAttempts(run_id));
   for (const store::AttemptRecord& attempt : attempts) {
     if (attempt.ended_us) continue;
@@ -37,13 +38,37 @@ Status CloseOpenAttempts(store::Store* store, const Layout& layout, int64_t run_
       AIR_RETURN_IF_ERROR(store->RecordNodeEnded(run_id, attempt.attempt, node.node_rank, state,
                                                  exit, "the run's supervisor is gone"));
     }
-    AIR_RETURN_IF_ERROR(store->FinishAttempt(run_id, attempt.attempt,
-                                             store::AttemptState::kInternalError, message));
+    AIR_RETURN_IF_ERROR(store->FinishAttempt(run_id, attempt.attempt, attempt_state, message));
   }
   return Status::Ok();
 }
 
 }  // namespace
+
+Result<int> KillLeftoverProcesses(store::Store* store, const Layout& layout, int64_t run_id,
+                                  Env* env) {
+  AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store->ListAttempts(run_id));
+  int found = 0;
+  Status first = Status::Ok();
+  for (const store::AttemptRecord& attempt : attempts) {
+    AIR_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes,
+                         store->ListNodes(run_id, attempt.attempt));
+    for (const store::NodeRecord& node : nodes) {
+      auto info = agent::ReadTrackerInfo(
+          env, layout.NodeTrackerFile(run_id, attempt.attempt, node.node_rank));
+      if (!info.ok()) continue;  // the agent never started the command
+      auto killed = agent::KillTrackedNode(*info, env);
+      if (killed.ok()) {
+        found += *killed;
+      } else if (first.ok()) {
+        first = killed.status().WithContext(
+            fmt::format("attempt {} node {}", attempt.attempt, node.node_rank));
+      }
+    }
+  }
+  if (!first.ok()) return first;
+  return found;
+}
 
 bool SupervisorAlive(const store::RunRecord& run) {
   if (!run.supervisor_pid) return false;
@@ -55,7 +80,8 @@ bool SupervisorAlive(const store::RunRecord& run) {
 }
 
 Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
-                                      store::RunRecord run, Env* env) {
+                                      store::RunRecord run, Env* env,
+                                      const std::string& cancel_reason) {
   if (store::IsTerminal(run.state) || SupervisorAlive(run)) return run;
   std::string message;
   if (run.supervisor_pid) {
@@ -73,11 +99,28 @@ Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
   auto fresh = store->GetRun(run.id);
   if (!fresh.ok()) return fresh.status();
   if (store::IsTerminal(fresh->state) || SupervisorAlive(*fresh)) return fresh;
-  Status moved =
-      store->TransitionRun(run.id, store::RunState::kInternalError, message, fresh->state, message);
+  // What the dead supervisor left running goes first, so the run is never marked ended while
+  // its processes still work (and hold GPUs, ports, files).
+  auto killed = KillLeftoverProcesses(store, layout, run.id, env);
+  if (!killed.ok()) {
+    message += "; killing what it left failed: " + killed.status().message();
+  } else if (*killed > 0) {
+    message += fmt::format("; {} process(es) it left were killed", *killed);
+  }
+  store::RunState to = store::RunState::kInternalError;
+  if (!cancel_reason.empty()) {
+    to = store::RunState::kCanceled;
+    message = cancel_reason + "; " + message;
+  }
+  Status moved = store->TransitionRun(run.id, to, message, fresh->state,
+                                      to == store::RunState::kCanceled ? "" : message);
   if (moved.code() == ErrorCode::kFailedPrecondition) return store->GetRun(run.id);
   AIR_RETURN_IF_ERROR(moved);
-  AIR_RETURN_IF_ERROR(CloseOpenAttempts(store, layout, run.id, message, env));
+  AIR_RETURN_IF_ERROR(CloseOpenAttempts(store, layout, run.id,
+                                        to == store::RunState::kCanceled
+                                            ? store::AttemptState::kCanceled
+                                            : store::AttemptState::kInternalError,
+                                        message, env));
   return store->GetRun(run.id);
 }
 

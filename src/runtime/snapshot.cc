@@ -39,7 +39,7 @@ Result<bool> StoreBlob(const std::string& path, std::string_view content, bool e
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus("create " + tmp, errno);
   Status written = WriteFully(fd, content, tmp);
-  if (written.ok() && ::fchmod(fd, executable ? 0555 : 0444) != 0) {
+  if (written.ok() && ::fchmod(fd, executable ? 0500 : 0400) != 0) {
     written = ErrnoStatus("chmod " + tmp, errno);
   }
   ::close(fd);
@@ -141,7 +141,7 @@ Result<StoredFile> StoreFileBlob(const Layout& layout, const std::string& path, 
   AIR_RETURN_IF_ERROR(env->CreateDirs(blob.substr(0, blob.rfind('/'))));
   const std::string tmp = fmt::format("{}.tmp.{}", blob, ::getpid());
   ::unlink(tmp.c_str());  // left by an earlier process with our pid
-  Status stored = CopyFileAs(path, tmp, executable ? 0555 : 0444);
+  Status stored = CopyFileAs(path, tmp, executable ? 0500 : 0400);
   if (stored.ok()) {
     auto copied = HashFile(tmp);
     if (!copied.ok()) {
@@ -178,7 +178,7 @@ Result<std::map<std::string, std::string>> ReadGitBlobs(const Layout& layout,
   std::string tmp_dir = layout.data_root() + "/tmp";  // renamed into the CAS: same filesystem
   AIR_RETURN_IF_ERROR(env->CreateDirs(tmp_dir));
   std::string input_path = fmt::format("{}/cat-file-{}.txt", tmp_dir, ::getpid());
-  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(input_path, input));
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(input_path, input, 0600));
   SubprocessOptions git;
   git.argv = {"git", "-C", listing.root, "cat-file", "--batch"};
   git.stdin_path = input_path;
@@ -274,7 +274,7 @@ Result<Snapshot> ArchiveSnapshot(const Layout& layout, const spec::SnapshotListi
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.SnapshotsDir()));
   std::string manifest_path = layout.SnapshotManifest(snapshot.id);
   if (!env->FileExists(manifest_path)) {
-    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(manifest_path, manifest));
+    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(manifest_path, manifest, 0600));
   }
   return snapshot;
 }
@@ -334,7 +334,7 @@ Status MaterializeSnapshot(const Layout& layout, const Snapshot& snapshot, const
     // A copy, never a hard link: a job may write to its files anyway (root ignores the mode
     // bits; anyone may chmod their own file), and through a link that write would change the
     // shared blob, and so the code of every other node and of every later run.
-    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0555 : 0444));
+    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0500 : 0400));
   }
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -23,23 +24,63 @@ std::string SubprocessResult::Describe() const {
 
 namespace {
 
-// Waits for `pid`, polling should_stop; on a stop, ends its process group.
-Status WaitOrStop(pid_t pid, const SubprocessOptions& options, int* status) {
-  int64_t kill_at = 0;
+// How long output is still read after the program exited: a process it left outside its group
+// (setsid) may hold the pipe open forever.
+constexpr int kDrainAfterExitMs = 1000;
+
+// Reads the pipe (when there is one) and waits for `pid`, polling should_stop; on a stop, ends
+// its process group (SIGTERM, SIGKILL 2 s later). When the program exits, whatever it left in
+// its group is killed while the leader is still an unreaped zombie (so the group id cannot
+// have been reused), then it is reaped.
+Status WaitOrStop(pid_t pid, const SubprocessOptions& options, int pipe_fd, std::string* output,
+                  int* status) {
+  int64_t kill_at = -1;
+  int64_t exited_at = -1;
   for (int64_t waited_ms = 0;; waited_ms += 100) {
-    pid_t done = ::waitpid(pid, status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) return ErrnoStatus("waitpid", errno);
-    if (kill_at == 0 && options.should_stop()) {
-      ::killpg(pid, SIGTERM);
-      kill_at = waited_ms + 2000;
-    } else if (kill_at != 0 && waited_ms >= kill_at) {
-      ::killpg(pid, SIGKILL);
+    if (exited_at < 0) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 &&
+          errno != EINTR) {
+        return ErrnoStatus("waitid", errno);
+      }
+      if (info.si_pid == pid) {
+        ::killpg(pid, SIGKILL);  // anything it left running in its group
+        while (::waitpid(pid, status, 0) < 0 && errno == EINTR) {
+        }
+        exited_at = waited_ms;
+      }
     }
-    ::usleep(100'000);
+    if (exited_at >= 0 && (pipe_fd < 0 || waited_ms - exited_at >= kDrainAfterExitMs)) break;
+    if (exited_at < 0 && options.should_stop) {
+      if (kill_at < 0 && options.should_stop()) {
+        ::killpg(pid, SIGTERM);
+        kill_at = waited_ms + 2000;
+      } else if (kill_at >= 0 && waited_ms >= kill_at) {
+        ::killpg(pid, SIGKILL);
+      }
+    }
+    if (pipe_fd >= 0) {
+      pollfd fd = {pipe_fd, POLLIN, 0};
+      int ready = ::poll(&fd, 1, 100);
+      if (ready > 0) {
+        char buf[8192];
+        ssize_t n = ::read(pipe_fd, buf, sizeof(buf));
+        if (n > 0) {
+          output->append(buf, static_cast<size_t>(n));
+          waited_ms -= 100;  // not a full period
+          continue;
+        }
+        if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          ::close(pipe_fd);
+          pipe_fd = -1;
+        }
+      }
+    } else {
+      ::usleep(100'000);
+    }
   }
-  ::killpg(pid, SIGKILL);  // anything it left running in its group
-  if (kill_at != 0) {
+  if (pipe_fd >= 0) ::close(pipe_fd);
+  if (kill_at >= 0) {
     return Cancelled(
         fmt::format("{} was stopped because the run is being canceled", options.argv[0]));
   }
@@ -115,27 +156,15 @@ Result<SubprocessResult> RunSubprocess(const SubprocessOptions& options) {
   ::close(exec_pipe[1]);
   ::close(out_fd);
   SubprocessResult result;
-  if (pipe_fds[0] >= 0) {
-    char buf[8192];
-    while (true) {
-      ssize_t n = ::read(pipe_fds[0], buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      result.output.append(buf, static_cast<size_t>(n));
-    }
-    ::close(pipe_fds[0]);
-  }
+  // The exec report first: EOF (a successful exec closes it) or the child's errno.
   int exec_errno = 0;
-  ssize_t got = ::read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+  ssize_t got;
+  do {
+    got = ::read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+  } while (got < 0 && errno == EINTR);
   ::close(exec_pipe[0]);
   int status = 0;
-  if (options.should_stop && pipe_fds[0] < 0) {
-    AIR_RETURN_IF_ERROR(WaitOrStop(pid, options, &status));
-  } else {
-    while (::waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) return ErrnoStatus("waitpid", errno);
-    }
-  }
+  AIR_RETURN_IF_ERROR(WaitOrStop(pid, options, pipe_fds[0], &result.output, &status));
   if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
     return ErrnoStatus(fmt::format("run {}", options.argv[0]), exec_errno);
   }

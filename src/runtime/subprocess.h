@@ -19,8 +19,11 @@ struct SubprocessOptions {
   std::vector<std::pair<std::string, std::string>> env_overrides;
   std::string workdir;     // "" = the caller's
   std::string stdin_path;  // "" = /dev/null
-  // With output_path: polled every 100 ms while the program runs; when it returns true the
-  // program's process group gets SIGTERM (SIGKILL 2 s later) and the call returns kCancelled.
+  // Polled every 100 ms while the program runs (whether its output goes to a file or is
+  // captured through a pipe); when it returns true the program's process group gets SIGTERM
+  // (SIGKILL 2 s later) and the call returns kCancelled. When the program exits, whatever it
+  // left in its group is killed, and captured output is read for at most 1 s more (a process
+  // that left the group may hold the pipe forever).
   std::function<bool()> should_stop;
   std::string output_path;  // stdout and stderr appended here; "" = captured in the result
 };

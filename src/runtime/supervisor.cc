@@ -13,6 +13,7 @@
 #include "agent/proc.h"
 #include "backends/registry.h"
 #include "base/log.h"
+#include "base/process_limits.h"
 #include "runtime/attempt_runner.h"
 #include "runtime/daemon.h"
 #include "runtime/layout.h"
@@ -125,11 +126,33 @@ class RunSupervisor {
 
   Status DriveAttempts() {
     AIR_ASSIGN_OR_RETURN(spec::WorkloadSpec spec, SpecFromJsonText(run_.spec_json));
-    auto prepared =
-        PrepareRun(spec, run_, layout_, env_, [this] { return !cancel_.Check().empty(); });
+    // The secret values are resolved into this process: no core dump may write them to disk.
+    if (!spec.secrets.empty()) DisableCoreDumps();
+    const double prepare_seconds = settings_.prepare_timeout_minutes * settings_.minute_seconds;
+    const int64_t prepare_deadline =
+        env_->MonotonicMicros() + static_cast<int64_t>(std::llround(prepare_seconds * 1e6));
+    bool prepare_timed_out = false;
+    auto stop_preparing = [&] {
+      if (!cancel_.Check().empty()) return true;
+      if (env_->MonotonicMicros() >= prepare_deadline) prepare_timed_out = true;
+      return prepare_timed_out;
+    };
+    auto prepared = PrepareRun(spec, run_, layout_, env_, stop_preparing);
+    if (prepared.ok() && stop_preparing()) prepared = Cancelled("preparation was stopped");
     if (!prepared.ok()) {
       if (std::string reason = cancel_.Check(); !reason.empty()) {
         return Finish(RunState::kCanceled, reason, "");
+      }
+      if (prepare_timed_out) {
+        std::string why = fmt::format(
+            "preparing the run (snapshot, environment) took longer than its limit of {} "
+            "minute(s) (AIR_PREPARE_TIMEOUT_MINUTES{}); no command was started",
+            settings_.prepare_timeout_minutes,
+            settings_.minute_seconds != 60
+                ? fmt::format(", a minute being {} s under AIR_TEST_MINUTE_SECONDS",
+                              settings_.minute_seconds)
+                : "");
+        return Finish(RunState::kTimedOut, why, why);
       }
       return Finish(
           RunState::kFailed, "preparing the run failed; no command was started",
@@ -144,6 +167,17 @@ class RunSupervisor {
     for (int attempt = 0; attempt <= run_.max_retries; ++attempt) {
       if (std::string reason = cancel_.Check(); !reason.empty()) {
         return Finish(RunState::kCanceled, reason, "");
+      }
+      if (attempt > 0) {
+        // A retry starts where attempt 0 did: fresh node working directories.
+        auto dirs = PrepareNodeDirectories(spec, run_, layout_, env_);
+        if (!dirs.ok()) {
+          return Finish(
+              RunState::kFailed,
+              fmt::format("preparing attempt {} failed; it was not started", attempt),
+              fmt::format("preparing attempt {} failed: {}", attempt, dirs.status().message()));
+        }
+        prepared->node_workdirs = std::move(*dirs);
       }
       AIR_ASSIGN_OR_RETURN(port, FreshPort(port));
       AIR_RETURN_IF_ERROR(env_->CreateDirs(layout_.AttemptDir(run_.id, attempt)));
@@ -229,6 +263,10 @@ SupervisorSettings ReadSupervisorSettings(Env* env) {
     double seconds = std::strtod(v->c_str(), nullptr);
     if (seconds > 0) settings.minute_seconds = seconds;
   }
+  if (auto v = env->GetEnv("AIR_PREPARE_TIMEOUT_MINUTES"); v && !v->empty()) {
+    double minutes = std::strtod(v->c_str(), nullptr);
+    if (minutes > 0) settings.prepare_timeout_minutes = minutes;
+  }
   if (auto v = env->GetEnv("AIR_STOP_GRACE_SECONDS"); v && !v->empty()) {
     long seconds = std::strtol(v->c_str(), nullptr, 10);
     if (seconds >= 0 && seconds <= 3600) settings.grace_seconds = static_cast<int>(seconds);
@@ -237,6 +275,7 @@ SupervisorSettings ReadSupervisorSettings(Env* env) {
 }
 
 Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) {
+  UsePrivateUmask();  // everything under AIR_HOME is private (base/process_limits.h)
   Layout layout(options.air_home);
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
   AIR_ASSIGN_OR_RETURN(store::RunRecord run, store->GetRun(run_id));

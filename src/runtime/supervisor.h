@@ -2,7 +2,9 @@
 // from PENDING to a terminal state (docs/state-machine.md).
 //
 //   1. claim the run: record our pid and start time, PENDING -> RUNNING
-//   2. prepare once (runtime/prepare.h); a failure ends the run FAILED before any command runs
+//   2. prepare (runtime/prepare.h), within its own time limit; a failure ends the run FAILED,
+//      passing the limit TIMED_OUT, before any command runs; every later attempt gets fresh
+//      node working directories
 //   3. attempts 0..max_retries, each with a fresh MASTER_PORT (runtime/attempt_runner.h):
 //      SUCCEEDED ends the run; FAILED retries while retries are left; TIMED_OUT and CANCELED
 //      end the run
@@ -30,9 +32,12 @@ struct SupervisorOptions {
 // Test hooks, read from the environment the supervisor inherits (docs/state-machine.md):
 //   AIR_TEST_MINUTE_SECONDS  seconds per timeout minute (default 60; tests use e.g. 1)
 //   AIR_STOP_GRACE_SECONDS   SIGTERM -> SIGKILL grace when stopping nodes (default 10)
+//   AIR_PREPARE_TIMEOUT_MINUTES  limit of the preparation (snapshot materialization,
+//                            environment build), apart from timeout_minutes (default 60)
 struct SupervisorSettings {
   double minute_seconds = 60;
   int grace_seconds = 10;
+  double prepare_timeout_minutes = 60;
 };
 SupervisorSettings ReadSupervisorSettings(Env* env);
 

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import time
 
+import pytest
 import yaml
 
 from runtime_jobs.helpers import (assert_no_processes_left, get, submit, wait_terminal,
@@ -188,14 +189,19 @@ def test_list_limit_counts_live_runs_after_dead_supervisors_are_noticed(air, air
         air("cancel", live, timeout=30)
 
 
-def test_the_run_keeps_no_file_descriptor_of_its_submitter(air_bin, air, tmp_path):
+@pytest.mark.parametrize("close_range", ["close_range", "fallback"])
+def test_the_run_keeps_no_file_descriptor_of_its_submitter(air_bin, air, tmp_path, close_range):
     # Whoever calls `air run` may hold a pipe open in it (a CI step waiting for EOF, make's
     # jobserver): the detached run must not keep it open, and the command gets fds 0-2 only.
+    # Also where the kernel lacks close_range(CLOSE_RANGE_CLOEXEC): the fallback, forced.
     spec = write_spec(tmp_path, "ls /proc/self/fd; sleep 2", nodes=1)
+    env = dict(os.environ)
+    if close_range == "fallback":
+        env["AIR_TEST_NO_CLOSE_RANGE"] = "1"
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.run([air_bin, "run", "-f", spec], pass_fds=(write_end,),
-                              capture_output=True, text=True, timeout=30)
+                              capture_output=True, text=True, timeout=30, env=env)
         assert proc.returncode == 0, proc.stderr
         os.close(write_end)
         write_end = -1

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "agent/proc.h"
+#include "agent/process_tracker.h"
 #include "base/posix_io.h"
 #include "base/strings.h"
 
@@ -168,6 +169,7 @@ Status LocalBackend::Launch(const AttemptToLaunch& attempt) {
     n.agent_pid = *pid;
     n.started_path = node.launch.started_path;
     n.exit_path = node.launch.exit_path;
+    n.tracker_path = agent::TrackerPath(node.launch);
     n.status.node_rank = n.rank;
     nodes_.push_back(std::move(n));
   }
@@ -182,15 +184,31 @@ Status LocalBackend::StopAll() {
 }
 
 Status LocalBackend::KillAll() {
-  for (const Node& node : nodes_) {
+  Status first = Status::Ok();
+  for (Node& node : nodes_) {
+    // An unreaped agent is our child: its pid cannot have been reused.
     if (!node.reaped) ::kill(node.agent_pid, SIGKILL);
-    if (node.status.started && node.status.started->pgid > 0) {
-      ::killpg(static_cast<pid_t>(node.status.started->pgid), SIGKILL);
-    }
+    // An agent that wrote its exit report has already killed and released its node.
+    if (node.reaped && node.status.exit) continue;
+    Status st = KillNodeProcesses(node);
+    if (first.ok() && !st.ok()) first = st;
   }
   // Orphans of killed agents were re-parented to us (child subreaper).
-  for (pid_t pid : agent::DescendantsOf(::getpid())) ::kill(pid, SIGKILL);
-  return Status::Ok();
+  for (const agent::ProcStat& p : agent::DescendantStatsOf(::getpid())) {
+    agent::SignalSameProcess(p.pid, p.start_ticks, SIGKILL);
+  }
+  return first;
+}
+
+Status LocalBackend::KillNodeProcesses(Node& node) {
+  auto info = agent::ReadTrackerInfo(env_, node.tracker_path);
+  if (!info.ok()) {
+    // No tracker file: the agent never started the command.
+    return info.status().code() == ErrorCode::kNotFound ? Status::Ok() : info.status();
+  }
+  return agent::KillTrackedNode(*info, env_)
+      .status()
+      .WithContext(fmt::format("node {}", node.rank));
 }
 
 void LocalBackend::ReapAgents() {
@@ -224,8 +242,11 @@ void LocalBackend::Refresh(Node& node) {
   } else {
     node.status.lost_reason = fmt::format("the node agent (pid {}) ended with {} without a report",
                                           node.agent_pid, DescribeAgentStatus(node.wait_status));
-    // Its command may survive it: it was in its own process group.
-    if (node.status.started) ::killpg(static_cast<pid_t>(node.status.started->pgid), SIGKILL);
+    // Its command may survive it (in its own process group, or escaped from it): kill every
+    // process the node's tracker knows.
+    if (Status killed = KillNodeProcesses(node); !killed.ok()) {
+      node.status.lost_reason += "; " + killed.message();
+    }
   }
 }
 

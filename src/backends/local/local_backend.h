@@ -47,6 +47,7 @@ class LocalBackend final : public Backend {
     int wait_status = 0;
     std::string started_path;
     std::string exit_path;
+    std::string tracker_path;
     NodeStatus status;
   };
 
@@ -54,6 +55,8 @@ class LocalBackend final : public Backend {
   Result<pid_t> SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices);
   void ReapAgents();
   void Refresh(Node& node);
+  // Kills every process of the node through its tracker file (agent/process_tracker.h).
+  Status KillNodeProcesses(Node& node);
 
   Env* env_;
   std::string agent_binary_;

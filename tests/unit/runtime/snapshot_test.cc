@@ -60,9 +60,9 @@ TEST_F(SnapshotTest, ArchiveDeduplicatesAndMaterializesReadOnly) {
   EXPECT_EQ(*DefaultEnv()->ReadFile(dest + "/pkg/util.py"), "X = 1\n");
   struct stat st;
   ASSERT_EQ(::stat((dest + "/train.py").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  EXPECT_EQ(st.st_mode & 0777, 0400u);  // read-only, private
   ASSERT_EQ(::stat((dest + "/run.sh").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0555u);
+  EXPECT_EQ(st.st_mode & 0777, 0500u);
   char target[64] = {};
   ASSERT_GT(::readlink((dest + "/link.py").c_str(), target, sizeof(target) - 1), 0);
   EXPECT_STREQ(target, "train.py");
@@ -125,7 +125,7 @@ TEST_F(SnapshotTest, AWriteToANodesFileDoesNotReachOtherNodesOrLaterRuns) {
   EXPECT_EQ(*DefaultEnv()->ReadFile(node1 + "/train.py"), "print('hi')\n");
   struct stat st;
   ASSERT_EQ(::stat((node1 + "/train.py").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  EXPECT_EQ(st.st_mode & 0777, 0400u);  // read-only, private
   std::string later = home_.path() + "/later_run";
   ASSERT_TRUE(MaterializeSnapshot(layout, *snapshot, later, DefaultEnv()).ok());
   EXPECT_EQ(*DefaultEnv()->ReadFile(later + "/train.py"), "print('hi')\n");
@@ -180,7 +180,7 @@ TEST_F(SnapshotTest, GitRevisionIsArchivedInsteadOfTheWorkingTree) {
   EXPECT_EQ(*DefaultEnv()->ReadFile(dest + "/run.sh"), "#!/bin/sh\necho run\n");
   struct stat st;
   ASSERT_EQ(::stat((dest + "/run.sh").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0555u);
+  EXPECT_EQ(st.st_mode & 0777, 0500u);
 }
 
 }  // namespace

@@ -82,3 +82,42 @@ TEST(RunSubprocess, HelperDiesWithItsCaller) {
 
 }  // namespace
 }  // namespace air::runtime
+
+namespace air::runtime {
+namespace {
+
+// A helper whose output is captured through a pipe can be cancelled like one whose output goes
+// to a file (before: the pipe was read to EOF first, so should_stop was never asked).
+TEST(RunSubprocess, CapturedHelperCanBeCancelled) {
+  SubprocessOptions options;
+  options.argv = {"sh", "-c", "echo started; sleep 60"};
+  const auto start = std::chrono::steady_clock::now();
+  options.should_stop = [&] {
+    return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300);
+  };
+  auto ran = RunSubprocess(options);
+  ASSERT_FALSE(ran.ok());
+  EXPECT_EQ(ran.status().code(), ErrorCode::kCancelled) << ran.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+// A helper that exits but leaves a process outside its group holding the pipe: the call
+// returns with the output so far instead of waiting for that process.
+TEST(RunSubprocess, CapturedHelperReturnsWhenItExitsEvenIfThePipeStaysOpen) {
+  TempDir dir;
+  const std::string pid_file = dir.path() + "/holder.pid";
+  SubprocessOptions options;
+  options.argv = {"sh", "-c", "echo done; setsid sh -c 'echo $$ > " + pid_file + "; sleep 60' &"};
+  const auto start = std::chrono::steady_clock::now();
+  auto ran = RunSubprocess(options);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->exit_code, 0);
+  EXPECT_EQ(ran->output, "done\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  std::ifstream in(pid_file);
+  pid_t holder = 0;
+  if (in >> holder && holder > 0) ::kill(holder, SIGKILL);
+}
+
+}  // namespace
+}  // namespace air::runtime
