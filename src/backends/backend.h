@@ -27,6 +27,9 @@ struct BackendCapabilities {
   int gpus_available = 0;         // GPUs the backend can hand out to nodes
   bool docker_images = false;     // can run environment.docker_image
   bool shared_filesystem = true;  // nodes see AIR_HOME (snapshots, logs) directly
+  // Host GPUs the runtime leases to runs (runtime/gpu_lease.h) before each attempt; empty where
+  // the backend has none or allocates them itself.
+  std::vector<std::string> gpu_devices;
 };
 
 struct NodeToLaunch {
@@ -39,6 +42,9 @@ struct AttemptToLaunch {
   int64_t run_id = 0;
   int attempt = 0;
   int gpus_per_node = 0;  // > 0: each node gets its own disjoint set of GPUs
+  // The leased devices, gpus_per_node per node in node order (set by the runtime when the
+  // backend lists gpu_devices); empty: the backend picks.
+  std::vector<std::string> devices;
   std::vector<NodeToLaunch> nodes;
 };
 
