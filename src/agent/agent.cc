@@ -20,6 +20,7 @@
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
 #include "base/fd_hygiene.h"
+#include "agent/volume_mounts.h"
 #include "base/posix_io.h"
 #include "base/process_limits.h"
 
@@ -179,9 +180,10 @@ std::string DescribeWaitStatus(int status) {
 Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   // Secret values are in our environment: no core dump may write them to disk.
   if (!launch.secret_names.empty()) DisableCoreDumps();
+  if (!launch.volumes_root.empty()) AIR_RETURN_IF_ERROR(EnterVolumeNamespace(launch.volumes_root));
   FdCloser log_fd(::open(launch.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (log_fd.get() < 0) return ErrnoStatus("open node log " + launch.log_path, errno);
-  LogLineWriter writer(log_fd.get(), env);
+  LogLineWriter writer(log_fd.get(), env, {launch.log_path, launch.log_max_bytes, launch.log_keep});
 
   std::vector<std::string> secret_values;
   for (const auto& name : launch.secret_names) {

@@ -1,6 +1,9 @@
 // Node log records: timestamps, line splitting, parsing.
 #include "agent/log_format.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +37,39 @@ std::optional<LogRecord> ParseLogLine(std::string_view line) {
   return record;
 }
 
+LogLineWriter::LogLineWriter(int fd, Env* env, LogRotation rotation)
+    : fd_(fd), env_(env), rotation_(std::move(rotation)) {
+  struct stat st {};
+  if (rotation_.max_bytes > 0 && ::fstat(fd_, &st) == 0)
+    written_ = static_cast<uint64_t>(st.st_size);
+}
+
+Status LogLineWriter::Rotate() {
+  const std::string& path = rotation_.path;
+  if (rotation_.keep <= 0) {
+    ::unlink(path.c_str());
+  } else {
+    for (int i = rotation_.keep - 1; i >= 1; --i) {
+      std::string from = fmt::format("{}.{}", path, i);
+      std::string to = fmt::format("{}.{}", path, i + 1);
+      if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
+        return ErrnoStatus("rotate node log " + from, errno);
+      }
+    }
+    if (::rename(path.c_str(), (path + ".1").c_str()) != 0) {
+      return ErrnoStatus("rotate node log " + path, errno);
+    }
+  }
+  int fresh = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fresh < 0) return ErrnoStatus("open node log " + path, errno);
+  int moved = ::dup3(fresh, fd_, O_CLOEXEC);
+  int err = errno;
+  ::close(fresh);
+  if (moved < 0) return ErrnoStatus("reopen node log " + path, err);
+  written_ = 0;
+  return Status::Ok();
+}
+
 Status LogLineWriter::Emit(const std::string& stream, std::string_view text) {
   std::string record = FormatLogTimestamp(env_->NowMicros());
   record.reserve(record.size() + text.size() + 6);
@@ -42,6 +78,10 @@ Status LogLineWriter::Emit(const std::string& stream, std::string_view text) {
   record += ' ';
   record.append(text);
   record += '\n';
+  if (rotation_.max_bytes > 0 && written_ > 0 && written_ + record.size() > rotation_.max_bytes) {
+    AIR_RETURN_IF_ERROR(Rotate());
+  }
+  written_ += record.size();
   return WriteFully(fd_, record, "node log");
 }
 

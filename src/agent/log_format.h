@@ -34,11 +34,21 @@ struct LogRecord {
 // nullopt when `line` is not a record (then callers show it raw).
 std::optional<LogRecord> ParseLogLine(std::string_view line);
 
-// Appends records to one log file descriptor (not owned). Each record is written with a single
-// write(2) to an O_APPEND descriptor, so records from several writers never interleave.
+// Size cap of a node log (docs/run-directory.md): past max_bytes the log is renamed to
+// PATH.1 (PATH.1 to PATH.2, ... up to PATH.<keep>; the oldest part is dropped) and a new PATH is
+// started, so one node's log never takes more than about (keep + 1) * max_bytes.
+struct LogRotation {
+  std::string path;        // the log the descriptor writes to
+  uint64_t max_bytes = 0;  // 0: no cap
+  int keep = 2;            // rotated parts kept
+};
+
+// Appends records to one log file descriptor (not owned; with rotation it is re-pointed at the
+// new file with dup2). Each record is written with a single write(2) to an O_APPEND descriptor,
+// so records from several writers never interleave.
 class LogLineWriter {
  public:
-  LogLineWriter(int fd, Env* env) : fd_(fd), env_(env) {}
+  LogLineWriter(int fd, Env* env, LogRotation rotation = {});
 
   // One stream's state: its filter and its unfinished last line.
   struct Stream {
@@ -60,9 +70,12 @@ class LogLineWriter {
  private:
   Status Emit(const std::string& stream, std::string_view text);
   Status Split(Stream& stream, std::string_view filtered);
+  Status Rotate();
 
   int fd_;
   Env* env_;
+  LogRotation rotation_;
+  uint64_t written_ = 0;  // bytes in the current file
 };
 
 }  // namespace air::agent

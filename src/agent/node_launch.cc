@@ -42,7 +42,10 @@ std::string NodeLaunchToJson(const NodeLaunch& l) {
             {"tracker_path", l.tracker_path},
             {"env", env},
             {"secret_names", l.secret_names},
-            {"grace_seconds", l.grace_seconds}};
+            {"grace_seconds", l.grace_seconds},
+            {"volumes_root", l.volumes_root},
+            {"log_max_bytes", l.log_max_bytes},
+            {"log_keep", l.log_keep}};
   return j.dump(2);
 }
 
@@ -65,6 +68,9 @@ Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string
     }
     l.secret_names = j.at("secret_names").get<std::vector<std::string>>();
     l.grace_seconds = j.at("grace_seconds").get<int>();
+    l.volumes_root = j.value("volumes_root", std::string());
+    l.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
+    l.log_keep = j.value("log_keep", 2);
     return l;
   } catch (const json::exception& e) {
     return DataLoss(path + ": not a node launch file: " + e.what());

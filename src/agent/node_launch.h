@@ -37,6 +37,11 @@ struct NodeLaunch {
   std::vector<std::pair<std::string, std::string>> env;
   std::vector<std::string> secret_names;  // inherited variables that hold secret values
   int grace_seconds = 10;                 // SIGTERM -> SIGKILL when air stops the node
+  // Non-empty: the node runs in a private mount namespace with this directory on /Volumes
+  // (agent/volume_mounts.h).
+  std::string volumes_root;
+  uint64_t log_max_bytes = 0;  // node log size cap before rotation (agent/log_format.h); 0: none
+  int log_keep = 2;            // rotated parts kept
 };
 
 struct NodeStarted {

@@ -35,6 +35,9 @@ struct BackendCapabilities {
   // nodes start, not while queued) and reports it in SchedulerStatus::timed_out; the runtime
   // then arms no deadline of its own.
   bool enforces_time_limit = false;
+  // Host GPUs the runtime leases to runs (runtime/gpu_lease.h) before each attempt; empty where
+  // the backend has none or allocates them itself.
+  std::vector<std::string> gpu_devices;
 };
 
 struct NodeToLaunch {
@@ -50,6 +53,9 @@ struct AttemptToLaunch {
   int cpus_per_node = 0;                      // > 0 for CPU shapes: the workers of one node
   std::optional<int64_t> time_limit_seconds;  // timeout_minutes, for enforces_time_limit
   std::string attempt_dir;                    // the attempt's directory on the data root
+  // The leased devices, gpus_per_node per node in node order (set by the runtime when the
+  // backend lists gpu_devices); empty: the backend picks.
+  std::vector<std::string> devices;
   std::vector<NodeToLaunch> nodes;
 };
 

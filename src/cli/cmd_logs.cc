@@ -4,6 +4,7 @@
 // (environment preparation). --download-to copies every attempt's logs into DIR.
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
 
 #include "agent/log_format.h"
@@ -85,26 +86,48 @@ Status ShowLogs(CliContext& ctx, const LogsFlags& flags) {
     request.attempt = attempt;
     request.timestamps = flags.timestamps;
     request.emit_final = false;
+    request.start_lines = static_cast<size_t>(flags.lines);
     return WatchAndReport(ctx, request);
   }
   int shown_attempt = attempt ? *attempt : run.attempt_count - 1;
   std::string path = shown_attempt >= 0 ? layout.NodeLog(run_id, shown_attempt, flags.node)
                                         : layout.SetupLog(run_id);
+  auto no_output = [&] {
+    return fmt::format(
+        "(no output yet from node {} of run {}, {}; state {})\n", flags.node, run_id,
+        shown_attempt >= 0 ? fmt::format("attempt {}", shown_attempt) : "before its first attempt",
+        store::RunStateName(run.state));
+  };
   std::vector<std::string> lines;
-  if (ctx.env->FileExists(path)) {
-    AIR_ASSIGN_OR_RETURN(lines, runtime::ReadLogLines(ctx.env, path));
+  if (flags.lines == 0 && flags.minutes == 0 && !ctx.json()) {
+    // The whole log as text: streamed a block at a time, oldest rotated part first.
+    std::vector<std::string> parts = runtime::LogParts(ctx.env, path);
+    bool shown = false;
+    for (auto part = parts.rbegin(); part != parts.rend(); ++part) {
+      runtime::LogFollower reader(*part);
+      do {
+        AIR_ASSIGN_OR_RETURN(std::vector<std::string> block, reader.ReadNew(true));
+        for (const auto& line : block) {
+          *ctx.out << runtime::RenderLogLine(line, flags.timestamps) << "\n";
+        }
+        shown = shown || !block.empty();
+      } while (reader.more());
+    }
+    if (!shown) *ctx.err << no_output();
+    return Status::Ok();
   }
+  // The last lines (--lines) and/or the recent ones (--minutes), read backwards from the end.
+  std::function<bool(const std::string&)> recent;
   if (flags.minutes > 0) {
     std::string since = agent::FormatLogTimestamp(ctx.env->NowMicros() -
                                                   static_cast<int64_t>(flags.minutes * 60e6));
-    std::vector<std::string> recent;
-    for (auto& line : lines) {
+    recent = [since](const std::string& line) {
       auto record = agent::ParseLogLine(line);
-      if (!record || record->timestamp >= since) recent.push_back(std::move(line));
-    }
-    lines = std::move(recent);
+      return !record || record->timestamp >= since;
+    };
   }
-  lines = runtime::TailLines(std::move(lines), flags.lines);
+  AIR_ASSIGN_OR_RETURN(
+      lines, runtime::ReadLastLines(ctx.env, path, static_cast<size_t>(flags.lines), recent));
   nlohmann::json records = nlohmann::json::array();
   std::string text;
   for (const auto& line : lines) {
@@ -116,12 +139,7 @@ Status ShowLogs(CliContext& ctx, const LogsFlags& flags) {
     }
     text += runtime::RenderLogLine(line, flags.timestamps) + "\n";
   }
-  if (lines.empty() && !ctx.json()) {
-    *ctx.err << fmt::format(
-        "(no output yet from node {} of run {}, {}; state {})\n", flags.node, run_id,
-        shown_attempt >= 0 ? fmt::format("attempt {}", shown_attempt) : "before its first attempt",
-        store::RunStateName(run.state));
-  }
+  if (lines.empty() && !ctx.json()) *ctx.err << no_output();
   EmitData(ctx,
            {{"run_id", run_id},
             {"node", flags.node},

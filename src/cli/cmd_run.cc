@@ -13,6 +13,7 @@
 #include "spec/parser.h"
 #include "spec/plan.h"
 #include "spec/snapshot_scan.h"
+#include "spec/volume_paths.h"
 
 namespace air::cli {
 namespace {
@@ -144,6 +145,19 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
       return;
     }
     snapshot = std::move(*scanned);
+  }
+  // /Volumes paths in the command, env_variables and parameters (docs/volumes.md).
+  std::vector<spec::VolumeProblem> volume_problems = spec::CheckVolumeReferences(workload);
+  for (const auto& problem : volume_problems) {
+    report.diagnostics.Add(workload.LocationOf(problem.field), problem.field, problem.message,
+                           workload.OriginOf(problem.field));
+  }
+  if (!volume_problems.empty()) {
+    EmitSpecErrors(
+        ctx, report,
+        InvalidArgument(fmt::format("{} has {} error{}", flags.file, volume_problems.size(),
+                                    volume_problems.size() == 1 ? "" : "s")));
+    return;
   }
   if (!flags.dry_run) {
     Status submitted =

@@ -11,6 +11,7 @@
 #include "base/strings.h"
 #include "base/time_format.h"
 #include "cli/commands.h"
+#include "cli/text_table.h"
 #include "secrets/names.h"
 #include "secrets/secret_matcher.h"
 #include "secrets/secret_store.h"
@@ -20,24 +21,6 @@ namespace air::cli {
 namespace {
 
 std::string FormatTime(int64_t micros) { return FormatUtcTimestamp(micros, 0); }
-
-// Left-aligned columns; the last column is not padded.
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      out += row[i];
-      if (i + 1 < row.size()) out += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    out += '\n';
-  }
-  return out;
-}
 
 constexpr char kValueNeverInArgv[] =
     "secret values are never taken from the command line (any user can read a process's "

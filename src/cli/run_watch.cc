@@ -16,6 +16,7 @@ Status WatchAndReport(CliContext& ctx, const WatchRequest& request) {
   runtime::WatchOptions options;
   options.node = request.node;
   options.attempt = request.attempt;
+  options.start_lines = request.start_lines;
   options.on_line = [&](int attempt, const std::string& line) {
     if (ctx.json()) {
       nlohmann::json data = {

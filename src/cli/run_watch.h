@@ -18,6 +18,7 @@ struct WatchRequest {
   int node = 0;
   std::optional<int> attempt;  // nullopt: follow each attempt in turn
   bool timestamps = false;
+  size_t start_lines = 0;  // > 0: begin with the last N lines of the log (runtime/watch.h)
   bool emit_final = true;  // print the run's outcome and set the exit code from it
 };
 

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "runtime/failure.h"
+#include "runtime/gpu_lease.h"
 
 namespace air::runtime {
 namespace {
@@ -104,7 +105,38 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
   const size_t n = attempt.nodes.size();
   recorded_start_.assign(n, false);
   recorded_end_.assign(n, false);
-  Status launched = backend_->Launch(attempt);
+  // On a host whose GPUs the runtime hands out, lease them first (disjoint from other runs).
+  backends::AttemptToLaunch leased = attempt;
+  const auto& host_gpus = backend_->Capabilities().gpu_devices;
+  if (attempt.gpus_per_node > 0 && !host_gpus.empty()) {
+    GpuLeaseRequest request{options_.run_id, options_.attempt, host_gpus,
+                            static_cast<size_t>(attempt.gpus_per_node) * n};
+    request.poll_interval_us = options_.poll_interval_us;
+    request.deadline_monotonic_us = options_.deadline_monotonic_us;
+    request.cancel_requested = options_.cancel_requested;
+    auto lease = AcquireGpus(store_, request, env_);
+    if (!lease.ok()) {
+      return AttemptOutcome{store::AttemptState::kFailed,
+                            "could not lease GPUs: " + lease.status().message()};
+    }
+    if (lease->devices.empty()) {
+      bool timed_out = lease->gave_up == "timed out";
+      return AttemptOutcome{
+          timed_out ? store::AttemptState::kTimedOut : store::AttemptState::kCanceled,
+          timed_out ? "timed out (" + options_.timeout_text + ") waiting for GPUs"
+                    : lease->gave_up};
+    }
+    leased.devices = lease->devices;
+  }
+  struct Release {
+    store::Store* store;
+    int64_t run_id;
+    bool leased;
+    ~Release() {
+      if (leased) (void)store->ReleaseDevices(run_id);
+    }
+  } release{store_, options_.run_id, !leased.devices.empty()};
+  Status launched = backend_->Launch(leased);
   if (!launched.ok()) {
     return AttemptOutcome{store::AttemptState::kFailed,
                           "could not start the nodes: " + launched.message()};

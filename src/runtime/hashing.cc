@@ -9,13 +9,7 @@ namespace air::runtime {
 namespace {
 
 std::string Hex(const unsigned char* digest, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out(n * 2, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[digest[i] >> 4];
-    out[2 * i + 1] = kDigits[digest[i] & 15];
-  }
-  return out;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), n));
 }
 
 crypto_hash_sha256_state* State(unsigned char* storage) {
@@ -24,6 +18,29 @@ crypto_hash_sha256_state* State(unsigned char* storage) {
 }
 
 }  // namespace
+
+std::string HexEncode(std::string_view bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out(bytes.size() * 2, '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(bytes[i]);
+    out[2 * i] = kDigits[byte >> 4];
+    out[2 * i + 1] = kDigits[byte & 15];
+  }
+  return out;
+}
+
+std::optional<std::string> HexDecode(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < hex.size(); ++i) {
+    char c = hex[i];
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    out[i / 2] = static_cast<char>((static_cast<unsigned char>(out[i / 2]) << 4) | digit);
+  }
+  return out;
+}
 
 Sha256::Sha256() { crypto_hash_sha256_init(State(state_)); }
 

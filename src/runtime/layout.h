@@ -12,6 +12,7 @@
 //       supervisor.log                      the supervisor's own diagnostics
 //       setup.log                           environment preparation (pip) output
 //       parameters.yaml                     the spec's parameters block (HYPERPARAMETERS_PATH)
+//       environments                        the envs/ entries its nodes use (for retention)
 //       nodes/node_<n>/                     node n's working directory (materialized snapshot)
 //       attempt_<k>/node_<n>.json           what the agent runs (launch file, no secret values)
 //       attempt_<k>/node_<n>.log            node n's output, one timestamped line per line
@@ -52,6 +53,11 @@ class Layout {
   std::string SupervisorLog(int64_t run_id) const { return RunDir(run_id) + "/supervisor.log"; }
   std::string SetupLog(int64_t run_id) const { return RunDir(run_id) + "/setup.log"; }
   std::string ParametersFile(int64_t run_id) const { return RunDir(run_id) + "/parameters.yaml"; }
+  // The environments (names under envs/) the run's nodes use, one per line: what retention
+  // keeps while the run exists.
+  std::string RunEnvironmentsFile(int64_t run_id) const { return RunDir(run_id) + "/environments"; }
+  // Held shared while a run is submitted or prepared, exclusive by `air delete` and `air gc`.
+  std::string RetentionLock() const { return home_ + "/retention.lock"; }
   std::string NodeWorkDir(int64_t run_id, int node) const {
     return RunDir(run_id) + "/nodes/node_" + std::to_string(node);
   }

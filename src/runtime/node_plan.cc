@@ -39,6 +39,9 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
     launch.exit_path = layout.NodeExitFile(run.id, settings.attempt, rank);
     launch.tracker_path = layout.NodeTrackerFile(run.id, settings.attempt, rank);
     launch.grace_seconds = settings.grace_seconds;
+    launch.volumes_root = prepared.volumes_root;
+    launch.log_max_bytes = prepared.log_max_bytes;
+    launch.log_keep = prepared.log_keep;
     for (const spec::EnvVar& var : spec::BuildNodeEnvironment(spec, context, rank)) {
       if (var.is_secret) {
         launch.secret_names.push_back(var.name);  // the value travels in secret_env only
@@ -46,18 +49,21 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
         launch.env.emplace_back(var.name, var.value);
       }
     }
-    // PATH: the dependency venv first (when there is one), then air's own directory (so a
-    // node's command can call `air train` without Python), then the submitter's PATH.
+    // PATH: the run's environment first (when it has one), then the submitter's PATH, then
+    // air's own directory last, so `air train` works but air's directory never shadows the
+    // user's python3 or torchrun. AIR_BIN names air itself.
     std::string path = settings.inherited_path;
     if (!settings.air_bin_dir.empty()) {
-      path = path.empty() ? settings.air_bin_dir : settings.air_bin_dir + ":" + path;
+      path = path.empty() ? settings.air_bin_dir : path + ":" + settings.air_bin_dir;
     }
     if (!prepared.python_bin_dir.empty()) {
       std::string venv = prepared.python_bin_dir.substr(0, prepared.python_bin_dir.rfind('/'));
       launch.env.emplace_back("VIRTUAL_ENV", venv);
-      path = prepared.python_bin_dir + ":" + path;
+      path = path.empty() ? prepared.python_bin_dir : prepared.python_bin_dir + ":" + path;
     }
     if (!path.empty()) launch.env.emplace_back("PATH", path);
+    if (!settings.air_executable.empty())
+      launch.env.emplace_back("AIR_BIN", settings.air_executable);
     for (const auto& [name, value] : prepared.secret_values) {
       if (secret_names.count(name) != 0) node.secret_env.emplace_back(name, value);
     }

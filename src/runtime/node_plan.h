@@ -22,6 +22,9 @@ struct PreparedRun {
   std::vector<std::string> node_workdirs;  // per node: CODE_SOURCE_PATH and working directory
   std::string hyperparameters_path;        // "" when the spec has no parameters
   std::string python_bin_dir;              // "" without environment.dependencies
+  std::string volumes_root;                // on each node's /Volumes; "" for no mount
+  uint64_t log_max_bytes = 0;              // node log cap before rotation; 0: none
+  int log_keep = 2;                        // rotated parts kept
   std::vector<std::pair<std::string, std::string>> secret_values;  // NAME -> value
 };
 
@@ -30,7 +33,8 @@ struct AttemptSettings {
   int master_port = 0;
   int grace_seconds = 10;
   std::string inherited_path;  // the supervisor's PATH, for a dependency venv to go first
-  std::string air_bin_dir;     // the directory of the air executable: nodes can run `air train`
+  std::string air_bin_dir;     // the directory of the air executable: last on a node's PATH
+  std::string air_executable;  // its absolute path: AIR_BIN on each node
 };
 
 backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const store::RunRecord& run,

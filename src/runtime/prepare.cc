@@ -3,10 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdlib>
+
+#include "runtime/file_lock.h"
 #include "runtime/python_env.h"
 #include "runtime/snapshot.h"
+#include "runtime/volumes.h"
 #include "secrets/resolve.h"
 #include "secrets/secret_store.h"
+#include "spec/base_environments.h"
 
 namespace air::runtime {
 
@@ -62,6 +68,7 @@ Result<std::string> PrepareDependencies(const spec::WorkloadSpec& spec, const st
   if (!spec.environment) return std::string();
   const spec::EnvironmentSpec& environment = *spec.environment;
   if (environment.dependencies.empty() && !environment.requirements_file) return std::string();
+  std::string used;  // the environments file: every envs/ entry this run depends on
   PythonEnvRequest request;
   request.requirements = environment.dependencies;
   if (environment.requirements_file) {
@@ -70,22 +77,79 @@ Result<std::string> PrepareDependencies(const spec::WorkloadSpec& spec, const st
         !file.empty() && file[0] == '/' ? file : spec.source_dir + "/" + file;
   }
   request.should_stop = should_stop;
+  if (environment.version) {
+    // The base environment first (built once, shared by every run naming this version), then
+    // the run's dependencies in a venv layered on it.
+    const spec::BaseEnvironment* base = spec::FindBaseEnvironment(*environment.version);
+    if (base == nullptr) {
+      return InvalidArgument(
+          fmt::format("environment.version: '{}' is not a base environment "
+                      "air defines; known versions: {}",
+                      *environment.version, spec::KnownBaseEnvironmentVersions()));
+    }
+    PythonEnvRequest base_request;
+    base_request.requirements = base->requirements;
+    base_request.name_prefix = "base-" + base->version + "-";
+    base_request.should_stop = should_stop;
+    auto base_env = EnsurePythonEnv(layout, base_request, layout.SetupLog(run.id), env);
+    if (!base_env.ok()) {
+      return base_env.status().WithContext(
+          fmt::format("environment.version '{}' (base environment)", base->version));
+    }
+    request.python = base_env->bin_dir + "/python";
+    used += base_env->key + "\n";
+  }
   auto python_env = EnsurePythonEnv(layout, request, layout.SetupLog(run.id), env);
   if (!python_env.ok()) return python_env.status().WithContext("environment.dependencies");
+  used += python_env->key + "\n";
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(layout.RunEnvironmentsFile(run.id), used));
   return python_env->bin_dir;
+}
+
+Status ReadLogLimits(Env* env, PreparedRun* prepared) {
+  // A whole number from `name`, at most `max`; `fallback` when unset.
+  auto read = [env](const char* name, uint64_t fallback, uint64_t max,
+                    const char* meaning) -> Result<uint64_t> {
+    auto value = env->GetEnv(name);
+    if (!value || value->empty()) return fallback;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long parsed = std::strtoull(value->c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || (*value)[0] == '-' || parsed > max) {
+      return InvalidArgument(
+          fmt::format("{}='{}' is not valid: give a whole number ({})", name, *value, meaning));
+    }
+    return static_cast<uint64_t>(parsed);
+  };
+  AIR_ASSIGN_OR_RETURN(prepared->log_max_bytes,
+                       read("AIR_NODE_LOG_MAX_BYTES", uint64_t{1} << 30, UINT64_MAX,
+                            "bytes per node log before it rotates, 0 for no cap"));
+  AIR_ASSIGN_OR_RETURN(uint64_t keep,
+                       read("AIR_NODE_LOG_KEEP", 2, 1000, "rotated parts kept, 0..1000"));
+  prepared->log_keep = static_cast<int>(keep);
+  return Status::Ok();
 }
 
 Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunRecord& run,
                                const Layout& layout, Env* env,
                                const std::function<bool()>& should_stop) {
   PreparedRun prepared;
+  AIR_RETURN_IF_ERROR(ReadLogLimits(env, &prepared));
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(run.id)));
   AIR_ASSIGN_OR_RETURN(prepared.hyperparameters_path, WriteParametersFile(spec, run, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.secret_values, ResolveRunSecrets(spec, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.node_workdirs,
                        PrepareNodeDirectories(spec, run, layout, env, should_stop));
-  AIR_ASSIGN_OR_RETURN(prepared.python_bin_dir,
-                       PrepareDependencies(spec, run, layout, env, should_stop));
+  AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
+  AIR_ASSIGN_OR_RETURN(prepared.volumes_root, RunVolumesRoot(spec, volumes_root, env));
+  {
+    // `air gc` must not remove an environment between its build (or reuse) and the record
+    // that this run uses it.
+    AIR_ASSIGN_OR_RETURN(FileLock retention, FileLock::Acquire(layout.RetentionLock(), should_stop,
+                                                               FileLock::Mode::kShared));
+    AIR_ASSIGN_OR_RETURN(prepared.python_bin_dir,
+                         PrepareDependencies(spec, run, layout, env, should_stop));
+  }
   return prepared;
 }
 

@@ -38,6 +38,10 @@ Result<std::string> PrepareDependencies(const spec::WorkloadSpec& spec, const st
                                         const Layout& layout, Env* env,
                                         const std::function<bool()>& should_stop = {});
 
+// The node log cap: $AIR_NODE_LOG_MAX_BYTES (default 1 GiB; 0: no cap) and the rotated parts
+// kept, $AIR_NODE_LOG_KEEP (default 2). A value that is not a number is an error naming it.
+Status ReadLogLimits(Env* env, PreparedRun* prepared);
+
 // All of the above, in order.
 Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunRecord& run,
                                const Layout& layout, Env* env,

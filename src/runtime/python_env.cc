@@ -11,32 +11,69 @@
 #include <functional>
 
 #include "base/strings.h"
+#include "runtime/file_lock.h"
 #include "runtime/hashing.h"
 #include "runtime/subprocess.h"
 
 namespace air::runtime {
 namespace {
 
+// Prints the interpreter's identity, then every package directory on its sys.path (its own
+// site-packages and those its .pth files add: all the layers below it), one per line.
 constexpr const char* kProbe =
-    "import sys, sysconfig\n"
+    "import os, sys, sysconfig\n"
     "print(sys.executable)\n"
     "print(sys.version.split()[0])\n"
     "print(int(sys.prefix != sys.base_prefix))\n"
-    "print(sysconfig.get_paths()['purelib'])\n"
-    "print(sysconfig.get_paths()['platlib'])\n"
     "try:\n"
     "    import pip\n"
     "    print(pip.__version__)\n"
     "except Exception:\n"
-    "    print('')\n";
+    "    print('')\n"
+    "paths = [sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]\n"
+    "paths += [p for p in sys.path if os.path.basename(p) in ('site-packages', 'dist-packages')]\n"
+    "for p in dict.fromkeys(paths):\n"
+    "    print(p)\n";
+
+// Writes, into the environment's bin, a launcher for every console script (torchrun, accelerate,
+// huggingface-cli, ...) of the layers below that the environment does not have itself: the
+// launcher runs this environment's python, so the script sees the run's dependencies. (The
+// layer's own script names its own interpreter in its shebang and would not.)
+constexpr const char* kLinkConsoleScripts = R"PY(
+import importlib.metadata as md, os, sys
+python = sys.argv[1]
+bindir = os.path.dirname(python)
+made, seen = [], set()
+for dist in md.distributions():
+    for ep in dist.entry_points:
+        if ep.group != "console_scripts" or ep.name in seen or os.sep in ep.name:
+            continue
+        seen.add(ep.name)
+        path = os.path.join(bindir, ep.name)
+        module, _, attr = ep.value.partition(":")
+        attr = attr.split("[")[0].strip()
+        if os.path.lexists(path) or not attr:
+            continue
+        head = attr.split(".")[0]
+        with open(path, "w") as f:
+            f.write(f"#!{python}\n"
+                    f"# air: {ep.name} of {dist.metadata['Name']}, run by this environment\n"
+                    f"import sys\n"
+                    f"from {module.strip()} import {head}\n"
+                    f"if __name__ == '__main__':\n"
+                    f"    sys.exit({attr}())\n")
+        os.chmod(path, 0o755)
+        made.append(ep.name)
+print(f"air: {len(made)} console scripts of the layers below now run in this environment:",
+      " ".join(sorted(made)))
+)PY";
 
 struct Interpreter {
   std::string executable;
   std::string version;
   bool is_venv = false;
-  std::string purelib;
-  std::string platlib;
-  std::string pip_version;  // "" when the interpreter has no pip
+  std::string pip_version;                // "" when the interpreter has no pip
+  std::vector<std::string> package_dirs;  // its site-packages and the layers below, in order
 };
 
 // pip >= 22.3 can install into another interpreter's environment (--python), so the venv can be
@@ -61,10 +98,14 @@ Result<Interpreter> ProbeInterpreter(const std::string& python) {
                     python, why));
   }
   std::vector<std::string> lines = Split(ran->output, '\n');
-  if (lines.size() < 6) {
+  if (lines.size() < 5) {
     return Internal("unexpected output from " + python + ": " + ran->output);
   }
-  return Interpreter{lines[0], lines[1], lines[2] == "1", lines[3], lines[4], lines[5]};
+  Interpreter out{lines[0], lines[1], lines[2] == "1", lines[3], {}};
+  for (size_t i = 4; i < lines.size(); ++i) {
+    if (!Trim(lines[i]).empty()) out.package_dirs.push_back(lines[i]);
+  }
+  return out;
 }
 
 // The last `count` lines of a text file ("" when unreadable).
@@ -77,40 +118,6 @@ std::string LastLines(Env* env, const std::string& path, size_t count) {
   std::vector<std::string> tail(lines.begin() + static_cast<long>(start), lines.end());
   return Join(tail, "\n");
 }
-
-class FileLock {
- public:
-  // Waits for the lock, polling `should_stop` (when set) every 100 ms.
-  static Result<FileLock> Acquire(const std::string& path,
-                                  const std::function<bool()>& should_stop) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("open lock " + path, errno);
-    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK && errno != EINTR) {
-        int err = errno;
-        ::close(fd);
-        return ErrnoStatus("lock " + path, err);
-      }
-      if (should_stop && should_stop()) {
-        ::close(fd);
-        return Cancelled("stopped waiting for " + path + ": the run is being canceled");
-      }
-      ::usleep(100'000);
-    }
-    return FileLock(fd);
-  }
-  FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  FileLock& operator=(FileLock&&) = delete;
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the flock
-  }
-
- private:
-  explicit FileLock(int fd) : fd_(fd) {}
-  int fd_;
-};
 
 Status Step(const std::vector<std::string>& argv, const std::string& log_path, Env* env,
             const std::string& what, const std::function<bool()>& should_stop) {
@@ -142,7 +149,7 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
     for (const auto& req : request.requirements) key_hash.Update("req\n" + req + "\n");
   }
   PythonEnv out;
-  out.key = key_hash.FinishHex().substr(0, 24);
+  out.key = request.name_prefix + key_hash.FinishHex().substr(0, 24);
   out.dir = layout.EnvsDir() + "/" + out.key;
   out.bin_dir = out.dir + "/bin";
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.EnvsDir()));
@@ -164,7 +171,8 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
     AIR_RETURN_IF_ERROR(
         Step(venv, log_path, env, "creating the virtual environment", request.should_stop));
     if (python.is_venv) {
-      // Keep the creating venv's packages (e.g. torch) importable, as a base image would.
+      // Keep the packages of the creating venv and of every layer below it (e.g. torch)
+      // importable, as a base image would: a .pth line per package directory, in order.
       SubprocessOptions where;
       where.argv = {out.bin_dir + "/python", "-c",
                     "import sysconfig; print(sysconfig.get_paths()['purelib'])"};
@@ -173,8 +181,8 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
       if (!site.succeeded() || site_dir.empty()) {
         return Internal("cannot find the new environment's site-packages: " + site.output);
       }
-      std::string pth = python.purelib + "\n";
-      if (python.platlib != python.purelib) pth += python.platlib + "\n";
+      std::string pth;
+      for (const auto& dir : python.package_dirs) pth += dir + "\n";
       AIR_RETURN_IF_ERROR(env->WriteFileAtomic(site_dir + "/_air_base_packages.pth", pth, 0600));
     }
     std::vector<std::string> pip = {out.bin_dir + "/python", "-m", "pip"};
@@ -189,6 +197,9 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
       pip.insert(pip.end(), request.requirements.begin(), request.requirements.end());
     }
     AIR_RETURN_IF_ERROR(Step(pip, log_path, env, "pip install", request.should_stop));
+    AIR_RETURN_IF_ERROR(
+        Step({out.bin_dir + "/python", "-c", kLinkConsoleScripts, out.bin_dir + "/python"},
+             log_path, env, "linking console scripts", request.should_stop));
     return env->WriteFileAtomic(out.dir + "/.complete", python.version + "\n", 0600);
   }();
   if (!built.ok()) {

@@ -25,6 +25,7 @@ struct PythonEnvRequest {
   std::vector<std::string> requirements;  // pip requirement strings, in order
   std::string requirements_file;          // or an absolute path to a requirements file
   std::string python = "python3";         // the interpreter that creates the venv
+  std::string name_prefix;                // the directory is envs/<name_prefix><key>
   // Polled while waiting for another run's build and while venv/pip run: true stops them
   // (the run is being canceled) and EnsurePythonEnv returns kCancelled.
   std::function<bool()> should_stop;

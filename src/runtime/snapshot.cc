@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/posix_io.h"
+#include "base/strings.h"
 #include "runtime/hashing.h"
 #include "runtime/subprocess.h"
 
@@ -25,14 +27,27 @@ std::string BlobPath(const Layout& layout, const SnapshotEntry& entry) {
   return layout.CasPath(entry.digest) + (IsExecutable(entry.mode) ? ".x" : "");
 }
 
-// Stores `content` as a read-only blob unless an intact one is already there. Blobs are named by
-// their content, so a torn earlier write shows as a size mismatch and is simply rewritten.
-Result<bool> StoreBlob(const std::string& path, std::string_view content, bool executable,
-                       Env* env) {
+struct StoredFile {
+  std::string digest;
+  uint64_t size = 0;
+  bool new_blob = false;
+};
+Result<StoredFile> HashFile(const std::string& path);
+
+// True when the blob at `path` exists with exactly this digest and size: a blob is trusted by
+// its hash, never by its size alone (a damaged blob of the right length is rewritten).
+bool IntactBlob(const std::string& path, const std::string& digest, uint64_t size) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == content.size()) {
-    return false;
-  }
+  if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != size) return false;
+  auto stored = HashFile(path);
+  return stored.ok() && stored->digest == digest;
+}
+
+// Stores `content` as a read-only blob unless an intact one is already there. Blobs are named by
+// their content, so a torn or damaged earlier write fails the hash check and is rewritten.
+Result<bool> StoreBlob(const std::string& path, const std::string& digest, std::string_view content,
+                       bool executable, Env* env) {
+  if (IntactBlob(path, digest, content.size())) return false;
   std::string dir = path.substr(0, path.rfind('/'));
   AIR_RETURN_IF_ERROR(env->CreateDirs(dir));
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
@@ -94,12 +109,6 @@ Status CopyFileAs(const std::string& from, const std::string& to, mode_t mode) {
   return copied;
 }
 
-struct StoredFile {
-  std::string digest;
-  uint64_t size = 0;
-  bool new_blob = false;
-};
-
 // The SHA-256 and size of a file, read in pieces (a snapshot may hold files larger than memory).
 Result<StoredFile> HashFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -134,10 +143,7 @@ Result<StoredFile> StoreFileBlob(const Layout& layout, const std::string& path, 
   probe.digest = file.digest;
   probe.mode = executable ? 0755 : 0644;
   const std::string blob = BlobPath(layout, probe);
-  struct stat st;
-  if (::stat(blob.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == file.size) {
-    return file;
-  }
+  if (IntactBlob(blob, file.digest, file.size)) return file;
   AIR_RETURN_IF_ERROR(env->CreateDirs(blob.substr(0, blob.rfind('/'))));
   const std::string tmp = fmt::format("{}.tmp.{}", blob, ::getpid());
   ::unlink(tmp.c_str());  // left by an earlier process with our pid
@@ -210,14 +216,35 @@ Result<std::map<std::string, std::string>> ReadGitBlobs(const Layout& layout,
   return contents;
 }
 
+// A file name or link target in the manifest: as a string when it is UTF-8 (JSON text must be),
+// else its bytes as hex under "<key>_hex", so any Linux file name round-trips.
+void PutName(nlohmann::json* j, const std::string& key, const std::string& value) {
+  if (IsValidUtf8(value)) {
+    (*j)[key] = value;
+  } else {
+    (*j)[key + "_hex"] = HexEncode(value);
+  }
+}
+
+std::optional<std::string> GetName(const nlohmann::json& j, const std::string& key) {
+  if (auto it = j.find(key); it != j.end()) return it->get<std::string>();
+  if (auto it = j.find(key + "_hex"); it != j.end()) return HexDecode(it->get<std::string>());
+  return std::nullopt;
+}
+
 nlohmann::json ManifestJson(const Snapshot& snapshot) {
   nlohmann::json files = nlohmann::json::array();
   for (const auto& e : snapshot.entries) {
+    nlohmann::json f = nlohmann::json::object();
+    PutName(&f, "path", e.path);
     if (e.is_symlink) {
-      files.push_back({{"path", e.path}, {"symlink", e.link_target}});
+      PutName(&f, "symlink", e.link_target);
     } else {
-      files.push_back({{"path", e.path}, {"digest", e.digest}, {"mode", e.mode}, {"size", e.size}});
+      f["digest"] = e.digest;
+      f["mode"] = e.mode;
+      f["size"] = e.size;
     }
+    files.push_back(std::move(f));
   }
   return {{"format", 1}, {"revision", snapshot.revision}, {"files", files}};
 }
@@ -259,11 +286,12 @@ Result<Snapshot> ArchiveSnapshot(const Layout& layout, const spec::SnapshotListi
     }
     entry.size = content.size();
     if (entry.is_symlink) {
-      entry.link_target = std::move(content);
+      AIR_ASSIGN_OR_RETURN(entry.link_target,
+                           spec::ContainedLinkTarget(file.path, content, listing.root));
     } else {
       entry.digest = Sha256Hex(content);
-      AIR_ASSIGN_OR_RETURN(
-          bool stored, StoreBlob(BlobPath(layout, entry), content, IsExecutable(entry.mode), env));
+      AIR_ASSIGN_OR_RETURN(bool stored, StoreBlob(BlobPath(layout, entry), entry.digest, content,
+                                                  IsExecutable(entry.mode), env));
       snapshot.new_blobs += stored ? 1 : 0;
       snapshot.total_bytes += entry.size;
     }
@@ -290,10 +318,14 @@ Result<Snapshot> LoadSnapshot(const Layout& layout, const std::string& id, Env* 
     snapshot.revision = j.at("revision").get<std::string>();
     for (const auto& f : j.at("files")) {
       SnapshotEntry e;
-      e.path = f.at("path").get<std::string>();
-      if (f.contains("symlink")) {
+      std::optional<std::string> name = GetName(f, "path");
+      if (!name || !spec::IsContainedRelativePath(*name)) {
+        return DataLoss(fmt::format("{}: an entry's path is missing or leaves the snapshot", path));
+      }
+      e.path = std::move(*name);
+      if (std::optional<std::string> target = GetName(f, "symlink")) {
         e.is_symlink = true;
-        e.link_target = f.at("symlink").get<std::string>();
+        e.link_target = std::move(*target);
         e.mode = 0777;
       } else {
         e.digest = f.at("digest").get<std::string>();
@@ -318,23 +350,35 @@ Status MaterializeSnapshot(const Layout& layout, const Snapshot& snapshot, const
     size_t slash = target.rfind('/');
     AIR_RETURN_IF_ERROR(env->CreateDirs(target.substr(0, slash)));
     if (entry.is_symlink) {
+      // Only links that stay inside the node's directory (ArchiveSnapshot stored no other).
+      auto contained = spec::ContainedLinkTarget(entry.path, entry.link_target, dest);
+      if (!contained.ok() || *contained != entry.link_target) {
+        return DataLoss(fmt::format("snapshot {}: the link {} -> {} leaves the snapshot",
+                                    snapshot.id.substr(0, 12), entry.path, entry.link_target));
+      }
       if (::symlink(entry.link_target.c_str(), target.c_str()) != 0) {
         return ErrnoStatus("symlink " + target, errno);
       }
       continue;
     }
     std::string blob = BlobPath(layout, entry);
-    struct stat st;
-    if (::stat(blob.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != entry.size) {
+    auto damaged = [&] {
       return DataLoss(
           fmt::format("snapshot {}: the stored content of {} ({}) is missing or "
                       "damaged; submit the run again to re-archive it",
                       snapshot.id.substr(0, 12), entry.path, blob));
+    };
+    struct stat st;
+    if (::stat(blob.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != entry.size) {
+      return damaged();
     }
     // A copy, never a hard link: a job may write to its files anyway (root ignores the mode
     // bits; anyone may chmod their own file), and through a link that write would change the
     // shared blob, and so the code of every other node and of every later run.
     AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0500 : 0400));
+    // The copy is checked by its hash: a blob damaged in place keeps its size.
+    auto copied = HashFile(target);
+    if (!copied.ok() || copied->digest != entry.digest) return damaged();
   }
   return Status::Ok();
 }

@@ -9,22 +9,21 @@
 
 #include "backends/registry.h"
 #include "runtime/daemon.h"
+#include "runtime/file_lock.h"
+#include "runtime/hashing.h"
 #include "runtime/snapshot.h"
 #include "runtime/spec_codec.h"
 #include "runtime/submit_detail.h"
+#include "runtime/volumes.h"
 #include "runtime/watch.h"
 #include "spec/snapshot_scan.h"
 
 namespace air::runtime {
-namespace {
-
 std::string Where(const spec::WorkloadSpec& spec, const std::string& field) {
   spec::SourceLocation loc = spec.LocationOf(field);
   if (loc.line == 0) return fmt::format("{}: {}", spec.source_path, field);
   return fmt::format("{}:{}:{}: {}", spec.source_path, loc.line, loc.column, field);
 }
-
-}  // namespace
 
 Status CheckCapabilities(const spec::WorkloadSpec& spec,
                          const backends::BackendCapabilities& capabilities) {
@@ -70,13 +69,7 @@ Status CheckCapabilities(const spec::WorkloadSpec& spec,
 std::string NewMlflowRunId() {
   unsigned char bytes[16];
   randombytes_buf(bytes, sizeof(bytes));
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
 Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const SubmitOptions& options,
@@ -97,6 +90,8 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
                        backends::DescribeBackend(backend, env));
   AIR_RETURN_IF_ERROR(CheckCapabilities(spec, capabilities));
   Layout layout(home, backend.shared_root);
+  AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
+  AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, volumes_root, env));
   // Owner-only: the store, logs and secrets of every run live here.
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home(), 0700));
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
@@ -109,6 +104,9 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
       return result;
     }
   }
+  // Until the run is in the store, its snapshot is referenced by nothing: `air gc` waits.
+  AIR_ASSIGN_OR_RETURN(FileLock retention,
+                       FileLock::Acquire(layout.RetentionLock(), {}, FileLock::Mode::kShared));
   std::optional<std::string> snapshot_id;
   if (spec.code_source) {
     std::string field;

@@ -27,6 +27,10 @@ struct SubmitResult {
   size_t snapshot_files = 0;
 };
 
+// "FILE:LINE:COL: field" (or "FILE: field" for a value without a position), for errors found
+// after validation.
+std::string Where(const spec::WorkloadSpec& spec, const std::string& field);
+
 // InvalidArgument naming the field (with FILE:LINE:COL) when the backend cannot run the spec.
 Status CheckCapabilities(const spec::WorkloadSpec& spec,
                          const backends::BackendCapabilities& capabilities);

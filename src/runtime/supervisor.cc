@@ -163,6 +163,7 @@ class RunSupervisor {
     attempt_settings.grace_seconds = settings_.grace_seconds;
     attempt_settings.inherited_path = env_->GetEnv("PATH").value_or("");
     attempt_settings.air_bin_dir = AirExecutableDir();
+    attempt_settings.air_executable = SelfExecutable();
     int port = 0;
     for (int attempt = 0; attempt <= run_.max_retries; ++attempt) {
       if (std::string reason = cancel_.Check(); !reason.empty()) {

@@ -30,8 +30,10 @@ Result<store::RunRecord> WatchRun(const Layout& layout, int64_t run_id, const Wa
   int following = -2;  // -1: setup log; >= 0: an attempt
   auto drain = [&](bool final) -> Status {
     if (!follower) return Status::Ok();
-    AIR_ASSIGN_OR_RETURN(std::vector<std::string> lines, follower->ReadNew(final));
-    for (const auto& line : lines) on_line(following, line);
+    do {  // a block at a time: memory stays bounded however much the log grew
+      AIR_ASSIGN_OR_RETURN(std::vector<std::string> lines, follower->ReadNew(final));
+      for (const auto& line : lines) on_line(following, line);
+    } while (follower->more());
     return Status::Ok();
   };
   while (true) {
@@ -43,7 +45,11 @@ Result<store::RunRecord> WatchRun(const Layout& layout, int64_t run_id, const Wa
       if (target >= 0 && target < run.attempt_count) {
         AIR_RETURN_IF_ERROR(drain(true));
         following = target;
+        bool first = !follower;
         follower.emplace(layout.NodeLog(run_id, target, options.node));
+        if (first && options.start_lines > 0) {
+          AIR_RETURN_IF_ERROR(follower->StartAtLastLines(options.start_lines));
+        }
         if (options.on_attempt) options.on_attempt(target);
       } else if (target == -1) {
         following = -1;

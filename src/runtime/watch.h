@@ -21,6 +21,9 @@ struct WatchOptions {
   int node = 0;
   std::optional<int> attempt;  // follow only this attempt; nullopt: each attempt in turn
   int64_t poll_interval_us = 100'000;
+  // > 0: the first log followed starts at its last start_lines lines (`air logs --follow
+  // --lines N`), read from the end of the file.
+  size_t start_lines = 0;
   // Receives each raw log line; attempt is -1 for the setup log. Default: the line's text on
   // stdout.
   std::function<void(int attempt, const std::string& line)> on_line;

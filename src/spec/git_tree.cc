@@ -154,6 +154,12 @@ Result<std::vector<SnapshotFile>> ListGitTree(const std::string& root, const std
     if (head[1] != "blob") continue;  // submodules ("commit")
     SnapshotFile file;
     file.path = record.substr(tab + 1);
+    if (!IsContainedRelativePath(file.path)) {
+      return InvalidArgument(fmt::format(
+          "revision {} holds the path '{}', which would leave the snapshot's directory (an "
+          "empty, '.' or '..' component); refusing to snapshot it",
+          commit.substr(0, 12), file.path));
+    }
     unsigned mode = 0;
     std::from_chars(head[0].data(), head[0].data() + head[0].size(), mode, 8);
     file.is_symlink = (mode & 0170000) == 0120000;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/strings.h"
 #include "spec/git_tree.h"
 #include "spec/gitignore.h"
 
@@ -105,7 +106,77 @@ class TreeWalker {
   GitignoreRules rules_;
 };
 
+// Lexical components of `path` with "." dropped and ".." applied; false when ".." climbs above
+// the start.
+bool Normalize(const std::string& path, std::vector<std::string>* parts) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    std::string part = path.substr(start, slash - start);
+    start = slash + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (parts->empty()) return false;
+      parts->pop_back();
+    } else {
+      parts->push_back(part);
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+bool IsContainedRelativePath(std::string_view path) {
+  if (path.empty() || path[0] == '/') return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    std::string_view part = path.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
+Result<std::string> ContainedLinkTarget(const std::string& link_path, const std::string& target,
+                                        const std::string& root) {
+  std::vector<std::string> link_dir;
+  if (!Normalize(link_path, &link_dir)) return InvalidArgument("bad link path " + link_path);
+  link_dir.pop_back();  // the link itself
+  std::vector<std::string> resolved;
+  bool inside = false;
+  if (!target.empty() && target[0] == '/') {
+    std::string base = root;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    if (target.compare(0, base.size() + 1, base + "/") == 0 || target == base) {
+      inside = Normalize(target.substr(std::min(target.size(), base.size() + 1)), &resolved);
+    }
+  } else if (!target.empty()) {
+    resolved = link_dir;
+    inside = Normalize(target, &resolved);
+  }
+  if (!inside) {
+    return InvalidArgument(fmt::format(
+        "the symbolic link {} points at {}, outside root_path {}: its target would not travel "
+        "with the snapshot; copy the file into the tree, or leave the link out with .gitignore "
+        "or include_paths",
+        link_path, target, root));
+  }
+  if (target[0] != '/') return target;
+  // Relative to the link's directory: "../" for each level up, then the rest.
+  size_t common = 0;
+  while (common < link_dir.size() && common < resolved.size() &&
+         link_dir[common] == resolved[common]) {
+    ++common;
+  }
+  std::vector<std::string> steps(link_dir.size() - common, "..");
+  steps.insert(steps.end(), resolved.begin() + static_cast<long>(common), resolved.end());
+  std::string out = steps.empty() ? std::string(".") : Join(steps, "/");
+  return out;
+}
 
 Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
                                      std::string* error_field, const std::string& air_home) {
@@ -136,15 +207,6 @@ Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
     for (auto& file : files) {
       if (filter.Inside(file.path)) listing.files.push_back(std::move(file));
     }
-    for (const std::string& p : filter.paths) {
-      IncludeFilter one{{p}};
-      if (std::none_of(listing.files.begin(), listing.files.end(),
-                       [&](const SnapshotFile& f) { return one.Inside(f.path); })) {
-        *error_field = include_field(p);
-        return InvalidArgument(fmt::format("include path '{}' has no files in revision {} below {}",
-                                           p, listing.revision.substr(0, 12), listing.root));
-      }
-    }
   } else {
     for (const std::string& p : filter.paths) {
       struct stat st;
@@ -157,6 +219,20 @@ Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
     TreeWalker walker(listing.root, filter, env, &listing);
     walker.Exclude(air_home);
     AIR_RETURN_IF_ERROR(walker.Walk(""));
+  }
+  for (const std::string& p : filter.paths) {
+    IncludeFilter one{{p}};
+    if (std::none_of(listing.files.begin(), listing.files.end(),
+                     [&](const SnapshotFile& f) { return one.Inside(f.path); })) {
+      *error_field = include_field(p);
+      return InvalidArgument(
+          listing.revision.empty()
+              ? fmt::format("include path '{}' has no files under {} (it is empty, or "
+                            ".gitignore excludes everything in it); list paths that hold files",
+                            p, listing.root)
+              : fmt::format("include path '{}' has no files in revision {} below {}", p,
+                            listing.revision.substr(0, 12), listing.root));
+    }
   }
   std::sort(listing.files.begin(), listing.files.end(),
             [](const SnapshotFile& a, const SnapshotFile& b) { return a.path < b.path; });

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/env.h"
@@ -35,6 +36,18 @@ struct SnapshotListing {
   uint64_t total_bytes = 0;
   size_t ignored_entries = 0;  // entries skipped by .gitignore rules (working tree mode)
 };
+
+// True for a '/'-separated path below the root: not empty, not absolute, no empty, "." or ".."
+// component (a git tree can hold "../x"; such a path would leave the node's directory).
+bool IsContainedRelativePath(std::string_view path);
+
+// The target a snapshot stores for the symlink at `link_path` (relative to the root) pointing at
+// `target`: a relative target that stays inside the root, as is; an absolute one below
+// `root` (the root's absolute path), rewritten relative to the link. A target that leaves the
+// root (an absolute path elsewhere, or too many ".."), which would make the node's code depend
+// on whatever the node's machine has there, is an InvalidArgument naming the link and target.
+Result<std::string> ContainedLinkTarget(const std::string& link_path, const std::string& target,
+                                        const std::string& root);
 
 // On an InvalidArgument, *error_field (when given) names the spec field at fault, e.g.
 // "code_source.snapshot.git.branch" or "code_source.snapshot.include_paths[1]".

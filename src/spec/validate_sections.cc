@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "base/strings.h"
+#include "spec/base_environments.h"
 #include "spec/compute_shapes.h"
 #include "spec/scalar_types.h"
 #include "spec/validator.h"
@@ -229,6 +230,11 @@ void SpecValidator::ValidateEnvironment(const YamlNode& node, WorkloadSpec* spec
     } else if (std::string v; ReadString(*version, field, &v)) {
       env.version = v;
       Remember(field, *version, spec);
+      if (!FindBaseEnvironment(v)) {
+        Error(*version, field,
+              fmt::format("'{}' is not a base environment air defines; known versions: {}", v,
+                          KnownBaseEnvironmentVersions()));
+      }
       if (!image && (!deps || !deps->IsSequence())) {
         Error(*version, field,
               deps ? "is only allowed with an inline dependencies list, not with a "

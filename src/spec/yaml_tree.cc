@@ -12,6 +12,9 @@ namespace air::spec {
 namespace {
 
 constexpr size_t kMaxNodes = 200000;  // after alias expansion; stops "billion laughs" files
+// Scalar text after alias expansion: few nodes can still be gigabytes when each alias repeats a
+// long anchored string (the parameters block is written out as YAML for every run).
+constexpr size_t kMaxExpandedBytes = 16 << 20;
 // Nesting of lists and mappings. The tree is built and walked recursively, so a file of
 // 10,000 '[' would otherwise overflow the stack; real workloads nest a handful of levels.
 constexpr int kMaxDepth = 512;
@@ -123,6 +126,7 @@ class TreeBuilder {
         out->begin_offset = begin;
         out->end_offset = offsets_.ByteOffset(first.end_mark.index);
         node_count_ += CountNodes(*out);
+        scalar_bytes_ += ScalarBytes(*out);
         if (depth_ + Height(*out) > kMaxDepth) {
           *error = fmt::format(
               "lists and mappings are nested more than {} levels deep (after expanding aliases)",
@@ -136,6 +140,14 @@ class TreeBuilder {
           *error_at = at;
           return false;
         }
+        if (scalar_bytes_ > kMaxExpandedBytes) {
+          *error = fmt::format(
+              "the document's values add up to more than {} MiB of text (after expanding "
+              "aliases: '*{}' repeats {} bytes)",
+              kMaxExpandedBytes >> 20, name, ScalarBytes(*out));
+          *error_at = at;
+          return false;
+        }
         return true;
       }
       case YAML_SCALAR_EVENT: {
@@ -145,6 +157,7 @@ class TreeBuilder {
         out->style = ToStyle(first.data.scalar.style);
         if (first.data.scalar.tag) out->tag = reinterpret_cast<const char*>(first.data.scalar.tag);
         out->end_offset = offsets_.ByteOffset(first.end_mark.index);
+        scalar_bytes_ += out->value.size();
         anchor = reinterpret_cast<const char*>(first.data.scalar.anchor);
         break;
       }
@@ -225,6 +238,13 @@ class TreeBuilder {
     return n;
   }
 
+  static size_t ScalarBytes(const YamlNode& node) {
+    size_t n = node.value.size();
+    for (const auto& item : node.items) n += ScalarBytes(item);
+    for (const auto& [k, v] : node.entries) n += ScalarBytes(k) + ScalarBytes(v);
+    return n;
+  }
+
   struct DepthGuard {
     explicit DepthGuard(int* depth) : depth(depth) { ++*depth; }
     ~DepthGuard() { --*depth; }
@@ -235,7 +255,8 @@ class TreeBuilder {
   const CharOffsets& offsets_;
   std::map<std::string, YamlNode> anchors_;
   size_t node_count_ = 0;
-  int depth_ = 0;  // collections currently open
+  size_t scalar_bytes_ = 0;  // of every scalar, aliases expanded
+  int depth_ = 0;            // collections currently open
 };
 
 // Parses `text` as one document. Returns false with error/error_at on failure.

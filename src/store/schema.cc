@@ -78,6 +78,14 @@ CREATE INDEX events_by_run ON events(run_id, id);
       {2, "index runs by experiment for `air list --filter experiment=...`", R"sql(
 CREATE INDEX runs_by_experiment ON runs(experiment_id, id);
 )sql"},
+      {3, "GPU leases: concurrent local runs get disjoint devices", R"sql(
+CREATE TABLE gpu_leases (
+  device     TEXT PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  attempt    INTEGER NOT NULL,
+  leased_us  INTEGER NOT NULL
+);
+)sql"},
   };
   return kMigrations;
 }

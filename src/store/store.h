@@ -162,6 +162,21 @@ class Store {
                          const NodeExit& exit, const std::string& message);
   Result<std::vector<NodeRecord>> ListNodes(int64_t run_id, int attempt);
 
+  // GPU leases on this host (store_leases.cc): gives (run, attempt) `count` of `devices` (in
+  // their order) that no other run that has not ended holds, all or none. Leases of ended runs
+  // are dropped on the way. When fewer are free it leases nothing and returns an empty list;
+  // *holders (when given) then names the runs holding the others.
+  Result<std::vector<std::string>> LeaseDevices(int64_t run_id, int attempt,
+                                                const std::vector<std::string>& devices,
+                                                size_t count, std::vector<int64_t>* holders);
+  // Releases every device the run holds.
+  Status ReleaseDevices(int64_t run_id);
+
+  // Removes an ended run and everything the store holds about it (attempts, nodes, events);
+  // kNotFound when there is no such run, kFailedPrecondition when it has not ended
+  // (store_retention.cc).
+  Status DeleteRun(int64_t run_id);
+
   Database* db() { return db_.get(); }
 
  private:

@@ -21,10 +21,10 @@
 namespace air::backends {
 namespace {
 
-// The device ids nodes may use: CUDA_VISIBLE_DEVICES when the caller already restricted them,
-// else 0..count-1.
+// The device ids nodes may use: CUDA_VISIBLE_DEVICES when the caller set it (an empty value
+// means no GPUs, as CUDA reads it), else 0..count-1.
 std::vector<std::string> AvailableDevices(Env* env, int count) {
-  if (auto visible = env->GetEnv("CUDA_VISIBLE_DEVICES"); visible && !visible->empty()) {
+  if (auto visible = env->GetEnv("CUDA_VISIBLE_DEVICES")) {
     std::vector<std::string> ids;
     for (const auto& part : Split(*visible, ',')) {
       std::string id(Trim(part));
@@ -66,7 +66,8 @@ int CountLocalGpus() {
 BackendCapabilities LocalBackend::DescribeCapabilities(Env* env) {
   BackendCapabilities caps;
   caps.name = "local";
-  caps.gpus_available = static_cast<int>(AvailableDevices(env, CountLocalGpus()).size());
+  caps.gpu_devices = AvailableDevices(env, CountLocalGpus());
+  caps.gpus_available = static_cast<int>(caps.gpu_devices.size());
   caps.docker_images = false;
   caps.shared_filesystem = true;
   return caps;
@@ -143,7 +144,7 @@ Status LocalBackend::Launch(const AttemptToLaunch& attempt) {
   if (!nodes_.empty()) return FailedPrecondition("LocalBackend: an attempt is already launched");
   std::vector<std::string> devices;
   if (attempt.gpus_per_node > 0) {
-    devices = AvailableDevices(env_, CountLocalGpus());
+    devices = attempt.devices.empty() ? AvailableDevices(env_, CountLocalGpus()) : attempt.devices;
     size_t needed = static_cast<size_t>(attempt.gpus_per_node) * attempt.nodes.size();
     if (devices.size() < needed) {
       return FailedPrecondition(fmt::format(

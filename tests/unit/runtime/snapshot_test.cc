@@ -183,5 +183,70 @@ TEST_F(SnapshotTest, GitRevisionIsArchivedInsteadOfTheWorkingTree) {
   EXPECT_EQ(st.st_mode & 0777, 0500u);
 }
 
+// A blob damaged in place keeps its size: it is found by its hash, at materialize and at the
+// next archive (which rewrites it).
+TEST_F(SnapshotTest, DamagedBlobOfTheSameSizeIsFoundByItsHash) {
+  Layout layout(home_.path());
+  auto snapshot = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(snapshot.ok());
+  std::string blob;
+  for (const auto& e : snapshot->entries) {
+    if (e.path == "pkg/util.py") blob = layout.CasPath(e.digest);
+  }
+  ASSERT_EQ(::chmod(blob.c_str(), 0644), 0);
+  ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(blob, "X = 9\n").ok());  // same length
+  Status broken = MaterializeSnapshot(layout, *snapshot, home_.path() + "/n", DefaultEnv());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.code(), ErrorCode::kDataLoss);
+  EXPECT_NE(broken.message().find("pkg/util.py"), std::string::npos) << broken.message();
+  auto again = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->new_blobs, 1u);
+  ASSERT_TRUE(MaterializeSnapshot(layout, *snapshot, home_.path() + "/n", DefaultEnv()).ok());
+  EXPECT_EQ(*DefaultEnv()->ReadFile(home_.path() + "/n/pkg/util.py"), "X = 1\n");
+}
+
+TEST_F(SnapshotTest, LinksOutsideTheRootAreRefusedAndAbsoluteInsideOnesMadeRelative) {
+  ASSERT_EQ(::symlink((root_ + "/pkg/util.py").c_str(), (root_ + "/abs_inside.py").c_str()), 0);
+  ASSERT_EQ(::symlink("../train.py", (root_ + "/pkg/up.py").c_str()), 0);
+  Layout layout(home_.path());
+  auto archived = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(archived.ok()) << archived.status().ToString();
+  std::string dest = home_.path() + "/node";
+  ASSERT_TRUE(MaterializeSnapshot(layout, *archived, dest, DefaultEnv()).ok());
+  char target[256] = {};
+  ASSERT_GT(::readlink((dest + "/abs_inside.py").c_str(), target, sizeof(target) - 1), 0);
+  EXPECT_STREQ(target, "pkg/util.py");
+  EXPECT_EQ(*DefaultEnv()->ReadFile(dest + "/pkg/up.py"), "print('hi')\n");
+
+  for (const char* escaping : {"/etc/passwd", "../../outside", "pkg/../../x"}) {
+    std::string link = root_ + "/escape";
+    ::unlink(link.c_str());
+    ASSERT_EQ(::symlink(escaping, link.c_str()), 0);
+    auto refused = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+    ASSERT_FALSE(refused.ok()) << escaping;
+    EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("the symbolic link escape points at " +
+                                              std::string(escaping) + ", outside root_path"),
+              std::string::npos)
+        << refused.status().message();
+  }
+}
+
+TEST_F(SnapshotTest, FileNamesThatAreNotUtf8RoundTrip) {
+  const std::string name = "caf\xe9 \xff.txt";
+  ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(root_ + "/" + name, "latin-1 name\n").ok());
+  ASSERT_EQ(::symlink(name.c_str(), (root_ + "/to_latin1").c_str()), 0);
+  Layout layout(home_.path());
+  auto archived = ArchiveSnapshot(layout, Scan(), DefaultEnv());
+  ASSERT_TRUE(archived.ok()) << archived.status().ToString();
+  auto loaded = LoadSnapshot(layout, archived->id, DefaultEnv());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  std::string dest = home_.path() + "/node";
+  ASSERT_TRUE(MaterializeSnapshot(layout, *loaded, dest, DefaultEnv()).ok());
+  EXPECT_EQ(*DefaultEnv()->ReadFile(dest + "/" + name), "latin-1 name\n");
+  EXPECT_EQ(*DefaultEnv()->ReadFile(dest + "/to_latin1"), "latin-1 name\n");
+}
+
 }  // namespace
 }  // namespace air::runtime

@@ -126,6 +126,39 @@ TEST(SnapshotScan, MissingIncludePathNamesTheField) {
   EXPECT_NE(listing.status().message().find("'nope' does not exist"), std::string::npos);
 }
 
+TEST(SnapshotScan, IncludePathWithoutFilesIsAnError) {
+  TempDir dir;
+  dir.Write("src/a.py", "a");
+  dir.Write("logs/run.log", "x");
+  dir.Write(".gitignore", "*.log\n");
+  std::filesystem::create_directories(dir.path() + "/empty");
+  for (const char* path : {"empty", "logs"}) {
+    SnapshotSpec spec = Snapshot(dir.path());
+    spec.include_paths = {"src", path};
+    std::string field;
+    Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv(), &field);
+    ASSERT_FALSE(listing.ok()) << path;
+    EXPECT_EQ(listing.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(field, "code_source.snapshot.include_paths[1]");
+    EXPECT_NE(listing.status().message().find(std::string("'") + path + "' has no files"),
+              std::string::npos)
+        << listing.status().message();
+  }
+}
+
+TEST(SnapshotScan, ContainedPathsAndLinkTargets) {
+  EXPECT_TRUE(IsContainedRelativePath("a/b.py"));
+  for (const char* bad : {"", "/a", "../a", "a/../b", "a//b", "./a", "a/."}) {
+    EXPECT_FALSE(IsContainedRelativePath(bad)) << bad;
+  }
+  EXPECT_EQ(*ContainedLinkTarget("pkg/l", "../a.py", "/r"), "../a.py");
+  EXPECT_EQ(*ContainedLinkTarget("pkg/sub/l", "/r/pkg/x/y.py", "/r"), "../x/y.py");
+  EXPECT_EQ(*ContainedLinkTarget("l", "/r/a.py", "/r/"), "a.py");
+  EXPECT_FALSE(ContainedLinkTarget("pkg/l", "../../a.py", "/r").ok());
+  EXPECT_FALSE(ContainedLinkTarget("l", "/rx/a.py", "/r").ok());
+  EXPECT_FALSE(ContainedLinkTarget("l", "/etc/passwd", "/r").ok());
+}
+
 class GitSnapshotTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -201,6 +234,30 @@ TEST(SnapshotScan, GitOutsideARepositoryIsAClearError) {
   Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());
   ASSERT_FALSE(listing.ok());
   EXPECT_NE(listing.status().message().find("is not inside a git repository"), std::string::npos)
+      << listing.status().message();
+}
+
+// git accepts trees holding ".." (git mktree); such a path must not reach the snapshot.
+TEST_F(GitSnapshotTest, TreePathsWithDotDotAreRefused) {
+  std::string out, err;
+  std::string blob = dir_.path() + "/blob.txt";
+  dir_.Write("blob.txt", "evil\n");
+  ASSERT_EQ(*RunCapture({"git", "-C", dir_.path(), "hash-object", "-w", blob}, &out, &err), 0);
+  std::string oid = out.substr(0, 40);
+  dir_.Write("inner.txt", "100644 blob " + oid + "\tevil\n");
+  std::string script = "cd '" + dir_.path() + "' && inner=$(git mktree < inner.txt) && " +
+                       "printf '040000 tree %s\\t..\\n100644 blob " + oid +
+                       "\\tok\\n' $inner | git mktree > outer.txt && "
+                       "git -c user.name=a -c user.email=a@b commit-tree $(cat outer.txt) -m x "
+                       "> commit.txt && git update-ref refs/heads/evil $(cat commit.txt)";
+  out.clear();
+  ASSERT_EQ(*RunCapture({"sh", "-c", script}, &out, &err), 0) << err;
+  SnapshotSpec spec = Snapshot(dir_.path());
+  spec.git = GitRefSpec{"evil", std::nullopt};
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(listing.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(listing.status().message().find("'../evil'"), std::string::npos)
       << listing.status().message();
 }
 

@@ -113,6 +113,33 @@ TEST(YamlTree, RejectsDeepNestingBuiltFromChainedAliases) {
   EXPECT_NE(d.message.find("after expanding aliases"), std::string::npos) << d.message;
 }
 
+TEST(YamlTree, RejectsBillionLaughs) {
+  // Nine levels of ten aliases each: 10^9 nodes once expanded, from a 1 KB file.
+  std::string text = "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < 10; ++i) {
+    std::string prev = "*l" + std::to_string(i - 1);
+    text += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j ? ", " : "") + prev;
+    text += "]\n";
+  }
+  SpecDiagnostic d = ParseError(text);
+  EXPECT_NE(d.message.find("more than 200000 nodes (after expanding aliases)"), std::string::npos)
+      << d.message;
+  EXPECT_GE(d.line, 5);
+}
+
+TEST(YamlTree, RejectsAliasesThatRepeatLongText) {
+  // 40 nodes, but each alias repeats 1 MiB: 40 MiB of parameters written out for every run.
+  std::string text = "big: &big " + std::string(1 << 20, 'x') + "\nparameters:\n";
+  for (int i = 0; i < 40; ++i) text += "  k" + std::to_string(i) + ": *big\n";
+  SpecDiagnostic d = ParseError(text);
+  EXPECT_NE(d.message.find("more than 16 MiB of text (after expanding aliases"), std::string::npos)
+      << d.message;
+  EXPECT_GT(d.line, 2);
+  // A few repeats of a short anchor are fine.
+  Parse("a: &a hello\nb: [*a, *a, *a]\n");
+}
+
 TEST(YamlTree, SyntaxErrorsCarryLineAndColumn) {
   SpecDiagnostic d = ParseError("a: [1, 2\nb: 3\n");
   EXPECT_EQ(d.line, 2);

@@ -343,5 +343,52 @@ TEST_F(StoreTest, ValuesAreBoundNotInterpolated) {
   EXPECT_EQ(store->GetRun(created->run.id)->experiment, "x'); DROP TABLE runs; --");
 }
 
+TEST_F(StoreTest, GpuLeasesAreDisjointAndEndWithTheRun) {
+  auto store = OpenStore();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto created = store->CreateRun(SampleRun());
+    ASSERT_TRUE(created.ok());
+    ids.push_back(created->run.id);
+  }
+  const std::vector<std::string> host = {"0", "1", "2", "3"};
+  auto a = store->LeaseDevices(ids[0], 0, host, 2, nullptr);
+  auto b = store->LeaseDevices(ids[1], 0, host, 2, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(*b, (std::vector<std::string>{"2", "3"}));
+  std::vector<int64_t> holders;
+  auto none = store->LeaseDevices(ids[2], 0, host, 1, &holders);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(holders, (std::vector<int64_t>{ids[0], ids[1]}));
+  // A run that ended holds nothing, even without releasing.
+  ASSERT_TRUE(store->TransitionRun(ids[0], RunState::kFailed, "gone").ok());
+  auto c = store->LeaseDevices(ids[2], 0, host, 2, nullptr);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, (std::vector<std::string>{"0", "1"}));
+  ASSERT_TRUE(store->ReleaseDevices(ids[1]).ok());
+  auto again = store->LeaseDevices(ids[0], 1, host, 4, &holders);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());  // run 3 still holds 0 and 1
+}
+
+TEST_F(StoreTest, DeleteRunRemovesAnEndedRunOnly) {
+  auto store = OpenStore();
+  auto created = store->CreateRun(SampleRun());
+  ASSERT_TRUE(created.ok());
+  int64_t id = created->run.id;
+  ASSERT_TRUE(store->StartAttempt(id, 0, 1234, 2).ok());
+  Status live = store->DeleteRun(id);
+  EXPECT_EQ(live.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(live.message().find("air cancel"), std::string::npos);
+  ASSERT_TRUE(store->TransitionRun(id, RunState::kCanceled, "stop").ok());
+  ASSERT_TRUE(store->DeleteRun(id).ok());
+  EXPECT_EQ(store->GetRun(id).status().code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(store->ListEvents(id)->empty());
+  EXPECT_TRUE(store->ListAttempts(id)->empty());
+  EXPECT_EQ(store->DeleteRun(id).code(), ErrorCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace air::store

@@ -1,0 +1,34 @@
+// /Volumes for a node on the local backend (docs/volumes.md): the node agent moves itself into a
+// private mount namespace and bind-mounts the run's volume root (AIR_HOME/volumes, or
+// AIR_VOLUMES_ROOT) onto /Volumes, so `/Volumes/<catalog>/<schema>/<volume>/...` in a command,
+// an env variable or a parameter reaches air-managed storage and never the host's /Volumes.
+// The namespace is private to the agent and its command: the host and other nodes' mounts are
+// untouched, and the mount disappears with the node's last process.
+//
+// As root a plain mount namespace (unshare(CLONE_NEWNS)) is used; otherwise a user namespace
+// that maps the caller's own uid and gid (CLONE_NEWUSER | CLONE_NEWNS), so files keep their
+// owner. The mount point /Volumes is an empty directory of the host's root file system: it is
+// created (empty) when missing and the caller may create it; nothing is ever written into it.
+// Thread safety: EnterVolumeNamespace changes the calling process's namespaces and must run in a
+// single-threaded process (the agent's main thread before it spawns anything).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace air::agent {
+
+inline constexpr char kVolumesMountPoint[] = "/Volumes";
+
+// Enters a private mount namespace with `root` bind-mounted on /Volumes (`mount_point` in
+// tests). The error names the step and the path ("cannot create the mount point /Volumes: ...").
+Status EnterVolumeNamespace(const std::string& root,
+                            const std::string& mount_point = kVolumesMountPoint);
+
+// Whether this process could do the above: runs it in a short-lived child and reports the
+// child's error. Safe to call from a multi-threaded process (the child only makes system calls).
+Status ProbeVolumeNamespace(const std::string& root,
+                            const std::string& mount_point = kVolumesMountPoint);
+
+}  // namespace air::agent
