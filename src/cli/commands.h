@@ -22,5 +22,6 @@ void RegisterTrainCommand(CLI::App& root, CliContext& ctx);
 void RegisterGenerateCommand(CLI::App& root, CliContext& ctx);
 void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx);
 void RegisterModelCommand(CLI::App& root, CliContext& ctx);
+void RegisterLaunchCommand(CLI::App& root, CliContext& ctx);
 
 }  // namespace air::cli

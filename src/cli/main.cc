@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   air::cli::RegisterGenerateCommand(app, ctx);
   air::cli::RegisterTokenizeCommand(app, ctx);
   air::cli::RegisterModelCommand(app, ctx);
+  air::cli::RegisterLaunchCommand(app, ctx);
 
   try {
     app.parse(argc, argv);
