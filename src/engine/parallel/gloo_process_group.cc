@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -117,6 +118,27 @@ Result<std::string> LocalAddressToward(const std::string& host) {
   if (fd >= 0) ::close(fd);
   ::freeaddrinfo(res);
   return local;
+}
+
+std::string SocketAddress(const sockaddr_in& a) {
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
+  return fmt::format("[{}]:{}", buf, ntohs(a.sin_port));
+}
+
+// The local addresses ("[ip]:port", as Gloo prints them) of this process's TCP sockets whose
+// peer is one of `peers`' listening addresses: the pairs it connected.
+std::vector<std::string> ConnectedPairAddresses(const std::map<std::string, int>& peers) {
+  std::vector<std::string> found;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in local{}, remote{};
+    socklen_t ll = sizeof(local), rl = sizeof(remote);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    if (local.sin_family != AF_INET) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) != 0) continue;
+    if (peers.count(SocketAddress(remote))) found.push_back(SocketAddress(local));
+  }
+  return found;
 }
 
 std::string Hostname() {
@@ -276,6 +298,17 @@ class GlooProcessGroup : public ProcessGroup {
   std::map<std::string, int> pair_address_;  // a Gloo pair's listening address -> its peer rank
   uint32_t tag_ = 1;
   Status broken_;
+  // Polls the store's "lost" key while the group lives, so a rank whose collective fails only
+  // after the store's host has gone still names the rank the first survivor recorded.
+  std::atomic<int> seen_lost_{-1};
+  std::atomic<bool> stop_watch_{false};
+  std::thread watcher_;
+
+ public:
+  ~GlooProcessGroup() override {
+    stop_watch_ = true;
+    if (watcher_.joinable()) watcher_.join();
+  }
 };
 
 // Waits for every rank's join key. On timeout the store's host publishes the missing ranks and
@@ -369,14 +402,32 @@ Status GlooProcessGroup::Join() {
     mine.push_back(r == dist_.rank ? "" : context_->getPair(r)->address().str());
     if (r != dist_.rank) pair_address_[mine.back()] = r;
   }
+  // The pairs this rank connected (rather than accepted) show up at the peer under this side's
+  // ephemeral port: publish those too, found among this process's sockets by their peers.
+  std::vector<std::string> ephemeral = ConnectedPairAddresses(pair_address_);
   AIR_RETURN_IF_ERROR(
       store_->Set(prefix_ + "pairs/" + std::to_string(dist_.rank), ::air::Join(mine, "|")));
+  AIR_RETURN_IF_ERROR(store_->Set(prefix_ + "ephemeral/" + std::to_string(dist_.rank),
+                                  ::air::Join(ephemeral, "|")));
   for (int r = 0; r < n; ++r) {
     if (r == dist_.rank) continue;
     AIR_ASSIGN_OR_RETURN(std::string theirs, store_->Get(prefix_ + "pairs/" + std::to_string(r)));
     std::vector<std::string> parts = Split(theirs, '|');
     if (parts.size() == static_cast<size_t>(n)) pair_address_[parts[dist_.rank]] = r;
+    AIR_ASSIGN_OR_RETURN(std::string eph, store_->Get(prefix_ + "ephemeral/" + std::to_string(r)));
+    for (const std::string& a : Split(eph, '|')) {
+      if (!a.empty()) pair_address_[a] = r;
+    }
   }
+  watcher_ = std::thread([this] {
+    const std::string key = prefix_ + "lost";
+    while (!stop_watch_ && seen_lost_ < 0) {
+      Result<std::optional<std::string>> v = store_->TryGet(key);
+      if (!v.ok()) return;
+      if (*v) seen_lost_ = std::stoi(**v);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
   return Status::Ok();
 }
 
@@ -404,6 +455,7 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
       if (lost < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+  if (lost < 0) lost = seen_lost_;
   const bool timed_out = error.find("imed out") != std::string::npos;
   if (lost >= 0) {
     return Unavailable(fmt::format(

@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 using testing::ScratchDir;
 using testing::WriteBytes;
 
-using testing::VarsEnv;
+using ::air::testing::VarsEnv;
 
 // Lays out HUB/models--ORG--NAME/{refs/main, snapshots/REV/config.json}.
 std::string MakeCachedModel(const std::string& hub, const std::string& folder,

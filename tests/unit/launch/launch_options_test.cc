@@ -56,7 +56,7 @@ TEST(LaunchOptions, OmpNumThreadsIsKeptWhenSetOrOneWorker) {
   LaunchOptions o;
   o.nproc_per_node = 2;
   o.command = {"x"};
-  VarsEnv set({{"OMP_NUM_THREADS", "4"}});
+  VarsEnv set(std::map<std::string, std::string>{{"OMP_NUM_THREADS", "4"}});
   EXPECT_EQ(AsMap(WorkerEnvironment(o, 0, 0, "e", &set)).count("OMP_NUM_THREADS"), 0u);
   o.nproc_per_node = 1;
   VarsEnv unset({});
