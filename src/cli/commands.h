@@ -26,5 +26,6 @@ void RegisterModelCommand(CLI::App& root, CliContext& ctx);
 void RegisterVolumesCommand(CLI::App& root, CliContext& ctx);
 void RegisterDeleteCommand(CLI::App& root, CliContext& ctx);
 void RegisterGcCommand(CLI::App& root, CliContext& ctx);
+void RegisterLaunchCommand(CLI::App& root, CliContext& ctx);
 
 }  // namespace air::cli

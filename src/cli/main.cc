@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   air::cli::RegisterVolumesCommand(app, ctx);
   air::cli::RegisterDeleteCommand(app, ctx);
   air::cli::RegisterGcCommand(app, ctx);
+  air::cli::RegisterLaunchCommand(app, ctx);
 
   try {
     app.parse(argc, argv);

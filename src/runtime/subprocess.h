@@ -1,7 +1,11 @@
-// Running helper programs to completion (python -m venv, pip, git): fork/exec with a chosen
-// argv, environment additions, working directory, and stdout+stderr appended to a log file or
-// captured. No shell is involved, so arguments are never re-parsed.
-// Thread safety: stateless; each call forks and waits for its own child only.
+// The project's one process spawner. RunSubprocess runs a helper program to completion (python
+// -m venv, pip, git); StartSubprocess starts one and hands back a RunningSubprocess to poll and
+// signal (air launch's workers). Both fork/exec with a chosen argv, environment additions and
+// working directory, in the child's own process group, with stdout+stderr appended to a log
+// file, captured (RunSubprocess only) or inherited. No shell is involved, so arguments are never
+// re-parsed. The child gets SIGKILL if the thread that started it dies.
+// Thread safety: stateless; each call forks and waits for its own child only. A
+// RunningSubprocess is used by one thread.
 #pragma once
 
 #include <functional>
@@ -26,6 +30,8 @@ struct SubprocessOptions {
   // that left the group may hold the pipe forever).
   std::function<bool()> should_stop;
   std::string output_path;  // stdout and stderr appended here; "" = captured in the result
+  // StartSubprocess only: with no output_path, the child writes to the caller's stdout/stderr.
+  bool inherit_output = false;
 };
 
 struct SubprocessResult {
@@ -41,5 +47,26 @@ struct SubprocessResult {
 // The Status is about starting it (the program does not exist, fork failed); how it ended is in
 // the result.
 Result<SubprocessResult> RunSubprocess(const SubprocessOptions& options);
+
+// A program started by StartSubprocess; its process group id is its pid. Destroying it neither
+// waits nor signals: the owner polls it to the end (or signals it first).
+class RunningSubprocess {
+ public:
+  explicit RunningSubprocess(int pid) : pid_(pid) {}
+  int pid() const { return pid_; }
+  // How it ended, once it has (the child is then reaped); nullopt while it runs.
+  Result<std::optional<SubprocessResult>> Poll();
+  // Sends `sig` to the program's whole process group: after the program was reaped, to what it
+  // left running there.
+  void SignalGroup(int sig) const;
+
+ private:
+  int pid_;
+  bool reaped_ = false;
+};
+
+// Starts the program (output_path or inherit_output; captured output is RunSubprocess's) and
+// returns once it has been exec'd; the Status is about starting it, as for RunSubprocess.
+Result<RunningSubprocess> StartSubprocess(const SubprocessOptions& options);
 
 }  // namespace air::runtime

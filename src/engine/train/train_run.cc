@@ -18,6 +18,7 @@
 #include "engine/model/memory_check.h"
 #include "engine/ops/cpu/cpu_features.h"
 #include "engine/ops/cpu/thread_pool.h"
+#include "engine/parallel/dist_env.h"
 #include "engine/train/pretokenized_dataset.h"
 
 namespace air::engine::train {
@@ -163,14 +164,14 @@ Result<TrainConfig> LoadTrainConfig(Env* env, const std::string& config_path,
 
 Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   PreparedTraining p;
-  // Under torchrun/air with several workers every rank would train the same model alone; say so
-  // instead of duplicating the work.
-  if (std::optional<std::string> world = env->GetEnv("WORLD_SIZE");
-      world && *world != "1" && !world->empty()) {
+  // Under torchrun/air/srun with several workers every rank would train the same model alone;
+  // say so instead of duplicating the work. Inconsistent launcher variables are an error.
+  AIR_ASSIGN_OR_RETURN(parallel::DistEnv dist, parallel::ReadDistEnv(env));
+  if (dist.world_size > 1) {
     return FailedPrecondition(fmt::format(
-        "WORLD_SIZE={}: air train runs as a single process for now (the sharded trainer of "
-        "engine/parallel is not built yet); launch it with one worker (WORLD_SIZE=1 or unset)",
-        *world));
+        "WORLD_SIZE={} ({}): air train runs as a single process for now (the sharded trainer "
+        "of engine/parallel is not built yet); launch it with one worker (WORLD_SIZE=1 or unset)",
+        dist.world_size, parallel::DescribeDistEnv(dist)));
   }
   auto model_dir = ResolveModelDir(config.model_name, env);
   if (!model_dir.ok()) return AtParameter(config, "model_name", model_dir.status());

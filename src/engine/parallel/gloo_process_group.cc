@@ -1,0 +1,486 @@
+// GlooProcessGroup: rendezvous through TcpStore, Gloo's TCP full mesh, collectives with a
+// timeout, and naming the rank a failed collective lost.
+#include "engine/parallel/gloo_process_group.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "base/strings.h"
+#include "engine/parallel/tcp_store.h"
+
+namespace air::engine::parallel {
+
+size_t CommDTypeSize(CommDType dtype) {
+  switch (dtype) {
+    case CommDType::kF32:
+    case CommDType::kI32:
+      return 4;
+    case CommDType::kBF16:
+    case CommDType::kF16:
+      return 2;
+    case CommDType::kF64:
+    case CommDType::kI64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* CommDTypeName(CommDType dtype) {
+  switch (dtype) {
+    case CommDType::kF32:
+      return "f32";
+    case CommDType::kBF16:
+      return "bf16";
+    case CommDType::kF16:
+      return "f16";
+    case CommDType::kF64:
+      return "f64";
+    case CommDType::kI32:
+      return "i32";
+    case CommDType::kI64:
+      return "i64";
+  }
+  return "?";
+}
+
+namespace {
+
+// Gloo's rendezvous Store over a TcpStoreClient, under a key prefix. Gloo wants exceptions.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(TcpStoreClient* client, std::string prefix)
+      : client_(client), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Throw(client_->Set(prefix_ + key, std::string(data.begin(), data.end())));
+  }
+  std::vector<char> get(const std::string& key) override {
+    Result<std::string> v = client_->Get(prefix_ + key);
+    Throw(v.status());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, client_->timeout()); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    Throw(client_->Wait(full, timeout));
+  }
+
+ private:
+  static void Throw(const Status& s) {
+    if (!s.ok()) throw std::runtime_error(s.message());
+  }
+  TcpStoreClient* client_;
+  std::string prefix_;
+};
+
+// The local address this host uses to reach `host` (no packet is sent: a UDP connect only
+// picks the route), so Gloo listens where peers can reach it.
+Result<std::string> LocalAddressToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &res); rc != 0) {
+    return InvalidArgument(
+        fmt::format("MASTER_ADDR={:?} cannot be resolved: {}", host, ::gai_strerror(rc)));
+  }
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  std::string local = "127.0.0.1";
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      char buf[INET_ADDRSTRLEN];
+      if (::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf))) local = buf;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return local;
+}
+
+std::string SocketAddress(const sockaddr_in& a) {
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
+  return fmt::format("[{}]:{}", buf, ntohs(a.sin_port));
+}
+
+// The local addresses ("[ip]:port", as Gloo prints them) of this process's TCP sockets whose
+// peer is one of `peers`' listening addresses: the pairs it connected.
+std::vector<std::string> ConnectedPairAddresses(const std::map<std::string, int>& peers) {
+  std::vector<std::string> found;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in local{}, remote{};
+    socklen_t ll = sizeof(local), rl = sizeof(remote);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    if (local.sin_family != AF_INET) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) != 0) continue;
+    if (peers.count(SocketAddress(remote))) found.push_back(SocketAddress(local));
+  }
+  return found;
+}
+
+std::string Hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func ReduceFunc(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>);
+    case ReduceOp::kMax:
+      return static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<T>);
+    case ReduceOp::kMin:
+      return static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::min<T>);
+  }
+  return nullptr;
+}
+
+// Calls fn.template operator()<T>() with T the C++ type of dtype.
+template <typename Fn>
+Status WithType(CommDType dtype, Fn&& fn) {
+  switch (dtype) {
+    case CommDType::kF32:
+      return fn.template operator()<float>();
+    case CommDType::kF64:
+      return fn.template operator()<double>();
+    case CommDType::kI32:
+      return fn.template operator()<int32_t>();
+    case CommDType::kI64:
+      return fn.template operator()<int64_t>();
+    case CommDType::kBF16:
+    case CommDType::kF16:
+      break;
+  }
+  return Unimplemented(
+      fmt::format("{} collectives are not supported by the Gloo group yet (f32, f64, i32, i64 are)",
+                  CommDTypeName(dtype)));
+}
+
+class GlooProcessGroup : public ProcessGroup {
+ public:
+  GlooProcessGroup(const DistEnv& dist, const GlooOptions& options)
+      : dist_(dist), options_(options) {}
+
+  Status Join();
+
+  int rank() const override { return dist_.rank; }
+  int size() const override { return dist_.world_size; }
+  const char* backend() const override { return "gloo"; }
+
+  Status AllReduce(void* data, size_t count, CommDType dtype, ReduceOp op) override {
+    return Run("all_reduce", count, dtype, [&]<typename T>() {
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setReduceFunction(ReduceFunc<T>(op));
+      opts.setTag(NextTag());
+      opts.setTimeout(options_.timeout);
+      gloo::allreduce(opts);
+    });
+  }
+
+  Status AllGather(const void* send, void* recv, size_t count, CommDType dtype) override {
+    return Run("all_gather", count, dtype, [&]<typename T>() {
+      T* out = static_cast<T*>(recv);
+      const T* in = static_cast<const T*>(send);
+      T* slot = out + static_cast<size_t>(dist_.rank) * count;
+      if (in != slot) std::memcpy(slot, in, count * sizeof(T));
+      gloo::AllgatherOptions opts(context_);
+      opts.setOutput(out, count * static_cast<size_t>(dist_.world_size));
+      opts.setTag(NextTag());
+      opts.setTimeout(options_.timeout);
+      gloo::allgather(opts);
+    });
+  }
+
+  // Gloo has no reduce-scatter over unbound buffers (its halving-doubling one is wrong for
+  // world sizes that are not powers of two), so this all-reduces a copy and keeps the rank's
+  // slot: correct and deterministic, at twice the traffic of a ring reduce-scatter.
+  Status ReduceScatter(const void* send, void* recv, size_t count, CommDType dtype,
+                       ReduceOp op) override {
+    const size_t total = count * static_cast<size_t>(dist_.world_size);
+    return Run("reduce_scatter", count, dtype, [&]<typename T>() {
+      std::vector<T> work(static_cast<const T*>(send), static_cast<const T*>(send) + total);
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(work.data(), total);
+      opts.setReduceFunction(ReduceFunc<T>(op));
+      opts.setTag(NextTag());
+      opts.setTimeout(options_.timeout);
+      gloo::allreduce(opts);
+      std::memcpy(recv, work.data() + static_cast<size_t>(dist_.rank) * count, count * sizeof(T));
+    });
+  }
+
+  Status Broadcast(void* data, size_t count, CommDType dtype, int root) override {
+    if (root < 0 || root >= dist_.world_size) {
+      return InvalidArgument(
+          fmt::format("broadcast root {} is not a rank of a group of {}", root, dist_.world_size));
+    }
+    return Run("broadcast", count, dtype, [&]<typename T>() {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setRoot(root);
+      opts.setTag(NextTag());
+      opts.setTimeout(options_.timeout);
+      gloo::broadcast(opts);
+    });
+  }
+
+  Status Barrier() override {
+    return Run("barrier", 0, CommDType::kF32, [&]<typename T>() {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(NextTag());
+      opts.setTimeout(options_.timeout);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  uint32_t NextTag() { return tag_++; }
+
+  template <typename Body>
+  Status Run(const char* op, size_t count, CommDType dtype, Body&& body) {
+    if (!broken_.ok()) return broken_;
+    std::string what = fmt::format("{} of {} {}", op, count, CommDTypeName(dtype));
+    try {
+      return WithType(dtype, [&]<typename T>() {
+        body.template operator()<T>();
+        return Status::Ok();
+      });
+    } catch (const std::exception& e) {
+      broken_ = Failure(what, e.what());
+      return broken_;
+    }
+  }
+
+  Status WaitForAll(const std::vector<std::string>& keys, const std::string& store_at);
+  Status Failure(const std::string& what, const std::string& error);
+  int LostRankIn(const std::string& error) const;
+  std::string DescribeRank(int r) const {
+    auto it = peers_.find(r);
+    return it == peers_.end() ? fmt::format("rank {}", r)
+                              : fmt::format("rank {} ({})", r, it->second);
+  }
+
+  DistEnv dist_;
+  GlooOptions options_;
+  std::string prefix_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStoreClient> store_;
+  std::unique_ptr<GlooStore> gloo_store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::map<int, std::string> peers_;         // rank -> "host H, pid P"
+  std::map<std::string, int> pair_address_;  // a Gloo pair's listening address -> its peer rank
+  uint32_t tag_ = 1;
+  Status broken_;
+  // Polls the store's "lost" key while the group lives, so a rank whose collective fails only
+  // after the store's host has gone still names the rank the first survivor recorded.
+  std::atomic<int> seen_lost_{-1};
+  std::atomic<bool> stop_watch_{false};
+  std::thread watcher_;
+
+ public:
+  ~GlooProcessGroup() override {
+    stop_watch_ = true;
+    if (watcher_.joinable()) watcher_.join();
+  }
+};
+
+// Waits for every rank's join key. On timeout the store's host publishes the missing ranks and
+// stays up until the ranks that did join have read them, so every rank names the same ones.
+Status GlooProcessGroup::WaitForAll(const std::vector<std::string>& keys,
+                                    const std::string& store_at) {
+  const std::string failed_key = prefix_ + "join_failed";
+  const auto deadline = std::chrono::steady_clock::now() + options_.join_timeout;
+  while (true) {
+    AIR_ASSIGN_OR_RETURN(bool ready, store_->Check(keys));
+    if (ready) return Status::Ok();
+    AIR_ASSIGN_OR_RETURN(std::optional<std::string> failed, store_->TryGet(failed_key));
+    if (failed) {
+      (void)store_->Add(failed_key + "_seen", 1);
+      return DeadlineExceeded(*failed);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<std::string> missing;
+  for (size_t r = 0; r < keys.size(); ++r) {
+    AIR_ASSIGN_OR_RETURN(bool joined, store_->Check({keys[r]}));
+    if (!joined) missing.push_back(std::to_string(r));
+  }
+  const std::string message = fmt::format(
+      "ranks {} of {} did not join within {} s (store at {}); each rank must be started with "
+      "the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE",
+      ::air::Join(missing, ", "), keys.size(), options_.join_timeout.count() / 1000.0, store_at);
+  Result<std::string> first = store_->CompareSet(failed_key, "", message);
+  if (server_) {
+    const int64_t others = static_cast<int64_t>(keys.size() - missing.size()) - 1;
+    for (int i = 0; i < 100; ++i) {
+      Result<int64_t> seen = store_->Add(failed_key + "_seen", 0);
+      if (!seen.ok() || *seen >= others) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return DeadlineExceeded(first.ok() ? *first : message);
+}
+
+Status GlooProcessGroup::Join() {
+  const int n = dist_.world_size;
+  context_ = std::make_shared<gloo::rendezvous::Context>(dist_.rank, n);
+  context_->setTimeout(options_.timeout);
+  if (n == 1) {
+    gloo::rendezvous::HashStore local;
+    device_ = gloo::transport::tcp::CreateDevice("127.0.0.1");
+    context_->connectFullMesh(local, device_);
+    return Status::Ok();
+  }
+  const std::string store_at = fmt::format("{}:{}", dist_.master_addr, dist_.master_port);
+  if (!dist_.agent_store && dist_.rank == 0) {
+    auto server = TcpStoreServer::Start(dist_.master_port);
+    if (!server.ok()) {
+      return server.status().WithContext(
+          fmt::format("rank 0 hosts the rendezvous store at {}", store_at));
+    }
+    server_ = std::move(*server);
+  }
+  auto client = TcpStoreClient::Connect(dist_.master_addr, dist_.master_port, options_.join_timeout,
+                                        options_.timeout);
+  if (!client.ok()) {
+    if (dist_.agent_store) return client.status();
+    return DeadlineExceeded(
+        fmt::format("rank 0 did not join: {} (rank 0 hosts the store; missing ranks: 0)",
+                    client.status().message()));
+  }
+  store_ = std::move(*client);
+  prefix_ = dist_.agent_store ? fmt::format("/worker/attempt_{}/air/", dist_.restart_count)
+                              : std::string("air/");
+  const std::string me = fmt::format("host {}, pid {}", Hostname(), ::getpid());
+  AIR_RETURN_IF_ERROR(store_->Set(prefix_ + "join/" + std::to_string(dist_.rank), me));
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back(prefix_ + "join/" + std::to_string(r));
+  AIR_RETURN_IF_ERROR(WaitForAll(keys, store_at));
+  for (int r = 0; r < n; ++r) {
+    AIR_ASSIGN_OR_RETURN(peers_[r], store_->Get(keys[static_cast<size_t>(r)]));
+  }
+  AIR_ASSIGN_OR_RETURN(std::string local, LocalAddressToward(dist_.master_addr));
+  gloo_store_ = std::make_unique<GlooStore>(store_.get(), prefix_ + "gloo/");
+  try {
+    device_ = gloo::transport::tcp::CreateDevice(local.c_str());
+    context_->connectFullMesh(*gloo_store_, device_);
+  } catch (const std::exception& e) {
+    return Unavailable(fmt::format("rank {} could not connect to its peers over Gloo ({}): {}",
+                                   dist_.rank, local, e.what()));
+  }
+  // Every pair's listening address, so a Gloo error naming one tells which rank was lost.
+  std::vector<std::string> mine;
+  for (int r = 0; r < n; ++r) {
+    mine.push_back(r == dist_.rank ? "" : context_->getPair(r)->address().str());
+    if (r != dist_.rank) pair_address_[mine.back()] = r;
+  }
+  // The pairs this rank connected (rather than accepted) show up at the peer under this side's
+  // ephemeral port: publish those too, found among this process's sockets by their peers.
+  std::vector<std::string> ephemeral = ConnectedPairAddresses(pair_address_);
+  AIR_RETURN_IF_ERROR(
+      store_->Set(prefix_ + "pairs/" + std::to_string(dist_.rank), ::air::Join(mine, "|")));
+  AIR_RETURN_IF_ERROR(store_->Set(prefix_ + "ephemeral/" + std::to_string(dist_.rank),
+                                  ::air::Join(ephemeral, "|")));
+  for (int r = 0; r < n; ++r) {
+    if (r == dist_.rank) continue;
+    AIR_ASSIGN_OR_RETURN(std::string theirs, store_->Get(prefix_ + "pairs/" + std::to_string(r)));
+    std::vector<std::string> parts = Split(theirs, '|');
+    if (parts.size() == static_cast<size_t>(n)) pair_address_[parts[dist_.rank]] = r;
+    AIR_ASSIGN_OR_RETURN(std::string eph, store_->Get(prefix_ + "ephemeral/" + std::to_string(r)));
+    for (const std::string& a : Split(eph, '|')) {
+      if (!a.empty()) pair_address_[a] = r;
+    }
+  }
+  watcher_ = std::thread([this] {
+    const std::string key = prefix_ + "lost";
+    while (!stop_watch_ && seen_lost_ < 0) {
+      Result<std::optional<std::string>> v = store_->TryGet(key);
+      if (!v.ok()) return;
+      if (*v) seen_lost_ = std::stoi(**v);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  return Status::Ok();
+}
+
+int GlooProcessGroup::LostRankIn(const std::string& error) const {
+  for (const auto& [address, r] : pair_address_) {
+    if (!address.empty() && error.find(address) != std::string::npos) return r;
+  }
+  return -1;
+}
+
+Status GlooProcessGroup::Failure(const std::string& what, const std::string& error) {
+  int lost = LostRankIn(error);
+  // The first rank to see a failure records whom it lost; a rank that failed only because a
+  // survivor gave up then names the original.
+  const std::string key = prefix_ + "lost";
+  if (store_) {
+    if (lost >= 0) {
+      Result<std::string> first = store_->CompareSet(key, "", std::to_string(lost));
+      if (first.ok() && !first->empty()) lost = std::stoi(*first);
+    }
+    for (int i = 0; i < 20 && lost < 0; ++i) {
+      Result<std::optional<std::string>> v = store_->TryGet(key);
+      if (!v.ok()) break;
+      if (*v) lost = std::stoi(**v);
+      if (lost < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (lost < 0) lost = seen_lost_;
+  const bool timed_out = error.find("imed out") != std::string::npos;
+  if (lost >= 0) {
+    return Unavailable(fmt::format(
+        "{} failed on rank {}: lost {}{} (gloo: {})", what, dist_.rank, DescribeRank(lost),
+        timed_out ? fmt::format(", no answer within {} s", options_.timeout.count() / 1000.0)
+                  : std::string(": it exited or its connection broke"),
+        error));
+  }
+  return Unavailable(fmt::format("{} failed on rank {}{}: {}", what, dist_.rank,
+                                 timed_out ? fmt::format(" after {} s (a peer stopped answering)",
+                                                         options_.timeout.count() / 1000.0)
+                                           : std::string(),
+                                 error));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ProcessGroup>> CreateGlooProcessGroup(const DistEnv& dist,
+                                                             const GlooOptions& options) {
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a dead peer would kill this process with
+  // SIGPIPE before the collective could report it. (Process-wide; Python runs so by default.)
+  ::signal(SIGPIPE, SIG_IGN);
+  auto group = std::make_unique<GlooProcessGroup>(dist, options);
+  AIR_RETURN_IF_ERROR(group->Join());
+  return std::unique_ptr<ProcessGroup>(std::move(group));
+}
+
+}  // namespace air::engine::parallel

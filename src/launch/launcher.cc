@@ -1,0 +1,256 @@
+// RunLaunch: rendezvous of the nodes' air launch processes, attempts, restarts, the summary.
+#include "launch/launcher.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "base/strings.h"
+#include "engine/parallel/tcp_store.h"
+#include "launch/worker_group.h"
+
+namespace air::launch {
+namespace {
+
+using engine::parallel::TcpStoreClient;
+using engine::parallel::TcpStoreServer;
+
+void Say(const std::string& message) { fmt::print(stderr, "air launch: {}\n", message); }
+
+std::string Hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  return set;
+}
+
+enum class Outcome { kSucceeded, kFailed, kSignaled };
+
+struct AttemptResult {
+  Outcome outcome = Outcome::kSucceeded;
+  std::string first_failure;  // as recorded in the store by the node that saw it
+  int signal = 0;
+};
+
+class Agent {
+ public:
+  Agent(LaunchOptions options, Env* env) : o_(std::move(options)), env_(env) {}
+  Result<int> Run();
+
+ private:
+  std::string Key(int attempt, const std::string& what) const {
+    return fmt::format("/air_launch/attempt_{}/{}", attempt, what);
+  }
+  std::string NodeKey(int attempt, const std::string& what, int node) const {
+    return Key(attempt, fmt::format("{}/{}", what, node));
+  }
+  std::vector<std::string> AllNodes(int attempt, const std::string& what) const {
+    std::vector<std::string> keys;
+    for (int n = 0; n < o_.nnodes; ++n) keys.push_back(NodeKey(attempt, what, n));
+    return keys;
+  }
+  Status Connect();
+  Status JoinAttempt(int attempt);
+  Result<AttemptResult> RunAttempt(int attempt);
+  std::string DescribeFailure(const WorkerGroup& group, const WorkerExit& exit) const;
+  // Records `failure` unless another one was first; returns the first.
+  std::string RecordFailure(int attempt, const std::string& failure);
+  void Leave(int attempt);
+
+  LaunchOptions o_;
+  Env* env_;
+  std::string host_ = Hostname();
+  std::string base_dir_;
+  sigset_t signals_ = StopSignals();
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStoreClient> store_;
+};
+
+Status Agent::Connect() {
+  const std::string at = fmt::format("{}:{}", o_.master_addr, o_.master_port);
+  if (o_.node_rank == 0) {
+    auto server = TcpStoreServer::Start(o_.master_port);
+    if (!server.ok()) return server.status().WithContext("--master-port");
+    server_ = std::move(*server);
+  }
+  auto client = TcpStoreClient::Connect(o_.master_addr, o_.master_port, Millis(o_.join_timeout_s),
+                                        Millis(std::max(30.0, o_.stop_grace_s + 10)));
+  if (!client.ok()) {
+    return client.status().WithContext(fmt::format(
+        "node {} could not join node 0's air launch at {} (--master-addr/--master-port)",
+        o_.node_rank, at));
+  }
+  store_ = std::move(*client);
+  return Status::Ok();
+}
+
+Status Agent::JoinAttempt(int attempt) {
+  AIR_RETURN_IF_ERROR(store_->Set(NodeKey(attempt, "join", o_.node_rank), host_));
+  std::vector<std::string> keys = AllNodes(attempt, "join");
+  Status waited = store_->Wait(keys, Millis(o_.join_timeout_s));
+  if (waited.ok() || waited.code() != ErrorCode::kDeadlineExceeded) return waited;
+  std::vector<std::string> missing;
+  for (int n = 0; n < o_.nnodes; ++n) {
+    AIR_ASSIGN_OR_RETURN(bool joined, store_->Check({keys[static_cast<size_t>(n)]}));
+    if (!joined) missing.push_back(std::to_string(n));
+  }
+  return DeadlineExceeded(fmt::format(
+      "nodes {} of --nnodes {} did not join attempt {} within {} s (--join-timeout); start "
+      "`air launch --node-rank N` on every node with the same --nnodes, --master-addr {} and "
+      "--master-port {}",
+      Join(missing, ", "), o_.nnodes, attempt, o_.join_timeout_s, o_.master_addr, o_.master_port));
+}
+
+std::string Agent::DescribeFailure(const WorkerGroup& group, const WorkerExit& exit) const {
+  std::string text =
+      fmt::format("rank {} (local rank {}, node {}) on host {}: {} (pid {})", exit.rank,
+                  exit.local_rank, o_.node_rank, host_, exit.result.Describe(), exit.pid);
+  if (exit.result.signal == SIGKILL) text += ", probably out of memory or killed";
+  const std::string error_file = group.ErrorFile(exit.local_rank);
+  if (env_->FileExists(error_file)) {
+    text += fmt::format("; error file: {}", error_file);
+    // torch's @record writes {"message": {"message": "...", "extraInfo": {...}}}.
+    Result<std::string> body = env_->ReadFile(error_file);
+    if (body.ok()) {
+      nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+      if (j.is_object() && j.contains("message")) {
+        const nlohmann::json& m = j["message"];
+        std::string message = m.is_object() && m.contains("message") && m["message"].is_string()
+                                  ? m["message"].get<std::string>()
+                              : m.is_string() ? m.get<std::string>()
+                                              : std::string();
+        if (!message.empty()) text += fmt::format(" ({})", message);
+      }
+    }
+  }
+  if (const std::string log = group.LogFile(exit.local_rank); !log.empty()) {
+    text += fmt::format("; log: {}", log);
+  }
+  return text;
+}
+
+std::string Agent::RecordFailure(int attempt, const std::string& failure) {
+  Result<std::string> first = store_->CompareSet(Key(attempt, "failed"), "", failure);
+  return first.ok() ? *first : failure;
+}
+
+void Agent::Leave(int attempt) { (void)store_->Set(NodeKey(attempt, "left", o_.node_rank), host_); }
+
+Result<AttemptResult> Agent::RunAttempt(int attempt) {
+  AIR_RETURN_IF_ERROR(JoinAttempt(attempt));
+  const std::string attempt_dir =
+      fmt::format("{}/attempt_{}/node_{}", base_dir_, attempt, o_.node_rank);
+  Result<WorkerGroup> started = WorkerGroup::Start(o_, attempt, attempt_dir, env_);
+  if (!started.ok()) {
+    RecordFailure(attempt, fmt::format("node {} on host {} could not start its workers: {}",
+                                       o_.node_rank, host_, started.status().message()));
+    Leave(attempt);
+    return started.status();
+  }
+  WorkerGroup& group = *started;
+  bool local_done = false;
+  const auto interval = Millis(o_.monitor_interval_s);
+  while (true) {
+    timespec ts{static_cast<time_t>(interval.count() / 1000),
+                static_cast<long>((interval.count() % 1000) * 1'000'000)};
+    int sig = ::sigtimedwait(&signals_, nullptr, &ts);
+    if (sig > 0) {
+      Say(fmt::format("got {}; stopping the workers", sigabbrev_np(sig)));
+      AttemptResult r{Outcome::kSignaled,
+                      RecordFailure(attempt, fmt::format("node {}'s air launch on host {} got "
+                                                         "SIG{}",
+                                                         o_.node_rank, host_, sigabbrev_np(sig))),
+                      sig};
+      group.Stop(o_.stop_grace_s, env_);
+      Leave(attempt);
+      return r;
+    }
+    if (!local_done) {
+      AIR_ASSIGN_OR_RETURN(std::vector<WorkerExit> exits, group.Poll());
+      for (const WorkerExit& e : exits) {
+        if (e.result.succeeded()) continue;
+        AttemptResult r{Outcome::kFailed, RecordFailure(attempt, DescribeFailure(group, e)), 0};
+        group.Stop(o_.stop_grace_s, env_);
+        Leave(attempt);
+        return r;
+      }
+      if (group.AllEnded()) {
+        local_done = true;
+        AIR_RETURN_IF_ERROR(store_->Set(NodeKey(attempt, "done", o_.node_rank), host_));
+      }
+    }
+    Result<std::optional<std::string>> failed = store_->TryGet(Key(attempt, "failed"));
+    if (!failed.ok()) {
+      group.Stop(o_.stop_grace_s, env_);
+      return failed.status().WithContext("node 0's air launch is gone; workers stopped");
+    }
+    if (*failed) {
+      group.Stop(o_.stop_grace_s, env_);
+      Leave(attempt);
+      return AttemptResult{Outcome::kFailed, **failed, 0};
+    }
+    if (local_done) {
+      AIR_ASSIGN_OR_RETURN(bool all_done, store_->Check(AllNodes(attempt, "done")));
+      if (all_done) {
+        Leave(attempt);
+        return AttemptResult{};
+      }
+    }
+  }
+}
+
+Result<int> Agent::Run() {
+  ::pthread_sigmask(SIG_BLOCK, &signals_, nullptr);  // before the store's thread starts
+  base_dir_ =
+      o_.log_dir.empty() ? fmt::format("/tmp/air_launch_{}_{}", o_.run_id, ::getpid()) : o_.log_dir;
+  AIR_RETURN_IF_ERROR(Connect());
+  if (o_.nproc_per_node > 1 && !env_->GetEnv("OMP_NUM_THREADS")) {
+    Say("setting OMP_NUM_THREADS=1 for each worker (it was unset and a node runs several); set "
+        "it yourself to tune");
+  }
+  AttemptResult last;
+  int attempt = 0;
+  for (;; ++attempt) {
+    AIR_ASSIGN_OR_RETURN(last, RunAttempt(attempt));
+    if (last.outcome != Outcome::kFailed || attempt >= o_.max_restarts) break;
+    Say(fmt::format("attempt {} failed: {}; restarting the worker group ({} of --max-restarts {})",
+                    attempt, last.first_failure, attempt + 1, o_.max_restarts));
+  }
+  if (server_) {
+    // Keep the store up until every node has read the outcome.
+    (void)store_->Wait(AllNodes(attempt, "left"), Millis(o_.stop_grace_s + 10));
+  }
+  if (last.outcome == Outcome::kSucceeded) {
+    if (o_.log_dir.empty()) (void)env_->RemoveAll(base_dir_);
+    return 0;
+  }
+  Say(fmt::format("the worker group failed in attempt {} ({} restart{} of --max-restarts {})",
+                  attempt, attempt, attempt == 1 ? "" : "s", o_.max_restarts));
+  Say("first failure: " + last.first_failure);
+  return last.outcome == Outcome::kSignaled ? 128 + last.signal : 1;
+}
+
+}  // namespace
+
+Result<int> RunLaunch(LaunchOptions options, Env* env) {
+  AIR_RETURN_IF_ERROR(ResolveLaunchOptions(env, options));
+  Agent agent(std::move(options), env);
+  return agent.Run();
+}
+
+}  // namespace air::launch

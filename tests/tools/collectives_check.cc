@@ -1,0 +1,188 @@
+// air_collectives_check: a test-only tool run as N real processes (by air launch, torchrun, srun
+// or the tests themselves) to check the Gloo process group. It reads its rank from the launcher's
+// environment (engine/parallel/dist_env.h), joins the group, and checks every collective's
+// result bit for bit against values computed locally (f32, f64, i32, i64; sum, max, min; counts
+// 1, 7 and a large odd one; the trainer's global sums of global_sums.h), then prints "rank R/N:
+// ok".
+//
+//   air_collectives_check [--count N] [--timeout-seconds S] [--join-timeout-seconds S]
+//                         [--loop]     repeat all-reduces until an error (fault tests: kill a
+//                                      rank from outside while the others are inside one)
+//
+// Exit 0 when every check passed; otherwise the error goes to stderr and the exit code is 1.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <vector>
+
+#include "base/env.h"
+#include "engine/parallel/dist_env.h"
+#include "engine/parallel/global_sums.h"
+#include "engine/parallel/gloo_process_group.h"
+
+namespace {
+
+using air::Status;
+using namespace air::engine::parallel;
+
+// Rank r's element i: integers, so sums over any order are exact and results compare by bits.
+template <typename T>
+T Value(int r, size_t i) {
+  return static_cast<T>((r + 1) * 1000 + static_cast<int64_t>(i % 997) - 500);
+}
+
+template <typename T>
+Status Expect(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
+  if (got.size() != want.size() ||
+      std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) != 0) {
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+      if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+        return air::Internal(
+            fmt::format("{}: element {} is {} where {} was expected", what, i, got[i], want[i]));
+      }
+    }
+    return air::Internal(
+        fmt::format("{}: {} elements where {} were expected", what, got.size(), want.size()));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status CheckType(ProcessGroup& pg, CommDType dtype, size_t count) {
+  const int n = pg.size();
+  const int me = pg.rank();
+  const std::string t = CommDTypeName(dtype);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+    const char* name = op == ReduceOp::kSum ? "sum" : op == ReduceOp::kMax ? "max" : "min";
+    std::vector<T> data(count), want(count);
+    for (size_t i = 0; i < count; ++i) {
+      data[i] = Value<T>(me, i);
+      // Rank values grow with r, so max is rank n-1's and min rank 0's.
+      if (op == ReduceOp::kSum) {
+        T s = 0;
+        for (int r = 0; r < n; ++r) s += Value<T>(r, i);
+        want[i] = s;
+      } else {
+        want[i] = Value<T>(op == ReduceOp::kMax ? n - 1 : 0, i);
+      }
+    }
+    AIR_RETURN_IF_ERROR(pg.AllReduce(data.data(), count, dtype, op));
+    AIR_RETURN_IF_ERROR(Expect(data, want, fmt::format("all_reduce {} {}", name, t)));
+
+    std::vector<T> full(count * static_cast<size_t>(n)), slot(count), want_slot(count);
+    for (size_t i = 0; i < full.size(); ++i) full[i] = Value<T>(me, i);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t g = static_cast<size_t>(me) * count + i;
+      if (op == ReduceOp::kSum) {
+        T s = 0;
+        for (int r = 0; r < n; ++r) s += Value<T>(r, g);
+        want_slot[i] = s;
+      } else {
+        want_slot[i] = Value<T>(op == ReduceOp::kMax ? n - 1 : 0, g);
+      }
+    }
+    AIR_RETURN_IF_ERROR(pg.ReduceScatter(full.data(), slot.data(), count, dtype, op));
+    AIR_RETURN_IF_ERROR(Expect(slot, want_slot, fmt::format("reduce_scatter {} {}", name, t)));
+  }
+  std::vector<T> mine(count), gathered(count * static_cast<size_t>(n)), want(gathered.size());
+  for (size_t i = 0; i < count; ++i) mine[i] = Value<T>(me, i);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) want[static_cast<size_t>(r) * count + i] = Value<T>(r, i);
+  }
+  AIR_RETURN_IF_ERROR(pg.AllGather(mine.data(), gathered.data(), count, dtype));
+  AIR_RETURN_IF_ERROR(Expect(gathered, want, "all_gather " + t));
+  // In place: the rank's own slot of the output is the input.
+  std::vector<T> inplace(gathered.size(), T(0));
+  std::memcpy(inplace.data() + static_cast<size_t>(me) * count, mine.data(), count * sizeof(T));
+  AIR_RETURN_IF_ERROR(
+      pg.AllGather(inplace.data() + static_cast<size_t>(me) * count, inplace.data(), count, dtype));
+  AIR_RETURN_IF_ERROR(Expect(inplace, want, "all_gather in place " + t));
+  for (int root = 0; root < n; ++root) {
+    std::vector<T> b(count), bw(count);
+    for (size_t i = 0; i < count; ++i) {
+      b[i] = Value<T>(me, i);
+      bw[i] = Value<T>(root, i);
+    }
+    AIR_RETURN_IF_ERROR(pg.Broadcast(b.data(), count, dtype, root));
+    AIR_RETURN_IF_ERROR(Expect(b, bw, fmt::format("broadcast from {} {}", root, t)));
+  }
+  return Status::Ok();
+}
+
+Status RunChecks(ProcessGroup& pg, size_t count) {
+  AIR_RETURN_IF_ERROR(pg.Barrier());
+  for (size_t c : {size_t{1}, size_t{7}, count}) {
+    AIR_RETURN_IF_ERROR(CheckType<float>(pg, CommDType::kF32, c));
+    AIR_RETURN_IF_ERROR(CheckType<int32_t>(pg, CommDType::kI32, c));
+    AIR_RETURN_IF_ERROR(CheckType<int64_t>(pg, CommDType::kI64, c));
+    AIR_RETURN_IF_ERROR(CheckType<double>(pg, CommDType::kF64, c));
+  }
+  // The trainer's global sums: rank r contributes (r + 1) * 1000 + 7 tokens and r + 0.5.
+  const int n = pg.size();
+  AIR_ASSIGN_OR_RETURN(int64_t tokens, GlobalLossTokens(pg, (pg.rank() + 1) * 1000 + 7));
+  if (tokens != 1000LL * n * (n + 1) / 2 + 7LL * n) {
+    return air::Internal(fmt::format("GlobalLossTokens gave {}", tokens));
+  }
+  AIR_ASSIGN_OR_RETURN(double norm, GlobalSquaredNorm(pg, pg.rank() + 0.5));
+  if (norm != n * (n - 1) / 2.0 + 0.5 * n) {
+    return air::Internal(fmt::format("GlobalSquaredNorm gave {}", norm));
+  }
+  std::vector<uint16_t> bf16(4);
+  Status unsupported = pg.AllReduce(bf16.data(), bf16.size(), CommDType::kBF16, ReduceOp::kSum);
+  if (unsupported.ok() || unsupported.message().find("bf16") == std::string::npos) {
+    return air::Internal("a bf16 all-reduce should be refused by name: " + unsupported.ToString());
+  }
+  return pg.Barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"air_collectives_check: checks the Gloo process group's collectives"};
+  size_t count = 100003;
+  double timeout_s = 60;
+  double join_timeout_s = 60;
+  bool loop = false;
+  app.add_option("--count", count, "elements per rank in the large checks");
+  app.add_option("--timeout-seconds", timeout_s, "collective timeout");
+  app.add_option("--join-timeout-seconds", join_timeout_s, "rendezvous timeout");
+  app.add_flag("--loop", loop, "repeat all-reduces until one fails");
+  CLI11_PARSE(app, argc, argv);
+
+  auto dist = ReadDistEnv(air::DefaultEnv());
+  if (!dist.ok()) {
+    std::cerr << "error: " << dist.status().message() << "\n";
+    return 1;
+  }
+  GlooOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  options.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout_s * 1000));
+  auto pg = CreateGlooProcessGroup(*dist, options);
+  if (!pg.ok()) {
+    std::cerr << "error: rank " << dist->rank << ": " << pg.status().message() << "\n";
+    return 1;
+  }
+  const std::string who = fmt::format("rank {}/{}", dist->rank, dist->world_size);
+  if (loop) {
+    std::vector<float> data(count, 1.0f);
+    std::cout << who << ": looping" << std::endl;
+    for (int64_t i = 0;; ++i) {
+      Status s = (*pg)->AllReduce(data.data(), data.size(), CommDType::kF32, ReduceOp::kMax);
+      if (!s.ok()) {
+        std::cerr << "error: " << who << ": " << s.message() << "\n";
+        return 1;
+      }
+    }
+  }
+  Status s = RunChecks(**pg, count);
+  if (!s.ok()) {
+    std::cerr << "error: " << who << ": " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << who << ": ok (" << DescribeDistEnv(*dist) << ")" << std::endl;
+  return 0;
+}
