@@ -22,5 +22,7 @@ void RegisterTrainCommand(CLI::App& root, CliContext& ctx);
 void RegisterGenerateCommand(CLI::App& root, CliContext& ctx);
 void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx);
 void RegisterModelCommand(CLI::App& root, CliContext& ctx);
+void RegisterServerCommand(CLI::App& root, CliContext& ctx);
+void RegisterUiCommand(CLI::App& root, CliContext& ctx);
 
 }  // namespace air::cli

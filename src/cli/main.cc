@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
   air::cli::RegisterGenerateCommand(app, ctx);
   air::cli::RegisterTokenizeCommand(app, ctx);
   air::cli::RegisterModelCommand(app, ctx);
+  air::cli::RegisterServerCommand(app, ctx);
+  air::cli::RegisterUiCommand(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -1,6 +1,7 @@
 // Per-node launch descriptions for one attempt.
 #include "runtime/node_plan.h"
 
+#include <algorithm>
 #include <set>
 
 #include "spec/node_env.h"
@@ -42,6 +43,13 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
       } else {
         launch.env.emplace_back(var.name, var.value);
       }
+    }
+    // A spec that names its own tracking server keeps it.
+    bool own_tracking =
+        std::any_of(spec.env_variables.begin(), spec.env_variables.end(),
+                    [](const auto& var) { return var.first == "MLFLOW_TRACKING_URI"; });
+    if (!own_tracking) {
+      for (const auto& var : settings.tracking_env) launch.env.push_back(var);
     }
     // PATH: the dependency venv first (when there is one), then air's own directory (so a
     // node's command can call `air train` without Python), then the submitter's PATH.

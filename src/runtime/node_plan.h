@@ -31,6 +31,8 @@ struct AttemptSettings {
   int grace_seconds = 10;
   std::string inherited_path;  // the supervisor's PATH, for a dependency venv to go first
   std::string air_bin_dir;     // the directory of the air executable: nodes can run `air train`
+  // Set after the spec's variables (runtime/tracking_link.h: MLFLOW_TRACKING_URI, ...).
+  std::vector<std::pair<std::string, std::string>> tracking_env;
 };
 
 backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const store::RunRecord& run,
