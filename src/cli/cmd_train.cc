@@ -11,9 +11,38 @@
 
 #include "cli/commands.h"
 #include "engine/train/train_run.h"
+#include "tracking/metric_logger.h"
 
 namespace air::cli {
 namespace {
+
+// MLflow logging when MLFLOW_TRACKING_URI and MLFLOW_RUN_ID are set (air run sets both), from
+// rank 0 only: parameters now, then each logged step's loss, learning rate, gradient norm and
+// tokens/s (tracking/metric_logger.h).
+std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
+                                                      const engine::train::PreparedTraining& p) {
+  auto uri = ctx.env->GetEnv("MLFLOW_TRACKING_URI");
+  auto run_id = ctx.env->GetEnv("MLFLOW_RUN_ID");
+  auto rank = ctx.env->GetEnv("RANK");
+  if (!uri || uri->empty() || !run_id || run_id->empty()) return nullptr;
+  if (rank && !rank->empty() && *rank != "0") return nullptr;
+  if (uri->rfind("http://", 0) != 0 && uri->rfind("https://", 0) != 0) return nullptr;
+  auto logger = std::make_unique<tracking::MetricLogger>(
+      *uri, ctx.env->GetEnv("MLFLOW_TRACKING_TOKEN").value_or(""), *run_id);
+  const auto& c = p.config;
+  logger->LogParams({{"model_name", c.model_name},
+                     {"dataset_name", c.dataset_name},
+                     {"learning_rate", fmt::format("{}", c.learning_rate)},
+                     {"max_seq_len", std::to_string(c.max_seq_len)},
+                     {"per_device_batch_size", std::to_string(c.per_device_batch_size)},
+                     {"gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps)},
+                     {"total_steps", std::to_string(p.total_steps)},
+                     {"warmup_steps", std::to_string(p.warmup_steps)},
+                     {"weight_decay", fmt::format("{}", c.weight_decay)},
+                     {"max_grad_norm", fmt::format("{}", c.max_grad_norm)},
+                     {"seed", std::to_string(c.seed)}});
+  return logger;
+}
 
 struct TrainFlags {
   std::string config_path;
@@ -49,7 +78,30 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   options.progress_is_tty = tty;
   options.dump_batches_path = flags.dump_batches;
   options.num_threads = flags.threads;
+  std::unique_ptr<tracking::MetricLogger> tracking = StartTracking(ctx, *prepared);
+  if (tracking) {
+    options.on_logged_step = [&tracking, &ctx](const StepMetrics& m) {
+      int64_t now_ms = ctx.env->NowMicros() / 1000;
+      tracking->Log({{"loss", m.loss, now_ms, m.step},
+                     {"learning_rate", m.lr, now_ms, m.step},
+                     {"grad_norm", m.grad_norm, now_ms, m.step},
+                     {"tokens_per_s", m.tokens_per_s, now_ms, m.step}});
+    };
+  }
   auto summary = RunTraining(ctx.env, *prepared, options);
+  if (tracking) {
+    tracking::MetricLoggerReport report = tracking->Finish();
+    data["tracking"] = {
+        {"sent", report.sent}, {"dropped", report.dropped}, {"unsent", report.unsent}};
+    if (report.dropped + report.unsent > 0) {
+      *progress << fmt::format(
+                       "tracking: {} metric points sent, {} not sent ({} dropped by the "
+                       "full queue){}",
+                       report.sent, report.dropped + report.unsent, report.dropped,
+                       report.last_error.empty() ? "" : ": " + report.last_error)
+                << std::endl;
+    }
+  }
   if (!summary.ok()) return EmitError(ctx, summary.status());
   data["steps"] = summary->steps;
   data["first_loss"] = summary->first_loss;

@@ -27,5 +27,7 @@ void RegisterVolumesCommand(CLI::App& root, CliContext& ctx);
 void RegisterDeleteCommand(CLI::App& root, CliContext& ctx);
 void RegisterGcCommand(CLI::App& root, CliContext& ctx);
 void RegisterLaunchCommand(CLI::App& root, CliContext& ctx);
+void RegisterServerCommand(CLI::App& root, CliContext& ctx);
+void RegisterUiCommand(CLI::App& root, CliContext& ctx);
 
 }  // namespace air::cli

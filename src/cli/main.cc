@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   air::cli::RegisterDeleteCommand(app, ctx);
   air::cli::RegisterGcCommand(app, ctx);
   air::cli::RegisterLaunchCommand(app, ctx);
+  air::cli::RegisterServerCommand(app, ctx);
+  air::cli::RegisterUiCommand(app, ctx);
 
   try {
     app.parse(argc, argv);

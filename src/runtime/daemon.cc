@@ -23,12 +23,18 @@ Result<std::string> CurrentExecutable() {
 
 Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
                                const std::string& air_home, const std::string& log_path) {
-  std::string arg0 = "air";
-  std::string arg1 = "supervise";
-  std::string arg2 = std::to_string(run_id);
-  std::string arg3 = "--air-home";
-  std::string arg4 = air_home;
-  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), arg3.data(), arg4.data(), nullptr};
+  return StartDetachedAir(
+      air_binary, {"supervise", std::to_string(run_id), "--air-home", air_home}, log_path,
+      fmt::format("the supervisor ({} supervise {}; log {})", air_binary, run_id, log_path));
+}
+
+Status StartDetachedAir(const std::string& air_binary, const std::vector<std::string>& args,
+                        const std::string& log_path, const std::string& what) {
+  std::vector<std::string> storage = {"air"};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   // The grandchild reports an exec failure (errno) through this pipe; a successful exec closes
   // it (O_CLOEXEC), so EOF means the supervisor runs.
   const FdHygiene hygiene = FdHygieneFor(DefaultEnv());
@@ -69,7 +75,7 @@ Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
     if (::chdir("/") != 0) {
       // Not fatal: the supervisor uses absolute paths only.
     }
-    ::execv(air_binary.c_str(), argv);
+    ::execv(air_binary.c_str(), argv.data());
     int err = errno;
     (void)!::write(report[1], &err, sizeof(err));
     ::_exit(127);
@@ -85,12 +91,10 @@ Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
   } while (got < 0 && errno == EINTR);
   ::close(report[0]);
   if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
-    return ErrnoStatus(
-        fmt::format("start the supervisor ({} supervise {}; log {})", air_binary, run_id, log_path),
-        exec_errno);
+    return ErrnoStatus("start " + what, exec_errno);
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal("could not fork the run's supervisor");
+    return Internal("could not fork " + what);
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -18,5 +19,10 @@ Result<std::string> CurrentExecutable();
 // Returns once the supervisor has been exec'd (or with the reason it could not be).
 Status StartDetachedSupervisor(const std::string& air_binary, int64_t run_id,
                                const std::string& air_home, const std::string& log_path);
+
+// The same detached launch for any `air ARGS...` daemon (the tracking server); `what` names it
+// in errors.
+Status StartDetachedAir(const std::string& air_binary, const std::vector<std::string>& args,
+                        const std::string& log_path, const std::string& what);
 
 }  // namespace air::runtime

@@ -1,6 +1,7 @@
 // Per-node launch descriptions for one attempt.
 #include "runtime/node_plan.h"
 
+#include <algorithm>
 #include <set>
 
 #include "spec/node_env.h"
@@ -48,6 +49,13 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
       } else {
         launch.env.emplace_back(var.name, var.value);
       }
+    }
+    // A spec that names its own tracking server keeps it.
+    bool own_tracking =
+        std::any_of(spec.env_variables.begin(), spec.env_variables.end(),
+                    [](const auto& var) { return var.first == "MLFLOW_TRACKING_URI"; });
+    if (!own_tracking) {
+      for (const auto& var : settings.tracking_env) launch.env.push_back(var);
     }
     // PATH: the run's environment first (when it has one), then the submitter's PATH, then
     // air's own directory last, so `air train` works but air's directory never shadows the

@@ -35,6 +35,8 @@ struct AttemptSettings {
   std::string inherited_path;  // the supervisor's PATH, for a dependency venv to go first
   std::string air_bin_dir;     // the directory of the air executable: last on a node's PATH
   std::string air_executable;  // its absolute path: AIR_BIN on each node
+  // Set after the spec's variables (runtime/tracking_link.h: MLFLOW_TRACKING_URI, ...).
+  std::vector<std::pair<std::string, std::string>> tracking_env;
 };
 
 backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const store::RunRecord& run,

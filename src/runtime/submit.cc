@@ -15,8 +15,10 @@
 #include "runtime/spec_codec.h"
 #include "runtime/submit_detail.h"
 #include "runtime/volumes.h"
+#include "runtime/tracking_link.h"
 #include "runtime/watch.h"
 #include "spec/snapshot_scan.h"
+#include "tracking/entities.h"
 
 namespace air::runtime {
 std::string Where(const spec::WorkloadSpec& spec, const std::string& field) {
@@ -66,11 +68,7 @@ Status CheckCapabilities(const spec::WorkloadSpec& spec,
   return Status::Ok();
 }
 
-std::string NewMlflowRunId() {
-  unsigned char bytes[16];
-  randombytes_buf(bytes, sizeof(bytes));
-  return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
-}
+std::string NewMlflowRunId() { return tracking::NewRunId(); }
 
 Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const SubmitOptions& options,
                                        Env* env) {
@@ -148,6 +146,12 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   result.run_id = created.run.id;
   result.created = created.created;
   if (!created.created) return result;  // a concurrent submit with the same token won
+  if (Status tracked = CreateTrackingRun(store.get(), spec, created.run, env); !tracked.ok()) {
+    (void)store->TransitionRun(result.run_id, store::RunState::kInternalError,
+                               "could not create the tracking run: " + tracked.message(),
+                               std::nullopt, tracked.message());
+    return tracked.WithContext("creating the run's MLflow tracking run");
+  }
 
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(result.run_id)));
   AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());

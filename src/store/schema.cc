@@ -86,6 +86,78 @@ CREATE TABLE gpu_leases (
   leased_us  INTEGER NOT NULL
 );
 )sql"},
+      // MLflow-compatible tracking (src/tracking, docs/tracking.md). Experiment 0 is MLflow's
+      // "Default". Metrics are keyed by every field, as in MLflow's SQL store, so a retried
+      // request stores each point once.
+      {4, "MLflow tracking: experiments, runs, params, tags, metrics, links to air runs", R"sql(
+CREATE TABLE tracking_experiments (
+  experiment_id     INTEGER PRIMARY KEY,
+  name              TEXT NOT NULL UNIQUE,
+  artifact_location TEXT NOT NULL,
+  lifecycle_stage   TEXT NOT NULL DEFAULT 'active',
+  creation_time     INTEGER NOT NULL,
+  last_update_time  INTEGER NOT NULL
+);
+INSERT INTO tracking_experiments VALUES
+  (0, 'Default', 'mlflow-artifacts:/0', 'active', CAST(strftime('%s', 'now') AS INTEGER) * 1000,
+   CAST(strftime('%s', 'now') AS INTEGER) * 1000);
+CREATE TABLE tracking_experiment_tags (
+  experiment_id INTEGER NOT NULL REFERENCES tracking_experiments(experiment_id) ON DELETE CASCADE,
+  key           TEXT NOT NULL,
+  value         TEXT NOT NULL,
+  PRIMARY KEY (experiment_id, key)
+);
+CREATE TABLE tracking_runs (
+  run_uuid        TEXT PRIMARY KEY,
+  experiment_id   INTEGER NOT NULL REFERENCES tracking_experiments(experiment_id),
+  name            TEXT NOT NULL,
+  user_id         TEXT NOT NULL DEFAULT '',
+  status          TEXT NOT NULL,
+  start_time      INTEGER NOT NULL,
+  end_time        INTEGER,
+  lifecycle_stage TEXT NOT NULL DEFAULT 'active',
+  artifact_uri    TEXT NOT NULL
+);
+CREATE INDEX tracking_runs_by_experiment ON tracking_runs(experiment_id, start_time);
+CREATE TABLE tracking_params (
+  run_uuid TEXT NOT NULL REFERENCES tracking_runs(run_uuid) ON DELETE CASCADE,
+  key      TEXT NOT NULL,
+  value    TEXT NOT NULL,
+  PRIMARY KEY (run_uuid, key)
+) WITHOUT ROWID;
+CREATE TABLE tracking_tags (
+  run_uuid TEXT NOT NULL REFERENCES tracking_runs(run_uuid) ON DELETE CASCADE,
+  key      TEXT NOT NULL,
+  value    TEXT NOT NULL,
+  PRIMARY KEY (run_uuid, key)
+) WITHOUT ROWID;
+CREATE TABLE tracking_metrics (
+  run_uuid  TEXT NOT NULL REFERENCES tracking_runs(run_uuid) ON DELETE CASCADE,
+  key       TEXT NOT NULL,
+  step      INTEGER NOT NULL,
+  timestamp INTEGER NOT NULL,
+  value     REAL NOT NULL,
+  is_nan    INTEGER NOT NULL,
+  PRIMARY KEY (run_uuid, key, step, timestamp, value, is_nan)
+) WITHOUT ROWID;
+CREATE TABLE tracking_latest_metrics (
+  run_uuid  TEXT NOT NULL REFERENCES tracking_runs(run_uuid) ON DELETE CASCADE,
+  key       TEXT NOT NULL,
+  step      INTEGER NOT NULL,
+  timestamp INTEGER NOT NULL,
+  value     REAL NOT NULL,
+  is_nan    INTEGER NOT NULL,
+  PRIMARY KEY (run_uuid, key)
+) WITHOUT ROWID;
+CREATE TABLE tracking_links (
+  air_run_id      INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  tracking_uri    TEXT NOT NULL,
+  mlflow_run_id   TEXT NOT NULL,
+  experiment_id   TEXT NOT NULL,
+  experiment_name TEXT NOT NULL,
+  token_secret    TEXT
+);
+)sql"},
   };
   return kMigrations;
 }

@@ -64,6 +64,11 @@ Status Statement::BindInt(int index, int64_t value) {
   return Status::Ok();
 }
 
+Status Statement::BindDouble(int index, double value) {
+  if (sqlite3_bind_double(stmt_, index, value) != SQLITE_OK) return Error("bind");
+  return Status::Ok();
+}
+
 Status Statement::BindText(int index, std::string_view value) {
   if (sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
                         SQLITE_TRANSIENT) != SQLITE_OK) {
@@ -95,7 +100,15 @@ Status Statement::Run() {
   }
 }
 
+Status Statement::Reset() {
+  sqlite3_reset(stmt_);
+  if (sqlite3_clear_bindings(stmt_) != SQLITE_OK) return Error("reset");
+  return Status::Ok();
+}
+
 int64_t Statement::ColumnInt(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+double Statement::ColumnDouble(int column) const { return sqlite3_column_double(stmt_, column); }
 
 std::string Statement::ColumnText(int column) const {
   const unsigned char* text = sqlite3_column_text(stmt_, column);

@@ -35,6 +35,7 @@ class Statement {
 
   // Parameters are 1-based, as in sqlite3_bind_*.
   Status BindInt(int index, int64_t value);
+  Status BindDouble(int index, double value);
   Status BindText(int index, std::string_view value);
   Status BindNull(int index);
   Status BindOptionalText(int index, const std::optional<std::string>& value);
@@ -54,8 +55,11 @@ class Statement {
   Result<bool> Step();
   // Steps until done (for INSERT/UPDATE/DELETE).
   Status Run();
+  // Makes the statement ready to bind and run again (bulk inserts reuse one prepared statement).
+  Status Reset();
 
   int64_t ColumnInt(int column) const;
+  double ColumnDouble(int column) const;
   std::string ColumnText(int column) const;
   bool ColumnIsNull(int column) const;
   std::optional<std::string> ColumnOptionalText(int column) const;
@@ -73,6 +77,8 @@ class Statement {
       return value ? BindInt(index, *value) : BindNull(index);
     } else if constexpr (std::is_same_v<T, bool>) {
       return BindInt(index, value ? 1 : 0);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return BindDouble(index, static_cast<double>(value));
     } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
       return BindInt(index, static_cast<int64_t>(value));
     } else {

@@ -6,6 +6,7 @@ tokenizers are importable as numerical references. AIR_BIN points at build/bin/a
 import json
 import os
 import pathlib
+import signal
 import subprocess
 
 import pytest
@@ -22,12 +23,25 @@ def air_bin() -> str:
 
 
 @pytest.fixture
-def air_home(tmp_path, monkeypatch) -> pathlib.Path:
+def air_home(tmp_path, monkeypatch):
     """A fresh AIR_HOME per test, exported to every air command the test runs."""
     home = tmp_path / "air_home"
     home.mkdir()
     monkeypatch.setenv("AIR_HOME", str(home))
-    return home
+    yield home
+    stop_tracking_server(home)
+
+
+def stop_tracking_server(home: pathlib.Path) -> None:
+    """Stops the `air server` that `air run` may have started for this AIR_HOME."""
+    info = home / "tracking" / "server.json"
+    try:
+        pid = json.loads(info.read_text())["pid"]
+        cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"server" in cmdline and str(home).encode() in cmdline:  # not a reused pid
+            os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, KeyError):
+        pass
 
 
 class AirRunner:

@@ -257,6 +257,7 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   io.env = env;
   io.progress = options.progress;
   io.progress_is_tty = options.progress_is_tty;
+  io.on_logged_step = options.on_logged_step;
   io.model_dir = p.model_dir;
   io.dump_batches_path = options.dump_batches_path;
   Trainer trainer(model.get(), p.config, io);

@@ -9,6 +9,7 @@
 // Thread safety: run from one thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -47,6 +48,7 @@ struct RunOptions {
   bool progress_is_tty = false;
   std::string dump_batches_path;
   int num_threads = 0;  // 0: AIR_NUM_THREADS or the number of cores
+  std::function<void(const StepMetrics&)> on_logged_step;  // see TrainerIo
 };
 
 // A few lines describing the run (model, data, steps, schedule, compute), for the start of the

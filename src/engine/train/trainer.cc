@@ -180,6 +180,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
       logged.loss = interval_loss / interval_steps;
       logged.tokens_per_s = interval_tokens / std::max(1e-9, elapsed - interval_start_s);
       AIR_RETURN_IF_ERROR(metrics.Append(logged));
+      if (io_.on_logged_step) io_.on_logged_step(logged);
       interval_loss = 0.0;
       interval_steps = 0;
       interval_tokens = 0;

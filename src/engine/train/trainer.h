@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -26,6 +27,7 @@
 #include "base/status.h"
 #include "engine/data/data_loader.h"
 #include "engine/model/llama_model.h"
+#include "engine/train/step_metrics.h"
 #include "engine/train/train_config.h"
 
 namespace air::engine::train {
@@ -36,6 +38,8 @@ struct TrainerIo {
   bool progress_is_tty = false;
   std::string model_dir;          // the base model's directory (tokenizer files come from it)
   std::string dump_batches_path;  // when set, every micro-batch is appended here as JSONL
+  // Called with each metrics.jsonl line as it is written (air train's MLflow logging).
+  std::function<void(const StepMetrics&)> on_logged_step;
 };
 
 struct TrainSummary {

@@ -1,0 +1,99 @@
+// `air server [--host H] [--port P]`: AIR_HOME's tracking and UI server in the foreground
+// (server/server.h). `air run` and `air ui` start the same command detached when none runs.
+// `air server --stop` stops the running one. Off loopback it requires the access token kept in
+// AIR_HOME/tracking/server.token (created, mode 0600, on first use; never printed).
+#include <fmt/format.h>
+#include <signal.h>
+#include <sodium.h>
+
+#include <memory>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "server/server.h"
+#include "tracking/server_files.h"
+
+namespace air::cli {
+namespace {
+
+struct ServerFlags {
+  std::string air_home;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int idle_exit = 0;
+  bool stop = false;
+};
+
+// The token of a server bound off loopback: AIR_HOME/tracking/server.token, created when
+// missing (32 random bytes, hex).
+Result<std::string> ServerToken(const tracking::ServerFiles& files, Env* env) {
+  if (auto existing = env->ReadFile(files.TokenPath()); existing.ok() && !existing->empty()) {
+    std::string token = *existing;
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    return token;
+  }
+  if (sodium_init() < 0) return Internal("libsodium failed to initialize");
+  unsigned char bytes[32];
+  randombytes_buf(bytes, sizeof(bytes));
+  char hex[65];
+  sodium_bin2hex(hex, sizeof(hex), bytes, sizeof(bytes));
+  AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(files.TokenPath(), std::string(hex) + "\n", 0600));
+  return std::string(hex);
+}
+
+Status StopServer(CliContext& ctx, const tracking::ServerFiles& files) {
+  auto info = tracking::ReadServerInfo(files, ctx.env);
+  if (!info || info->pid <= 0 || ::kill(static_cast<pid_t>(info->pid), SIGTERM) != 0) {
+    EmitData(ctx, {{"stopped", false}}, "no air server was running for this AIR_HOME");
+    return Status::Ok();
+  }
+  EmitData(ctx, {{"stopped", true}, {"pid", info->pid}},
+           fmt::format("stopped the air server (pid {})", info->pid));
+  return Status::Ok();
+}
+
+Status Serve(CliContext& ctx, const ServerFlags& flags) {
+  server::ServerOptions options;
+  options.air_home = flags.air_home.empty() ? AirHome(ctx) : flags.air_home;
+  tracking::ServerFiles files(options.air_home);
+  if (flags.stop) return StopServer(ctx, files);
+  options.host = flags.host;
+  options.port = flags.port;
+  options.idle_exit_seconds = flags.idle_exit;
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgument(fmt::format("--port {}: use 0 (any free port) to 65535", options.port));
+  }
+  if (!server::IsLoopbackHost(options.host)) {
+    AIR_ASSIGN_OR_RETURN(options.token, ServerToken(files, ctx.env));
+  }
+  return server::RunServer(options, ctx.env, [&ctx, &options](const std::string& url) {
+    // One line, flushed: scripts that start it in the foreground wait for it.
+    EmitData(
+        ctx, {{"url", url}, {"token_required", !options.token.empty()}},
+        fmt::format("air server listening on {}{}", url,
+                    options.token.empty() ? "" : " (token in AIR_HOME/tracking/server.token)"));
+    ctx.out->flush();
+  });
+}
+
+}  // namespace
+
+void RegisterServerCommand(CLI::App& root, CliContext& ctx) {
+  auto flags = std::make_shared<ServerFlags>();
+  auto* cmd = root.add_subcommand(
+      "server", "serve the MLflow tracking API, air's JSON API and the web UI for AIR_HOME");
+  cmd->add_option("--air-home", flags->air_home, "AIR_HOME to serve (default: $AIR_HOME)");
+  cmd->add_option("--host", flags->host,
+                  "address to bind (default 127.0.0.1; others need the token)");
+  cmd->add_option("--port", flags->port, "port (default: the last one when free, else any)");
+  cmd->add_option("--idle-exit", flags->idle_exit,
+                  "exit after SECONDS without requests while no run is live (0: never)");
+  cmd->add_flag("--stop", flags->stop, "stop the running server of this AIR_HOME");
+  cmd->callback([&ctx, flags] {
+    Status status = Serve(ctx, *flags);
+    if (!status.ok()) EmitError(ctx, status);
+  });
+}
+
+}  // namespace air::cli

@@ -1,0 +1,40 @@
+// `air server`: one HTTP server per AIR_HOME (cpp-httplib) serving MLflow's tracking REST API
+// over air's store (server/mlflow_routes.cc, server/artifact_routes.cc), air's own JSON API
+// (server/air_routes.cc) and the web UI (server/web_routes.cc, files from web/). It binds
+// 127.0.0.1 by default; bound to any other address every request must carry the access token
+// (Authorization: Bearer, as the mlflow client sends MLFLOW_TRACKING_TOKEN). While it runs it
+// holds AIR_HOME/tracking/server.lock and describes itself in AIR_HOME/tracking/server.json
+// (tracking/server_files.h), which `air run` and `air ui` read to find it.
+// Thread safety: RunServer serves requests on a pool of threads, one store connection each.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "base/env.h"
+#include "base/status.h"
+
+namespace air::server {
+
+struct ServerOptions {
+  std::string air_home;
+  std::string host = "127.0.0.1";
+  int port = 0;       // 0: the port it had last time when free, else any free port
+  std::string token;  // required on every request when non-empty (never logged)
+  int threads = 32;   // keep-alive clients hold a thread each
+  // > 0: exit after this long without a request while no run of AIR_HOME is live (the
+  // on-demand daemon; the next command starts it again). Also exits when its server.json is
+  // gone or names another process (AIR_HOME removed or taken over).
+  int idle_exit_seconds = 0;
+};
+
+// Serves until SIGTERM or SIGINT. kAlreadyExists when another server holds this AIR_HOME.
+// `on_listening` (optional) is called with the URL once the port is bound and server.json
+// written.
+Status RunServer(const ServerOptions& options, Env* env,
+                 const std::function<void(const std::string& url)>& on_listening = nullptr);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace air::server

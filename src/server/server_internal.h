@@ -1,0 +1,81 @@
+// What the server's route files share: the context every handler reads (store connections,
+// AIR_HOME layout, options) and the helpers that answer in MLflow's JSON error format
+// ({"error_code": ..., "message": ...} with MLflow's HTTP status for the code).
+// Thread safety: ServerContext is shared by the handler threads; DbPool is internally locked.
+#pragma once
+
+#include <httplib.h>
+
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "server/server.h"
+#include "store/store.h"
+#include "tracking/server_files.h"
+
+namespace air::server {
+
+// Store connections for the handler threads: Acquire() lends one (opening a new one when all
+// are lent), its destructor returns it.
+class DbPool {
+ public:
+  DbPool(std::string db_path, Env* env) : db_path_(std::move(db_path)), env_(env) {}
+
+  class Lease {
+   public:
+    Lease(DbPool* pool, std::unique_ptr<store::Store> store)
+        : pool_(pool), store_(std::move(store)) {}
+    Lease(Lease&&) = default;
+    ~Lease() {
+      if (store_) pool_->Return(std::move(store_));
+    }
+    store::Store* operator->() { return store_.get(); }
+    store::Store* get() { return store_.get(); }
+
+   private:
+    DbPool* pool_;
+    std::unique_ptr<store::Store> store_;
+  };
+
+  Result<Lease> Acquire();
+
+ private:
+  void Return(std::unique_ptr<store::Store> store);
+
+  std::string db_path_;
+  Env* env_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<store::Store>> idle_;
+};
+
+struct ServerContext {
+  ServerOptions options;
+  Env* env = nullptr;
+  std::string air_home;
+  tracking::ServerFiles files;
+  DbPool pool;
+  std::string web_dir;       // the UI's files (web/)
+  std::string chartjs_path;  // Debian libjs-chart.js
+};
+
+// MLflow's error_code for a Status, and its HTTP status.
+const char* MlflowErrorCode(const Status& status);
+int HttpStatusFor(const Status& status);
+
+void SendJson(httplib::Response& res, const nlohmann::json& body, int status = 200);
+// {"error_code": ..., "message": ...}
+void SendError(httplib::Response& res, const Status& status);
+void SendError(httplib::Response& res, int http_status, const std::string& error_code,
+               const std::string& message);
+
+void RegisterMlflowRoutes(httplib::Server& server, ServerContext& ctx);
+void RegisterArtifactRoutes(httplib::Server& server, ServerContext& ctx);
+void RegisterAirRoutes(httplib::Server& server, ServerContext& ctx);
+void RegisterWebRoutes(httplib::Server& server, ServerContext& ctx);
+
+}  // namespace air::server

@@ -1,0 +1,206 @@
+// air's web UI. Renders from air's JSON API (/api/air/...) and the MLflow API of the same
+// server (/api/2.0/mlflow/...). Values from runs (names, log lines, params) only ever reach the
+// page through textContent: no workload text is parsed as HTML.
+"use strict";
+
+const main = document.getElementById("main");
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+async function getJson(url) {
+  const res = await fetch(url);
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.message || res.statusText);
+  return body;
+}
+
+function stateBadge(state) { return el("span", { class: "state state-" + state }, state); }
+
+function table(headers, rows, id) {
+  const t = el("table", id ? { id } : {});
+  t.append(el("tr", {}, ...headers.map((h) => el("th", {}, h))));
+  for (const row of rows) t.append(el("tr", {}, ...row.map((c) => el("td", {}, c))));
+  return t;
+}
+
+function durationText(s) {
+  if (!s) return "";
+  if (s < 60) return s.toFixed(1) + " s";
+  return Math.floor(s / 60) + " min " + Math.floor(s % 60) + " s";
+}
+
+// --- runs table ---
+
+async function showRuns() {
+  const params = new URLSearchParams(location.search);
+  const stateSel = el("select", { id: "filter-state" }, el("option", { value: "" }, "any"),
+    ...["PENDING", "RUNNING", "TERMINATING", "SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELED",
+        "INTERNAL_ERROR"].map((s) => el("option", { value: s }, s)));
+  stateSel.value = params.get("state") || "";
+  const expInput = el("input", { id: "filter-experiment", placeholder: "glob, e.g. sft-*" });
+  expInput.value = params.get("experiment") || "";
+  const apply = () => {
+    const q = new URLSearchParams();
+    if (stateSel.value) q.set("state", stateSel.value);
+    if (expInput.value) q.set("experiment", expInput.value);
+    history.replaceState(null, "", "/?" + q.toString());
+    showRuns();
+  };
+  stateSel.onchange = apply;
+  expInput.onchange = apply;
+  const q = new URLSearchParams();
+  if (params.get("state")) q.set("state", params.get("state"));
+  if (params.get("experiment")) q.set("experiment", params.get("experiment"));
+  const data = await getJson("/api/air/runs?" + q.toString());
+  const rows = data.runs.map((r) => [
+    el("a", { href: "/runs/" + r.run_id }, String(r.run_id)), r.experiment, stateBadge(r.state),
+    String(r.num_nodes), r.backend || "", r.created || "",
+    durationText(r.duration_s)]);
+  main.replaceChildren(
+    el("h1", {}, "Runs"),
+    el("div", { class: "filters" }, el("label", {}, "state ", stateSel),
+       el("label", {}, "experiment ", expInput)),
+    rows.length ? table(["id", "experiment", "state", "nodes", "backend", "start", "duration"],
+                        rows, "runs") : el("p", { class: "muted" }, "No runs."));
+}
+
+// --- one run ---
+
+const charts = [];
+
+async function metricSeries(runId, key) {
+  const h = await getJson("/api/2.0/mlflow/metrics/get-history?run_id=" +
+                          encodeURIComponent(runId) + "&metric_key=" + encodeURIComponent(key));
+  return (h.metrics || []).map((m) => ({ x: Number(m.step), y: typeof m.value === "number" ? m.value : NaN }));
+}
+
+async function drawCharts(container, runs) {
+  // runs: [{label, runId}]; one chart per metric key of the first run, every run overlaid.
+  for (const c of charts.splice(0)) c.destroy();
+  container.replaceChildren();
+  const first = await getJson("/api/2.0/mlflow/runs/get?run_id=" + encodeURIComponent(runs[0].runId));
+  const keys = ((first.run.data || {}).metrics || []).map((m) => m.key).sort();
+  if (!keys.length) { container.append(el("p", { class: "muted" }, "No metrics logged.")); return; }
+  const palette = ["#2f6fdb", "#d9482b", "#2a9d55", "#8e44ad", "#c08a00"];
+  for (const key of keys) {
+    const canvas = el("canvas", { id: "chart-" + key });
+    container.append(el("div", { class: "chart" }, canvas));
+    const datasets = [];
+    for (const [i, r] of runs.entries()) {
+      datasets.push({ label: r.label + " " + key, data: await metricSeries(r.runId, key),
+                      borderColor: palette[i % palette.length], pointRadius: 0, borderWidth: 1.5 });
+    }
+    charts.push(new Chart(canvas, {
+      type: "line", data: { datasets },
+      options: { animation: false, parsing: false, responsive: true, maintainAspectRatio: false,
+                 scales: { x: { type: "linear", title: { display: true, text: "step" } },
+                           y: { title: { display: true, text: key } } } },
+    }));
+  }
+}
+
+function logView(runId, attempts, numNodes, live) {
+  const attemptSel = el("select", { id: "log-attempt" },
+    ...attempts.map((a) => el("option", { value: a.attempt }, "attempt " + a.attempt)));
+  attemptSel.value = attempts.length ? String(attempts[attempts.length - 1].attempt) : "0";
+  const nodeSel = el("select", { id: "log-node" },
+    el("option", { value: "all" }, "all nodes"),
+    ...Array.from({ length: numNodes }, (_, n) => el("option", { value: n }, "node " + n)));
+  const box = el("div", { id: "logs" });
+  let timer = null;
+  const state = {};
+  async function refresh() {
+    const nodes = nodeSel.value === "all" ? [...Array(numNodes).keys()] : [Number(nodeSel.value)];
+    for (const n of nodes) {
+      const key = attemptSel.value + "/" + n;
+      if (!state[key]) {
+        const pre = el("pre", { class: "log", id: "log-node-" + n });
+        state[key] = { offset: 0, pre };
+      }
+      const s = state[key];
+      const data = await getJson(`/api/air/runs/${runId}/logs?attempt=${attemptSel.value}&node=${n}&offset=${s.offset}`);
+      for (const line of data.lines) {
+        s.pre.append(el("span", { class: line.stream }, line.text + "\n"));
+      }
+      s.offset = data.next_offset;
+    }
+    box.replaceChildren(...nodes.map((n) => [el("h3", {}, "node " + n), state[attemptSel.value + "/" + n].pre]).flat());
+  }
+  attemptSel.onchange = refresh;
+  nodeSel.onchange = refresh;
+  refresh();
+  if (live) timer = setInterval(refresh, 1000);
+  return { view: el("div", {}, el("div", { class: "filters" }, attemptSel, " ", nodeSel), box),
+           stop: () => timer && clearInterval(timer) };
+}
+
+async function showRun(runId) {
+  const run = await getJson("/api/air/runs/" + runId);
+  const live = ["PENDING", "RUNNING", "TERMINATING"].includes(run.state);
+  const parts = [el("h1", {}, "Run " + run.run_id + " ", stateBadge(run.state))];
+  parts.push(table(["experiment", "nodes", "backend", "created", "duration", "MLflow run"],
+    [[run.experiment, String(run.num_nodes), run.backend || "", run.created || "",
+      durationText(run.duration_s), run.tracking ? run.tracking.run_id : ""]]));
+  if (run.failure_summary) {
+    parts.push(el("h2", {}, "Failure"), el("div", { class: "failure", id: "failure" }, run.failure_summary));
+  }
+  parts.push(el("h2", {}, "Timeline"), table(["time", "event", "attempt", "node", "message"],
+    (run.events || []).map((e) => [e.ts, e.to ? (e.from || "") + " → " + e.to : e.kind,
+      e.attempt === null ? "" : String(e.attempt), e.node === null ? "" : String(e.node), e.message]),
+    "timeline"));
+  parts.push(el("h2", {}, "Attempts"), table(["attempt", "state", "nodes", "failure"],
+    (run.attempt_details || []).map((a) => [String(a.attempt), stateBadge(a.state),
+      (a.nodes || []).map((n) => "node " + n.node_rank + " " + n.state +
+        (n.exit_code !== null && n.exit_code !== undefined ? " (exit " + n.exit_code + ")" : "")).join(", "),
+      a.failure_summary || ""])));
+  const metrics = el("div", { class: "charts", id: "charts" });
+  const params = el("div", { id: "params" });
+  const compare = el("input", { id: "compare", placeholder: "air run ids, e.g. 3,4" });
+  parts.push(el("h2", {}, "Metrics"), el("div", { class: "filters" }, el("label", {}, "compare with ", compare)), metrics);
+  parts.push(el("h2", {}, "Params"), params);
+  const logs = logView(run.run_id, run.attempt_details || [], run.num_nodes, live);
+  parts.push(el("h2", {}, "Logs"), logs.view);
+  main.replaceChildren(...parts);
+  if (!run.tracking || run.tracking.external_uri) {
+    metrics.append(el("p", { class: "muted" }, run.tracking ?
+      "Tracked on " + run.tracking.external_uri : "This run has no tracking run."));
+    return;
+  }
+  const mlflowRun = await getJson("/api/2.0/mlflow/runs/get?run_id=" + encodeURIComponent(run.tracking.run_id));
+  const ps = (mlflowRun.run.data || {}).params || [];
+  params.append(ps.length ? table(["param", "value"], ps.map((p) => [p.key, p.value]), "params-table")
+                          : el("p", { class: "muted" }, "No params logged."));
+  const series = [{ label: "run " + run.run_id, runId: run.tracking.run_id }];
+  await drawCharts(metrics, series);
+  compare.onchange = async () => {
+    const others = [];
+    for (const id of compare.value.split(",").map((s) => s.trim()).filter(Boolean)) {
+      const other = await getJson("/api/air/runs/" + encodeURIComponent(id));
+      if (other.tracking && !other.tracking.external_uri) others.push({ label: "run " + id, runId: other.tracking.run_id });
+    }
+    await drawCharts(metrics, series.concat(others));
+  };
+}
+
+async function route() {
+  try {
+    const m = location.pathname.match(/^\/runs\/(\d+)$/);
+    if (m) await showRun(m[1]); else await showRuns();
+    document.body.dataset.ready = "1";
+  } catch (err) {
+    main.replaceChildren(el("p", { class: "failure" }, "Error: " + err.message));
+    document.body.dataset.ready = "error";
+  }
+}
+
+route();
