@@ -19,8 +19,8 @@
 #include "agent/output_filter.h"
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
-#include "base/fd_hygiene.h"
 #include "agent/volume_mounts.h"
+#include "base/fd_hygiene.h"
 #include "base/posix_io.h"
 #include "base/process_limits.h"
 

@@ -87,7 +87,6 @@ Status WaitOrStop(pid_t pid, const SubprocessOptions& options, int pipe_fd, std:
   return Status::Ok();
 }
 
-
 // Forks and execs the program with stdout and stderr on `out_fd` (-1: the caller's), in its own
 // process group; returns its pid once exec succeeded. Closes nothing of the caller's.
 Result<pid_t> ForkExec(const SubprocessOptions& options, int out_fd) {
