@@ -243,9 +243,15 @@ def test_several_workers_are_refused_rather_than_duplicated(air, tmp, tiny):
     model_dir, data = tiny
     cfg = write_config(tmp / "c.yaml", model_name=str(model_dir), dataset_name=str(data),
                        output_dir=str(tmp / "out"))
+    launched = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                    MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    proc = air("train", "--config", cfg, "--dry-run", env=launched)
+    assert proc.returncode == 1, proc.stderr
+    assert "WORLD_SIZE=2 (" in proc.stderr and "runs as a single process" in proc.stderr
+    # WORLD_SIZE without RANK is no launcher's environment: invalid input naming RANK.
     proc = air("train", "--config", cfg, "--dry-run", env=dict(os.environ, WORLD_SIZE="2"))
-    assert proc.returncode == 1
-    assert "WORLD_SIZE=2: air train runs as a single process" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "RANK" in proc.stderr
     proc = air("train", "--config", cfg, "--dry-run", env=dict(os.environ, WORLD_SIZE="1"))
     assert proc.returncode == 0, proc.stderr
 
