@@ -23,9 +23,8 @@ std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
                                                       const engine::train::PreparedTraining& p) {
   auto uri = ctx.env->GetEnv("MLFLOW_TRACKING_URI");
   auto run_id = ctx.env->GetEnv("MLFLOW_RUN_ID");
-  auto rank = ctx.env->GetEnv("RANK");
   if (!uri || uri->empty() || !run_id || run_id->empty()) return nullptr;
-  if (rank && !rank->empty() && *rank != "0") return nullptr;
+  if (p.dist.rank != 0) return nullptr;
   if (uri->rfind("http://", 0) != 0 && uri->rfind("https://", 0) != 0) return nullptr;
   auto logger = std::make_unique<tracking::MetricLogger>(
       *uri, ctx.env->GetEnv("MLFLOW_TRACKING_TOKEN").value_or(""), *run_id);
@@ -71,10 +70,12 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
     data["dry_run"] = true;
     return EmitData(ctx, data, plan + "\ndry run: parameters valid, nothing trained");
   }
-  *progress << plan << std::endl;
+  // Several ranks: rank 0 speaks for the group; the others print only their errors.
+  const bool lead = prepared->dist.rank == 0;
+  if (lead) *progress << plan << std::endl;
 
   RunOptions options;
-  options.progress = progress;
+  options.progress = lead ? progress : nullptr;
   options.progress_is_tty = tty;
   options.dump_batches_path = flags.dump_batches;
   options.num_threads = flags.threads;

@@ -172,10 +172,46 @@ Status LlamaModel::SetTrainable(const std::string& name, bool trainable) {
   return Status::Ok();
 }
 
+void LlamaModel::ReleaseUnitStorage(int unit) {
+  ParamGroup& g = units_[static_cast<size_t>(unit)];
+  g.trainable_numel = 0;
+  for (Parameter* p : g.params) {
+    g.trainable_numel += p->trainable ? p->numel() : 0;
+    p->value = View();
+    p->grad = View();
+  }
+  g.values.reset();
+  g.grads.reset();
+  g.values_view = View();
+  g.grads_view = View();
+  g.external = true;
+}
+
+void LlamaModel::BindUnit(int unit, const View& values, const View& grads) {
+  ParamGroup& g = units_[static_cast<size_t>(unit)];
+  g.values_view = values;
+  g.grads_view = grads;
+  int64_t offset = 0, grad_offset = 0;
+  for (Parameter* p : g.params) {
+    p->value =
+        View(values.buffer(), values.byte_offset() + static_cast<size_t>(offset) * sizeof(float),
+             DType::kF32, p->shape);
+    offset += p->numel();
+    if (p->trainable && !grads.empty()) {
+      p->grad = View(grads.buffer(),
+                     grads.byte_offset() + static_cast<size_t>(grad_offset) * sizeof(float),
+                     DType::kF32, p->shape);
+      grad_offset += p->numel();
+    } else {
+      p->grad = View();
+    }
+  }
+}
+
 Status LlamaModel::EnsureGradients() {
   const Backend& backend = *backend_;
   for (ParamGroup& g : units_) {
-    if (g.grads != nullptr) continue;
+    if (g.grads != nullptr || g.external) continue;
     g.trainable_numel = 0;
     for (const Parameter* p : g.params) g.trainable_numel += p->trainable ? p->numel() : 0;
     if (g.trainable_numel == 0) continue;
@@ -196,7 +232,7 @@ Status LlamaModel::EnsureGradients() {
 Status LlamaModel::ZeroGrads() {
   AIR_RETURN_IF_ERROR(EnsureGradients());
   for (ParamGroup& g : units_) {
-    if (!g.grads_view.empty()) backend_->Zero(g.grads_view);
+    if (!g.grads_view.empty() && !g.external) backend_->Zero(g.grads_view);
   }
   return Status::Ok();
 }

@@ -134,6 +134,14 @@ class LlamaModel {
   // ZeroGrads/Backward.
   Status SetTrainable(const std::string& name, bool trainable);
 
+  // FSDP's hold on a unit's storage (engine/fsdp/fsdp.h): ReleaseUnitStorage frees the model's
+  // own value and gradient buffers of `unit` and marks it external (its views are empty until
+  // bound; EnsureGradients and ZeroGrads leave it alone). BindUnit points the unit's parameter
+  // views at `values` (numel F32, the unit's flat layout) and `grads` (trainable_numel F32, or
+  // empty); the memory stays the caller's.
+  void ReleaseUnitStorage(int unit);
+  void BindUnit(int unit, const View& values, const View& grads);
+
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
   void set_unit_hooks(UnitHooks hooks) { hooks_ = std::move(hooks); }

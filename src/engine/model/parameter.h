@@ -47,6 +47,9 @@ struct ParamGroup {
   std::unique_ptr<Buffer> grads;   // trainable_numel F32; null until gradients are allocated
   View values_view;                // the whole value buffer, flat (numel)
   View grads_view;                 // the whole gradient buffer, flat; empty when null
+  // True once FSDP (engine/fsdp) owns the unit's storage (LlamaModel::ReleaseUnitStorage): the
+  // model's buffers are gone and the views point wherever the last BindUnit put them.
+  bool external = false;
 };
 
 // A parameter's name, shape and layer without its storage (what a checkpoint must contain).

@@ -280,6 +280,8 @@ class GlooProcessGroup : public ProcessGroup {
   Status WaitForAll(const std::vector<std::string>& keys, const std::string& store_at);
   Status Failure(const std::string& what, const std::string& error);
   int LostRankIn(const std::string& error) const;
+  // When the error names no address we know: the rank that must be (or provably is) gone, else -1.
+  int DeadPeer() const;
   std::string DescribeRank(int r) const {
     auto it = peers_.find(r);
     return it == peers_.end() ? fmt::format("rank {}", r)
@@ -431,6 +433,21 @@ Status GlooProcessGroup::Join() {
   return Status::Ok();
 }
 
+int GlooProcessGroup::DeadPeer() const {
+  // With two ranks the lost one can only be the other.
+  if (dist_.world_size == 2) return 1 - dist_.rank;
+  // A peer on this host whose process is gone (peers_ holds "host H, pid P").
+  const std::string here = fmt::format("host {},", Hostname());
+  for (const auto& [r, where] : peers_) {
+    if (r == dist_.rank || where.rfind(here, 0) != 0) continue;
+    const size_t at = where.rfind("pid ");
+    if (at == std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(where.c_str() + at + 4));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) return r;
+  }
+  return -1;
+}
+
 int GlooProcessGroup::LostRankIn(const std::string& error) const {
   for (const auto& [address, r] : pair_address_) {
     if (!address.empty() && error.find(address) != std::string::npos) return r;
@@ -456,6 +473,7 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
     }
   }
   if (lost < 0) lost = seen_lost_;
+  if (lost < 0) lost = DeadPeer();
   const bool timed_out = error.find("imed out") != std::string::npos;
   if (lost >= 0) {
     return Unavailable(fmt::format(

@@ -6,16 +6,27 @@
 
 namespace air::engine::train {
 
-double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backend,
-                      const View& sum_slot) {
+double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
+                       const View& sum_slot) {
   backend.Zero(sum_slot);
   for (const ParamView& p : params) backend.SumOfSquares(p.grad, p.numel, sum_slot.f64());
-  return std::sqrt(backend.ReadScalar(sum_slot));
+  return backend.ReadScalar(sum_slot);
+}
+
+double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backend,
+                      const View& sum_slot) {
+  return std::sqrt(SquaredGradNorm(params, backend, sum_slot));
 }
 
 double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Backend& backend,
                     const View& sum_slot) {
   const double total = GlobalGradNorm(params, backend, sum_slot);
+  if (max_norm <= 0.0) return total;
+  return ClipToNorm(params, total, max_norm, backend);
+}
+
+double ClipToNorm(const std::vector<ParamView>& params, double total, double max_norm,
+                  const Backend& backend) {
   if (max_norm <= 0.0) return total;
   const double coef = std::min(1.0, max_norm / (total + 1e-6));
   // torch multiplies by the clamped coefficient unconditionally; at coef == 1 that is a no-op.

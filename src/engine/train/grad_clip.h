@@ -19,6 +19,15 @@ namespace air::engine::train {
 double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backend,
                       const View& sum_slot);
 
+// sum_i ||g_i||^2 over these views only (one rank's part of a sharded model's global sum).
+double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
+                       const View& sum_slot);
+
+// Clips in place to `max_norm` (> 0) given the total norm `total` (computed here or summed across
+// ranks); returns total.
+double ClipToNorm(const std::vector<ParamView>& params, double total, double max_norm,
+                  const Backend& backend);
+
 // Clips in place when max_norm > 0; returns the total norm before clipping either way.
 double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Backend& backend,
                     const View& sum_slot);

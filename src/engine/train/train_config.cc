@@ -206,6 +206,40 @@ Setter SchedulerField() {
   };
 }
 
+Setter ShardingStrategyField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    std::optional<fsdp::ShardingStrategy> s;
+    if (g.node.IsScalar()) s = fsdp::ParseShardingStrategy(g.node.Scalar());
+    if (!s) {
+      std::string got = g.node.IsScalar() ? g.node.Scalar() : "";
+      errors.Add(g.where, "fsdp_sharding_strategy",
+                 fmt::format("unknown strategy {}{}; valid: {}", Describe(g.node),
+                             DidYouMeanSuffix(got, fsdp::ShardingStrategyNames()),
+                             Join(fsdp::ShardingStrategyNames(), ", ")));
+      return;
+    }
+    c.sharding_strategy = *s;
+  };
+}
+
+// HF TrainingArguments' `fsdp` string; checked against fsdp_sharding_strategy in Validate.
+Setter HfFsdpField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    if (!g.node.IsScalar() && !g.node.IsNull()) {
+      errors.Add(g.where, "fsdp",
+                 fmt::format("expected a string such as \"full_shard auto_wrap\", got {}",
+                             Describe(g.node)));
+      return;
+    }
+    fsdp::HfFsdpOption o = fsdp::ParseHfFsdpOption(g.node.IsNull() ? "" : g.node.Scalar());
+    if (!o.error.empty()) {
+      errors.Add(g.where, "fsdp", o.error);
+      return;
+    }
+    c.sharding_strategy = *o.strategy;
+  };
+}
+
 const std::vector<FieldSpec>& FieldSpecs() {
   static const std::vector<FieldSpec> kSpecs = [] {
     const Range positive{0, std::numeric_limits<double>::infinity(), false, true, "must be > 0"};
@@ -265,6 +299,11 @@ const std::vector<FieldSpec>& FieldSpecs() {
     s.push_back({"bf16", "", false, BoolField("bf16", &TrainConfig::bf16)});
     s.push_back({"activation_checkpointing", "", false,
                  BoolField("activation_checkpointing", &TrainConfig::activation_checkpointing)});
+    s.push_back({"fsdp_sharding_strategy", "", false, ShardingStrategyField()});
+    s.push_back({"fsdp", "", false, HfFsdpField()});
+    s.push_back({"ddp_timeout", "", false,
+                 IntField("ddp_timeout", &TrainConfig::ddp_timeout,
+                          {1, 86400, true, true, "must be between 1 and 86400 seconds"})});
     return s;
   }();
   return kSpecs;
@@ -424,6 +463,19 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
     auto it = given.find("lr_scheduler_type");
     errors.Add(it == given.end() ? source_name : it->second.where, "lr_scheduler_type",
                "'constant' has no warmup but a warmup was given; use constant_with_warmup");
+  }
+  if (given.count("fsdp") && given.count("fsdp_sharding_strategy")) {
+    const GivenValue& hf = given["fsdp"];
+    const GivenValue& named = given["fsdp_sharding_strategy"];
+    fsdp::HfFsdpOption o = fsdp::ParseHfFsdpOption(hf.node.IsScalar() ? hf.node.Scalar() : "");
+    std::optional<fsdp::ShardingStrategy> n =
+        named.node.IsScalar() ? fsdp::ParseShardingStrategy(named.node.Scalar()) : std::nullopt;
+    if (o.strategy && n && *o.strategy != *n) {
+      errors.Add(hf.where, "fsdp",
+                 fmt::format("means {} but fsdp_sharding_strategy ({}) says {}; give one",
+                             fsdp::ShardingStrategyName(*o.strategy), named.where,
+                             fsdp::ShardingStrategyName(*n)));
+    }
   }
   if (!errors.empty()) return errors.ToStatus();
   return config;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/fsdp/sharding_strategy.h"
 
 namespace air::engine::train {
 
@@ -56,6 +57,14 @@ struct TrainConfig {
   // --- compute ---
   bool bf16 = false;                      // see docs/engine-training.md for the CPU meaning
   bool activation_checkpointing = false;  // recompute each layer's activations in backward
+
+  // --- several ranks (engine/fsdp) ---
+  // fsdp_sharding_strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD/DDP, HYBRID_SHARD), or HF's
+  // `fsdp` string ("full_shard auto_wrap"; "" = DDP). Used when WORLD_SIZE > 1.
+  fsdp::ShardingStrategy sharding_strategy = fsdp::ShardingStrategy::kFullShard;
+  // Seconds a collective may take before the rank gives up naming the peer it waited for (HF's
+  // ddp_timeout; air's default is 300 s rather than HF's 1800 so a lost peer ends a run sooner).
+  int ddp_timeout = 300;
 
   // Where each key that was given came from ("file.yaml:3:5" or "--set key=value"), by canonical
   // name; later errors (a missing dataset file, say) name it.

@@ -19,6 +19,7 @@
 #include "engine/ops/cpu/cpu_features.h"
 #include "engine/ops/cpu/thread_pool.h"
 #include "engine/parallel/dist_env.h"
+#include "engine/parallel/gloo_process_group.h"
 #include "engine/train/pretokenized_dataset.h"
 
 namespace air::engine::train {
@@ -30,9 +31,11 @@ Status AtParameter(const TrainConfig& config, const std::string& field, const St
   return Status(status.code(), fmt::format("{}: {}", config.Where(field), status.message()));
 }
 
-// The DataLoader options for the trainer's parameters.
-DataLoaderOptions LoaderOptions(const TrainConfig& config) {
+// The DataLoader options for the trainer's parameters: this rank's rows of every global batch.
+DataLoaderOptions LoaderOptions(const TrainConfig& config, const parallel::DistEnv& dist) {
   DataLoaderOptions o;
+  o.rank = dist.rank;
+  o.world_size = dist.world_size;
   o.batch_size = config.per_device_batch_size;
   o.seq_len = config.max_seq_len;
   o.packing = config.packing;
@@ -46,7 +49,7 @@ DataLoaderOptions LoaderOptions(const TrainConfig& config) {
 Status MakeLoader(const TrainConfig& config, std::vector<TokenizedExample> examples, int32_t pad_id,
                   PreparedTraining& p) {
   p.num_examples = static_cast<int64_t>(examples.size());
-  auto loader = DataLoader::Create(std::move(examples), pad_id, LoaderOptions(config));
+  auto loader = DataLoader::Create(std::move(examples), pad_id, LoaderOptions(config, p.dist));
   if (!loader.ok()) return AtParameter(config, "dataset_name", loader.status());
   p.loader = std::make_unique<DataLoader>(std::move(*loader));
   return Status::Ok();
@@ -164,14 +167,14 @@ Result<TrainConfig> LoadTrainConfig(Env* env, const std::string& config_path,
 
 Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   PreparedTraining p;
-  // Under torchrun/air/srun with several workers every rank would train the same model alone;
-  // say so instead of duplicating the work. Inconsistent launcher variables are an error.
-  AIR_ASSIGN_OR_RETURN(parallel::DistEnv dist, parallel::ReadDistEnv(env));
-  if (dist.world_size > 1) {
-    return FailedPrecondition(fmt::format(
-        "WORLD_SIZE={} ({}): air train runs as a single process for now (the sharded trainer "
-        "of engine/parallel is not built yet); launch it with one worker (WORLD_SIZE=1 or unset)",
-        dist.world_size, parallel::DescribeDistEnv(dist)));
+  // Under torchrun, air launch, air run or srun: this process's rank. Inconsistent launcher
+  // variables are an error naming them.
+  AIR_ASSIGN_OR_RETURN(p.dist, parallel::ReadDistEnv(env));
+  if (p.dist.world_size > 1 && config.sharding_strategy == fsdp::ShardingStrategy::kHybridShard) {
+    return InvalidArgument(fmt::format(
+        "{}: HYBRID_SHARD (shard within a node, replicate across nodes) is not built yet; use "
+        "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
+        config.Where("fsdp_sharding_strategy")));
   }
   auto model_dir = ResolveModelDir(config.model_name, env);
   if (!model_dir.ok()) return AtParameter(config, "model_name", model_dir.status());
@@ -220,8 +223,14 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   return p;
 }
 
+int ThreadsPerRank(const PreparedTraining& p, int num_threads) {
+  if (num_threads > 0) return num_threads;
+  // Ranks on one host share its cores.
+  return std::max(1, DefaultThreadCount() / std::max(1, p.dist.local_world_size));
+}
+
 std::string DescribePlan(const PreparedTraining& p, int num_threads) {
-  const int threads = num_threads > 0 ? num_threads : DefaultThreadCount();
+  const int threads = ThreadsPerRank(p, num_threads);
   const TrainConfig& c = p.config;
   const ModelConfig& m = p.model_config;
   std::string text = fmt::format(
@@ -239,6 +248,12 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       p.total_steps, c.gradient_accumulation_steps, c.learning_rate,
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
       threads, threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()), c.output_dir);
+  if (p.dist.world_size > 1) {
+    text += fmt::format("\nranks    {} ({}), {} over gloo, {} thread{} per rank", p.dist.world_size,
+                        parallel::DescribeDistEnv(p.dist),
+                        fsdp::ShardingStrategyName(c.sharding_strategy), threads,
+                        threads == 1 ? "" : "s");
+  }
   for (const std::string& note : p.notes) text += "\nnote     " + note;
   return text;
 }
@@ -249,8 +264,17 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
           .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   ModelOptions model_options;
   model_options.activation_checkpointing = p.config.activation_checkpointing;
-  AIR_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend,
-                       CreateBackend({.kind = "fast", .num_threads = options.num_threads}));
+  AIR_ASSIGN_OR_RETURN(
+      std::shared_ptr<Backend> backend,
+      CreateBackend({.kind = "fast", .num_threads = ThreadsPerRank(p, options.num_threads)}));
+  // Join the group before loading: a missing peer or a port in use is reported before the
+  // (possibly long) weight load.
+  std::unique_ptr<parallel::ProcessGroup> group;
+  if (p.dist.world_size > 1) {
+    parallel::GlooOptions gloo;
+    gloo.timeout = std::chrono::seconds(p.config.ddp_timeout);
+    AIR_ASSIGN_OR_RETURN(group, parallel::CreateGlooProcessGroup(p.dist, gloo));
+  }
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                        LoadHfModel(p.model_dir, backend, model_options));
   TrainerIo io;
@@ -260,8 +284,26 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   io.on_logged_step = options.on_logged_step;
   io.model_dir = p.model_dir;
   io.dump_batches_path = options.dump_batches_path;
+  std::unique_ptr<fsdp::CommThread> comm;
+  std::unique_ptr<fsdp::Fsdp> sharded;
+  if (group != nullptr) {
+    if (!io.dump_batches_path.empty()) {
+      io.dump_batches_path += fmt::format(".rank{}", p.dist.rank);
+    }
+    comm = std::make_unique<fsdp::CommThread>();
+    AIR_ASSIGN_OR_RETURN(sharded, fsdp::Fsdp::Apply(*model, *group, *comm,
+                                                    {.strategy = p.config.sharding_strategy}));
+    io.parallel = {.group = group.get(),
+                   .comm = comm.get(),
+                   .fsdp = sharded.get(),
+                   .rank = p.dist.rank,
+                   .world_size = p.dist.world_size};
+  }
   Trainer trainer(model.get(), p.config, io);
-  return trainer.Run(*p.loader);
+  Result<TrainSummary> summary = trainer.Run(*p.loader);
+  sharded.reset();  // before the thread and the group it uses
+  comm.reset();
+  return summary;
 }
 
 }  // namespace air::engine::train

@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "engine/data/data_loader.h"
 #include "engine/model/model_config.h"
+#include "engine/parallel/dist_env.h"
 #include "engine/train/train_config.h"
 #include "engine/train/trainer.h"
 
@@ -39,6 +40,7 @@ struct PreparedTraining {
   int total_steps = 0;
   int warmup_steps = 0;
   std::vector<std::string> notes;  // what the user should know (bf16 on the CPU, ...)
+  parallel::DistEnv dist;          // this process's rank (world size 1 without a launcher)
 };
 
 Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config);

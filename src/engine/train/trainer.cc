@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "engine/io/checkpoint.h"
@@ -60,11 +61,52 @@ int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch) {
 }
 
 Status Trainer::SaveCheckpoint(const std::string& dir) const {
+  if (io_.parallel.fsdp != nullptr) {
+    // Gathered unit by unit; rank 0 holds one host copy of the model, the others none.
+    AIR_ASSIGN_OR_RETURN(std::vector<Tensor> full, io_.parallel.fsdp->GatherFullParameters());
+    Status written = Status::Ok();
+    if (lead()) {
+      std::vector<NamedTensorRef> refs;
+      const auto& params = model_->parameters();
+      for (size_t i = 0; i < params.size(); ++i) refs.push_back({params[i].name, &full[i]});
+      written = SaveHfCheckpoint(dir, model_->config(), refs, {});
+      if (written.ok() && !io_.model_dir.empty()) {
+        written = CopyTokenizerFiles(io_.model_dir, dir).status();
+      }
+    }
+    // Everyone learns whether rank 0 managed: a failed save stops every rank, not just one.
+    double failed = written.ok() ? 0.0 : 1.0;
+    AIR_RETURN_IF_ERROR(SumOverRanks(&failed, 1));
+    AIR_RETURN_IF_ERROR(written);
+    if (failed > 0) return Internal(fmt::format("rank 0 could not write the checkpoint {}", dir));
+    return Status::Ok();
+  }
   AIR_RETURN_IF_ERROR(SaveHfModel(*model_, dir));
   if (!io_.model_dir.empty()) {
     AIR_RETURN_IF_ERROR(CopyTokenizerFiles(io_.model_dir, dir).status());
   }
   return Status::Ok();
+}
+
+Status Trainer::SumOverRanks(double* values, size_t n) const {
+  if (io_.parallel.comm == nullptr) return Status::Ok();
+  parallel::ProcessGroup* group = io_.parallel.group;
+  return io_.parallel.comm->Run([=] {
+    return group->AllReduce(values, n, parallel::CommDType::kF64, parallel::ReduceOp::kSum);
+  });
+}
+
+Result<double> Trainer::ClipGradients(const std::vector<ParamView>& params,
+                                      const View& norm_slot) const {
+  const Backend& backend = model_->backend();
+  fsdp::Fsdp* fsdp = io_.parallel.fsdp;
+  if (fsdp == nullptr || fsdp->gradients_replicated()) {
+    return ClipGradNorm(params, config_.max_grad_norm, backend, norm_slot);
+  }
+  // Each rank holds a shard: the squared norms add up across ranks.
+  double squared = SquaredGradNorm(params, backend, norm_slot);
+  AIR_RETURN_IF_ERROR(SumOverRanks(&squared, 1));
+  return ClipToNorm(params, std::sqrt(squared), config_.max_grad_norm, backend);
 }
 
 Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader, int step) {
@@ -81,16 +123,33 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
     }
     micro_batches.push_back(std::move(batch));
   }
-  AIR_RETURN_IF_ERROR(model_->ZeroGrads());
-  for (const TokenBatch& batch : micro_batches) {
-    if (batch.CountLossTokens() == 0) continue;  // contributes nothing to the mean
+  fsdp::Fsdp* fsdp = io_.parallel.fsdp;
+  // The denominator is the global count: every rank divides by the same N.
+  double global_tokens = static_cast<double>(out.loss_tokens);
+  AIR_RETURN_IF_ERROR(SumOverRanks(&global_tokens, 1));
+  const int64_t total_tokens = static_cast<int64_t>(global_tokens);
+  AIR_RETURN_IF_ERROR(fsdp != nullptr ? fsdp->ZeroGrads() : model_->ZeroGrads());
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const TokenBatch& batch = micro_batches[i];
+    // One process skips a micro-batch that contributes nothing; ranks must all run the same
+    // collectives, so they compute it (with a zero scale) instead.
+    if (batch.CountLossTokens() == 0 && fsdp == nullptr) continue;
+    if (fsdp != nullptr) fsdp->set_sync_gradients(i + 1 == micro_batches.size());
     AIR_ASSIGN_OR_RETURN(ForwardResult r, model_->Forward(batch));
     out.loss_sum += r.loss_sum;
     // d(mean over all N tokens)/d(param) = sum_i (n_i / N) * d(mean over micro-batch i).
-    const float scale = static_cast<float>(static_cast<double>(r.loss_tokens) /
-                                           static_cast<double>(out.loss_tokens));
+    const float scale = total_tokens > 0 ? static_cast<float>(static_cast<double>(r.loss_tokens) /
+                                                              static_cast<double>(total_tokens))
+                                         : 0.0f;
     AIR_RETURN_IF_ERROR(model_->Backward(scale));
   }
+  if (fsdp != nullptr) AIR_RETURN_IF_ERROR(fsdp->FinishGradients());
+  // The step's loss and token counts over every rank.
+  double sums[2] = {out.loss_sum, static_cast<double>(out.real_tokens)};
+  AIR_RETURN_IF_ERROR(SumOverRanks(sums, 2));
+  out.loss_sum = sums[0];
+  out.real_tokens = static_cast<int64_t>(sums[1]);
+  out.loss_tokens = total_tokens;
   return out;
 }
 
@@ -102,16 +161,26 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                             total_steps);
 
   AIR_RETURN_IF_ERROR(env->CreateDirs(c.output_dir));
-  AIR_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::Create(env, c.output_dir));
+  std::optional<MetricsLog> metrics;  // rank 0's
+  if (lead()) {
+    AIR_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Create(env, c.output_dir));
+    metrics.emplace(std::move(log));
+  }
   if (!io_.dump_batches_path.empty()) {
     AIR_RETURN_IF_ERROR(env->WriteFileAtomic(io_.dump_batches_path, ""));
   }
   std::ostringstream discard;
-  ProgressDisplay progress(io_.progress ? io_.progress : &discard, io_.progress_is_tty);
+  ProgressDisplay progress(io_.progress && lead() ? io_.progress : &discard, io_.progress_is_tty);
 
   model_->set_activation_checkpointing(c.activation_checkpointing);
-  AIR_RETURN_IF_ERROR(model_->ZeroGrads());  // allocates the grads the views point into
-  std::vector<ParamView> params = ViewsOf(model_->parameters());
+  fsdp::Fsdp* fsdp = io_.parallel.fsdp;
+  std::vector<ParamView> params;
+  if (fsdp != nullptr) {
+    params = fsdp->OptimizerViews();  // this rank's shards
+  } else {
+    AIR_RETURN_IF_ERROR(model_->ZeroGrads());  // allocates the grads the views point into
+    params = ViewsOf(model_->parameters());
+  }
   const Backend& backend = model_->backend();
   AIR_ASSIGN_OR_RETURN(auto optimizer, AdamW::Create(params,
                                                      AdamWOptions{.beta1 = c.adam_beta1,
@@ -149,9 +218,10 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                       "learning_rate (now {} at {})",
                       step + 1, loss, c.learning_rate, c.Where("learning_rate")));
     }
-    const double grad_norm = ClipGradNorm(params, c.max_grad_norm, backend, norm_slot);
+    AIR_ASSIGN_OR_RETURN(const double grad_norm, ClipGradients(params, norm_slot));
     const double lr = schedule.LearningRate(step);
     optimizer->Step(lr);
+    if (fsdp != nullptr) AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());
 
     const double elapsed = SecondsSince(start);
     summary.steps = step + 1;
@@ -179,8 +249,8 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
       StepMetrics logged = m;
       logged.loss = interval_loss / interval_steps;
       logged.tokens_per_s = interval_tokens / std::max(1e-9, elapsed - interval_start_s);
-      AIR_RETURN_IF_ERROR(metrics.Append(logged));
-      if (io_.on_logged_step) io_.on_logged_step(logged);
+      if (metrics) AIR_RETURN_IF_ERROR(metrics->Append(logged));
+      if (io_.on_logged_step && lead()) io_.on_logged_step(logged);
       interval_loss = 0.0;
       interval_steps = 0;
       interval_tokens = 0;

@@ -15,6 +15,7 @@
 // at the end, each a full HF directory (config.json, weights, generation_config.json, tokenizer
 // files copied from the base model). Deterministic: the same config and data give the same
 // weights (the model's ops are deterministic for a fixed thread count).
+// Several ranks: see TrainerParallel.
 // Thread safety: drives one model from the calling thread.
 #pragma once
 
@@ -26,11 +27,26 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "engine/data/data_loader.h"
+#include "engine/fsdp/comm_thread.h"
+#include "engine/fsdp/fsdp.h"
 #include "engine/model/llama_model.h"
 #include "engine/train/step_metrics.h"
 #include "engine/train/train_config.h"
 
 namespace air::engine::train {
+
+// Several ranks: the model is sharded by `fsdp` over `group`, whose collectives all run on
+// `comm`. Each rank's DataLoader reads its own rows of every global batch; the trainer sums loss
+// tokens and losses over ranks, so every rank normalizes by the global count of loss tokens
+// (HF's average_tokens_across_devices) and the clipping norm is the global one. Only rank 0
+// writes metrics, progress and checkpoints. Null members: one process.
+struct TrainerParallel {
+  parallel::ProcessGroup* group = nullptr;
+  fsdp::CommThread* comm = nullptr;
+  fsdp::Fsdp* fsdp = nullptr;
+  int rank = 0;
+  int world_size = 1;
+};
 
 struct TrainerIo {
   Env* env = nullptr;
@@ -40,6 +56,7 @@ struct TrainerIo {
   std::string dump_batches_path;  // when set, every micro-batch is appended here as JSONL
   // Called with each metrics.jsonl line as it is written (air train's MLflow logging).
   std::function<void(const StepMetrics&)> on_logged_step;
+  TrainerParallel parallel;
 };
 
 struct TrainSummary {
@@ -65,6 +82,7 @@ class Trainer {
   Result<TrainSummary> Run(DataLoader& loader);
 
   // Writes a full checkpoint (weights, config, generation config, tokenizer files) into `dir`.
+  // Collective with several ranks: every unit is gathered, rank 0 writes.
   Status SaveCheckpoint(const std::string& dir) const;
 
  private:
@@ -75,6 +93,11 @@ class Trainer {
   };
   // Zeroes the grads, then runs forward and scaled backward over the next G micro-batches.
   Result<AccumulatedStep> AccumulateGradients(DataLoader& loader, int step);
+  // Sums values[n] over ranks (F64) on the communication thread; a no-op for one process.
+  Status SumOverRanks(double* values, size_t n) const;
+  // The global gradient norm, clipped to max_grad_norm.
+  Result<double> ClipGradients(const std::vector<ParamView>& params, const View& norm_slot) const;
+  bool lead() const { return io_.parallel.rank == 0; }
 
   LlamaModel* model_;
   TrainConfig config_;
