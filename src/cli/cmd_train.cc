@@ -110,6 +110,18 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   data["tokens"] = summary->tokens;
   data["elapsed_s"] = summary->elapsed_s;
   data["metrics"] = prepared->config.output_dir + "/metrics.jsonl";
+  if (prepared->dist.world_size > 1) {
+    data["parallel"] = {
+        {"rank", prepared->dist.rank},
+        {"world_size", prepared->dist.world_size},
+        {"strategy", engine::fsdp::ShardingStrategyName(prepared->config.sharding_strategy)},
+        {"comm_s", summary->comm_s},
+        {"comm_wait_s", summary->comm_wait_s},
+        {"parameter_bytes", summary->parameter_bytes},
+        {"gradient_bytes", summary->gradient_bytes},
+        {"optimizer_bytes", summary->optimizer_bytes},
+        {"gather_bytes", summary->gather_bytes}};
+  }
   EmitData(ctx, data,
            fmt::format("trained {} steps in {:.1f} s: loss {:.4f} -> {:.4f}; checkpoint in {}",
                        summary->steps, summary->elapsed_s, summary->first_loss, summary->last_loss,

@@ -264,6 +264,25 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   }
   progress.Finish();
   summary.elapsed_s = SecondsSince(start);
+  if (fsdp != nullptr) {
+    const fsdp::FsdpMemory held = fsdp->memory();
+    summary.comm_s = fsdp->comm_seconds();
+    summary.comm_wait_s = fsdp->wait_seconds();
+    summary.parameter_bytes = held.parameters;
+    summary.gradient_bytes = held.gradients;
+    summary.gather_bytes = held.gather;
+    for (const ParamView& p : params) summary.optimizer_bytes += 2 * p.numel * 4;
+    const double mib = 1024.0 * 1024.0;
+    progress.Note(fmt::format(
+        "rank 0 of {}: {:.2f} s in collectives, {:.2f} s of it waited for by compute ({:.0f}% "
+        "hidden by overlap); holds {:.1f} MiB parameters, {:.1f} MiB gradients, {:.1f} MiB "
+        "optimizer state, {:.1f} MiB gather slots",
+        io_.parallel.world_size, summary.comm_s, summary.comm_wait_s,
+        summary.comm_s > 0 ? 100.0 * (1.0 - std::min(1.0, summary.comm_wait_s / summary.comm_s))
+                           : 0.0,
+        summary.parameter_bytes / mib, summary.gradient_bytes / mib, summary.optimizer_bytes / mib,
+        summary.gather_bytes / mib));
+  }
   AIR_RETURN_IF_ERROR(SaveCheckpoint(c.output_dir));
   if (c.save_steps > 0 && total_steps % c.save_steps == 0) {
     // The last periodic checkpoint coincides with the final one; keep the layout predictable.

@@ -66,6 +66,15 @@ struct TrainSummary {
   int64_t tokens = 0;
   double elapsed_s = 0.0;
   std::string output_dir;
+  // Several ranks (this rank's figures, during the training steps): seconds the communication
+  // thread spent in collectives, seconds the compute thread waited for them (what overlap did
+  // not hide), and the bytes of training state this rank holds.
+  double comm_s = 0.0;
+  double comm_wait_s = 0.0;
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t gather_bytes = 0;
 };
 
 // Optimizer steps for a run: max_steps when > 0, else ceil(num_train_epochs * steps per epoch)
