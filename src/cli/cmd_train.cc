@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -15,6 +17,21 @@
 
 namespace air::cli {
 namespace {
+
+// SIGTERM asks the trainer to finish its step, write a resumable checkpoint and exit non-zero
+// (what torchrun, air launch, air cancel and Slurm's preemption send). A signal handler can only
+// reach process-wide state: this one flag, set from the handler, read by the training loop.
+std::atomic<bool> g_stop_requested{false};
+
+void RequestStop(int) { g_stop_requested.store(true); }
+
+void CatchSigterm() {
+  struct sigaction action {};
+  action.sa_handler = RequestStop;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+}
 
 // MLflow logging when MLFLOW_TRACKING_URI and MLFLOW_RUN_ID are set (air run sets both), from
 // rank 0 only: parameters now, then each logged step's loss, learning rate, gradient norm and
@@ -78,6 +95,8 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   options.progress = lead ? progress : nullptr;
   options.progress_is_tty = tty;
   options.dump_batches_path = flags.dump_batches;
+  CatchSigterm();
+  options.stop_requested = &g_stop_requested;
   options.num_threads = flags.threads;
   std::unique_ptr<tracking::MetricLogger> tracking = StartTracking(ctx, *prepared);
   if (tracking) {

@@ -81,6 +81,15 @@ Status Fsdp::Setup() {
   }
   if (!sharded) {
     views_ = train::ViewsOf(model_->parameters());
+    for (const Parameter& p : model_->parameters()) {
+      if (!p.trainable) continue;
+      int64_t offset = 0;
+      for (const Parameter* q : groups[static_cast<size_t>(p.unit)].params) {
+        if (q == &p) break;
+        offset += q->numel();
+      }
+      view_places_.push_back({p.unit, offset});
+    }
     return Status::Ok();
   }
 
@@ -147,6 +156,7 @@ Status Fsdp::Setup() {
                                                            : u.values.f32() + start;
         v.grad = u.grad_shard.f32() + (start - lo);
         views_.push_back(std::move(v));
+        view_places_.push_back({static_cast<int>(i), start});
       }
       offset += p->numel();
     }

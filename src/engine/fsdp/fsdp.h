@@ -82,6 +82,12 @@ class Fsdp {
   // This rank's part of every trainable parameter (pieces of parameters in its shard), with
   // gradients; valid for the life of this object.
   const std::vector<train::ParamView>& OptimizerViews() const { return views_; }
+  // Where OptimizerViews()[i] lies: its unit and first element within the unit's flat buffer.
+  struct ViewPlace {
+    int unit = 0;
+    int64_t offset = 0;
+  };
+  const std::vector<ViewPlace>& view_places() const { return view_places_; }
   // True when every rank holds the whole gradient (NO_SHARD): the norm needs no all-reduce.
   bool gradients_replicated() const { return options_.strategy == ShardingStrategy::kNoShard; }
   // After the optimizer updated this rank's shards: SHARD_GRAD_OP starts the all-gathers of the
@@ -157,6 +163,7 @@ class Fsdp {
   std::vector<Unit> units_;
   std::vector<Slot> slots_;  // 0, 1: decoder layers (alternating); 2: root
   std::vector<train::ParamView> views_;
+  std::vector<ViewPlace> view_places_;
   Status error_;
 };
 

@@ -33,6 +33,12 @@ std::vector<float> AdamW::Download(const std::vector<View>& views, size_t i) con
 std::vector<float> AdamW::first_moment(size_t i) const { return Download(exp_avg_, i); }
 std::vector<float> AdamW::second_moment(size_t i) const { return Download(exp_avg_sq_, i); }
 
+void AdamW::SetMoments(size_t i, const std::vector<float>& exp_avg,
+                       const std::vector<float>& exp_avg_sq) {
+  backend_->CopyToDevice(exp_avg_[i], exp_avg.data());
+  backend_->CopyToDevice(exp_avg_sq_[i], exp_avg_sq.data());
+}
+
 void AdamW::Step(double lr) {
   ++step_count_;
   const double t = static_cast<double>(step_count_);

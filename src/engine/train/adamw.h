@@ -47,6 +47,11 @@ class AdamW {
   // Host copies of the moments of parameter i (for checks and resumable checkpoints).
   std::vector<float> first_moment(size_t i) const;
   std::vector<float> second_moment(size_t i) const;
+  // Restores parameter i's moments (each params()[i].numel floats) and the step count, when
+  // resuming from a checkpoint.
+  void SetMoments(size_t i, const std::vector<float>& exp_avg,
+                  const std::vector<float>& exp_avg_sq);
+  void set_step_count(int64_t steps) { step_count_ = steps; }
 
  private:
   AdamW(std::vector<ParamView> params, AdamWOptions options, const Backend& backend)

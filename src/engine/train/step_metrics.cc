@@ -23,6 +23,25 @@ Result<MetricsLog> MetricsLog::Create(Env* env, const std::string& output_dir) {
   return MetricsLog(env, path);
 }
 
+Result<MetricsLog> MetricsLog::Resume(Env* env, const std::string& output_dir, int step) {
+  const std::string path = output_dir + "/metrics.jsonl";
+  std::string kept;
+  if (env->FileExists(path)) {
+    AIR_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) break;  // a torn last line is dropped
+      const std::string line = text.substr(start, end - start);
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("step", 0) <= step) kept += line + "\n";
+      start = end + 1;
+    }
+  }
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(path, kept));
+  return MetricsLog(env, path);
+}
+
 Status MetricsLog::Append(const StepMetrics& m) {
   nlohmann::ordered_json j;
   j["step"] = m.step;

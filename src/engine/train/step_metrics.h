@@ -39,6 +39,9 @@ class MetricsLog {
  public:
   // Starts output_dir/metrics.jsonl afresh (a previous file is replaced).
   static Result<MetricsLog> Create(Env* env, const std::string& output_dir);
+  // Continues output_dir/metrics.jsonl after a resume at `step`: keeps the lines of steps up to
+  // it and drops later ones (logged by the run that was stopped after its last checkpoint).
+  static Result<MetricsLog> Resume(Env* env, const std::string& output_dir, int step);
 
   Status Append(const StepMetrics& m);
   const std::string& path() const { return path_; }

@@ -206,6 +206,22 @@ Setter SchedulerField() {
   };
 }
 
+Setter ResumeField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    if (std::optional<bool> b = ReadBool(g.node)) {
+      c.resume_from_checkpoint = *b ? "latest" : "";
+      return;
+    }
+    if (!g.node.IsScalar() || Trim(g.node.Scalar()).empty()) {
+      errors.Add(g.where, "resume_from_checkpoint",
+                 fmt::format("expected latest, true, false or a checkpoint directory, got {}",
+                             Describe(g.node)));
+      return;
+    }
+    c.resume_from_checkpoint = g.node.Scalar();
+  };
+}
+
 Setter ShardingStrategyField() {
   return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
     std::optional<fsdp::ShardingStrategy> s;
@@ -296,6 +312,7 @@ const std::vector<FieldSpec>& FieldSpecs() {
     s.push_back({"save_steps", "", false,
                  IntField("save_steps", &TrainConfig::save_steps,
                           {0, 1e12, true, true, "must be >= 0 (0: save only at the end)"})});
+    s.push_back({"resume_from_checkpoint", "", false, ResumeField()});
     s.push_back({"bf16", "", false, BoolField("bf16", &TrainConfig::bf16)});
     s.push_back({"activation_checkpointing", "", false,
                  BoolField("activation_checkpointing", &TrainConfig::activation_checkpointing)});

@@ -53,6 +53,9 @@ struct TrainConfig {
   // --- outputs ---
   int logging_steps = 10;  // a metrics.jsonl line every N optimizer steps
   int save_steps = 0;      // output_dir/checkpoint-N every N steps; 0: only at the end
+  // "" (start fresh), "latest" (the newest complete output_dir/checkpoint-N, or fresh when there
+  // is none; YAML true means the same), or a checkpoint directory.
+  std::string resume_from_checkpoint;
 
   // --- compute ---
   bool bf16 = false;                      // see docs/engine-training.md for the CPU meaning

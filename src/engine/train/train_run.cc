@@ -284,6 +284,7 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   io.on_logged_step = options.on_logged_step;
   io.model_dir = p.model_dir;
   io.dump_batches_path = options.dump_batches_path;
+  io.stop_requested = options.stop_requested;
   std::unique_ptr<fsdp::CommThread> comm;
   std::unique_ptr<fsdp::Fsdp> sharded;
   if (group != nullptr) {

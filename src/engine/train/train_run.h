@@ -9,6 +9,7 @@
 // Thread safety: run from one thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -51,6 +52,7 @@ struct RunOptions {
   std::string dump_batches_path;
   int num_threads = 0;  // 0: AIR_NUM_THREADS or the number of cores
   std::function<void(const StepMetrics&)> on_logged_step;  // see TrainerIo
+  const std::atomic<bool>* stop_requested = nullptr;       // see TrainerIo
 };
 
 // A few lines describing the run (model, data, steps, schedule, compute), for the start of the

@@ -161,11 +161,6 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                             total_steps);
 
   AIR_RETURN_IF_ERROR(env->CreateDirs(c.output_dir));
-  std::optional<MetricsLog> metrics;  // rank 0's
-  if (lead()) {
-    AIR_ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Create(env, c.output_dir));
-    metrics.emplace(std::move(log));
-  }
   if (!io_.dump_batches_path.empty()) {
     AIR_RETURN_IF_ERROR(env->WriteFileAtomic(io_.dump_batches_path, ""));
   }
@@ -190,6 +185,14 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                                                      backend));
   View norm_slot;  // the device scalar the gradient norm accumulates in
   AIR_ASSIGN_OR_RETURN(auto norm_slot_buffer, backend.AllocateView(DType::kF64, {1}, &norm_slot));
+  AIR_ASSIGN_OR_RETURN(const int start_step, MaybeResume(loader, *optimizer, params, progress));
+  std::optional<MetricsLog> metrics;  // rank 0's
+  if (lead()) {
+    AIR_ASSIGN_OR_RETURN(MetricsLog log, start_step > 0
+                                             ? MetricsLog::Resume(env, c.output_dir, start_step)
+                                             : MetricsLog::Create(env, c.output_dir));
+    metrics.emplace(std::move(log));
+  }
 
   TrainSummary summary;
   summary.output_dir = c.output_dir;
@@ -199,7 +202,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   int64_t interval_tokens = 0;
   double interval_start_s = 0.0;
 
-  for (int step = 0; step < total_steps; ++step) {
+  for (int step = start_step; step < total_steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
     AIR_ASSIGN_OR_RETURN(AccumulatedStep accumulated, AccumulateGradients(loader, step));
     const int64_t loss_tokens = accumulated.loss_tokens;
@@ -226,7 +229,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
     const double elapsed = SecondsSince(start);
     summary.steps = step + 1;
     summary.tokens += step_tokens;
-    if (step == 0) summary.first_loss = loss;
+    if (step == start_step) summary.first_loss = loss;
     summary.last_loss = loss;
     interval_loss += loss;
     ++interval_steps;
@@ -258,8 +261,22 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
     }
     if (c.save_steps > 0 && (step + 1) % c.save_steps == 0 && !last) {
       const std::string dir = fmt::format("{}/checkpoint-{}", c.output_dir, step + 1);
-      AIR_RETURN_IF_ERROR(SaveCheckpoint(dir));
+      AIR_RETURN_IF_ERROR(SaveTrainingCheckpoint(dir, step + 1, loader, *optimizer));
       progress.Note(fmt::format("saved {}", dir));
+    }
+    if (io_.stop_requested != nullptr && !last) {
+      // Every rank stops at the same step: the request is summed over ranks.
+      double stop = io_.stop_requested->load() ? 1.0 : 0.0;
+      AIR_RETURN_IF_ERROR(SumOverRanks(&stop, 1));
+      if (stop > 0) {
+        const std::string dir = fmt::format("{}/checkpoint-{}", c.output_dir, step + 1);
+        AIR_RETURN_IF_ERROR(SaveTrainingCheckpoint(dir, step + 1, loader, *optimizer));
+        progress.Finish();
+        return Cancelled(
+            fmt::format("stopped by SIGTERM after step {} of {}; the resumable checkpoint is {} "
+                        "(resume_from_checkpoint: latest continues from it)",
+                        step + 1, total_steps, dir));
+      }
     }
   }
   progress.Finish();
@@ -286,7 +303,9 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   AIR_RETURN_IF_ERROR(SaveCheckpoint(c.output_dir));
   if (c.save_steps > 0 && total_steps % c.save_steps == 0) {
     // The last periodic checkpoint coincides with the final one; keep the layout predictable.
-    AIR_RETURN_IF_ERROR(SaveCheckpoint(fmt::format("{}/checkpoint-{}", c.output_dir, total_steps)));
+    AIR_RETURN_IF_ERROR(
+        SaveTrainingCheckpoint(fmt::format("{}/checkpoint-{}", c.output_dir, total_steps),
+                               total_steps, loader, *optimizer));
   }
   return summary;
 }

@@ -19,6 +19,7 @@
 // Thread safety: drives one model from the calling thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <ostream>
@@ -30,6 +31,8 @@
 #include "engine/fsdp/comm_thread.h"
 #include "engine/fsdp/fsdp.h"
 #include "engine/model/llama_model.h"
+#include "engine/train/adamw.h"
+#include "engine/train/sharded_checkpoint.h"
 #include "engine/train/step_metrics.h"
 #include "engine/train/train_config.h"
 
@@ -57,6 +60,9 @@ struct TrainerIo {
   // Called with each metrics.jsonl line as it is written (air train's MLflow logging).
   std::function<void(const StepMetrics&)> on_logged_step;
   TrainerParallel parallel;
+  // Set (by a SIGTERM handler) to ask for a stop: the current step finishes, a resumable
+  // checkpoint-N is written, and Run returns kCancelled naming it. Null: never.
+  const std::atomic<bool>* stop_requested = nullptr;
 };
 
 struct TrainSummary {
@@ -93,6 +99,10 @@ class Trainer {
   // Writes a full checkpoint (weights, config, generation config, tokenizer files) into `dir`.
   // Collective with several ranks: every unit is gathered, rank 0 writes.
   Status SaveCheckpoint(const std::string& dir) const;
+  // SaveCheckpoint plus the resumable training state of every rank after `step` optimizer
+  // steps (engine/train/sharded_checkpoint.h), committed last. Collective.
+  Status SaveTrainingCheckpoint(const std::string& dir, int step, const DataLoader& loader,
+                                const AdamW& optimizer) const;
 
  private:
   struct AccumulatedStep {
@@ -107,6 +117,16 @@ class Trainer {
   // The global gradient norm, clipped to max_grad_norm.
   Result<double> ClipGradients(const std::vector<ParamView>& params, const View& norm_slot) const;
   bool lead() const { return io_.parallel.rank == 0; }
+  // This rank's part of the training state (trainer_checkpoint.cc).
+  StateLayout Layout(const std::vector<ParamView>& params) const;
+  // resume_from_checkpoint: loads the checkpoint into the model, optimizer and loader and
+  // returns the optimizer steps already done (0 when starting fresh). Collective.
+  Result<int> MaybeResume(DataLoader& loader, AdamW& optimizer,
+                          const std::vector<ParamView>& params, ProgressDisplay& progress);
+  RunIdentity Identity() const;
+  // Every rank learns whether any failed (a barrier as well); returns the first local error,
+  // or an error naming `what` when another rank failed.
+  Status AgreeOnStatus(const Status& local, const std::string& what) const;
 
   LlamaModel* model_;
   TrainConfig config_;
