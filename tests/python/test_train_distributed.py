@@ -219,3 +219,34 @@ def test_bad_strategy_and_hybrid_are_refused_before_training(tiny, air_bin, tmp_
     assert proc.returncode != 0
     assert "HYBRID_SHARD" in proc.stdout + proc.stderr
     assert not (out / "model.safetensors").exists()
+
+
+def test_seed_workload_air_train_variant_runs_on_two_cpu_nodes(tiny, one_rank, air, air_home):
+    """examples/multinode_llm_sft/train_air.yaml — the seed's workload with air train — keeps the
+    seed's parameters block, and runs unchanged on 2 local CPU nodes x 2 ranks once the test points
+    compute and the model/data at what this machine has; its checkpoint lands under /Volumes."""
+    example = pathlib.Path(__file__).parents[2] / "examples" / "multinode_llm_sft"
+    seed = yaml.safe_load((example / "train.yaml").read_text())
+    variant = yaml.safe_load((example / "train_air.yaml").read_text())
+    assert variant["parameters"] == seed["parameters"]
+    assert variant["compute"] == seed["compute"]
+    model_dir, data = tiny
+    air("secrets", "create-scope", "my_scope", check=True)
+    air("secrets", "put-secret", "my_scope", "hf_token", input="hf_canary\n", check=True)
+    overrides = {"compute.accelerator_type": "CPU_2", "compute.num_accelerators": "4",
+                 "parameters.model_name": str(model_dir), "parameters.dataset_name": str(data),
+                 "parameters.max_seq_len": "64", "parameters.per_device_batch_size": "1",
+                 "parameters.gradient_accumulation_steps": "2", "parameters.max_steps": "4",
+                 "parameters.learning_rate": "0.003"}
+    args = ["run", "-f", example / "train_air.yaml"]
+    for k, v in overrides.items():
+        args += ["--override", f"{k}={v}"]
+    proc = air(*args, check=True)
+    run_id = int(proc.stdout.strip().splitlines()[-1])  # after the override notes
+    run = wait_terminal(air, run_id, timeout=400)
+    logs = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert "FULL_SHARD over gloo" in logs
+    listing = air("volumes", "ls", "/Volumes/main/default/air_checkpoints/llama31-8b-sft",
+                  check=True).stdout
+    assert "model.safetensors" in listing and "metrics.jsonl" in listing

@@ -17,9 +17,15 @@ EVAL = REPO / "examples" / "data" / "tiny_instruct" / "eval.jsonl"
 
 def test_the_workload_and_the_config_file_hold_the_same_recipe():
     """examples/quickstart/train.yaml (air run) and train_config.yaml (air train --config) must
-    train the same way; only the paths differ (the workload runs inside its snapshot)."""
-    workload = yaml.safe_load((REPO / "examples/quickstart/train.yaml").read_text())["parameters"]
+    train the same way; only the paths differ (the workload runs inside its snapshot), and the
+    workload splits the same global batch over its nodes (one rank each)."""
+    spec = yaml.safe_load((REPO / "examples/quickstart/train.yaml").read_text())
+    workload = spec["parameters"]
     config = yaml.safe_load((REPO / "examples/quickstart/train_config.yaml").read_text())
+    ranks = spec["compute"]["num_accelerators"]
+    assert spec["compute"]["accelerator_type"] == "CPU_1" and ranks == 2
+    assert workload.pop("per_device_batch_size") * ranks == config.pop("per_device_batch_size")
+    assert workload.pop("fsdp_sharding_strategy") == "FULL_SHARD"
     paths = {"model_name", "dataset_name", "output_dir"}
     defaults = {"save_steps": 0, "bf16": False, "activation_checkpointing": False}
     for key in (workload.keys() | config.keys()) - paths:
