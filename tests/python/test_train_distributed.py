@@ -250,3 +250,23 @@ def test_seed_workload_air_train_variant_runs_on_two_cpu_nodes(tiny, one_rank, a
     listing = air("volumes", "ls", "/Volumes/main/default/air_checkpoints/llama31-8b-sft",
                   check=True).stdout
     assert "model.safetensors" in listing and "metrics.jsonl" in listing
+
+
+def test_two_ranks_under_the_real_torchrun(tiny, one_rank, air_bin, tmp_path):
+    """`torchrun --no-python air train`: air joins torchrun's agent store (TCPStore protocol) and
+    trains the same as one process."""
+    model_dir, data = tiny
+    out = tmp_path / "out"
+    cfg = write_params(tmp_path / "p.yaml", params(model_dir, data, out, 2))
+    torchrun = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin", "torchrun")
+    assert os.path.exists(torchrun), torchrun  # a missing reference fails, never skips
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc-per-node", "2", "--no-python", air_bin, "train",
+         "--config", str(cfg), "--threads", "1"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "hosted by the launcher" in proc.stdout  # torchrun's store, not one of air's
+    dl = max_rel_loss_diff(losses(out), losses(one_rank))
+    dw = max_weight_diff(weights(out), weights(one_rank))
+    print(f"torchrun 2 ranks vs 1: loss diff {dl:.3g}, weight diff {dw:.3g}")
+    assert dl <= 1e-5 and dw <= 1e-5
