@@ -6,6 +6,7 @@ saved once in fp32; pre-tokenized rows of exactly max_seq_len tokens, every toke
 the single-process and the several-rank benchmarks train the same kind of model on the same
 kind of data. Nothing here is shared between threads; each benchmark is one sequential script.
 """
+import argparse
 import importlib.util
 import json
 import os
@@ -46,6 +47,39 @@ def write_rows(path, rows, seq, vocab):
     """`rows` pre-tokenized rows of `seq` random ids (bench/train_step's generator)."""
     args = types.SimpleNamespace(batch=rows, steps=1, warmup=0, seq=seq, vocab=vocab)
     return _train_step.write_rows(args, path)
+
+
+def model_parser(doc, layers, hidden, vocab, seq, timed=True):
+    """The benchmarks' common flags: the model's shape, and (timed) --steps/--warmup/--repeats,
+    which parse_timed checks."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=layers)
+    parser.add_argument("--hidden", type=int, default=hidden)
+    parser.add_argument("--vocab", type=int, default=vocab)
+    parser.add_argument("--seq", type=int, default=seq)
+    if timed:
+        parser.add_argument("--steps", type=int, default=10, help="timed optimizer steps")
+        parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    return parser
+
+
+def parse_timed(parser):
+    args = parser.parse_args()
+    if args.warmup < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--warmup, --steps and --repeats must be >= 1 (timing starts after the "
+                     "warm-up steps)")
+    return args
+
+
+def prepare(work, args, rows):
+    """Saves the model of args' shape and `rows` rows under `work`; returns the model directory,
+    the rows file, the parameter count and a line describing the model."""
+    model_dir, data = work / "model", work / "rows.jsonl"
+    params = build_model(model_dir, args.layers, args.hidden, args.vocab, args.seq)
+    write_rows(data, rows, args.seq, args.vocab)
+    line = (f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
+            f"{params / 1e6:.2f} M parameters, fp32")
+    return model_dir, data, params, line
 
 
 def free_port():

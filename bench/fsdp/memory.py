@@ -21,7 +21,6 @@ rank 0 gathers the consolidated checkpoint at the end, so the RSS includes one w
       [--layers 12 --hidden 768 --vocab 32000 --seq 32 --steps 2 --ranks 1,2,4
        --strategies FULL_SHARD]
 """
-import argparse
 import pathlib
 import tempfile
 
@@ -29,11 +28,8 @@ import common
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--vocab", type=int, default=32000)
-    parser.add_argument("--seq", type=int, default=32)
+    parser = common.model_parser(__doc__, layers=12, hidden=768, vocab=32000, seq=32,
+                                 timed=False)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--ranks", default="1,2,4", help="N values; 1 is one plain process")
     parser.add_argument("--strategies", default="FULL_SHARD",
@@ -44,11 +40,8 @@ def main():
     rows = []  # (N, strategy, state bytes, gather bytes, [peak RSS per rank])
     with tempfile.TemporaryDirectory(prefix="air_bench_fsdp_memory_") as tmp:
         work = pathlib.Path(tmp)
-        model_dir, data = work / "model", work / "rows.jsonl"
-        params = common.build_model(model_dir, args.layers, args.hidden, args.vocab, args.seq)
-        common.write_rows(data, max(ranks) * args.steps, args.seq, args.vocab)
-        print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
-              f"{params / 1e6:.2f} M parameters, fp32 ({common.mib(4 * params):.0f} MiB); "
+        model_dir, data, params, model = common.prepare(work, args, max(ranks) * args.steps)
+        print(f"{model} ({common.mib(4 * params):.0f} MiB); "
               f"1 row x {args.seq} tokens per rank per step, {args.steps} steps, 1 thread "
               f"per rank")
         single_state = 4 * params * 4

@@ -25,7 +25,6 @@ Each configuration runs --repeats times, interleaved (so a change in the shared 
 hits all of them); the table gives the median, the tokens/s range, and the medians of comm and
 wait.
 """
-import argparse
 import pathlib
 import tempfile
 
@@ -33,30 +32,19 @@ import common
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--vocab", type=int, default=4096)
-    parser.add_argument("--seq", type=int, default=256)
+    parser = common.model_parser(__doc__, layers=4, hidden=256, vocab=4096, seq=256)
     parser.add_argument("--global-batch", type=int, default=4, help="rows per step, all ranks")
-    parser.add_argument("--steps", type=int, default=10, help="timed optimizer steps")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--strategies", default="FULL_SHARD,NO_SHARD")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each side")
-    args = parser.parse_args()
-    if args.warmup < 1 or args.steps < 1:
-        parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    args = common.parse_timed(parser)
     if args.global_batch % 2:
         parser.error("--global-batch must be even (2 ranks take half each)")
     total = args.steps + args.warmup
     print(common.machine_line())
     with tempfile.TemporaryDirectory(prefix="air_bench_fsdp_scaling_") as tmp:
         work = pathlib.Path(tmp)
-        model_dir, data = work / "model", work / "rows.jsonl"
-        params = common.build_model(model_dir, args.layers, args.hidden, args.vocab, args.seq)
-        common.write_rows(data, args.global_batch * total, args.seq, args.vocab)
-        print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
-              f"{params / 1e6:.2f} M parameters, fp32; global batch {args.global_batch} x "
+        model_dir, data, _, model = common.prepare(work, args, args.global_batch * total)
+        print(f"{model}; global batch {args.global_batch} x "
               f"{args.seq} tokens; {args.steps} timed steps after {args.warmup}")
 
         def config(name, batch, strategy=None):

@@ -23,7 +23,6 @@ batches, same normalization: rounding only, ~1e-6), and the CPU model with the l
 Each side runs --repeats times, interleaved (the machine is shared); the tokens/s are medians,
 the losses those of the first run of each (every run is deterministic).
 """
-import argparse
 import json
 import os
 import pathlib
@@ -50,28 +49,17 @@ def run_torch(args, work, model_dir, prefix):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--vocab", type=int, default=4096)
-    parser.add_argument("--seq", type=int, default=256)
+    parser = common.model_parser(__doc__, layers=4, hidden=256, vocab=4096, seq=256)
     parser.add_argument("--batch", type=int, default=2, help="rows per rank per step")
-    parser.add_argument("--steps", type=int, default=10, help="timed optimizer steps")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved runs of each side")
-    args = parser.parse_args()
-    if args.warmup < 1 or args.steps < 1:
-        parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    args = common.parse_timed(parser)
     total = args.steps + args.warmup
     print(common.machine_line())
     with tempfile.TemporaryDirectory(prefix="air_bench_fsdp_torch_") as tmp:
         work = pathlib.Path(tmp)
-        model_dir, data = work / "model", work / "rows.jsonl"
-        params = common.build_model(model_dir, args.layers, args.hidden, args.vocab, args.seq)
-        common.write_rows(data, 2 * args.batch * total, args.seq, args.vocab)
-        print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
-              f"{params / 1e6:.2f} M parameters, fp32; 2 ranks x 1 thread, {args.batch} x "
+        model_dir, data, _, model = common.prepare(work, args, 2 * args.batch * total)
+        print(f"{model}; 2 ranks x 1 thread, {args.batch} x "
               f"{args.seq} tokens per rank per step; {args.steps} timed steps after "
               f"{args.warmup}")
         prefix = work / "batches.jsonl"
