@@ -17,9 +17,11 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-Fsdp::Fsdp(LlamaModel& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options)
+Fsdp::Fsdp(LlamaModel& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options,
+           parallel::ProcessGroup* replicas)
     : model_(&model),
       group_(&group),
+      replicas_(replicas),
       comm_(&comm),
       backend_(&model.backend()),
       options_(options),
@@ -39,13 +41,12 @@ Fsdp::~Fsdp() {
 }
 
 Result<std::unique_ptr<Fsdp>> Fsdp::Apply(LlamaModel& model, parallel::ProcessGroup& group,
-                                          CommThread& comm, const FsdpOptions& options) {
-  if (options.strategy == ShardingStrategy::kHybridShard) {
-    return FailedPrecondition(
-        "fsdp_sharding_strategy HYBRID_SHARD (shard within a node, replicate across nodes) is "
-        "not built yet; use FULL_SHARD (shards across every rank), SHARD_GRAD_OP or NO_SHARD");
+                                          CommThread& comm, const FsdpOptions& options,
+                                          parallel::ProcessGroup* replicas) {
+  if ((options.strategy == ShardingStrategy::kHybridShard) != (replicas != nullptr)) {
+    return InvalidArgument("HYBRID_SHARD, and only it, needs the group of replicas");
   }
-  std::unique_ptr<Fsdp> fsdp(new Fsdp(model, group, comm, options));
+  std::unique_ptr<Fsdp> fsdp(new Fsdp(model, group, comm, options, replicas));
   AIR_RETURN_IF_ERROR(fsdp->Setup());
   fsdp->InstallHooks();
   return fsdp;
@@ -99,7 +100,7 @@ Status Fsdp::Setup() {
     const int64_t begin = std::min(u.numel, rank_ * u.shard);
     const int64_t owned = std::min(u.shard, u.numel - begin);
     const View full = groups[i].values_view;
-    if (strategy == ShardingStrategy::kFullShard) {
+    if (gathers()) {
       AIR_ASSIGN_OR_RETURN(u.values_buffer,
                            backend_->AllocateView(DType::kF32, {u.shard}, &u.values));
       backend_->Zero(u.values);
@@ -122,14 +123,13 @@ Status Fsdp::Setup() {
     const int64_t padded = s == kRootSlot ? units_[root_].shard * world_ : layer_padded;
     const int64_t shard = s == kRootSlot ? units_[root_].shard : layer_shard;
     if (padded == 0) continue;  // a model without decoder layers
-    const bool gathers = strategy == ShardingStrategy::kFullShard;
-    const int64_t total = (gathers ? padded : 0) + padded + shard;
+    const int64_t total = (gathers() ? padded : 0) + padded + shard;
     Slot& slot = slots_[static_cast<size_t>(s)];
     View all;
     AIR_ASSIGN_OR_RETURN(slot.buffer, backend_->AllocateView(DType::kF32, {total}, &all));
     backend_->Zero(all);
     int64_t at = 0;
-    if (gathers) {
+    if (gathers()) {
       slot.values = all.Rows(0, padded);
       at = padded;
     }
@@ -152,8 +152,7 @@ Status Fsdp::Setup() {
         v.numel = end - start;
         v.shape = {v.numel};
         v.decay = p->decay;
-        v.value = strategy == ShardingStrategy::kFullShard ? u.values.f32() + (start - lo)
-                                                           : u.values.f32() + start;
+        v.value = gathers() ? u.values.f32() + (start - lo) : u.values.f32() + start;
         v.grad = u.grad_shard.f32() + (start - lo);
         views_.push_back(std::move(v));
         view_places_.push_back({static_cast<int>(i), start});
@@ -185,7 +184,7 @@ View Fsdp::SlotGrads(int unit) const {
 }
 
 View Fsdp::Padded(int unit) const {
-  if (options_.strategy == ShardingStrategy::kFullShard) return SlotValues(unit);
+  if (gathers()) return SlotValues(unit);
   return units_[static_cast<size_t>(unit)].values;
 }
 
@@ -207,7 +206,7 @@ void Fsdp::StartGather(int unit) {
 
 void Fsdp::WaitGather(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
-  if (options_.strategy == ShardingStrategy::kFullShard) StartGather(unit);
+  if (gathers()) StartGather(unit);
   Record(comm_->Wait(u.gather));
   u.gather = 0;
 }
@@ -219,9 +218,17 @@ void Fsdp::StartReduce(int unit) {
   float* recv = slot.reduced.f32();
   const size_t count = static_cast<size_t>(u.shard);
   parallel::ProcessGroup* group = group_;
+  parallel::ProcessGroup* replicas =
+      replicas_ != nullptr && replicas_->size() > 1 ? replicas_ : nullptr;
   slot.reduce_unit = unit;
-  slot.reduce = comm_->Submit(
-      [=] { return group->ReduceScatter(send, recv, count, CommDType::kF32, ReduceOp::kSum); });
+  slot.reduce = comm_->Submit([=]() -> Status {
+    AIR_RETURN_IF_ERROR(group->ReduceScatter(send, recv, count, CommDType::kF32, ReduceOp::kSum));
+    // HYBRID_SHARD: the node's shard sum, summed over the nodes.
+    if (replicas != nullptr) {
+      AIR_RETURN_IF_ERROR(replicas->AllReduce(recv, count, CommDType::kF32, ReduceOp::kSum));
+    }
+    return Status::Ok();
+  });
 }
 
 void Fsdp::FinishReduce(Slot& slot) {
@@ -244,7 +251,8 @@ void Fsdp::PrepareGrads(int unit) {
 
 void Fsdp::BeforeForward(int unit) {
   switch (options_.strategy) {
-    case ShardingStrategy::kFullShard: {
+    case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard: {
       WaitGather(unit);
       const Unit& u = units_[static_cast<size_t>(unit)];
       model_->BindUnit(unit, SlotValues(unit).Rows(0, u.numel), View());
@@ -262,7 +270,8 @@ void Fsdp::BeforeForward(int unit) {
 
 void Fsdp::BeforeBackward(int unit) {
   switch (options_.strategy) {
-    case ShardingStrategy::kFullShard: {
+    case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard: {
       WaitGather(unit);
       PrepareGrads(unit);
       const int next = unit == root_ ? root_ - 1 : unit - 1;
@@ -292,6 +301,14 @@ void Fsdp::AfterBackward(int unit) {
       comm_->Submit([=] { return group->AllReduce(data, count, CommDType::kF32, ReduceOp::kSum); });
 }
 
+Result<double> Fsdp::SumOverShards(double local) const {
+  double total = local;
+  parallel::ProcessGroup* group = group_;
+  AIR_RETURN_IF_ERROR(
+      comm_->Run([&] { return group->AllReduce(&total, 1, CommDType::kF64, ReduceOp::kSum); }));
+  return total;
+}
+
 Status Fsdp::ZeroGrads() {
   AIR_RETURN_IF_ERROR(FinishGradients());
   if (options_.strategy == ShardingStrategy::kNoShard) return model_->ZeroGrads();
@@ -311,6 +328,7 @@ Status Fsdp::FinishGradients() {
 Status Fsdp::AfterOptimizerStep() {
   switch (options_.strategy) {
     case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard:
       for (Slot& s : slots_) s.gathered_unit = -1;  // every gathered copy is stale now
       break;
     case ShardingStrategy::kShardGradOp:
@@ -365,6 +383,7 @@ std::vector<float> Fsdp::ReadShard(int unit) const {
   View v;
   switch (options_.strategy) {
     case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard:
       v = u.values;
       break;
     case ShardingStrategy::kShardGradOp:
@@ -388,6 +407,7 @@ Status Fsdp::WriteShard(int unit, const std::vector<float>& values) {
   View v;
   switch (options_.strategy) {
     case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard:
       v = u.values;
       break;
     case ShardingStrategy::kShardGradOp:

@@ -19,6 +19,8 @@
 // SHARD_GRAD_OP: every rank keeps the whole (padded) parameters; gradients go through the
 // same slots and reduce-scatters; after the optimizer step each unit's updated shard is
 // all-gathered in place, waited for before that unit's next forward.
+// HYBRID_SHARD: FULL_SHARD over `group` (the node's ranks); each reduce-scattered gradient shard
+// is then all-reduced over `replicas` (the ranks with the same local rank on the other nodes).
 // NO_SHARD: the model's own buffers; each unit's gradient is all-reduced after its backward in
 // the micro-batch where set_sync_gradients(true) (the last of a step), overlapping the backward
 // of the units below.
@@ -62,8 +64,12 @@ class Fsdp {
  public:
   // Shards `model` (already loaded with the same weights on every rank) over `group`. `comm`
   // runs every collective and must outlive this object. The hooks are removed on destruction.
+  // HYBRID_SHARD: `group` is the node's ranks (the shards) and `replicas` the ranks holding the
+  // same shard on the other nodes (gradients are reduce-scattered in the node, then all-reduced
+  // across it); both must outlive this object. Other strategies: no `replicas`.
   static Result<std::unique_ptr<Fsdp>> Apply(LlamaModel& model, parallel::ProcessGroup& group,
-                                             CommThread& comm, const FsdpOptions& options);
+                                             CommThread& comm, const FsdpOptions& options,
+                                             parallel::ProcessGroup* replicas = nullptr);
   ~Fsdp();
   Fsdp(const Fsdp&) = delete;
   Fsdp& operator=(const Fsdp&) = delete;
@@ -90,6 +96,11 @@ class Fsdp {
   const std::vector<ViewPlace>& view_places() const { return view_places_; }
   // True when every rank holds the whole gradient (NO_SHARD): the norm needs no all-reduce.
   bool gradients_replicated() const { return options_.strategy == ShardingStrategy::kNoShard; }
+  // Collective: the sum over the shards of each rank's squared gradient-shard norm (over the
+  // shard group only: HYBRID_SHARD's replicas hold the same shard).
+  Result<double> SumOverShards(double local) const;
+  // Whether this rank writes its shards into a checkpoint (HYBRID_SHARD: the first node only).
+  bool writes_state() const { return replicas_ == nullptr || replicas_->rank() == 0; }
   // After the optimizer updated this rank's shards: SHARD_GRAD_OP starts the all-gathers of the
   // updated parameters; FULL_SHARD marks the root's gathered copy stale.
   Status AfterOptimizerStep();
@@ -134,7 +145,13 @@ class Fsdp {
     CommThread::Ticket reduce = 0;
   };
 
-  Fsdp(LlamaModel& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options);
+  Fsdp(LlamaModel& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options,
+       parallel::ProcessGroup* replicas);
+  // FULL_SHARD and HYBRID_SHARD keep only shards and gather units into slots.
+  bool gathers() const {
+    return options_.strategy == ShardingStrategy::kFullShard ||
+           options_.strategy == ShardingStrategy::kHybridShard;
+  }
   Status Setup();
   void InstallHooks();
   View SlotValues(int unit) const;  // the first P of the unit's slot values
@@ -153,6 +170,7 @@ class Fsdp {
 
   LlamaModel* model_;
   parallel::ProcessGroup* group_;
+  parallel::ProcessGroup* replicas_;  // HYBRID_SHARD only
   CommThread* comm_;
   const Backend* backend_;
   FsdpOptions options_;

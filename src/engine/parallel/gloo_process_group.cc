@@ -362,7 +362,7 @@ Status GlooProcessGroup::Join() {
     return Status::Ok();
   }
   const std::string store_at = fmt::format("{}:{}", dist_.master_addr, dist_.master_port);
-  if (!dist_.agent_store && dist_.rank == 0) {
+  if (!dist_.agent_store && dist_.rank == 0 && options_.sub_group.empty()) {
     auto server = TcpStoreServer::Start(dist_.master_port);
     if (!server.ok()) {
       return server.status().WithContext(
@@ -381,6 +381,7 @@ Status GlooProcessGroup::Join() {
   store_ = std::move(*client);
   prefix_ = dist_.agent_store ? fmt::format("/worker/attempt_{}/air/", dist_.restart_count)
                               : std::string("air/");
+  if (!options_.sub_group.empty()) prefix_ += "sub/" + options_.sub_group + "/";
   const std::string me = fmt::format("host {}, pid {}", Hostname(), ::getpid());
   AIR_RETURN_IF_ERROR(store_->Set(prefix_ + "join/" + std::to_string(dist_.rank), me));
   std::vector<std::string> keys;

@@ -26,6 +26,11 @@ namespace air::engine::parallel {
 struct GlooOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};       // each collective
   std::chrono::milliseconds join_timeout{std::chrono::minutes(5)};  // every rank joins within
+  // A sub-group (HYBRID_SHARD's node-local and cross-node groups): `dist` then holds the rank
+  // within the sub-group and its size, the members join the store that the full group's
+  // rendezvous uses (never hosting one) and keep their keys under this name. The full group
+  // must outlive its sub-groups.
+  std::string sub_group;
 };
 
 // The group of `dist`; for world size 1 a group of one that needs no store or network.

@@ -170,11 +170,12 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   // Under torchrun, air launch, air run or srun: this process's rank. Inconsistent launcher
   // variables are an error naming them.
   AIR_ASSIGN_OR_RETURN(p.dist, parallel::ReadDistEnv(env));
-  if (p.dist.world_size > 1 && config.sharding_strategy == fsdp::ShardingStrategy::kHybridShard) {
+  if (p.dist.world_size > 1 && config.sharding_strategy == fsdp::ShardingStrategy::kHybridShard &&
+      p.dist.world_size % p.dist.local_world_size != 0) {
     return InvalidArgument(fmt::format(
-        "{}: HYBRID_SHARD (shard within a node, replicate across nodes) is not built yet; use "
-        "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD",
-        config.Where("fsdp_sharding_strategy")));
+        "{}: HYBRID_SHARD shards within a node and replicates across nodes, so every node needs "
+        "the same number of ranks; WORLD_SIZE {} is not a multiple of LOCAL_WORLD_SIZE {}",
+        config.Where("fsdp_sharding_strategy"), p.dist.world_size, p.dist.local_world_size));
   }
   auto model_dir = ResolveModelDir(config.model_name, env);
   if (!model_dir.ok()) return AtParameter(config, "model_name", model_dir.status());
@@ -270,9 +271,9 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   // Join the group before loading: a missing peer or a port in use is reported before the
   // (possibly long) weight load.
   std::unique_ptr<parallel::ProcessGroup> group;
+  parallel::GlooOptions gloo;
+  gloo.timeout = std::chrono::seconds(p.config.ddp_timeout);
   if (p.dist.world_size > 1) {
-    parallel::GlooOptions gloo;
-    gloo.timeout = std::chrono::seconds(p.config.ddp_timeout);
     AIR_ASSIGN_OR_RETURN(group, parallel::CreateGlooProcessGroup(p.dist, gloo));
   }
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
@@ -285,6 +286,7 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   io.model_dir = p.model_dir;
   io.dump_batches_path = options.dump_batches_path;
   io.stop_requested = options.stop_requested;
+  std::unique_ptr<parallel::ProcessGroup> node_group, replica_group;  // HYBRID_SHARD's
   std::unique_ptr<fsdp::CommThread> comm;
   std::unique_ptr<fsdp::Fsdp> sharded;
   if (group != nullptr) {
@@ -292,8 +294,26 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
       io.dump_batches_path += fmt::format(".rank{}", p.dist.rank);
     }
     comm = std::make_unique<fsdp::CommThread>();
-    AIR_ASSIGN_OR_RETURN(sharded, fsdp::Fsdp::Apply(*model, *group, *comm,
-                                                    {.strategy = p.config.sharding_strategy}));
+    parallel::ProcessGroup* shard_group = group.get();
+    parallel::ProcessGroup* replicas = nullptr;
+    if (p.config.sharding_strategy == fsdp::ShardingStrategy::kHybridShard) {
+      // Shards within the node (its local ranks); replicas across the nodes (same local rank).
+      parallel::DistEnv in_node = p.dist, across = p.dist;
+      in_node.rank = p.dist.local_rank;
+      in_node.world_size = p.dist.local_world_size;
+      across.rank = p.dist.rank / p.dist.local_world_size;
+      across.world_size = p.dist.world_size / p.dist.local_world_size;
+      parallel::GlooOptions node_options = gloo, across_options = gloo;
+      node_options.sub_group = fmt::format("node{}", across.rank);
+      across_options.sub_group = fmt::format("local{}", p.dist.local_rank);
+      AIR_ASSIGN_OR_RETURN(node_group, parallel::CreateGlooProcessGroup(in_node, node_options));
+      AIR_ASSIGN_OR_RETURN(replica_group, parallel::CreateGlooProcessGroup(across, across_options));
+      shard_group = node_group.get();
+      replicas = replica_group.get();
+    }
+    AIR_ASSIGN_OR_RETURN(sharded,
+                         fsdp::Fsdp::Apply(*model, *shard_group, *comm,
+                                           {.strategy = p.config.sharding_strategy}, replicas));
     io.parallel = {.group = group.get(),
                    .comm = comm.get(),
                    .fsdp = sharded.get(),
@@ -302,8 +322,10 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   }
   Trainer trainer(model.get(), p.config, io);
   Result<TrainSummary> summary = trainer.Run(*p.loader);
-  sharded.reset();  // before the thread and the group it uses
+  sharded.reset();  // before the thread and the groups it uses
   comm.reset();
+  replica_group.reset();
+  node_group.reset();
   return summary;
 }
 

@@ -103,9 +103,9 @@ Result<double> Trainer::ClipGradients(const std::vector<ParamView>& params,
   if (fsdp == nullptr || fsdp->gradients_replicated()) {
     return ClipGradNorm(params, config_.max_grad_norm, backend, norm_slot);
   }
-  // Each rank holds a shard: the squared norms add up across ranks.
-  double squared = SquaredGradNorm(params, backend, norm_slot);
-  AIR_RETURN_IF_ERROR(SumOverRanks(&squared, 1));
+  // Each rank holds a shard: the squared norms add up across the shards.
+  AIR_ASSIGN_OR_RETURN(const double squared,
+                       fsdp->SumOverShards(SquaredGradNorm(params, backend, norm_slot)));
   return ClipToNorm(params, std::sqrt(squared), config_.max_grad_norm, backend);
 }
 

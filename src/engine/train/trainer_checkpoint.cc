@@ -53,7 +53,8 @@ Status Trainer::SaveTrainingCheckpoint(const std::string& dir, int step, const D
   AIR_RETURN_IF_ERROR(SaveCheckpoint(dir));
   const StateLayout layout = Layout(optimizer.params());
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  const bool writes = fsdp == nullptr || !fsdp->gradients_replicated() || lead();
+  const bool writes =
+      fsdp == nullptr || (fsdp->gradients_replicated() ? lead() : fsdp->writes_state());
   Status saved = Status::Ok();
   if (writes) {
     ReadUnitFn read = [&](int unit) -> std::vector<float> {
