@@ -39,8 +39,17 @@ constexpr const char* kProbe =
 // huggingface-cli, ...) of the layers below that the environment does not have itself: the
 // launcher runs this environment's python, so the script sees the run's dependencies. (The
 // layer's own script names its own interpreter in its shebang and would not.)
+//   - Entry points (console_scripts) get a new launcher from their metadata, whatever the
+//     layer's file looks like: a `#!/base/python` line, or the `#!/bin/sh` + `'''exec'
+//     "/base/python"` trampoline pip writes when the interpreter path is long or has spaces.
+//   - Plain scripts a distribution installs into its bin (setup.py `scripts=`, wheel
+//     .data/scripts) whose first line names a python (pip rewrote `#!python` to the layer's
+//     interpreter), or that are such a trampoline, are copied with that line (or the
+//     trampoline's three lines) replaced by this environment's python.
+//   - Other files in a layer's bin (shell scripts, native programs) name no interpreter of
+//     their own: they find `python` through PATH, which starts with this environment.
 constexpr const char* kLinkConsoleScripts = R"PY(
-import importlib.metadata as md, os, sys
+import importlib.metadata as md, os, re, sys
 python = sys.argv[1]
 bindir = os.path.dirname(python)
 made, seen = [], set()
@@ -64,8 +73,36 @@ for dist in md.distributions():
                     f"    sys.exit({attr}())\n")
         os.chmod(path, 0o755)
         made.append(ep.name)
+PYTHON_LINE = re.compile(rb"^#!.*python[0-9.]*([ \t].*)?$")
+scripts = []
+for dist in md.distributions():
+    for entry in dist.files or ():
+        source = os.path.abspath(str(dist.locate_file(entry)))
+        name, where = os.path.basename(source), os.path.dirname(source)
+        if (os.path.basename(where) != "bin" or name in seen or
+                os.path.realpath(where) == os.path.realpath(bindir)):
+            continue
+        seen.add(name)
+        path = os.path.join(bindir, name)
+        if os.path.lexists(path) or not os.path.isfile(source) or not os.access(source, os.X_OK):
+            continue
+        with open(source, "rb") as f:
+            lines = f.read().split(b"\n")
+        if (lines[0] == b"#!/bin/sh" and len(lines) > 2 and lines[1].startswith(b"'''exec'")
+                and lines[2].strip() == b"' '''"):
+            body = lines[3:]
+        elif PYTHON_LINE.match(lines[0]) and not lines[0].startswith(b"#!/bin/sh"):
+            body = lines[1:]
+        else:
+            continue
+        with open(path, "wb") as f:
+            f.write(b"\n".join([b"#!" + python.encode()] + body))
+        os.chmod(path, 0o755)
+        scripts.append(name)
 print(f"air: {len(made)} console scripts of the layers below now run in this environment:",
       " ".join(sorted(made)))
+print(f"air: {len(scripts)} other scripts of the layers below now run in this environment:",
+      " ".join(sorted(scripts)))
 )PY";
 
 struct Interpreter {
@@ -138,7 +175,8 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
                                   const std::string& log_path, Env* env) {
   AIR_ASSIGN_OR_RETURN(Interpreter python, ProbeInterpreter(request.python));
   Sha256 key_hash;
-  key_hash.Update("air-python-env 1\n" + python.executable + "\n" + python.version + "\n");
+  // 2: environments also get the lower layers' plain scripts (kLinkConsoleScripts).
+  key_hash.Update("air-python-env 2\n" + python.executable + "\n" + python.version + "\n");
   if (!request.requirements_file.empty()) {
     auto text = env->ReadFile(request.requirements_file);
     if (!text.ok()) {
