@@ -2,15 +2,12 @@
 #include "backends/registry.h"
 
 #include <fmt/format.h>
-// yaml-cpp 0.7's node/impl.h trips GCC 12's -Wdangling-pointer (a false positive in the library).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdangling-pointer"
-#include <yaml-cpp/yaml.h>
-#pragma GCC diagnostic pop
 
 #include "backends/local/local_backend.h"
 #include "backends/slurm/slurm_backend.h"
 #include "base/strings.h"
+#include "secrets/names.h"
+#include "spec/yaml_tree.h"
 
 namespace air::backends {
 namespace {
@@ -54,13 +51,61 @@ const Registered* Find(const std::string& name) {
   return nullptr;
 }
 
-std::string At(const std::string& path, const YAML::Node& node) {
-  return fmt::format("{}:{}", path, node.Mark().line + 1);
+std::string At(const std::string& path, const spec::YamlNode& node) {
+  return fmt::format("{}:{}", path, node.location.line);
 }
 
 Status UnknownBackend(const std::string& where, const std::string& name) {
   return InvalidArgument(
       fmt::format("{}: unknown backend '{}'; valid: {}", where, name, Join(BackendNames(), ", ")));
+}
+
+constexpr char kValidKeys[] =
+    "backend, shared_root, slurm, tracking_uri, tracking_token_secret, "
+    "tracking_username_secret, tracking_password_secret";
+
+// tracking_uri: an http(s) URL of an MLflow server.
+Status ParseTrackingUri(const std::string& where, const std::string& value, std::string* out) {
+  if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0) {
+    return InvalidArgument(
+        fmt::format("{}: tracking_uri: '{}' is not an http:// or https:// URL of an MLflow server "
+                    "(e.g. https://mlflow.example.com)",
+                    where, value));
+  }
+  *out = value;
+  while (out->size() > 1 && out->back() == '/') out->pop_back();
+  return Status::Ok();
+}
+
+// tracking_*_secret: an air secret's scope/key.
+Status ParseSecretPath(const std::string& where, const std::string& key, const std::string& value,
+                       std::string* out) {
+  size_t slash = value.find('/');
+  if (slash == std::string::npos) {
+    return InvalidArgument(fmt::format(
+        "{}: {}: '{}' is not scope/key: name an air secret (`air secrets put SCOPE/KEY`)", where,
+        key, value));
+  }
+  Status scope = secrets::ValidateName("scope", value.substr(0, slash));
+  Status name = scope.ok() ? secrets::ValidateName("key", value.substr(slash + 1)) : scope;
+  if (!name.ok()) return InvalidArgument(fmt::format("{}: {}: {}", where, key, name.message()));
+  *out = value;
+  return Status::Ok();
+}
+
+Status CheckTrackingConfig(const std::string& path, const TrackingConfig& t) {
+  bool basic = !t.username_secret.empty() || !t.password_secret.empty();
+  if (basic && (t.username_secret.empty() || t.password_secret.empty())) {
+    return InvalidArgument(fmt::format(
+        "{}: basic auth needs both tracking_username_secret and tracking_password_secret", path));
+  }
+  if (basic && !t.token_secret.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}: give tracking_token_secret (a Bearer token) or tracking_username_secret and "
+        "tracking_password_secret (basic auth), not both",
+        path));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -79,58 +124,64 @@ Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
   if (env->FileExists(path)) {
     config.config_path = path;
     AIR_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(
-          fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
-    }
-    if (root && !root.IsNull()) {
-      if (!root.IsMap()) {
+    AIR_ASSIGN_OR_RETURN(spec::YamlNode root, spec::LoadYaml(text, path));
+    if (!(root.IsScalar() && root.IsNull())) {
+      if (!root.IsMapping()) {
         return InvalidArgument(
-            fmt::format("{}: expected a mapping with the keys backend, "
-                        "shared_root, slurm",
-                        At(path, root)));
+            fmt::format("{}: expected a mapping with the keys {}", At(path, root), kValidKeys));
       }
-      try {
-        for (const auto& item : root) {
-          const std::string key = item.first.as<std::string>();
-          const YAML::Node& value = item.second;
-          if (key == "backend" || key == "shared_root") {
-            if (!value.IsScalar()) {
-              return InvalidArgument(
-                  fmt::format("{}: {}: expected a string", At(path, value), key));
-            }
-            if (key == "backend") {
-              config.name = value.as<std::string>();
-              if (Find(config.name) == nullptr) {
-                return UnknownBackend(At(path, value) + ": backend", config.name);
-              }
-            } else {
-              config.shared_root = value.as<std::string>();
-              if (config.shared_root.empty() || config.shared_root[0] != '/') {
-                return InvalidArgument(
-                    fmt::format("{}: shared_root: '{}' is not an absolute path "
-                                "(a directory every node sees, "
-                                "e.g. /shared/$USER/air)",
-                                At(path, value), config.shared_root));
-              }
-              while (config.shared_root.size() > 1 && config.shared_root.back() == '/') {
-                config.shared_root.pop_back();
-              }
-            }
-          } else if (key == "slurm") {
-            AIR_RETURN_IF_ERROR(ParseSlurmConfig(value, path, &config.slurm));
-          } else {
-            return InvalidArgument(
-                fmt::format("{}: unknown key '{}'; valid: backend, shared_root, slurm",
-                            At(path, item.first), key));
-          }
+      for (const auto& [key_node, value] : root.entries) {
+        if (!key_node.IsScalar()) {
+          return InvalidArgument(fmt::format("{}: a key must be a string, got {}; valid: {}",
+                                             At(path, key_node), spec::DescribeNode(key_node),
+                                             kValidKeys));
         }
-      } catch (const YAML::Exception& e) {
-        return InvalidArgument(fmt::format("{}:{}: {}", path, e.mark.line + 1, e.msg));
+        const std::string& key = key_node.value;
+        // A string value: a scalar that is not null.
+        auto text_of = [&](const char* what) -> Result<std::string> {
+          if (!value.IsScalar() || value.IsNull()) {
+            return InvalidArgument(fmt::format("{}: {}: expected {}, got {}", At(path, value), key,
+                                               what, spec::DescribeNode(value)));
+          }
+          return value.value;
+        };
+        if (key == "backend") {
+          AIR_ASSIGN_OR_RETURN(config.name, text_of("a backend name"));
+          if (Find(config.name) == nullptr) {
+            return UnknownBackend(At(path, value) + ": backend", config.name);
+          }
+        } else if (key == "shared_root") {
+          AIR_ASSIGN_OR_RETURN(config.shared_root, text_of("a directory"));
+          if (config.shared_root[0] != '/') {
+            return InvalidArgument(
+                fmt::format("{}: shared_root: '{}' is not an absolute path "
+                            "(a directory every node sees, "
+                            "e.g. /shared/$USER/air)",
+                            At(path, value), config.shared_root));
+          }
+          while (config.shared_root.size() > 1 && config.shared_root.back() == '/') {
+            config.shared_root.pop_back();
+          }
+        } else if (key == "slurm") {
+          AIR_RETURN_IF_ERROR(ParseSlurmConfig(value, path, &config.slurm));
+        } else if (key == "tracking_uri") {
+          AIR_ASSIGN_OR_RETURN(std::string uri, text_of("a URL"));
+          AIR_RETURN_IF_ERROR(ParseTrackingUri(At(path, value), uri, &config.tracking.uri));
+        } else if (key == "tracking_token_secret" || key == "tracking_username_secret" ||
+                   key == "tracking_password_secret") {
+          AIR_ASSIGN_OR_RETURN(std::string ref, text_of("an air secret's scope/key"));
+          TrackingConfig& t = config.tracking;
+          std::string* out = key == "tracking_token_secret"      ? &t.token_secret
+                             : key == "tracking_username_secret" ? &t.username_secret
+                                                                 : &t.password_secret;
+          AIR_RETURN_IF_ERROR(ParseSecretPath(At(path, value), key, ref, out));
+        } else {
+          return InvalidArgument(
+              fmt::format("{}: unknown key '{}'; valid: {}", At(path, key_node), key, kValidKeys));
+        }
       }
+      config.tracking.config_path = path;
+      AIR_RETURN_IF_ERROR(CheckTrackingConfig(path, config.tracking));
     }
   }
   if (!backend_override.empty()) {

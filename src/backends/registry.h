@@ -7,6 +7,10 @@
 //   backend: slurm              # the default for `air run` (local when absent)
 //   shared_root: /shared/air    # where runs, snapshots and environments live (default AIR_HOME)
 //   slurm: {partition: ..., account: ..., qos: ..., sbatch_options: [...], air_binary: ...}
+//   tracking_uri: https://mlflow.example.com   # an external MLflow server (docs/tracking.md)
+//   tracking_token_secret: mlflow/token        # its credentials, as air secrets (scope/key):
+//   tracking_username_secret: mlflow/user      #   a Bearer token, or a basic-auth user and
+//   tracking_password_secret: mlflow/password  #   password
 // The workload YAML never names a backend: the same file runs anywhere.
 // Thread safety: pure functions over values (the table of backends is constant).
 #pragma once
@@ -22,6 +26,17 @@
 
 namespace air::backends {
 
+// The external MLflow server of AIR_HOME/config.yaml, and the air secrets (scope/key, never
+// values) holding air's credentials for it. The credentials also apply to a server named by
+// MLFLOW_TRACKING_URI at submit.
+struct TrackingConfig {
+  std::string uri;              // "" : air's own server (unless MLFLOW_TRACKING_URI is set)
+  std::string token_secret;     // Bearer token (MLFLOW_TRACKING_TOKEN), or ""
+  std::string username_secret;  // basic auth (MLFLOW_TRACKING_USERNAME / _PASSWORD), or ""
+  std::string password_secret;
+  std::string config_path;  // where these came from, for messages ("" when no file)
+};
+
 struct BackendConfig {
   std::string name = "local";
   std::string air_home;
@@ -30,6 +45,7 @@ struct BackendConfig {
   std::string DataRoot() const { return shared_root.empty() ? air_home : shared_root; }
   std::string config_path;  // the file it came from ("" when there is none)
   SlurmConfig slurm;
+  TrackingConfig tracking;
 };
 
 // The registered backend names, in order ("local", "slurm").

@@ -8,7 +8,7 @@
 // `air model inspect MODEL`: resolves MODEL (a directory or a hub id in the HF cache), reads its
 // config and checks every tensor the architecture needs (present, right shape, valid file)
 // without loading the weights, and prints a summary. Every problem is listed; exit 1 if any.
-#include <yaml-cpp/yaml.h>
+#include <fmt/format.h>
 
 #include <cctype>
 #include <map>
@@ -23,6 +23,8 @@
 #include "engine/io/hf_state_dict.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
+#include "spec/scalar_types.h"
+#include "spec/yaml_tree.h"
 
 namespace air::cli {
 namespace {
@@ -30,43 +32,51 @@ namespace {
 using nlohmann::json;
 
 // YAML (or JSON, a subset) -> JSON, keeping plain scalars typed the way YAML 1.2 reads them
-// and quoted scalars as strings.
-json YamlToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return nullptr;
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& item : node) out.push_back(YamlToJson(item));
-      return out;
+// (spec/scalar_types.h) and quoted scalars as strings. A key that is not a scalar is an error.
+Result<json> YamlToJson(const spec::YamlNode& node, const std::string& path) {
+  if (node.IsSequence()) {
+    json out = json::array();
+    for (const auto& item : node.items) {
+      AIR_ASSIGN_OR_RETURN(json value, YamlToJson(item, path));
+      out.push_back(std::move(value));
     }
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return out;
+    return out;
+  }
+  if (node.IsMapping()) {
+    json out = json::object();
+    for (const auto& [key, value] : node.entries) {
+      if (!key.IsScalar()) {
+        return InvalidArgument(fmt::format(
+            "{}:{}:{}: a field name must be a string, got {} (expected config.json fields: "
+            "name: value)",
+            path, key.location.line, key.location.column, spec::DescribeNode(key)));
+      }
+      AIR_ASSIGN_OR_RETURN(out[key.value], YamlToJson(value, path));
     }
-    case YAML::NodeType::Scalar:
+    return out;
+  }
+  const std::string& text = node.value;
+  switch (spec::ResolveScalarType(node)) {
+    case spec::ScalarType::kNull:
+      return json(nullptr);
+    case spec::ScalarType::kBool:
+      return json(text == "true" || text == "True" || text == "TRUE");
+    case spec::ScalarType::kInt:
+      try {
+        return json(std::stoll(text, nullptr, 0));
+      } catch (...) {
+        return json(text);
+      }
+    case spec::ScalarType::kFloat:
+      try {
+        return json(std::stod(text));
+      } catch (...) {
+        return json(text);
+      }
+    case spec::ScalarType::kString:
       break;
   }
-  const std::string text = node.Scalar();
-  if (node.Tag() == "!") return text;  // quoted
-  if (text == "null" || text == "~" || text.empty()) return nullptr;
-  if (text == "true" || text == "True") return true;
-  if (text == "false" || text == "False") return false;
-  try {
-    size_t used = 0;
-    const long long i = std::stoll(text, &used);
-    if (used == text.size()) return i;
-  } catch (...) {
-  }
-  try {
-    size_t used = 0;
-    const double d = std::stod(text, &used);
-    if (used == text.size()) return d;
-  } catch (...) {
-  }
-  return text;
+  return json(text);
 }
 
 Result<json> ReadConfigFile(Env* env, const std::string& path) {
@@ -75,22 +85,13 @@ Result<json> ReadConfigFile(Env* env, const std::string& path) {
     return Status(text.status().code(),
                   "cannot read --config " + path + ": " + text.status().message());
   }
-  YAML::Node root;
-  json j;
-  try {
-    root = YAML::Load(*text);
-    if (!root.IsMap()) {
-      return InvalidArgument(path +
-                             ": expected a mapping of config.json fields "
-                             "(architectures, vocab_size, hidden_size, ...)");
-    }
-    j = YamlToJson(root);
-  } catch (const YAML::Exception& e) {
-    // Syntax errors, and keys that are not strings (a list or map used as a key).
-    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) + ": " + e.msg +
-                           " (expected config.json fields: name: value)");
+  AIR_ASSIGN_OR_RETURN(spec::YamlNode root, spec::LoadYaml(*text, path));
+  if (!root.IsMapping()) {
+    return InvalidArgument(path +
+                           ": expected a mapping of config.json fields "
+                           "(architectures, vocab_size, hidden_size, ...)");
   }
+  AIR_ASSIGN_OR_RETURN(json j, YamlToJson(root, path));
   // A misspelled known field would otherwise be silently ignored (HF configs carry many fields
   // air does not read, so unknown names that resemble nothing are allowed).
   const auto& known = engine::KnownConfigFields();

@@ -43,8 +43,13 @@ std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
   if (!uri || uri->empty() || !run_id || run_id->empty()) return nullptr;
   if (p.dist.rank != 0) return nullptr;
   if (uri->rfind("http://", 0) != 0 && uri->rfind("https://", 0) != 0) return nullptr;
-  auto logger = std::make_unique<tracking::MetricLogger>(
-      *uri, ctx.env->GetEnv("MLFLOW_TRACKING_TOKEN").value_or(""), *run_id);
+  // The mlflow client's credential variables (air run injects them as secrets for an external
+  // server that needs them).
+  tracking::Credentials credentials;
+  credentials.token = ctx.env->GetEnv("MLFLOW_TRACKING_TOKEN").value_or("");
+  credentials.username = ctx.env->GetEnv("MLFLOW_TRACKING_USERNAME").value_or("");
+  credentials.password = ctx.env->GetEnv("MLFLOW_TRACKING_PASSWORD").value_or("");
+  auto logger = std::make_unique<tracking::MetricLogger>(*uri, credentials, *run_id);
   const auto& c = p.config;
   logger->LogParams({{"model_name", c.model_name},
                      {"dataset_name", c.dataset_name},

@@ -56,6 +56,15 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
                     [](const auto& var) { return var.first == "MLFLOW_TRACKING_URI"; });
     if (!own_tracking) {
       for (const auto& var : settings.tracking_env) launch.env.push_back(var);
+      for (const auto& [name, value] : settings.tracking_secret_env) {
+        bool spec_sets_it =
+            secret_names.count(name) != 0 ||
+            std::any_of(spec.env_variables.begin(), spec.env_variables.end(),
+                        [&name = name](const auto& var) { return var.first == name; });
+        if (spec_sets_it) continue;
+        launch.secret_names.push_back(name);
+        node.secret_env.emplace_back(name, value);
+      }
     }
     // PATH: the run's environment first (when it has one), then the submitter's PATH, then
     // air's own directory last, so `air train` works but air's directory never shadows the

@@ -37,6 +37,9 @@ struct AttemptSettings {
   std::string air_executable;  // its absolute path: AIR_BIN on each node
   // Set after the spec's variables (runtime/tracking_link.h: MLFLOW_TRACKING_URI, ...).
   std::vector<std::pair<std::string, std::string>> tracking_env;
+  // An external tracking server's credentials (MLFLOW_TRACKING_TOKEN, ...): injected like the
+  // spec's secrets (never in a launch file, redacted in logs); the spec's own variables win.
+  std::vector<std::pair<std::string, std::string>> tracking_secret_env;
 };
 
 backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const store::RunRecord& run,

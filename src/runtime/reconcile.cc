@@ -6,6 +6,7 @@
 #include "agent/node_launch.h"
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
+#include "runtime/tracking_link.h"
 
 namespace air::runtime {
 namespace {
@@ -121,7 +122,15 @@ Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
                                             ? store::AttemptState::kCanceled
                                             : store::AttemptState::kInternalError,
                                         message, env));
-  return store->GetRun(run.id);
+  AIR_ASSIGN_OR_RETURN(store::RunRecord ended, store->GetRun(run.id));
+  // The tracking run ends with the air run (FAILED for INTERNAL_ERROR, KILLED for CANCELED), in
+  // air's store or on the external server; a server that cannot be told is an event, not an
+  // error of this command.
+  if (Status tracked = FinishTrackingRun(store, ended, layout.home(), env); !tracked.ok()) {
+    (void)store->AppendEvent(run.id, "tracking",
+                             "could not set the tracking run's status: " + tracked.message());
+  }
+  return ended;
 }
 
 }  // namespace air::runtime

@@ -3,7 +3,8 @@
 // supervisor that was killed (kill -9, a reboot) does not leave a run RUNNING forever: every
 // process its nodes left is killed (KillLeftoverProcesses), the run
 // becomes INTERNAL_ERROR, naming the supervisor's pid and log, and its open attempt and nodes are
-// closed (with the agents' exit reports where they wrote one). The pid is checked together with
+// closed (with the agents' exit reports where they wrote one), and its tracking run ends
+// (runtime/tracking_link.h: FinishTrackingRun). The pid is checked together with
 // its start time, so a reused pid is not mistaken for the supervisor.
 // Thread safety: stateless functions over a caller-owned Store.
 #pragma once

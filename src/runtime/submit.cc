@@ -87,6 +87,10 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   AIR_ASSIGN_OR_RETURN(backends::BackendCapabilities capabilities,
                        backends::DescribeBackend(backend, env));
   AIR_RETURN_IF_ERROR(CheckCapabilities(spec, capabilities));
+  // An external MLflow server that cannot be reached, or refuses air's credentials, creates
+  // nothing either.
+  AIR_ASSIGN_OR_RETURN(ExternalTracking external,
+                       CheckExternalTracking(backend.tracking, home, env));
   Layout layout(home, backend.shared_root);
   AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
   AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, volumes_root, env));
@@ -146,7 +150,8 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   result.run_id = created.run.id;
   result.created = created.created;
   if (!created.created) return result;  // a concurrent submit with the same token won
-  if (Status tracked = CreateTrackingRun(store.get(), spec, created.run, env); !tracked.ok()) {
+  if (Status tracked = CreateTrackingRun(store.get(), spec, created.run, external, env);
+      !tracked.ok()) {
     (void)store->TransitionRun(result.run_id, store::RunState::kInternalError,
                                "could not create the tracking run: " + tracked.message(),
                                std::nullopt, tracked.message());

@@ -186,11 +186,12 @@ class RunSupervisor {
       AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, spec.compute.num_nodes));
       attempt_settings.attempt = attempt;
       attempt_settings.master_port = port;
-      std::string tracking_warning;
-      attempt_settings.tracking_env =
-          PrepareTrackingForAttempt(store_, layout_.home(), run_.id, env_, &tracking_warning);
-      if (!tracking_warning.empty()) {
-        AIR_RETURN_IF_ERROR(store_->AppendEvent(run_.id, "tracking", tracking_warning, attempt));
+      AttemptTracking tracking = PrepareTrackingForAttempt(store_, layout_.home(), run_.id,
+                                                           backend_config_.tracking, env_);
+      attempt_settings.tracking_env = std::move(tracking.env);
+      attempt_settings.tracking_secret_env = std::move(tracking.secret_env);
+      if (!tracking.warning.empty()) {
+        AIR_RETURN_IF_ERROR(store_->AppendEvent(run_.id, "tracking", tracking.warning, attempt));
       }
       backends::AttemptToLaunch plan =
           PlanAttempt(spec, run_, layout_, *prepared, attempt_settings);
@@ -287,7 +288,9 @@ Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) 
   Layout layout(options.air_home);
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
   AIR_ASSIGN_OR_RETURN(store::RunRecord run, store->GetRun(run_id));
-  if (store::IsTerminal(run.state)) return FinishTrackingRun(store.get(), run, env);
+  if (store::IsTerminal(run.state)) {
+    return FinishTrackingRun(store.get(), run, options.air_home, env);
+  }
   if (run.state != RunState::kPending) {
     return FailedPrecondition(fmt::format("run {} is {}: it already has a supervisor (pid {})",
                                           run_id, store::RunStateName(run.state),
@@ -309,7 +312,8 @@ Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) 
   Status supervised = supervisor.Supervise();
   // The tracking run's status follows the air run's terminal state.
   if (auto ended = store->GetRun(run_id); ended.ok() && store::IsTerminal(ended->state)) {
-    if (Status tracked = FinishTrackingRun(store.get(), *ended, env); !tracked.ok()) {
+    if (Status tracked = FinishTrackingRun(store.get(), *ended, options.air_home, env);
+        !tracked.ok()) {
       AIR_WARN("run {}: could not set its tracking run's status: {}", run_id, tracked.message());
     }
   }

@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "runtime/daemon.h"
+#include "secrets/resolve.h"
 #include "spec/node_env.h"
 #include "tracking/http_client.h"
 #include "tracking/server_files.h"
@@ -21,7 +23,7 @@ constexpr int64_t kServerStartMicros = 20'000'000;
 bool ServerAnswers(const tracking::ServerInfo& info) {
   if (info.pid > 0 && ::kill(static_cast<pid_t>(info.pid), 0) != 0 && errno == ESRCH) return false;
   tracking::HttpClient http;
-  auto response = http.Request("GET", info.url + "/health", "", "", 2000);
+  auto response = http.Request("GET", info.url + "/health", "", {}, 2000);
   return response.ok() && response->status == 200;
 }
 
@@ -50,20 +52,102 @@ Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) 
                                  kServerStartMicros / 1'000'000, files.LogPath()));
 }
 
+tracking::Credentials ExternalTracking::Credentials() const {
+  tracking::Credentials credentials;
+  for (const auto& [name, value] : secret_env) {
+    if (name == "MLFLOW_TRACKING_TOKEN") credentials.token = value;
+    if (name == "MLFLOW_TRACKING_USERNAME") credentials.username = value;
+    if (name == "MLFLOW_TRACKING_PASSWORD") credentials.password = value;
+  }
+  return credentials;
+}
+
+Result<ExternalTracking> ResolveTrackingCredentials(const backends::TrackingConfig& config,
+                                                    const std::string& uri,
+                                                    const std::string& air_home, Env* env) {
+  ExternalTracking external;
+  external.uri = uri;
+  std::vector<std::pair<std::string, spec::SecretRef>> refs;
+  std::vector<std::string> named;
+  auto add = [&](const char* variable, const char* key, const std::string& path) {
+    if (path.empty()) return;
+    size_t slash = path.find('/');  // checked when config.yaml was read
+    refs.emplace_back(variable, spec::SecretRef{path.substr(0, slash), path.substr(slash + 1)});
+    named.push_back(fmt::format("{} {}", key, path));
+  };
+  add("MLFLOW_TRACKING_TOKEN", "tracking_token_secret", config.token_secret);
+  add("MLFLOW_TRACKING_USERNAME", "tracking_username_secret", config.username_secret);
+  add("MLFLOW_TRACKING_PASSWORD", "tracking_password_secret", config.password_secret);
+  external.secrets_named = Join(named, ", ");
+  if (refs.empty()) return external;
+  secrets::SecretStore secret_store(env, air_home);
+  auto resolved = secrets::ResolveSecrets(secret_store, refs);
+  if (!resolved.ok()) {
+    return Status(
+        resolved.status().code(),
+        fmt::format("{}: {}: air's credentials for the MLflow server {} cannot be read: "
+                    "{}",
+                    config.config_path, external.secrets_named, uri, resolved.status().message()));
+  }
+  external.secret_env = std::move(*resolved);
+  return external;
+}
+
+Result<ExternalTracking> CheckExternalTracking(const backends::TrackingConfig& config,
+                                               const std::string& air_home, Env* env) {
+  std::string uri, named_by, fix;
+  if (auto from_env = env->GetEnv("MLFLOW_TRACKING_URI"); from_env && !from_env->empty()) {
+    uri = *from_env;
+    named_by = "MLFLOW_TRACKING_URI=" + uri;
+    fix = "unset MLFLOW_TRACKING_URI to track the run in air's own server";
+  } else if (!config.uri.empty()) {
+    uri = config.uri;
+    named_by = fmt::format("{}: tracking_uri {}", config.config_path, uri);
+    fix = "correct tracking_uri there, or remove it to track runs in air's own server";
+  } else {
+    return ExternalTracking{};
+  }
+  AIR_ASSIGN_OR_RETURN(ExternalTracking external,
+                       ResolveTrackingCredentials(config, uri, air_home, env));
+  external.named_by = named_by;
+  tracking::MlflowRest rest(uri, external.Credentials());
+  auto probe = rest.Call("GET", "experiments/search", {{"max_results", 1}});
+  if (probe.ok()) return external;
+  if (probe.status().code() == ErrorCode::kPermissionDenied) {
+    std::string where = config.config_path.empty() ? "AIR_HOME/config.yaml" : config.config_path;
+    std::string check =
+        external.secrets_named.empty()
+            ? fmt::format(
+                  "it needs credentials: name air secrets in {} as tracking_token_secret "
+                  "(a Bearer token) or tracking_username_secret and "
+                  "tracking_password_secret (basic auth)",
+                  where)
+            : fmt::format("check the air secret{} {} ({})",
+                          external.secret_env.size() == 1 ? "" : "s", external.secrets_named,
+                          where);
+    return PermissionDenied(
+        fmt::format("{}: the MLflow server cannot be used: it refused air's credentials ({}); {}",
+                    named_by, probe.status().message(), check));
+  }
+  return Status(probe.status().code(), fmt::format("{}: the MLflow server cannot be used ({}); {}",
+                                                   named_by, probe.status().message(), fix));
+}
+
 namespace {
 
-// The run on an external MLflow server named by the submitter's MLFLOW_TRACKING_URI: created
-// through its REST API; the air run then records the server's run id.
+// The run on the external MLflow server: created through its REST API; the air run then
+// records the server's run id.
 Status CreateExternalTrackingRun(store::Store* store, const spec::WorkloadSpec& spec,
-                                 const store::RunRecord& run, const std::string& uri, Env* env) {
-  tracking::MlflowRest rest(uri, "");
+                                 const store::RunRecord& run, const ExternalTracking& external,
+                                 Env* env) {
+  const std::string& uri = external.uri;
+  tracking::MlflowRest rest(uri, external.Credentials());
   std::string experiment_name = spec::MlflowExperimentName(spec);
   auto experiment_id = rest.GetOrCreateExperiment(experiment_name);
   if (!experiment_id.ok()) {
-    return Unavailable(
-        fmt::format("MLFLOW_TRACKING_URI={}: the MLflow server cannot be used ({}); unset "
-                    "MLFLOW_TRACKING_URI to track the run in air's own server",
-                    uri, experiment_id.status().message()));
+    return Status(experiment_id.status().code(),
+                  fmt::format("{}: the MLflow server cannot be used ({})", external.named_by,
+                              experiment_id.status().message()));
   }
   nlohmann::json tags =
       nlohmann::json::array({{{"key", "air.run_id"}, {"value", std::to_string(run.id)}},
@@ -94,10 +178,8 @@ Status CreateExternalTrackingRun(store::Store* store, const spec::WorkloadSpec& 
 }  // namespace
 
 Status CreateTrackingRun(store::Store* store, const spec::WorkloadSpec& spec,
-                         const store::RunRecord& run, Env* env) {
-  if (auto uri = env->GetEnv("MLFLOW_TRACKING_URI"); uri && !uri->empty()) {
-    return CreateExternalTrackingRun(store, spec, run, *uri, env);
-  }
+                         const store::RunRecord& run, const ExternalTracking& external, Env* env) {
+  if (!external.uri.empty()) return CreateExternalTrackingRun(store, spec, run, external, env);
   tracking::TrackingStore tracking(store->db(), env);
   std::string experiment_name = spec::MlflowExperimentName(spec);
   AIR_ASSIGN_OR_RETURN(tracking::Experiment experiment,
@@ -124,15 +206,24 @@ Status CreateTrackingRun(store::Store* store, const spec::WorkloadSpec& spec,
   return tracking.PutLink(link);
 }
 
-std::vector<std::pair<std::string, std::string>> PrepareTrackingForAttempt(
-    store::Store* store, const std::string& air_home, int64_t run_id, Env* env,
-    std::string* warning) {
-  std::vector<std::pair<std::string, std::string>> vars;
+AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string& air_home,
+                                          int64_t run_id, const backends::TrackingConfig& config,
+                                          Env* env) {
+  AttemptTracking out;
+  auto& vars = out.env;
   tracking::TrackingStore tracking(store->db(), env);
   auto link = tracking.GetLink(run_id);
-  if (!link.ok() || !*link) return vars;
+  if (!link.ok() || !*link) return out;
   std::string uri = (*link)->tracking_uri;
-  if (uri.empty()) {
+  if (!uri.empty()) {
+    auto external = ResolveTrackingCredentials(config, uri, air_home, env);
+    if (external.ok()) {
+      out.secret_env = std::move(external->secret_env);
+    } else {
+      out.warning =
+          "the nodes get no credentials for the tracking server: " + external.status().message();
+    }
+  } else {
     auto run = tracking.GetRun((*link)->mlflow_run_id);
     if (run.ok() && run->info.status == "SCHEDULED") {
       tracking::RunUpdate update;
@@ -142,15 +233,15 @@ std::vector<std::pair<std::string, std::string>> PrepareTrackingForAttempt(
     auto url = EnsureTrackingServer(air_home, env);
     if (url.ok()) {
       uri = *url;
-    } else if (warning != nullptr) {
-      *warning = "tracking is off for this attempt: " + url.status().message();
+    } else {
+      out.warning = "tracking is off for this attempt: " + url.status().message();
     }
   }
   if (!uri.empty()) vars.emplace_back("MLFLOW_TRACKING_URI", uri);
   vars.emplace_back("MLFLOW_RUN_ID", (*link)->mlflow_run_id);
   vars.emplace_back("MLFLOW_EXPERIMENT_ID", (*link)->experiment_id);
   vars.emplace_back("MLFLOW_EXPERIMENT_NAME", (*link)->experiment_name);
-  return vars;
+  return out;
 }
 
 std::string TrackingStatusFor(store::RunState state) {
@@ -168,25 +259,36 @@ std::string TrackingStatusFor(store::RunState state) {
   }
 }
 
-Status FinishTrackingRun(store::Store* store, const store::RunRecord& run, Env* env) {
+Status FinishTrackingRun(store::Store* store, const store::RunRecord& run,
+                         const std::string& air_home, Env* env) {
   std::string status = TrackingStatusFor(run.state);
   if (status.empty()) return Status::Ok();
   tracking::TrackingStore tracking(store->db(), env);
   AIR_ASSIGN_OR_RETURN(auto link, tracking.GetLink(run.id));
   if (!link) return Status::Ok();
   int64_t end_ms = run.ended_us.value_or(env->NowMicros()) / 1000;
-  if (!link->tracking_uri.empty()) {
-    tracking::MlflowRest rest(link->tracking_uri, "");
-    return rest
-        .Call("POST", "runs/update",
-              {{"run_id", link->mlflow_run_id}, {"status", status}, {"end_time", end_ms}})
-        .status();
-  }
   tracking::Batch batch;
   batch.tags = {{"air.state", store::RunStateName(run.state)},
                 {"air.attempts", std::to_string(run.attempt_count)}};
   if (!run.failure_summary.empty()) {
     batch.tags.push_back({"air.failure_summary", run.failure_summary.substr(0, 8000)});
+  }
+  if (!link->tracking_uri.empty()) {
+    AIR_ASSIGN_OR_RETURN(backends::BackendConfig config,
+                         backends::LoadBackendConfig(air_home, "", env));
+    AIR_ASSIGN_OR_RETURN(
+        ExternalTracking external,
+        ResolveTrackingCredentials(config.tracking, link->tracking_uri, air_home, env));
+    tracking::MlflowRest rest(link->tracking_uri, external.Credentials());
+    nlohmann::json tags = nlohmann::json::array();
+    for (const auto& tag : batch.tags) tags.push_back({{"key", tag.key}, {"value", tag.value}});
+    AIR_RETURN_IF_ERROR(
+        rest.Call("POST", "runs/log-batch", {{"run_id", link->mlflow_run_id}, {"tags", tags}})
+            .status());
+    return rest
+        .Call("POST", "runs/update",
+              {{"run_id", link->mlflow_run_id}, {"status", status}, {"end_time", end_ms}})
+        .status();
   }
   AIR_RETURN_IF_ERROR(tracking.LogBatch(link->mlflow_run_id, batch));
   tracking::RunUpdate update;

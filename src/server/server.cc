@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sodium.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -104,10 +105,31 @@ bool TokenMatches(const std::string& presented, const std::string& expected) {
   return diff == 0;
 }
 
+// The password of an "Authorization: Basic base64(user:password)" header, or "".
+std::string BasicPassword(const std::string& auth) {
+  if (!StartsWith(auth, "Basic ")) return "";
+  std::string encoded = auth.substr(6);
+  std::string decoded(encoded.size(), '\0');
+  size_t length = 0;
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(decoded.data()), decoded.size(),
+                        encoded.c_str(), encoded.size(), nullptr, &length, nullptr,
+                        sodium_base64_VARIANT_ORIGINAL) != 0) {
+    return "";
+  }
+  decoded.resize(length);
+  size_t colon = decoded.find(':');
+  return colon == std::string::npos ? "" : decoded.substr(colon + 1);
+}
+
 bool Authorized(const httplib::Request& req, const std::string& token) {
   if (token.empty()) return true;
   std::string auth = req.get_header_value("Authorization");
   if (StartsWith(auth, "Bearer ") && TokenMatches(auth.substr(7), token)) return true;
+  // Basic auth with the token as the password (any user name): MLFLOW_TRACKING_USERNAME and
+  // MLFLOW_TRACKING_PASSWORD for the mlflow client.
+  if (std::string password = BasicPassword(auth); !password.empty()) {
+    return TokenMatches(password, token);
+  }
   // The browser UI passes the token once as ?token=...; it is then kept in a cookie.
   if (req.has_param("token") && TokenMatches(req.get_param_value("token"), token)) return true;
   std::string cookie = req.get_header_value("Cookie");
@@ -187,7 +209,8 @@ Status RunServer(const ServerOptions& options, Env* env,
         if (!Authorized(req, ctx.options.token)) {
           SendError(res, 401, "UNAUTHENTICATED",
                     "this air server needs its access token: send 'Authorization: Bearer <token>' "
-                    "(MLFLOW_TRACKING_TOKEN for the mlflow client)");
+                    "(MLFLOW_TRACKING_TOKEN for the mlflow client), or basic auth with the token "
+                    "as the password (MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)");
           return httplib::Server::HandlerResponse::Handled;
         }
         return httplib::Server::HandlerResponse::Unhandled;

@@ -2,7 +2,8 @@
 // over air's store (server/mlflow_routes.cc, server/artifact_routes.cc), air's own JSON API
 // (server/air_routes.cc) and the web UI (server/web_routes.cc, files from web/). It binds
 // 127.0.0.1 by default; bound to any other address every request must carry the access token
-// (Authorization: Bearer, as the mlflow client sends MLFLOW_TRACKING_TOKEN). While it runs it
+// (Authorization: Bearer, as the mlflow client sends MLFLOW_TRACKING_TOKEN; or basic auth with the
+// token as the password, MLFLOW_TRACKING_PASSWORD). While it runs it
 // holds AIR_HOME/tracking/server.lock and describes itself in AIR_HOME/tracking/server.json
 // (tracking/server_files.h), which `air run` and `air ui` read to find it.
 // Thread safety: RunServer serves requests on a pool of threads, one store connection each.

@@ -350,6 +350,19 @@ bool ParseYamlDocument(std::string_view text, Diagnostics* diagnostics, YamlNode
   return false;
 }
 
+Result<YamlNode> LoadYaml(std::string_view text, const std::string& source) {
+  std::string error;
+  SourceLocation at{1, 1};
+  YamlNode root;
+  bool is_empty = true;
+  if (!ParseOne(text, &root, &is_empty, &error, &at)) {
+    return InvalidArgument(
+        fmt::format("{}:{}:{}: invalid YAML: {}", source, at.line, at.column, error));
+  }
+  if (is_empty) return YamlNode();
+  return root;
+}
+
 bool ParseYamlValue(std::string_view text, YamlNode* root, std::string* error) {
   bool is_empty = true;
   SourceLocation at;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "spec/diagnostics.h"
 #include "spec/workload_spec.h"
 
@@ -58,6 +59,12 @@ std::string DescribeNode(const YamlNode& node);
 // document (nothing but comments or whitespace) yields *is_empty = true and a null root.
 bool ParseYamlDocument(std::string_view text, Diagnostics* diagnostics, YamlNode* root,
                        bool* is_empty);
+
+// The one YAML loader of every other reader (AIR_HOME/config.yaml, `air train`'s parameters,
+// `air model` configs): ParseYamlDocument with its limits (nodes after alias expansion, bytes,
+// nesting depth). An empty document is a null scalar. The error reads
+// "SOURCE:LINE:COL: invalid YAML: ..." (syntax, an alias bomb, too deep, a second document).
+Result<YamlNode> LoadYaml(std::string_view text, const std::string& source);
 
 // Parses a standalone value (an --override's VALUE) the same way; errors are returned as text.
 bool ParseYamlValue(std::string_view text, YamlNode* root, std::string* error);

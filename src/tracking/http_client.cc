@@ -34,7 +34,7 @@ HttpClient::~HttpClient() {
 }
 
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& url,
-                                         const std::string& body, const std::string& token,
+                                         const std::string& body, const Credentials& credentials,
                                          long timeout_ms) {
   CURL* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) return Internal("curl_easy_init failed");
@@ -43,9 +43,13 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   struct curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Content-Type: application/json");
   std::string auth;
-  if (!token.empty()) {
-    auth = "Authorization: Bearer " + token;
+  if (!credentials.token.empty()) {
+    auth = "Authorization: Bearer " + credentials.token;
     headers = curl_slist_append(headers, auth.c_str());
+  } else if (!credentials.username.empty() || !credentials.password.empty()) {
+    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(curl, CURLOPT_USERNAME, credentials.username.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, credentials.password.c_str());
   }
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -87,7 +91,7 @@ Result<nlohmann::json> MlflowRest::Call(const std::string& method, const std::st
     payload = body.dump();
   }
   AIR_ASSIGN_OR_RETURN(HttpResponse response,
-                       http_.Request(method, url, payload, token_, timeout_ms_));
+                       http_.Request(method, url, payload, credentials_, timeout_ms_));
   auto parsed = nlohmann::json::parse(response.body, nullptr, false);
   if (response.status == 200 && parsed.is_object()) return parsed;
   std::string code = parsed.is_object() ? parsed.value("error_code", "") : "";

@@ -13,6 +13,16 @@
 
 namespace air::tracking {
 
+// What air sends to authenticate to a tracking server, as the mlflow client does from
+// MLFLOW_TRACKING_TOKEN (Authorization: Bearer) or MLFLOW_TRACKING_USERNAME and
+// MLFLOW_TRACKING_PASSWORD (basic auth). Values only ever go in a request header.
+struct Credentials {
+  std::string token;
+  std::string username;
+  std::string password;
+  bool empty() const { return token.empty() && username.empty() && password.empty(); }
+};
+
 struct HttpResponse {
   long status = 0;
   std::string body;
@@ -26,9 +36,10 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   // kUnavailable when the server cannot be reached or does not answer within `timeout_ms`.
-  // `token`, when set, goes in an Authorization: Bearer header (never in the URL or a log).
+  // `credentials`, when set, go in an Authorization header (never in the URL or a log).
   Result<HttpResponse> Request(const std::string& method, const std::string& url,
-                               const std::string& body, const std::string& token, long timeout_ms);
+                               const std::string& body, const Credentials& credentials,
+                               long timeout_ms);
 
  private:
   void* curl_;  // CURL*
@@ -37,14 +48,14 @@ class HttpClient {
 // The MLflow REST calls air makes to a tracking server (air's own or an external one).
 class MlflowRest {
  public:
-  MlflowRest(std::string base_url, std::string token, long timeout_ms = 10000)
-      : base_(std::move(base_url)), token_(std::move(token)), timeout_ms_(timeout_ms) {
+  MlflowRest(std::string base_url, Credentials credentials, long timeout_ms = 10000)
+      : base_(std::move(base_url)), credentials_(std::move(credentials)), timeout_ms_(timeout_ms) {
     while (!base_.empty() && base_.back() == '/') base_.pop_back();
   }
 
   // POST/GET /api/2.0/mlflow/<endpoint>; the response object, or the server's error as a
   // Status (RESOURCE_DOES_NOT_EXIST -> kNotFound, other 4xx -> kInvalidArgument, else
-  // kUnavailable) naming the server.
+  // kUnavailable; 401/403 -> kPermissionDenied) naming the server.
   Result<nlohmann::json> Call(const std::string& method, const std::string& endpoint,
                               const nlohmann::json& body);
 
@@ -54,7 +65,7 @@ class MlflowRest {
 
  private:
   std::string base_;
-  std::string token_;
+  Credentials credentials_;
   long timeout_ms_;
   HttpClient http_;
 };

@@ -27,10 +27,10 @@ constexpr int kTries = 3;
 
 }  // namespace
 
-MetricLogger::MetricLogger(std::string tracking_uri, std::string token, std::string run_id,
+MetricLogger::MetricLogger(std::string tracking_uri, Credentials credentials, std::string run_id,
                            size_t capacity)
     : uri_(std::move(tracking_uri)),
-      token_(std::move(token)),
+      credentials_(std::move(credentials)),
       run_id_(std::move(run_id)),
       capacity_(capacity) {
   sender_ = std::thread([this] { Send(); });
@@ -59,7 +59,7 @@ void MetricLogger::Log(std::vector<Metric> points) {
 }
 
 void MetricLogger::Send() {
-  MlflowRest rest(uri_, token_, 5000);
+  MlflowRest rest(uri_, credentials_, 5000);
   while (true) {
     std::vector<Metric> batch;
     std::vector<KeyValue> params;

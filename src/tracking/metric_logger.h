@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tracking/entities.h"
+#include "tracking/http_client.h"
 
 namespace air::tracking {
 
@@ -27,7 +28,7 @@ struct MetricLoggerReport {
 
 class MetricLogger {
  public:
-  MetricLogger(std::string tracking_uri, std::string token, std::string run_id,
+  MetricLogger(std::string tracking_uri, Credentials credentials, std::string run_id,
                size_t capacity = 100000);
   ~MetricLogger();
   MetricLogger(const MetricLogger&) = delete;
@@ -42,7 +43,7 @@ class MetricLogger {
   void Send();
 
   std::string uri_;
-  std::string token_;
+  Credentials credentials_;
   std::string run_id_;
   size_t capacity_;
   std::mutex mu_;

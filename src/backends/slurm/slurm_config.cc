@@ -2,11 +2,6 @@
 #include "backends/slurm/slurm_config.h"
 
 #include <fmt/format.h>
-// yaml-cpp 0.7's node/impl.h trips GCC 12's -Wdangling-pointer (a false positive in the library).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdangling-pointer"
-#include <yaml-cpp/yaml.h>
-#pragma GCC diagnostic pop
 
 #include "base/strings.h"
 
@@ -46,22 +41,25 @@ constexpr const char* kOwnedOptions[] = {"--nodes",
                                          "--qos",
                                          "-q"};
 
-std::string At(const std::string& path, const YAML::Node& node) {
-  return fmt::format("{}:{}", path, node.Mark().line + 1);
+std::string At(const std::string& path, const spec::YamlNode& node) {
+  return fmt::format("{}:{}", path, node.location.line);
 }
 
 }  // namespace
 
-Status ParseSlurmConfig(const YAML::Node& block, const std::string& where, SlurmConfig* out) {
-  if (block.IsNull()) return Status::Ok();
-  if (!block.IsMap()) {
+Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, SlurmConfig* out) {
+  if (block.IsScalar() && block.IsNull()) return Status::Ok();
+  if (!block.IsMapping()) {
     return InvalidArgument(fmt::format(
         "{}: slurm: expected a mapping (partition, account, qos, sbatch_options, air_binary)",
         At(where, block)));
   }
-  for (const auto& item : block) {
-    const std::string key = item.first.as<std::string>();
-    const YAML::Node& value = item.second;
+  for (const auto& [key_node, value] : block.entries) {
+    if (!key_node.IsScalar()) {
+      return InvalidArgument(fmt::format("{}: slurm: a key must be a string, got {}",
+                                         At(where, key_node), spec::DescribeNode(key_node)));
+    }
+    const std::string& key = key_node.value;
     if (key == "sbatch_options") {
       if (!value.IsSequence()) {
         return InvalidArgument(
@@ -69,12 +67,12 @@ Status ParseSlurmConfig(const YAML::Node& block, const std::string& where, Slurm
                         "[\"--exclusive\", \"--constraint=a100\"]",
                         At(where, value)));
       }
-      for (const auto& option : value) {
-        if (!option.IsScalar()) {
+      for (const auto& option : value.items) {
+        if (!option.IsScalar() || option.IsNull()) {
           return InvalidArgument(
               fmt::format("{}: slurm.sbatch_options: expected a string", At(where, option)));
         }
-        std::string text = option.as<std::string>();
+        const std::string& text = option.value;
         if (!StartsWith(text, "-")) {
           return InvalidArgument(
               fmt::format("{}: slurm.sbatch_options: '{}' is not an option (they start with -)",
@@ -96,7 +94,7 @@ Status ParseSlurmConfig(const YAML::Node& block, const std::string& where, Slurm
     if (!value.IsScalar()) {
       return InvalidArgument(fmt::format("{}: slurm.{}: expected a string", At(where, value), key));
     }
-    std::string text = value.as<std::string>();
+    const std::string text = value.IsNull() ? "" : value.value;
     if (key == "partition") {
       out->partition = text;
     } else if (key == "account") {
@@ -115,7 +113,7 @@ Status ParseSlurmConfig(const YAML::Node& block, const std::string& where, Slurm
       return InvalidArgument(fmt::format(
           "{}: slurm: unknown key '{}'; valid: partition, account, qos, sbatch_options, "
           "air_binary",
-          At(where, item.first), key));
+          At(where, key_node), key));
     }
   }
   return Status::Ok();

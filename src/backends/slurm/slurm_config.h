@@ -16,10 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
-
-namespace YAML {
-class Node;
-}
+#include "spec/yaml_tree.h"
 
 namespace air::backends {
 
@@ -33,6 +30,6 @@ struct SlurmConfig {
 
 // `where` names the file for messages ("/home/me/.air/config.yaml"). Unknown keys, wrong types
 // and options air sets itself (--nodes, --time, ...) are errors naming FILE:LINE: slurm.KEY.
-Status ParseSlurmConfig(const YAML::Node& block, const std::string& where, SlurmConfig* out);
+Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, SlurmConfig* out);
 
 }  // namespace air::backends

@@ -1,14 +1,10 @@
 // Parsing and validation of `air train`'s YAML parameters (see train_config.h). One table lists
 // every key with its type and range; a single pass over the file (then the --set overrides)
-// collects every error before anything is returned.
+// collects every error before anything is returned. YAML is read by spec::LoadYaml, the one loader
+// (its alias, size and depth limits).
 #include "engine/train/train_config.h"
 
 #include <fmt/format.h>
-// yaml-cpp 0.7's node/impl.h trips GCC 12's -Wdangling-pointer (a false positive in the library).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdangling-pointer"
-#include <yaml-cpp/yaml.h>
-#pragma GCC diagnostic pop
 
 #include <cmath>
 #include <functional>
@@ -16,13 +12,16 @@
 #include <optional>
 
 #include "base/strings.h"
+#include "spec/yaml_tree.h"
 
 namespace air::engine::train {
 namespace {
 
 // One given value: the YAML node and where it came from.
+using spec::YamlNode;
+
 struct GivenValue {
-  YAML::Node node;
+  YamlNode node;
   std::string where;  // "file:line:col" or "--set key=value"
 };
 
@@ -39,27 +38,24 @@ class ErrorList {
   std::vector<std::string> lines_;
 };
 
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "nothing (null)";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Scalar:
-      return node.Tag() == "!" ? fmt::format("the quoted string \"{}\"", node.Scalar())
-                               : fmt::format("'{}'", node.Scalar());
-    default:
-      return "an undefined value";
-  }
+std::string Describe(const YamlNode& node) {
+  if (node.IsSequence()) return "a list";
+  if (node.IsMapping()) return "a map";
+  if (node.IsNull()) return "nothing (null)";
+  return node.IsQuotedOrTaggedString() ? fmt::format("the quoted string \"{}\"", node.value)
+                                       : fmt::format("'{}'", node.value);
 }
 
-bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+bool IsPlainScalar(const YamlNode& node) {
+  return node.IsScalar() && !node.IsQuotedOrTaggedString();
+}
 
-std::optional<int64_t> ReadInt(const YAML::Node& node) {
+// A scalar that is not null: its text.
+bool IsText(const YamlNode& node) { return node.IsScalar() && !node.IsNull(); }
+
+std::optional<int64_t> ReadInt(const YamlNode& node) {
   if (!IsPlainScalar(node)) return std::nullopt;
-  const std::string& s = node.Scalar();
+  const std::string& s = node.value;
   if (s.empty()) return std::nullopt;
   size_t pos = 0;
   try {
@@ -71,9 +67,9 @@ std::optional<int64_t> ReadInt(const YAML::Node& node) {
   }
 }
 
-std::optional<double> ReadFloat(const YAML::Node& node) {
+std::optional<double> ReadFloat(const YamlNode& node) {
   if (!IsPlainScalar(node)) return std::nullopt;
-  const std::string& s = node.Scalar();
+  const std::string& s = node.value;
   if (s.empty()) return std::nullopt;
   size_t pos = 0;
   try {
@@ -85,9 +81,9 @@ std::optional<double> ReadFloat(const YAML::Node& node) {
   }
 }
 
-std::optional<bool> ReadBool(const YAML::Node& node) {
+std::optional<bool> ReadBool(const YamlNode& node) {
   if (!IsPlainScalar(node)) return std::nullopt;
-  const std::string& s = node.Scalar();
+  const std::string& s = node.value;
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
   return std::nullopt;
@@ -154,7 +150,7 @@ Setter FloatField(const std::string& name, double TrainConfig::*member, Range ra
       return;
     }
     if (!InRange(*v, range)) {
-      errors.Add(g.where, name, fmt::format("{} is out of range: {}", g.node.Scalar(), range.text));
+      errors.Add(g.where, name, fmt::format("{} is out of range: {}", g.node.value, range.text));
       return;
     }
     c.*member = *v;
@@ -175,12 +171,12 @@ Setter BoolField(const std::string& name, bool TrainConfig::*member) {
 Setter StringField(const std::string& name, std::string TrainConfig::*member) {
   return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
     // A plain scalar like 123 is still a fine path name; null, lists and maps are not.
-    if (!g.node.IsScalar() || Trim(g.node.Scalar()).empty()) {
+    if (!IsText(g.node) || Trim(g.node.value).empty()) {
       errors.Add(g.where, name,
                  fmt::format("expected a non-empty string, got {}", Describe(g.node)));
       return;
     }
-    c.*member = g.node.Scalar();
+    c.*member = g.node.value;
   };
 }
 
@@ -194,12 +190,12 @@ Setter SchedulerField() {
     std::vector<std::string> names;
     for (const auto& [n, t] : kTypes) {
       names.push_back(n);
-      if (g.node.IsScalar() && g.node.Scalar() == n) {
+      if (g.node.IsScalar() && g.node.value == n) {
         c.lr_scheduler_type = t;
         return;
       }
     }
-    std::string got = g.node.IsScalar() ? g.node.Scalar() : "";
+    std::string got = g.node.IsScalar() ? g.node.value : "";
     errors.Add(g.where, "lr_scheduler_type",
                fmt::format("unknown scheduler {}{}; valid: {}", Describe(g.node),
                            DidYouMeanSuffix(got, names), Join(names, ", ")));
@@ -212,22 +208,22 @@ Setter ResumeField() {
       c.resume_from_checkpoint = *b ? "latest" : "";
       return;
     }
-    if (!g.node.IsScalar() || Trim(g.node.Scalar()).empty()) {
+    if (!IsText(g.node) || Trim(g.node.value).empty()) {
       errors.Add(g.where, "resume_from_checkpoint",
                  fmt::format("expected latest, true, false or a checkpoint directory, got {}",
                              Describe(g.node)));
       return;
     }
-    c.resume_from_checkpoint = g.node.Scalar();
+    c.resume_from_checkpoint = g.node.value;
   };
 }
 
 Setter ShardingStrategyField() {
   return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
     std::optional<fsdp::ShardingStrategy> s;
-    if (g.node.IsScalar()) s = fsdp::ParseShardingStrategy(g.node.Scalar());
+    if (g.node.IsScalar()) s = fsdp::ParseShardingStrategy(g.node.value);
     if (!s) {
-      std::string got = g.node.IsScalar() ? g.node.Scalar() : "";
+      std::string got = g.node.IsScalar() ? g.node.value : "";
       errors.Add(g.where, "fsdp_sharding_strategy",
                  fmt::format("unknown strategy {}{}; valid: {}", Describe(g.node),
                              DidYouMeanSuffix(got, fsdp::ShardingStrategyNames()),
@@ -247,7 +243,7 @@ Setter HfFsdpField() {
                              Describe(g.node)));
       return;
     }
-    fsdp::HfFsdpOption o = fsdp::ParseHfFsdpOption(g.node.IsNull() ? "" : g.node.Scalar());
+    fsdp::HfFsdpOption o = fsdp::ParseHfFsdpOption(g.node.IsNull() ? "" : g.node.value);
     if (!o.error.empty()) {
       errors.Add(g.where, "fsdp", o.error);
       return;
@@ -333,9 +329,9 @@ const FieldSpec* FindSpec(const std::string& key) {
   return nullptr;
 }
 
-std::string MarkText(const std::string& source, const YAML::Mark& mark) {
-  if (mark.line < 0) return source;
-  return fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
+std::string MarkText(const std::string& source, const spec::SourceLocation& at) {
+  if (at.line <= 0) return source;
+  return fmt::format("{}:{}:{}", source, at.line, at.column);
 }
 
 // Records `key: value` from the file or an override into `given` (by canonical name), reporting
@@ -412,27 +408,20 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
   std::map<std::string, GivenValue> given;
   std::map<std::string, std::string> spelled;
 
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(
-        fmt::format("{}: invalid YAML: {}", MarkText(source_name, e.mark), e.msg));
-  }
-  if (root.IsDefined() && !root.IsNull()) {
-    if (!root.IsMap()) {
-      errors.Add(MarkText(source_name, root.Mark()), "",
+  AIR_ASSIGN_OR_RETURN(YamlNode root, spec::LoadYaml(yaml_text, source_name));
+  if (!(root.IsScalar() && root.IsNull())) {
+    if (!root.IsMapping()) {
+      errors.Add(MarkText(source_name, root.location), "",
                  fmt::format("expected a map of parameters (key: value), got {}", Describe(root)));
       return errors.ToStatus();
     }
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      const YAML::Node& key = it->first;
+    for (const auto& [key, value] : root.entries) {
       if (!key.IsScalar()) {
-        errors.Add(MarkText(source_name, key.Mark()), "",
+        errors.Add(MarkText(source_name, key.location), "",
                    fmt::format("a parameter name must be a string, got {}", Describe(key)));
         continue;
       }
-      Collect(key.Scalar(), {it->second, MarkText(source_name, key.Mark())}, false, given, spelled,
+      Collect(key.value, {value, MarkText(source_name, key.location)}, false, given, spelled,
               errors);
     }
   }
@@ -445,11 +434,10 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
       continue;
     }
     std::string key(Trim(item.substr(0, eq)));
-    YAML::Node value;
-    try {
-      value = YAML::Load(item.substr(eq + 1));
-    } catch (const YAML::Exception& e) {
-      errors.Add(where, key, fmt::format("the value is not valid YAML: {}", e.msg));
+    YamlNode value;
+    std::string yaml_error;
+    if (!spec::ParseYamlValue(item.substr(eq + 1), &value, &yaml_error)) {
+      errors.Add(where, key, fmt::format("the value is not valid YAML: {}", yaml_error));
       continue;
     }
     Collect(key, {value, where}, true, given, spelled, errors);
@@ -484,9 +472,9 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
   if (given.count("fsdp") && given.count("fsdp_sharding_strategy")) {
     const GivenValue& hf = given["fsdp"];
     const GivenValue& named = given["fsdp_sharding_strategy"];
-    fsdp::HfFsdpOption o = fsdp::ParseHfFsdpOption(hf.node.IsScalar() ? hf.node.Scalar() : "");
+    fsdp::HfFsdpOption o = fsdp::ParseHfFsdpOption(hf.node.IsScalar() ? hf.node.value : "");
     std::optional<fsdp::ShardingStrategy> n =
-        named.node.IsScalar() ? fsdp::ParseShardingStrategy(named.node.Scalar()) : std::nullopt;
+        named.node.IsScalar() ? fsdp::ParseShardingStrategy(named.node.value) : std::nullopt;
     if (o.strategy && n && *o.strategy != *n) {
       errors.Add(hf.where, "fsdp",
                  fmt::format("means {} but fsdp_sharding_strategy ({}) says {}; give one",

@@ -1,5 +1,6 @@
 // Tests for TrainConfig parsing: defaults, every type and range error with file:line:col, unknown
-// keys with did-you-mean, duplicate keys, aliases, conflicting pairs, and --set overrides.
+// keys with did-you-mean, duplicate keys, aliases, conflicting pairs, --set overrides, and the
+// one capped YAML loader's limits (an alias bomb in the file or a --set value).
 #include "engine/train/train_config.h"
 
 #include <gmock/gmock.h>
@@ -245,6 +246,33 @@ TEST(TrainConfigTest, WarmupStepsFromRatioRoundsUp) {
   EXPECT_EQ(c.WarmupStepsFor(100), 0);
   c.warmup_steps = 7;
   EXPECT_EQ(c.WarmupStepsFor(100), 7);
+}
+
+// "Billion laughs": 9 levels of 10 aliases each would be 10^9 nodes once expanded.
+std::string AliasBomb() {
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    std::string prev = "*a" + std::to_string(i - 1);
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
+    for (int j = 1; j < 10; ++j) text += ", " + prev;
+    text += "]\n";
+  }
+  return text;
+}
+
+TEST(TrainConfigTest, AnAliasBombIsAClearError) {
+  std::string e = ErrorOf(std::string(kMinimal) + AliasBomb() + "seed: *a8\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:"));
+  EXPECT_THAT(e, HasSubstr("invalid YAML: the document has more than 200000 nodes"));
+  std::string flow = "[&a0 [x, x, x, x, x, x, x, x, x, x]";
+  for (int i = 1; i < 9; ++i) {
+    flow += ", &a" + std::to_string(i) + " [*a" + std::to_string(i - 1);
+    for (int j = 1; j < 10; ++j) flow += ", *a" + std::to_string(i - 1);
+    flow += "]";
+  }
+  std::string set = ErrorOf(kMinimal, {"seed=" + flow + "]"});
+  EXPECT_THAT(set, HasSubstr("--set seed="));
+  EXPECT_THAT(set, HasSubstr("seed: the value is not valid YAML"));
 }
 
 }  // namespace

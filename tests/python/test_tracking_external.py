@@ -1,0 +1,216 @@
+"""An external MLflow server named by `tracking_uri` in AIR_HOME/config.yaml, with air's
+credentials for it in air secrets (`tracking_token_secret`, or `tracking_username_secret` and
+`tracking_password_secret`), and tracking runs that end through reconcile.
+
+The external server is a real auth-enforcing MLflow-API server: a second AIR_HOME's
+`air server` bound off loopback, which answers 401 to every request without its token (Bearer,
+or basic auth with the token as the password). The nodes log into it with the real `mlflow`
+client. Checked: air's own calls (create, end status and tags) carry the credentials; the nodes
+get them as secrets (redacted in logs, never under AIR_HOME or in any process's argv); a wrong
+or missing credential and an unreachable server are clear errors at submit that name the server
+and the secret (never its value) and create no run; and a run whose supervisor is SIGKILLed
+ends FAILED (reconcile) or KILLED (`air cancel`) in air's tracking and on the external server.
+"""
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+import pytest
+
+from runtime_jobs.helpers import get, submit, wait_for, write_spec
+from test_secrets_run import _cmdlines, _grep_tree
+from tracking_helpers import AirServer, run_mlflow
+
+MLFLOW_ENV = {"GIT_PYTHON_REFRESH": "quiet", "MLFLOW_ENABLE_ASYNC_LOGGING": "false",
+              "NO_PROXY": "*"}
+
+
+@pytest.fixture
+def external(air_bin, tmp_path):
+    """(url, token) of an auth-enforcing MLflow-API server in its own AIR_HOME."""
+    home = tmp_path / "external_home"
+    server = AirServer(air_bin, home, "--host", "0.0.0.0", "--port", "0")
+    token = (home / "tracking" / "server.token").read_text().strip()
+    assert token
+    yield server.url, token
+    server.stop()
+
+
+def configure(air, air_home, url, secrets):
+    """config.yaml naming `url` and the given tracking_*_secret keys; stores the secrets."""
+    lines = [f"tracking_uri: {url}"]
+    scopes = set()
+    for key, (path, value) in secrets.items():
+        lines.append(f"tracking_{key}_secret: {path}")
+        scope, name = path.split("/")
+        if scope not in scopes:
+            assert air("secrets", "create-scope", scope).returncode == 0
+            scopes.add(scope)
+        if value is not None:
+            proc = air("secrets", "put-secret", scope, name, input=value)
+            assert proc.returncode == 0, proc.stderr
+    (air_home / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+def read_external(url, token, run_id):
+    out = run_mlflow(f"""
+        import json
+        from mlflow import MlflowClient
+        c = MlflowClient()
+        r = c.get_run({run_id!r})
+        print(json.dumps({{"status": r.info.status, "params": r.data.params, "tags": r.data.tags,
+                          "steps": [m.step for m in c.get_metric_history({run_id!r}, "m")]}}))
+    """, url, env={"MLFLOW_TRACKING_TOKEN": token})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+NODE_SCRIPT = """\
+{python} - <<'EOF'
+import os, mlflow
+assert os.environ["MLFLOW_TRACKING_URI"] == {url!r}, os.environ["MLFLOW_TRACKING_URI"]
+for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+    print(name, "=", os.environ.get(name, "(unset)"), flush=True)
+mlflow.start_run(run_id=os.environ["MLFLOW_RUN_ID"])
+mlflow.log_param("p", "1")
+mlflow.log_metric("m", 2.0, step=3)
+mlflow.end_run()
+EOF
+"""
+
+
+@pytest.mark.parametrize("auth", ["token", "basic"])
+def test_config_tracking_uri_with_credentials_from_air_secrets(air, air_home, tmp_path,
+                                                               external, auth):
+    url, token = external
+    if auth == "token":
+        configure(air, air_home, url, {"token": ("mlflow/token", token)})
+    else:
+        configure(air, air_home, url, {"username": ("mlflow/user", "trainer-bot"),
+                                       "password": ("mlflow/password", token)})
+    spec = write_spec(tmp_path, NODE_SCRIPT.format(python=sys.executable, url=url),
+                      name="external-config", nodes=1, timeout_minutes=5,
+                      env_variables=MLFLOW_ENV)
+    run_id = submit(air, spec)
+    seen_argv = []
+    run = get(air, run_id)
+    while run["state"] not in ("SUCCEEDED", "FAILED", "INTERNAL_ERROR", "TIMED_OUT"):
+        seen_argv += [c for c in _cmdlines().values() if token.encode() in c]
+        time.sleep(0.05)
+        run = get(air, run_id)
+    log = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", log[-3000:]
+    # The nodes got the credential as a secret: redacted in the log, in no argv, not stored.
+    if auth == "token":
+        assert "MLFLOW_TRACKING_TOKEN = [REDACTED]" in log, log
+        assert "MLFLOW_TRACKING_PASSWORD = (unset)" in log, log
+    else:
+        assert "MLFLOW_TRACKING_PASSWORD = [REDACTED]" in log, log
+        assert "MLFLOW_TRACKING_USERNAME = [REDACTED]" in log, log
+        assert "MLFLOW_TRACKING_TOKEN = (unset)" in log, log
+    assert token not in log
+    assert not seen_argv
+    assert not _grep_tree(air_home, [token.encode()])
+    # The run lives on the external server: air created it (air.* tags), the node logged into
+    # it, and air set its end status and tags there.
+    got = read_external(url, token, run["mlflow_run_id"])
+    assert got["status"] == "FINISHED"
+    assert got["params"] == {"p": "1"}
+    assert got["steps"] == [3]
+    assert got["tags"]["air.run_id"] == str(run_id)
+    assert got["tags"]["air.state"] == "SUCCEEDED"
+    # Nothing went to air's own server.
+    assert not (air_home / "tracking" / "server.json").exists()
+
+
+def test_bad_credentials_and_unreachable_servers_are_clear_errors_at_submit(
+        air, air_home, tmp_path, external):
+    url, token = external
+    spec = write_spec(tmp_path, "true", name="external-bad", nodes=1)
+    wrong = "wrong-" + token[:8] + "-value"
+
+    def refused(expect):
+        proc = air("run", "-f", spec)
+        assert proc.returncode != 0
+        for text in expect:
+            assert text in proc.stderr, proc.stderr
+        assert wrong not in proc.stderr and token not in proc.stderr
+        return proc.stderr
+
+    # A wrong token: the server and the secret are named, the value is not.
+    configure(air, air_home, url, {"token": ("mlflow/token", wrong)})
+    refused([url, "refused air's credentials", "tracking_token_secret mlflow/token",
+             str(air_home / "config.yaml")])
+    # A wrong basic-auth password.
+    configure(air, air_home, url, {"username": ("basic/user", "u"),
+                                   "password": ("basic/password", wrong)})
+    refused([url, "refused air's credentials",
+             "tracking_username_secret basic/user, tracking_password_secret basic/password"])
+    # No credentials named for a server that needs them.
+    (air_home / "config.yaml").write_text(f"tracking_uri: {url}\n")
+    refused([url, "it needs credentials", "tracking_token_secret"])
+    # A secret that does not exist.
+    configure(air, air_home, url, {"token": ("missing/token", None)})
+    refused(["tracking_token_secret missing/token", url, "has no key 'token'"])
+    # An unreachable server named by config.yaml.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    (air_home / "config.yaml").write_text(f"tracking_uri: {dead}\n")
+    refused([f"config.yaml: tracking_uri {dead}: the MLflow server cannot be used",
+             "correct tracking_uri there, or remove it"])
+    # Not a URL at all.
+    (air_home / "config.yaml").write_text("tracking_uri: databricks\n")
+    refused(["config.yaml:1: tracking_uri: 'databricks' is not an http:// or https:// URL"])
+    # None of these created a run.
+    (air_home / "config.yaml").unlink()
+    code, listed = air.json("list")
+    assert code == 0 and listed["data"]["runs"] == [], listed
+
+
+def _start_sleeping_run(air, tmp_path, name):
+    mark = tmp_path / f"{name}.started"
+    spec = write_spec(tmp_path, f'touch "{mark}"\nsleep 600\n', name=name, nodes=1,
+                      filename=f"{name}.yaml")
+    run_id = submit(air, spec)
+    deadline = time.monotonic() + 60
+    while not mark.exists():
+        assert time.monotonic() < deadline, get(air, run_id)
+        time.sleep(0.05)
+    return run_id, get(air, run_id)
+
+
+def _tracking_status(url, run_id, token=None):
+    out = run_mlflow(f"""
+        import json
+        from mlflow import MlflowClient
+        r = MlflowClient().get_run({run_id!r})
+        print(json.dumps([r.info.status, r.data.tags.get("air.state")]))
+    """, url, env={"MLFLOW_TRACKING_TOKEN": token} if token else None)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("where", ["air", "external"])
+def test_runs_ended_by_reconcile_end_their_tracking_run(air, air_home, tmp_path, request,
+                                                        where):
+    token = None
+    if where == "external":
+        url, token = request.getfixturevalue("external")
+        configure(air, air_home, url, {"token": ("mlflow/token", token)})
+    # The supervisor dies: the next `air get` reconciles the run to INTERNAL_ERROR.
+    died, run = _start_sleeping_run(air, tmp_path, "died")
+    os.kill(run["supervisor_pid"], signal.SIGKILL)
+    run = wait_for(air, died, lambda r: r["state"] == "INTERNAL_ERROR", timeout=30)
+    # Canceling a run whose supervisor died ends it CANCELED.
+    canceled, run2 = _start_sleeping_run(air, tmp_path, "canceled")
+    os.kill(run2["supervisor_pid"], signal.SIGKILL)
+    proc = air("cancel", canceled)
+    assert proc.returncode == 0, proc.stderr
+    run2 = get(air, canceled)
+    assert run2["state"] == "CANCELED", run2
+    if where == "air":
+        url = json.loads((air_home / "tracking" / "server.json").read_text())["url"]
+    assert _tracking_status(url, run["mlflow_run_id"], token) == ["FAILED", "INTERNAL_ERROR"]
+    assert _tracking_status(url, run2["mlflow_run_id"], token) == ["KILLED", "CANCELED"]
