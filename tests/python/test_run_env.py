@@ -9,15 +9,17 @@ import zipfile
 from runtime_jobs.helpers import submit, wait_terminal, write_spec
 
 
-def build_wheel(directory, name="airtestpkg", version="0.1", value=42):
-    """A minimal pure-Python wheel, so pip can install it without any network."""
-    files = {
-        f"{name}/__init__.py": f"VALUE = {value}\n",
+def build_wheel(directory, name="airtestpkg", version="0.1", value=42, files=None,
+                executables=()):
+    """A minimal pure-Python wheel, so pip can install it without any network. `files` (path ->
+    text) replaces the default package; paths in `executables` are stored as executable."""
+    files = dict(files) if files is not None else {f"{name}/__init__.py": f"VALUE = {value}\n"}
+    files.update({
         f"{name}-{version}.dist-info/METADATA":
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{name}-{version}.dist-info/WHEEL":
             "Wheel-Version: 1.0\nGenerator: air-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
+    })
     record = f"{name}-{version}.dist-info/RECORD"
     lines = []
     for path, text in files.items():
@@ -28,7 +30,9 @@ def build_wheel(directory, name="airtestpkg", version="0.1", value=42):
     wheel = directory / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         for path, text in files.items():
-            z.writestr(path, text)
+            info = zipfile.ZipInfo(path)
+            info.external_attr = (0o100755 if path in executables else 0o100644) << 16
+            z.writestr(info, text)
     return wheel
 
 

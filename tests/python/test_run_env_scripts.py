@@ -7,12 +7,9 @@ layer's interpreter) and a shell script. The run's `dependencies` venv is built 
 node: the entry point and the plain script run the run's python (they import the run's
 dependency), the shell script finds the run's python through PATH. Run directly, the layer's
 own plain script cannot import the dependency (the test's control)."""
-import base64
-import hashlib
 import os
 import subprocess
 import sys
-import zipfile
 
 from runtime_jobs.helpers import submit, wait_terminal, write_spec
 from test_run_env import build_wheel
@@ -25,32 +22,14 @@ SHELL = '#!/bin/sh\necho "shell script python=$(command -v python)"\n'
 
 
 def scripts_wheel(directory):
-    name, version = "airscripts", "0.1"
-    files = {
-        f"{name}/__init__.py": MODULE,
-        f"{name}-{version}.data/scripts/air-plain-check": PLAIN,
-        f"{name}-{version}.data/scripts/air-shell-check": SHELL,
-        f"{name}-{version}.dist-info/METADATA":
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{name}-{version}.dist-info/WHEEL":
-            "Wheel-Version: 1.0\nGenerator: air-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{name}-{version}.dist-info/entry_points.txt":
+    data = "airscripts-0.1.data/scripts"
+    return build_wheel(directory, name="airscripts", files={
+        "airscripts/__init__.py": MODULE,
+        f"{data}/air-plain-check": PLAIN,
+        f"{data}/air-shell-check": SHELL,
+        "airscripts-0.1.dist-info/entry_points.txt":
             "[console_scripts]\nair-ep-check = airscripts:main\n",
-    }
-    record = f"{name}-{version}.dist-info/RECORD"
-    lines = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        lines.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
-    lines.append(f"{record},,")
-    files[record] = "\n".join(lines) + "\n"
-    wheel = directory / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        for path, text in files.items():
-            info = zipfile.ZipInfo(path)
-            info.external_attr = 0o100755 << 16  # a regular, executable file
-            z.writestr(info, text)
-    return wheel
+    }, executables={f"{data}/air-plain-check", f"{data}/air-shell-check"})
 
 
 def test_every_script_kind_of_a_lower_layer_runs_in_the_runs_environment(air, air_home, tmp_path,

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "unit/alias_bomb.h"
+
 namespace air::engine::train {
 namespace {
 
@@ -248,20 +250,8 @@ TEST(TrainConfigTest, WarmupStepsFromRatioRoundsUp) {
   EXPECT_EQ(c.WarmupStepsFor(100), 7);
 }
 
-// "Billion laughs": 9 levels of 10 aliases each would be 10^9 nodes once expanded.
-std::string AliasBomb() {
-  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i < 9; ++i) {
-    std::string prev = "*a" + std::to_string(i - 1);
-    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
-    for (int j = 1; j < 10; ++j) text += ", " + prev;
-    text += "]\n";
-  }
-  return text;
-}
-
 TEST(TrainConfigTest, AnAliasBombIsAClearError) {
-  std::string e = ErrorOf(std::string(kMinimal) + AliasBomb() + "seed: *a8\n");
+  std::string e = ErrorOf(std::string(kMinimal) + air::testing::AliasBomb() + "seed: *a8\n");
   EXPECT_THAT(e, HasSubstr("cfg.yaml:"));
   EXPECT_THAT(e, HasSubstr("invalid YAML: the document has more than 200000 nodes"));
   std::string flow = "[&a0 [x, x, x, x, x, x, x, x, x, x]";

@@ -5,6 +5,7 @@
 
 #include "backends/registry.h"
 #include "test_util.h"
+#include "unit/alias_bomb.h"
 
 namespace air::backends {
 namespace {
@@ -68,20 +69,8 @@ TEST_F(TrackingConfigTest, BadInputNamesTheLineKeyAndWhatIsValid) {
       << unknown;
 }
 
-// "Billion laughs": 9 levels of 10 aliases each would be 10^9 nodes once expanded.
-std::string AliasBomb(const std::string& top_key) {
-  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i < 9; ++i) {
-    std::string prev = "*a" + std::to_string(i - 1);
-    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
-    for (int j = 1; j < 10; ++j) text += ", " + prev;
-    text += "]\n";
-  }
-  return text + top_key + ": *a8\n";
-}
-
 TEST_F(TrackingConfigTest, AnAliasBombIsAClearError) {
-  std::string e = ErrorOf(AliasBomb("backend"));
+  std::string e = ErrorOf(air::testing::AliasBomb() + "backend: *a8\n");
   EXPECT_NE(e.find("config.yaml:"), std::string::npos) << e;
   EXPECT_NE(e.find("invalid YAML: the document has more than"), std::string::npos) << e;
 }
