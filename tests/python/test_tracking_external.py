@@ -10,6 +10,7 @@ get them as secrets (redacted in logs, never under AIR_HOME or in any process's 
 or missing credential and an unreachable server are clear errors at submit that name the server
 and the secret (never its value) and create no run; and a run whose supervisor is SIGKILLed
 ends FAILED (reconcile) or KILLED (`air cancel`) in air's tracking and on the external server.
+`air train` under air run sends the injected basic-auth credentials with its metric batches.
 """
 import json
 import os
@@ -182,6 +183,22 @@ def _start_sleeping_run(air, tmp_path, name):
     return run_id, get(air, run_id)
 
 
+def _kill_supervisor(run):
+    """SIGKILL, then wait until it is dead (gone or a zombie): the signal is asynchronous."""
+    pid = run["supervisor_pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"supervisor {pid} survived SIGKILL")
+
+
 def _tracking_status(url, run_id, token=None):
     out = run_mlflow(f"""
         import json
@@ -201,11 +218,11 @@ def test_runs_ended_by_reconcile_end_their_tracking_run(air, air_home, tmp_path,
         configure(air, air_home, url, {"token": ("mlflow/token", token)})
     # The supervisor dies: the next `air get` reconciles the run to INTERNAL_ERROR.
     died, run = _start_sleeping_run(air, tmp_path, "died")
-    os.kill(run["supervisor_pid"], signal.SIGKILL)
+    _kill_supervisor(run)
     run = wait_for(air, died, lambda r: r["state"] == "INTERNAL_ERROR", timeout=30)
     # Canceling a run whose supervisor died ends it CANCELED.
     canceled, run2 = _start_sleeping_run(air, tmp_path, "canceled")
-    os.kill(run2["supervisor_pid"], signal.SIGKILL)
+    _kill_supervisor(run2)
     proc = air("cancel", canceled)
     assert proc.returncode == 0, proc.stderr
     run2 = get(air, canceled)
@@ -214,3 +231,26 @@ def test_runs_ended_by_reconcile_end_their_tracking_run(air, air_home, tmp_path,
         url = json.loads((air_home / "tracking" / "server.json").read_text())["url"]
     assert _tracking_status(url, run["mlflow_run_id"], token) == ["FAILED", "INTERNAL_ERROR"]
     assert _tracking_status(url, run2["mlflow_run_id"], token) == ["KILLED", "CANCELED"]
+
+
+def test_air_train_logs_into_the_external_server_with_basic_auth(air, air_home, tmp_path,
+                                                                 external):
+    from test_tracking_train import train_spec
+    url, token = external
+    configure(air, air_home, url, {"username": ("mlflow/user", "trainer-bot"),
+                                   "password": ("mlflow/password", token)})
+    spec = train_spec(tmp_path, "external-train-basic", steps=3)
+    run_id = submit(air, spec)
+    run = wait_for(air, run_id, lambda r: r["state"] not in ("PENDING", "RUNNING"), timeout=300)
+    log = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", log[-3000:]
+    assert "not sent" not in log, log[-3000:]  # air train reports unsent points
+    out = run_mlflow(f"""
+        import json
+        from mlflow import MlflowClient
+        c = MlflowClient()
+        r = c.get_run({run["mlflow_run_id"]!r})
+        print(json.dumps([r.info.status, [m.step for m in c.get_metric_history(r.info.run_id,
+                                                                                "loss")]]))
+    """, url, env={"MLFLOW_TRACKING_USERNAME": "x", "MLFLOW_TRACKING_PASSWORD": token})
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["FINISHED", [1, 2, 3]]
