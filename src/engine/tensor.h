@@ -1,7 +1,8 @@
-// Tensor: the engine's one array type — an fp32, row-major, contiguous block of numbers with a
-// shape. It owns its storage (a std::vector<float>), copies deeply, moves cheaply, and has no
-// strides, views or autograd: ops take raw pointers plus sizes (engine/ops/ops.h) and the
-// model wires forward and backward by hand. Keep it boring.
+// Tensor: a host array — an fp32, row-major, contiguous block of numbers with a shape that owns
+// its storage (a std::vector<float>), copies deeply and moves cheaply. It is what crosses the
+// host boundary: weights read from or written to files, logits handed back to callers, test
+// inputs and references. Training memory does not live in Tensors: it lives in Buffers owned by
+// a Backend and is addressed through typed Views (engine/view.h, engine/backend/backend.h).
 //
 // Thread safety: a value type; distinct tensors may be used from different threads, one tensor
 // may be read concurrently but not written while read.
