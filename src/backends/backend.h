@@ -35,6 +35,9 @@ struct BackendCapabilities {
   // nodes start, not while queued) and reports it in SchedulerStatus::timed_out; the runtime
   // then arms no deadline of its own.
   bool enforces_time_limit = false;
+  // An attempt lives on in the backend's scheduler when the supervisor dies (a Slurm job):
+  // a new supervisor adopts it with Backend::Attach instead of the run being given up.
+  bool attempts_outlive_supervisor = false;
   // Host GPUs the runtime leases to runs (runtime/gpu_lease.h) before each attempt; empty where
   // the backend has none or allocates them itself.
   std::vector<std::string> gpu_devices;
@@ -86,6 +89,14 @@ class Backend {
   // Starts every node of the attempt. If a node cannot be started, the ones already started
   // are killed and the error names the node.
   virtual Status Launch(const AttemptToLaunch& attempt) = 0;
+
+  // Adopts an attempt that an earlier instance launched (its supervisor died) instead of
+  // launching it: `attempt` is the same plan (paths, node ranks) without launch files being
+  // written again. Only for attempts_outlive_supervisor; kNotFound when nothing can be adopted.
+  virtual Status Attach(const AttemptToLaunch& attempt) {
+    (void)attempt;
+    return Unimplemented(Capabilities().name + " attempts end with their supervisor");
+  }
 
   // Asks every node still running to stop: its agent sends SIGTERM to the command's process
   // group and SIGKILL after the grace period.

@@ -16,7 +16,10 @@ struct Registered {
   const char* name;
   Result<BackendCapabilities> (*describe)(const BackendConfig&, Env*);
   Result<std::unique_ptr<Backend>> (*create)(const BackendConfig&, const std::string&, Env*);
+  Result<std::string> (*detached)(const std::string& attempt_dir, Env*);
 };
+
+Result<std::string> NothingDetached(const std::string&, Env*) { return std::string(); }
 
 Result<BackendCapabilities> DescribeLocal(const BackendConfig&, Env* env) {
   return LocalBackend::DescribeCapabilities(env);
@@ -40,8 +43,8 @@ Result<std::unique_ptr<Backend>> CreateSlurm(const BackendConfig& config, const 
 }
 
 constexpr Registered kBackends[] = {
-    {"local", DescribeLocal, CreateLocal},
-    {"slurm", DescribeSlurm, CreateSlurm},
+    {"local", DescribeLocal, CreateLocal, NothingDetached},
+    {"slurm", DescribeSlurm, CreateSlurm, SlurmBackend::DescribeDetachedAttempt},
 };
 
 const Registered* Find(const std::string& name) {
@@ -61,8 +64,8 @@ Status UnknownBackend(const std::string& where, const std::string& name) {
 }
 
 constexpr char kValidKeys[] =
-    "backend, shared_root, slurm, tracking_uri, tracking_token_secret, "
-    "tracking_username_secret, tracking_password_secret";
+    "backend, shared_root, volumes_root, slurm, tracking_uri, tracking_token_secret, "
+    "tracking_username_secret, tracking_password_secret, tracking_server";
 
 // tracking_uri: an http(s) URL of an MLflow server.
 Status ParseTrackingUri(const std::string& where, const std::string& value, std::string* out) {
@@ -104,6 +107,42 @@ Status CheckTrackingConfig(const std::string& path, const TrackingConfig& t) {
         "{}: give tracking_token_secret (a Bearer token) or tracking_username_secret and "
         "tracking_password_secret (basic auth), not both",
         path));
+  }
+  return Status::Ok();
+}
+
+// tracking_server: {host, port, advertise_host}.
+Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
+                           TrackingServerConfig* out) {
+  if (block.IsScalar() && block.IsNull()) return Status::Ok();
+  if (!block.IsMapping()) {
+    return InvalidArgument(fmt::format(
+        "{}: tracking_server: expected a mapping (host, port, advertise_host)", At(path, block)));
+  }
+  for (const auto& [key_node, value] : block.entries) {
+    const std::string& key = key_node.value;
+    if (!value.IsScalar() || value.IsNull() || value.value.empty()) {
+      return InvalidArgument(
+          fmt::format("{}: tracking_server.{}: expected a value", At(path, value), key));
+    }
+    const std::string& text = value.value;
+    if (key == "host") {
+      out->host = text;
+    } else if (key == "advertise_host") {
+      out->advertise_host = text;
+    } else if (key == "port") {
+      if (text.find_first_not_of("0123456789") != std::string::npos || text.size() > 5 ||
+          std::stoi(text) > 65535) {
+        return InvalidArgument(fmt::format(
+            "{}: tracking_server.port: '{}' is not a port (0 = any free one, up to 65535)",
+            At(path, value), text));
+      }
+      out->port = std::stoi(text);
+    } else {
+      return InvalidArgument(
+          fmt::format("{}: tracking_server: unknown key '{}'; valid: host, port, advertise_host",
+                      At(path, key_node), key));
+    }
   }
   return Status::Ok();
 }
@@ -150,20 +189,21 @@ Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
           if (Find(config.name) == nullptr) {
             return UnknownBackend(At(path, value) + ": backend", config.name);
           }
-        } else if (key == "shared_root") {
-          AIR_ASSIGN_OR_RETURN(config.shared_root, text_of("a directory"));
-          if (config.shared_root[0] != '/') {
+        } else if (key == "shared_root" || key == "volumes_root") {
+          std::string& dir = key == "shared_root" ? config.shared_root : config.volumes_root;
+          AIR_ASSIGN_OR_RETURN(dir, text_of("a directory"));
+          if (dir.empty() || dir[0] != '/') {
             return InvalidArgument(
-                fmt::format("{}: shared_root: '{}' is not an absolute path "
+                fmt::format("{}: {}: '{}' is not an absolute path "
                             "(a directory every node sees, "
-                            "e.g. /shared/$USER/air)",
-                            At(path, value), config.shared_root));
+                            "e.g. /shared/$USER/{})",
+                            At(path, value), key, dir, key == "shared_root" ? "air" : "volumes"));
           }
-          while (config.shared_root.size() > 1 && config.shared_root.back() == '/') {
-            config.shared_root.pop_back();
-          }
+          while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
         } else if (key == "slurm") {
           AIR_RETURN_IF_ERROR(ParseSlurmConfig(value, path, &config.slurm));
+        } else if (key == "tracking_server") {
+          AIR_RETURN_IF_ERROR(ParseTrackingServer(value, path, &config.tracking_server));
         } else if (key == "tracking_uri") {
           AIR_ASSIGN_OR_RETURN(std::string uri, text_of("a URL"));
           AIR_RETURN_IF_ERROR(ParseTrackingUri(At(path, value), uri, &config.tracking.uri));
@@ -195,6 +235,13 @@ Result<BackendCapabilities> DescribeBackend(const BackendConfig& config, Env* en
   const Registered* b = Find(config.name);
   if (b == nullptr) return UnknownBackend("backend", config.name);
   return b->describe(config, env);
+}
+
+Result<std::string> DescribeDetachedAttempt(const BackendConfig& config,
+                                            const std::string& attempt_dir, Env* env) {
+  const Registered* b = Find(config.name);
+  if (b == nullptr) return UnknownBackend("backend", config.name);
+  return b->detached(attempt_dir, env);
 }
 
 Result<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config,

@@ -6,11 +6,13 @@
 // AIR_HOME/config.yaml (optional; docs/slurm.md):
 //   backend: slurm              # the default for `air run` (local when absent)
 //   shared_root: /shared/air    # where runs, snapshots and environments live (default AIR_HOME)
+//   volumes_root: /shared/vols  # what nodes see at /Volumes (default <shared_root>/volumes)
 //   slurm: {partition: ..., account: ..., qos: ..., sbatch_options: [...], air_binary: ...}
 //   tracking_uri: https://mlflow.example.com   # an external MLflow server (docs/tracking.md)
 //   tracking_token_secret: mlflow/token        # its credentials, as air secrets (scope/key):
 //   tracking_username_secret: mlflow/user      #   a Bearer token, or a basic-auth user and
 //   tracking_password_secret: mlflow/password  #   password
+//   tracking_server: {host: 0.0.0.0, port: 5005, advertise_host: login1}
 // The workload YAML never names a backend: the same file runs anywhere.
 // Thread safety: pure functions over values (the table of backends is constant).
 #pragma once
@@ -37,15 +39,27 @@ struct TrackingConfig {
   std::string config_path;  // where these came from, for messages ("" when no file)
 };
 
+// `tracking_server:` of config.yaml: where the `air server` that air starts on demand listens,
+// and the address nodes use to reach it (docs/tracking.md; needed where nodes are other
+// machines, as on Slurm). Off loopback every request needs the server's generated token, which
+// nodes get as the secret MLFLOW_TRACKING_TOKEN.
+struct TrackingServerConfig {
+  std::string host = "127.0.0.1";  // bind address
+  int port = 0;                    // 0: the last one when free, else any
+  std::string advertise_host;      // "" = host, or this machine's name when host is 0.0.0.0/::
+};
+
 struct BackendConfig {
   std::string name = "local";
   std::string air_home;
   std::string shared_root;  // "" = AIR_HOME
   // Where runs, snapshots and environments live: shared_root, else AIR_HOME.
   std::string DataRoot() const { return shared_root.empty() ? air_home : shared_root; }
-  std::string config_path;  // the file it came from ("" when there is none)
+  std::string volumes_root;  // "" = DataRoot()/volumes (runtime/volumes.h)
+  std::string config_path;   // the file it came from ("" when there is none)
   SlurmConfig slurm;
   TrackingConfig tracking;
+  TrackingServerConfig tracking_server;
 };
 
 // The registered backend names, in order ("local", "slurm").
@@ -63,6 +77,12 @@ Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
 // shared root is writable). Nothing is submitted or written (but a probe file
 // in the shared root).
 Result<BackendCapabilities> DescribeBackend(const BackendConfig& config, Env* env);
+
+// For a run whose supervisor is gone: a note ("Slurm job 42 RUNNING") when the attempt in
+// `attempt_dir` lives on in the chosen backend's scheduler and a new supervisor can adopt it
+// (Backend::Attach); "" when nothing lives on (the local backend's nodes end with it).
+Result<std::string> DescribeDetachedAttempt(const BackendConfig& config,
+                                            const std::string& attempt_dir, Env* env);
 
 // One Backend instance for one attempt. `agent_binary` is the air executable
 // providing `air agent` (the Slurm backend prefers slurm.air_binary when set).

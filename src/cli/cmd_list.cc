@@ -67,6 +67,7 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
   }
   AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
   std::vector<store::RunRecord> runs;
+  std::vector<std::string> queue_reasons;  // per run: queued in a scheduler (shown PENDING)
   if (ctx.env->FileExists(layout.DbPath())) {
     AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));
     // Live runs only: reconciling may end some of the rows found (their supervisor is gone), so
@@ -76,16 +77,21 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
     for (auto& run : found) {
       AIR_ASSIGN_OR_RETURN(run,
                            runtime::ReconcileRun(store.get(), layout, std::move(run), ctx.env));
-      if (state && run.state != *state) continue;
+      AIR_ASSIGN_OR_RETURN(std::string queued, runtime::LoadQueueReason(store.get(), run));
+      const store::RunState shown = queued.empty() ? run.state : store::RunState::kPending;
+      if (state && shown != *state) continue;
       if (!flags.all_status && !state && store::IsTerminal(run.state)) continue;
       runs.push_back(std::move(run));
+      queue_reasons.push_back(std::move(queued));
       if (static_cast<int>(runs.size()) >= flags.limit) break;
     }
   }
   int64_t now = ctx.env->NowMicros();
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& run : runs) items.push_back(runtime::RunSummaryJson(run, now));
-  EmitData(ctx, {{"runs", items}}, runtime::RunListText(runs, now));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    items.push_back(runtime::RunSummaryJson(runs[i], now, queue_reasons[i]));
+  }
+  EmitData(ctx, {{"runs", items}}, runtime::RunListText(runs, now, queue_reasons));
   return Status::Ok();
 }
 

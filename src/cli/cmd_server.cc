@@ -4,7 +4,6 @@
 // AIR_HOME/tracking/server.token (created, mode 0600, on first use; never printed).
 #include <fmt/format.h>
 #include <signal.h>
-#include <sodium.h>
 
 #include <memory>
 
@@ -23,24 +22,6 @@ struct ServerFlags {
   int idle_exit = 0;
   bool stop = false;
 };
-
-// The token of a server bound off loopback: AIR_HOME/tracking/server.token, created when
-// missing (32 random bytes, hex).
-Result<std::string> ServerToken(const tracking::ServerFiles& files, Env* env) {
-  if (auto existing = env->ReadFile(files.TokenPath()); existing.ok() && !existing->empty()) {
-    std::string token = *existing;
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    return token;
-  }
-  if (sodium_init() < 0) return Internal("libsodium failed to initialize");
-  unsigned char bytes[32];
-  randombytes_buf(bytes, sizeof(bytes));
-  char hex[65];
-  sodium_bin2hex(hex, sizeof(hex), bytes, sizeof(bytes));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
-  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(files.TokenPath(), std::string(hex) + "\n", 0600));
-  return std::string(hex);
-}
 
 Status StopServer(CliContext& ctx, const tracking::ServerFiles& files) {
   auto info = tracking::ReadServerInfo(files, ctx.env);
@@ -64,8 +45,8 @@ Status Serve(CliContext& ctx, const ServerFlags& flags) {
   if (options.port < 0 || options.port > 65535) {
     return InvalidArgument(fmt::format("--port {}: use 0 (any free port) to 65535", options.port));
   }
-  if (!server::IsLoopbackHost(options.host)) {
-    AIR_ASSIGN_OR_RETURN(options.token, ServerToken(files, ctx.env));
+  if (!tracking::IsLoopbackHost(options.host)) {
+    AIR_ASSIGN_OR_RETURN(options.token, tracking::ServerToken(files, ctx.env));
   }
   return server::RunServer(options, ctx.env, [&ctx, &options](const std::string& url) {
     // One line, flushed: scripts that start it in the foreground wait for it.

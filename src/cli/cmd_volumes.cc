@@ -32,7 +32,8 @@ struct VolumesFlags {
 };
 
 Result<std::string> Root(CliContext& ctx) {
-  return runtime::VolumesRoot(runtime::Layout(AirHome(ctx)), ctx.env);
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  return runtime::VolumesRoot(layout, ctx.env);
 }
 
 std::string Join(const std::string& volume_path, const std::string& name) {

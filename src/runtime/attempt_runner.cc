@@ -108,7 +108,15 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
   // On a host whose GPUs the runtime hands out, lease them first (disjoint from other runs).
   backends::AttemptToLaunch leased = attempt;
   const auto& host_gpus = backend_->Capabilities().gpu_devices;
-  if (attempt.gpus_per_node > 0 && !host_gpus.empty()) {
+  if (options_.attach) {
+    AIR_ASSIGN_OR_RETURN(auto known, store_->ListNodes(options_.run_id, options_.attempt));
+    for (const store::NodeRecord& node : known) {
+      if (node.node_rank < 0 || static_cast<size_t>(node.node_rank) >= n) continue;
+      recorded_start_[node.node_rank] = node.state != store::NodeState::kStarting;
+      recorded_end_[node.node_rank] =
+          node.state != store::NodeState::kStarting && node.state != store::NodeState::kRunning;
+    }
+  } else if (attempt.gpus_per_node > 0 && !host_gpus.empty()) {
     GpuLeaseRequest request{options_.run_id, options_.attempt, host_gpus,
                             static_cast<size_t>(attempt.gpus_per_node) * n};
     request.poll_interval_us = options_.poll_interval_us;
@@ -136,10 +144,12 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
       if (leased) (void)store->ReleaseDevices(run_id);
     }
   } release{store_, options_.run_id, !leased.devices.empty()};
-  Status launched = backend_->Launch(leased);
+  Status launched = options_.attach ? backend_->Attach(leased) : backend_->Launch(leased);
   if (!launched.ok()) {
     return AttemptOutcome{store::AttemptState::kFailed,
-                          "could not start the nodes: " + launched.message()};
+                          (options_.attach ? "a restarted supervisor could not re-attach: "
+                                           : "could not start the nodes: ") +
+                              launched.message()};
   }
   AIR_INFO("run {}: attempt {}: {} node(s) launched", options_.run_id, options_.attempt, n);
   Status failure = Status::Ok();

@@ -41,6 +41,9 @@ struct AttemptRunnerOptions {
   int64_t poll_interval_us = 100'000;
   // Returns a non-empty reason when the run should be canceled ("air cancel", "SIGTERM").
   std::function<std::string()> cancel_requested;
+  // Adopt the attempt a dead supervisor launched (Backend::Attach) instead of launching it; the
+  // nodes' starts and ends already in the store are not recorded again.
+  bool attach = false;
 };
 
 class AttemptRunner {

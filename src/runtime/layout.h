@@ -8,6 +8,7 @@
 //   ROOT/cas/sha256/ab/<digest>             snapshot file contents, read-only, shared by runs
 //   ROOT/snapshots/<digest>.json            snapshot manifests (path, digest, mode, size)
 //   ROOT/envs/<digest>/                     Python environments keyed by their dependencies
+//   ROOT/volumes/<catalog>/<schema>/<vol>/  what nodes see at /Volumes (or config volumes_root)
 //   ROOT/runs/<id>/                         one run
 //       supervisor.log                      the supervisor's own diagnostics
 //       setup.log                           environment preparation (pip) output
@@ -32,12 +33,18 @@ namespace air::runtime {
 
 class Layout {
  public:
-  explicit Layout(std::string air_home) : home_(std::move(air_home)), root_(home_) {}
-  Layout(std::string air_home, std::string data_root)
-      : home_(std::move(air_home)), root_(data_root.empty() ? home_ : std::move(data_root)) {}
+  explicit Layout(std::string air_home)
+      : home_(std::move(air_home)), root_(home_), volumes_root_(home_ + "/volumes") {}
+  Layout(std::string air_home, std::string data_root, std::string volumes_root = "")
+      : home_(std::move(air_home)),
+        root_(data_root.empty() ? home_ : std::move(data_root)),
+        volumes_root_(volumes_root.empty() ? root_ + "/volumes" : std::move(volumes_root)) {}
 
   const std::string& home() const { return home_; }
   const std::string& data_root() const { return root_; }
+  // What nodes see at /Volumes: config.yaml's volumes_root, else ROOT/volumes
+  // (runtime/volumes.h; $AIR_VOLUMES_ROOT overrides both).
+  const std::string& configured_volumes_root() const { return volumes_root_; }
   std::string DbPath() const { return home_ + "/air.db"; }
   std::string CasDir() const { return root_ + "/cas/sha256"; }
   std::string CasPath(const std::string& digest) const {
@@ -86,9 +93,11 @@ class Layout {
  private:
   std::string home_;
   std::string root_;
+  std::string volumes_root_;
 };
 
-// The layout of `air_home` with the data root AIR_HOME/config.yaml names (shared_root), so
+// The layout of `air_home` with the data root AIR_HOME/config.yaml names (shared_root, and
+// volumes_root), so
 // every command finds the same files (layout_config.cc).
 Result<Layout> ResolveLayout(const std::string& air_home, Env* env);
 

@@ -1,4 +1,5 @@
-// ResolveLayout: AIR_HOME plus the shared_root of AIR_HOME/config.yaml (backends/registry.h).
+// ResolveLayout: AIR_HOME plus the shared_root and volumes_root of AIR_HOME/config.yaml
+// (backends/registry.h).
 #include "backends/registry.h"
 #include "runtime/layout.h"
 
@@ -7,7 +8,7 @@ namespace air::runtime {
 Result<Layout> ResolveLayout(const std::string& air_home, Env* env) {
   AIR_ASSIGN_OR_RETURN(backends::BackendConfig config,
                        backends::LoadBackendConfig(air_home, "", env));
-  return Layout(air_home, config.shared_root);
+  return Layout(air_home, config.shared_root, config.volumes_root);
 }
 
 }  // namespace air::runtime

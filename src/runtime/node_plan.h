@@ -38,7 +38,8 @@ struct AttemptSettings {
   // Set after the spec's variables (runtime/tracking_link.h: MLFLOW_TRACKING_URI, ...).
   std::vector<std::pair<std::string, std::string>> tracking_env;
   // An external tracking server's credentials (MLFLOW_TRACKING_TOKEN, ...): injected like the
-  // spec's secrets (never in a launch file, redacted in logs); the spec's own variables win.
+  // spec's secrets (never in a launch file, redacted in logs); the spec's own variables win. Also
+  // air's own server's token when it is bound off loopback (runtime/tracking_link.h).
   std::vector<std::pair<std::string, std::string>> tracking_secret_env;
 };
 

@@ -6,6 +6,8 @@
 #include "agent/node_launch.h"
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
+#include "backends/registry.h"
+#include "runtime/daemon.h"
 #include "runtime/tracking_link.h"
 
 namespace air::runtime {
@@ -42,6 +44,39 @@ Status CloseOpenAttempts(store::Store* store, const Layout& layout, int64_t run_
     AIR_RETURN_IF_ERROR(store->FinishAttempt(run_id, attempt.attempt, attempt_state, message));
   }
   return Status::Ok();
+}
+
+// How long reconcile waits for the supervisor it started to claim the run.
+constexpr int64_t kAdoptWaitMicros = 15'000'000;
+
+// A run whose open attempt lives on in the backend's scheduler (a Slurm job) is not given up:
+// a new supervisor adopts it (`air supervise RUN --adopt-from PID`). True once one has claimed
+// the run (it may be another command's), false when nothing lives on.
+Result<bool> StartAdoptingSupervisor(store::Store* store, const Layout& layout,
+                                     const store::RunRecord& run, Env* env) {
+  if (!run.supervisor_pid || run.state == store::RunState::kPending) return false;
+  AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store->ListAttempts(run.id));
+  if (attempts.empty() || attempts.back().ended_us) return false;
+  auto config = backends::LoadBackendConfig(layout.home(), run.backend, env);
+  if (!config.ok()) return false;
+  auto lives = backends::DescribeDetachedAttempt(
+      *config, layout.AttemptDir(run.id, attempts.back().attempt), env);
+  if (!lives.ok() || lives->empty()) return false;
+  AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());
+  AIR_RETURN_IF_ERROR(
+      StartDetachedAir(air_binary,
+                       {"supervise", std::to_string(run.id), "--air-home", layout.home(),
+                        "--adopt-from", std::to_string(*run.supervisor_pid)},
+                       layout.SupervisorLog(run.id),
+                       fmt::format("a supervisor to adopt run {} ({} lives on)", run.id, *lives)));
+  const int64_t deadline = env->MonotonicMicros() + kAdoptWaitMicros;
+  while (env->MonotonicMicros() < deadline) {
+    AIR_ASSIGN_OR_RETURN(store::RunRecord now, store->GetRun(run.id));
+    if (store::IsTerminal(now.state)) return true;
+    if (now.supervisor_pid != run.supervisor_pid && SupervisorAlive(now)) return true;
+    env->SleepMicros(50'000);
+  }
+  return false;
 }
 
 }  // namespace
@@ -100,6 +135,10 @@ Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
   auto fresh = store->GetRun(run.id);
   if (!fresh.ok()) return fresh.status();
   if (store::IsTerminal(fresh->state) || SupervisorAlive(*fresh)) return fresh;
+  if (auto adopted = StartAdoptingSupervisor(store, layout, *fresh, env);
+      adopted.ok() && *adopted) {
+    return store->GetRun(run.id);
+  }
   // What the dead supervisor left running goes first, so the run is never marked ended while
   // its processes still work (and hold GPUs, ports, files).
   auto killed = KillLeftoverProcesses(store, layout, run.id, env);

@@ -27,7 +27,9 @@ Result<int> KillLeftoverProcesses(store::Store* store, const Layout& layout, int
                                   Env* env);
 
 // Returns the run, moved to INTERNAL_ERROR first when its supervisor is gone: what the dead
-// supervisor left running is killed before the run is marked.
+// supervisor left running is killed before the run is marked. A run whose open attempt lives on
+// in the backend's scheduler (Slurm: the job is still known) is adopted instead by a new
+// supervisor started here (`air supervise --adopt-from`), and returned still live.
 // With `cancel_reason` (`air cancel`), a run whose supervisor is gone ends CANCELED instead.
 Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
                                       store::RunRecord run, Env* env,

@@ -28,6 +28,30 @@ std::string NodeText(const store::NodeRecord& n) {
   return text;
 }
 
+// The scheduler's latest queue reason and note for the live attempt of a RUNNING run.
+Status LoadSchedulerView(store::Store* store, const store::RunRecord& run,
+                         const std::vector<store::AttemptRecord>& attempts, RunDetails* details) {
+  if (attempts.empty() || run.state != store::RunState::kRunning ||
+      attempts.back().state != store::AttemptState::kRunning) {
+    return Status::Ok();
+  }
+  const int live = attempts.back().attempt;
+  AIR_ASSIGN_OR_RETURN(auto events, store->ListEvents(run.id));
+  for (const auto& event : events) {
+    if (event.attempt != live) continue;
+    if (event.kind == "queue") details->queue_reason = event.message;
+    if (event.kind == "scheduler") details->scheduler_note = event.message;
+  }
+  return Status::Ok();
+}
+
+// "PENDING (Resources)" in at most `width` characters.
+std::string QueuedStateText(const std::string& reason, size_t width) {
+  std::string text = "PENDING (" + reason + ")";
+  if (text.size() <= width) return text;
+  return text.substr(0, width - 4) + "...)";
+}
+
 }  // namespace
 
 Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run) {
@@ -38,17 +62,16 @@ Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& r
     AIR_ASSIGN_OR_RETURN(auto nodes, store->ListNodes(run.id, attempt.attempt));
     details.nodes.push_back(std::move(nodes));
   }
-  if (!details.attempts.empty() && run.state == store::RunState::kRunning &&
-      details.attempts.back().state == store::AttemptState::kRunning) {
-    const int live = details.attempts.back().attempt;
-    AIR_ASSIGN_OR_RETURN(auto events, store->ListEvents(run.id));
-    for (const auto& event : events) {
-      if (event.attempt != live) continue;
-      if (event.kind == "queue") details.queue_reason = event.message;
-      if (event.kind == "scheduler") details.scheduler_note = event.message;
-    }
-  }
+  AIR_RETURN_IF_ERROR(LoadSchedulerView(store, run, details.attempts, &details));
   return details;
+}
+
+Result<std::string> LoadQueueReason(store::Store* store, const store::RunRecord& run) {
+  if (run.state != store::RunState::kRunning) return std::string();
+  RunDetails details;
+  AIR_ASSIGN_OR_RETURN(auto attempts, store->ListAttempts(run.id));
+  AIR_RETURN_IF_ERROR(LoadSchedulerView(store, run, attempts, &details));
+  return details.queue_reason;
 }
 
 std::string FormatDuration(int64_t micros) {
@@ -62,32 +85,33 @@ std::string FormatDuration(int64_t micros) {
 
 std::string FormatTime(int64_t micros) { return FormatUtcTimestamp(micros, 3); }
 
-json RunSummaryJson(const store::RunRecord& run, int64_t now_us) {
-  return json{{"run_id", run.id},
-              {"experiment", run.experiment},
-              {"state", store::RunStateName(run.state)},
-              {"accelerator_type", run.accelerator_type},
-              {"num_nodes", run.num_nodes},
-              {"per_node", run.per_node},
-              {"attempts", run.attempt_count},
-              {"max_retries", run.max_retries},
-              {"timeout_minutes", Optional(run.timeout_minutes)},
-              {"created_us", run.created_us},
-              {"created", FormatTime(run.created_us)},
-              {"started_us", Optional(run.started_us)},
-              {"ended_us", Optional(run.ended_us)},
-              {"duration_s", static_cast<double>(DurationOf(run, now_us)) / 1e6},
-              {"cancel_requested", run.cancel_requested},
-              {"failure_summary", run.failure_summary}};
+json RunSummaryJson(const store::RunRecord& run, int64_t now_us, const std::string& queue_reason) {
+  json out{{"run_id", run.id},
+           {"experiment", run.experiment},
+           {"state", store::RunStateName(run.state)},
+           {"accelerator_type", run.accelerator_type},
+           {"num_nodes", run.num_nodes},
+           {"per_node", run.per_node},
+           {"attempts", run.attempt_count},
+           {"max_retries", run.max_retries},
+           {"timeout_minutes", Optional(run.timeout_minutes)},
+           {"created_us", run.created_us},
+           {"created", FormatTime(run.created_us)},
+           {"started_us", Optional(run.started_us)},
+           {"ended_us", Optional(run.ended_us)},
+           {"duration_s", static_cast<double>(DurationOf(run, now_us)) / 1e6},
+           {"cancel_requested", run.cancel_requested},
+           {"failure_summary", run.failure_summary}};
+  if (!queue_reason.empty()) {
+    out["state"] = "PENDING";
+    out["queue_reason"] = queue_reason;
+  }
+  return out;
 }
 
 json RunDetailsJson(const RunDetails& details, int64_t now_us) {
   const store::RunRecord& run = details.run;
-  json out = RunSummaryJson(run, now_us);
-  if (!details.queue_reason.empty()) {
-    out["state"] = "PENDING";
-    out["queue_reason"] = details.queue_reason;
-  }
+  json out = RunSummaryJson(run, now_us, details.queue_reason);
   if (!details.scheduler_note.empty()) out["scheduler"] = details.scheduler_note;
   out["source_path"] = run.source_path;
   out["mlflow_run_id"] = run.mlflow_run_id;
@@ -163,13 +187,18 @@ std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
   return text;
 }
 
-std::string RunListText(const std::vector<store::RunRecord>& runs, int64_t now_us) {
+std::string RunListText(const std::vector<store::RunRecord>& runs, int64_t now_us,
+                        const std::vector<std::string>& queue_reasons) {
   if (runs.empty()) return "no runs (air list --all-status shows finished ones)\n";
-  std::string text = fmt::format("{:<6} {:<15} {:<28} {:<12} {:>8} {:>10}  {}\n", "RUN", "STATE",
+  constexpr size_t kStateWidth = 22;  // "PENDING (Resources)" fits, longer reasons are cut
+  std::string text = fmt::format("{:<6} {:<22} {:<28} {:<12} {:>8} {:>10}  {}\n", "RUN", "STATE",
                                  "EXPERIMENT", "COMPUTE", "ATTEMPTS", "DURATION", "CREATED");
-  for (const auto& run : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const store::RunRecord& run = runs[i];
+    const std::string reason = i < queue_reasons.size() ? queue_reasons[i] : "";
     text += fmt::format(
-        "{:<6} {:<15} {:<28} {:<12} {:>8} {:>10}  {}\n", run.id, store::RunStateName(run.state),
+        "{:<6} {:<22} {:<28} {:<12} {:>8} {:>10}  {}\n", run.id,
+        reason.empty() ? store::RunStateName(run.state) : QueuedStateText(reason, kStateWidth),
         run.experiment, fmt::format("{}x{}", run.num_nodes, run.accelerator_type),
         run.attempt_count, FormatDuration(DurationOf(run, now_us)), FormatTime(run.created_us));
   }

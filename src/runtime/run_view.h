@@ -24,14 +24,21 @@ struct RunDetails {
 
 Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run);
 
+// RunDetails::queue_reason alone (for lists): "" unless the run's live attempt waits in a queue.
+Result<std::string> LoadQueueReason(store::Store* store, const store::RunRecord& run);
+
 // "2.5 s", "3 min 4 s", "1 h 2 min".
 std::string FormatDuration(int64_t micros);
 // ISO-8601 UTC with milliseconds.
 std::string FormatTime(int64_t micros);
 
-nlohmann::json RunSummaryJson(const store::RunRecord& run, int64_t now_us);
+// With a `queue_reason`, the run shows as PENDING with that reason (as `air get` shows it).
+nlohmann::json RunSummaryJson(const store::RunRecord& run, int64_t now_us,
+                              const std::string& queue_reason = "");
 nlohmann::json RunDetailsJson(const RunDetails& details, int64_t now_us);
 std::string RunDetailsText(const RunDetails& details, int64_t now_us);
-std::string RunListText(const std::vector<store::RunRecord>& runs, int64_t now_us);
+// `queue_reasons` (empty, or one per run): queued runs show as "PENDING (Resources)".
+std::string RunListText(const std::vector<store::RunRecord>& runs, int64_t now_us,
+                        const std::vector<std::string>& queue_reasons = {});
 
 }  // namespace air::runtime

@@ -91,7 +91,7 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   // nothing either.
   AIR_ASSIGN_OR_RETURN(ExternalTracking external,
                        CheckExternalTracking(backend.tracking, home, env));
-  Layout layout(home, backend.shared_root);
+  Layout layout(home, backend.shared_root, backend.volumes_root);
   AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
   AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, volumes_root, env));
   // Owner-only: the store, logs and secrets of every run live here.

@@ -19,6 +19,7 @@
 #include "runtime/layout.h"
 #include "runtime/node_plan.h"
 #include "runtime/prepare.h"
+#include "runtime/reconcile.h"
 #include "runtime/spec_codec.h"
 #include "runtime/tracking_link.h"
 #include "store/store.h"
@@ -84,7 +85,7 @@ class RunSupervisor {
       : store_(store),
         options_(options),
         env_(env),
-        layout_(options.air_home, backend.shared_root),
+        layout_(options.air_home, backend.shared_root, backend.volumes_root),
         backend_config_(std::move(backend)),
         run_(std::move(run)),
         cancel_(store, run_.id),
@@ -100,7 +101,18 @@ class RunSupervisor {
     if (started.code() == ErrorCode::kFailedPrecondition) return Status::Ok();  // canceled
     AIR_RETURN_IF_ERROR(started);
     AIR_INFO("run {}: claimed", run_.id);
-    Status outcome = DriveAttempts();
+    Status outcome = DriveAttempts(/*adopt=*/false);
+    if (!outcome.ok()) {
+      return Finish(RunState::kInternalError, "air failed: " + outcome.message(),
+                    outcome.message());
+    }
+    return Status::Ok();
+  }
+
+  // Drives a run whose dead supervisor left its attempt in a scheduler (already claimed with
+  // Store::AdoptRun): that attempt is adopted, then the run goes on as under its first supervisor.
+  Status Adopt() {
+    Status outcome = DriveAttempts(/*adopt=*/true);
     if (!outcome.ok()) {
       return Finish(RunState::kInternalError, "air failed: " + outcome.message(),
                     outcome.message());
@@ -125,10 +137,9 @@ class RunSupervisor {
     return Unavailable("could not find a free MASTER_PORT on 127.0.0.1");
   }
 
-  Status DriveAttempts() {
-    AIR_ASSIGN_OR_RETURN(spec::WorkloadSpec spec, SpecFromJsonText(run_.spec_json));
-    // The secret values are resolved into this process: no core dump may write them to disk.
-    if (!spec.secrets.empty()) DisableCoreDumps();
+  // Prepares the run (PrepareRun) within its time limit; on failure the run is finished (FAILED,
+  // TIMED_OUT or CANCELED) and `out` stays empty.
+  Status Prepare(const spec::WorkloadSpec& spec, std::optional<PreparedRun>* out) {
     const double prepare_seconds = settings_.prepare_timeout_minutes * settings_.minute_seconds;
     const int64_t prepare_deadline =
         env_->MonotonicMicros() + static_cast<int64_t>(std::llround(prepare_seconds * 1e6));
@@ -159,18 +170,57 @@ class RunSupervisor {
           RunState::kFailed, "preparing the run failed; no command was started",
           "preparing the run failed (no command was started): " + prepared.status().message());
     }
-    AIR_INFO("run {}: prepared", run_.id);
+    *out = std::move(*prepared);
+    return Status::Ok();
+  }
+
+  // The attempt a dead supervisor left open (the newest one without an end).
+  Result<store::AttemptRecord> OpenAttempt() {
+    AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store_->ListAttempts(run_.id));
+    if (attempts.empty() || attempts.back().ended_us) {
+      return FailedPrecondition(fmt::format("run {} has no open attempt to adopt", run_.id));
+    }
+    return attempts.back();
+  }
+
+  // Attempts from 0 (or, when `adopt`, from the open attempt a dead supervisor left, whose
+  // scheduler job is adopted rather than launched) to the run's end.
+  Status DriveAttempts(bool adopt) {
+    AIR_ASSIGN_OR_RETURN(spec::WorkloadSpec spec, SpecFromJsonText(run_.spec_json));
+    // The secret values are resolved into this process: no core dump may write them to disk.
+    if (!spec.secrets.empty()) DisableCoreDumps();
+    std::optional<PreparedRun> prepared;
+    int first = 0;
+    std::optional<store::AttemptRecord> adopted;
+    if (adopt) {
+      AIR_ASSIGN_OR_RETURN(adopted, OpenAttempt());
+      first = adopted->attempt;
+    } else {
+      AIR_RETURN_IF_ERROR(Prepare(spec, &prepared));
+      if (!prepared) return Status::Ok();  // finished
+    }
+    if (prepared) AIR_INFO("run {}: prepared", run_.id);
     AttemptSettings attempt_settings;
     attempt_settings.grace_seconds = settings_.grace_seconds;
     attempt_settings.inherited_path = env_->GetEnv("PATH").value_or("");
     attempt_settings.air_bin_dir = AirExecutableDir();
     attempt_settings.air_executable = SelfExecutable();
     int port = 0;
-    for (int attempt = 0; attempt <= run_.max_retries; ++attempt) {
-      if (std::string reason = cancel_.Check(); !reason.empty()) {
+    for (int attempt = first; attempt <= run_.max_retries; ++attempt) {
+      const bool adopting = adopted && attempt == first;
+      if (std::string reason = cancel_.Check(); !reason.empty() && !adopting) {
         return Finish(RunState::kCanceled, reason, "");
       }
-      if (attempt > 0) {
+      if (!adopting && !prepared) {
+        AIR_RETURN_IF_ERROR(Prepare(spec, &prepared));
+        if (!prepared) return Status::Ok();  // finished
+      }
+      PreparedRun paths;  // an adopted attempt's plan: only the paths it was launched with
+      if (adopting) {
+        for (int rank = 0; rank < spec.compute.num_nodes; ++rank) {
+          paths.node_workdirs.push_back(layout_.NodeWorkDir(run_.id, rank));
+        }
+      } else if (attempt > 0) {
         // A retry starts where attempt 0 did: fresh node working directories.
         auto dirs = PrepareNodeDirectories(spec, run_, layout_, env_);
         if (!dirs.ok()) {
@@ -181,30 +231,39 @@ class RunSupervisor {
         }
         prepared->node_workdirs = std::move(*dirs);
       }
-      AIR_ASSIGN_OR_RETURN(port, FreshPort(port));
-      AIR_RETURN_IF_ERROR(env_->CreateDirs(layout_.AttemptDir(run_.id, attempt)));
-      AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, spec.compute.num_nodes));
+      if (adopting) {
+        port = adopted->master_port;
+      } else {
+        AIR_ASSIGN_OR_RETURN(port, FreshPort(port));
+        AIR_RETURN_IF_ERROR(env_->CreateDirs(layout_.AttemptDir(run_.id, attempt)));
+        AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, spec.compute.num_nodes));
+      }
       attempt_settings.attempt = attempt;
       attempt_settings.master_port = port;
-      AttemptTracking tracking = PrepareTrackingForAttempt(store_, layout_.home(), run_.id,
-                                                           backend_config_.tracking, env_);
-      attempt_settings.tracking_env = std::move(tracking.env);
-      attempt_settings.tracking_secret_env = std::move(tracking.secret_env);
-      if (!tracking.warning.empty()) {
-        AIR_RETURN_IF_ERROR(store_->AppendEvent(run_.id, "tracking", tracking.warning, attempt));
+      if (!adopting) {
+        AttemptTracking tracking = PrepareTrackingForAttempt(store_, layout_.home(), run_.id,
+                                                             backend_config_.tracking, env_);
+        attempt_settings.tracking_env = std::move(tracking.env);
+        attempt_settings.tracking_secret_env = std::move(tracking.secret_env);
+        if (!tracking.warning.empty()) {
+          AIR_RETURN_IF_ERROR(store_->AppendEvent(run_.id, "tracking", tracking.warning, attempt));
+        }
       }
       backends::AttemptToLaunch plan =
-          PlanAttempt(spec, run_, layout_, *prepared, attempt_settings);
+          PlanAttempt(spec, run_, layout_, adopting ? paths : *prepared, attempt_settings);
       AIR_ASSIGN_OR_RETURN(auto backend,
                            backends::CreateBackend(backend_config_, options_.agent_binary, env_));
       AttemptRunnerOptions runner_options;
       runner_options.run_id = run_.id;
       runner_options.attempt = attempt;
       runner_options.grace_seconds = settings_.grace_seconds;
+      runner_options.attach = adopting;
       if (run_.timeout_minutes) {
         double seconds = *run_.timeout_minutes * settings_.minute_seconds;
+        // An adopted attempt keeps the deadline it had from its start.
+        const int64_t elapsed = adopting ? env_->NowMicros() - adopted->started_us : 0;
         runner_options.deadline_monotonic_us =
-            env_->MonotonicMicros() + static_cast<int64_t>(std::llround(seconds * 1e6));
+            env_->MonotonicMicros() + static_cast<int64_t>(std::llround(seconds * 1e6)) - elapsed;
         plan.time_limit_seconds = static_cast<int64_t>(std::ceil(seconds));
         runner_options.timeout_text = fmt::format("timeout_minutes: {}", *run_.timeout_minutes);
         if (settings_.minute_seconds != 60) {
@@ -214,7 +273,8 @@ class RunSupervisor {
       }
       runner_options.cancel_requested = [this] { return cancel_.Check(); };
       AttemptRunner runner(store_, backend.get(), layout_, env_, runner_options);
-      AIR_INFO("run {}: launching attempt {} on port {}", run_.id, attempt, port);
+      AIR_INFO("run {}: {} attempt {} on port {}", run_.id, adopting ? "adopting" : "launching",
+               attempt, port);
       auto outcome = runner.Run(plan);
       backend.reset();  // reaps and, as a last resort, kills whatever is left
       if (!outcome.ok()) {
@@ -291,14 +351,29 @@ Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) 
   if (store::IsTerminal(run.state)) {
     return FinishTrackingRun(store.get(), run, options.air_home, env);
   }
-  if (run.state != RunState::kPending) {
+  const bool adopt = options.adopt_from_pid > 0;
+  auto self = agent::ReadProcStat(::getpid());
+  const int64_t ticks = self ? static_cast<int64_t>(self->start_ticks) : 0;
+  if (adopt) {
+    // Exactly one adopter wins; the others (and a supervisor that is alive after all) leave
+    // the run alone.
+    if (SupervisorAlive(run)) {
+      return FailedPrecondition(
+          fmt::format("run {}: its supervisor (pid {}) is alive", run_id, *run.supervisor_pid));
+    }
+    Status claimed = store->AdoptRun(
+        run_id, options.adopt_from_pid, ::getpid(), ticks,
+        fmt::format("supervisor pid {} re-attached: supervisor pid {} was gone and its attempt "
+                    "lives on in the scheduler",
+                    ::getpid(), options.adopt_from_pid));
+    if (claimed.code() == ErrorCode::kFailedPrecondition) return Status::Ok();
+    AIR_RETURN_IF_ERROR(claimed);
+  } else if (run.state != RunState::kPending) {
     return FailedPrecondition(fmt::format("run {} is {}: it already has a supervisor (pid {})",
                                           run_id, store::RunStateName(run.state),
                                           run.supervisor_pid.value_or(0)));
   }
-  auto self = agent::ReadProcStat(::getpid());
-  AIR_RETURN_IF_ERROR(
-      store->SetSupervisor(run_id, ::getpid(), self ? static_cast<int64_t>(self->start_ticks) : 0));
+  if (!adopt) AIR_RETURN_IF_ERROR(store->SetSupervisor(run_id, ::getpid(), ticks));
   SupervisorOptions resolved = options;
   if (resolved.agent_binary.empty()) resolved.agent_binary = SelfExecutable();
   // The run's backend (recorded at submit) with today's settings from AIR_HOME/config.yaml.
@@ -309,7 +384,7 @@ Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) 
                                 std::nullopt, backend.status().message());
   }
   RunSupervisor supervisor(store.get(), resolved, env, std::move(run), std::move(*backend));
-  Status supervised = supervisor.Supervise();
+  Status supervised = adopt ? supervisor.Adopt() : supervisor.Supervise();
   // The tracking run's status follows the air run's terminal state.
   if (auto ended = store->GetRun(run_id); ended.ok() && store::IsTerminal(ended->state)) {
     if (Status tracked = FinishTrackingRun(store.get(), *ended, options.air_home, env);

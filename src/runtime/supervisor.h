@@ -12,7 +12,10 @@
 //
 // A cancel arrives as the store's cancel flag (`air cancel`) or as SIGTERM/SIGINT/SIGHUP to the
 // supervisor. If the supervisor dies anyway, its agents get SIGTERM (parent-death signal) and
-// the CLI marks the run INTERNAL_ERROR when it finds the supervisor gone (runtime/reconcile.h).
+// the CLI marks the run INTERNAL_ERROR when it finds the supervisor gone (runtime/reconcile.h) -
+// unless the attempt lives on in the backend's scheduler (a Slurm job): then the CLI starts a
+// new supervisor that adopts it (SupervisorOptions::adopt_from_pid, Backend::Attach) and the
+// run ends with the job's real state.
 // Thread safety: runs on the supervisor process's main thread; changes its signal mask.
 #pragma once
 
@@ -27,6 +30,9 @@ namespace air::runtime {
 struct SupervisorOptions {
   std::string air_home;
   std::string agent_binary;  // the air executable, for `air agent`
+  // > 0: adopt the run whose supervisor (this pid) died while its attempt lived on in the
+  // backend's scheduler (runtime/reconcile.h starts `air supervise RUN --adopt-from PID`).
+  int64_t adopt_from_pid = 0;
 };
 
 // Test hooks, read from the environment the supervisor inherits (docs/state-machine.md):

@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
+#include "backends/registry.h"
 #include "runtime/daemon.h"
 #include "secrets/resolve.h"
 #include "spec/node_env.h"
@@ -27,18 +29,49 @@ bool ServerAnswers(const tracking::ServerInfo& info) {
   return response.ok() && response->status == 200;
 }
 
+// The server runs with config.yaml's tracking_server settings (a port of 0 takes any).
+bool MatchesConfig(const tracking::ServerInfo& info, const backends::TrackingServerConfig& want) {
+  return info.host == want.host && (want.port == 0 || info.port == want.port);
+}
+
+// Stops a running server whose settings config.yaml no longer names, and waits until it is gone.
+void StopServer(const tracking::ServerInfo& info, Env* env) {
+  if (info.pid <= 0 || ::kill(static_cast<pid_t>(info.pid), SIGTERM) != 0) return;
+  const int64_t deadline = env->MonotonicMicros() + 5'000'000;
+  while (env->MonotonicMicros() < deadline && ::kill(static_cast<pid_t>(info.pid), 0) == 0) {
+    env->SleepMicros(50'000);
+  }
+}
+
+// The host nodes connect to: advertise_host, else the bound host, else (bound to every
+// address) this machine's name.
+std::string NodeHost(const tracking::ServerInfo& info, const backends::TrackingServerConfig& want) {
+  if (!want.advertise_host.empty()) return want.advertise_host;
+  if (info.host != "0.0.0.0" && info.host != "::" && !info.host.empty()) return info.host;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return info.host;
+  return name;
+}
+
 }  // namespace
 
 Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) {
   tracking::ServerFiles files(air_home);
+  AIR_ASSIGN_OR_RETURN(backends::BackendConfig config,
+                       backends::LoadBackendConfig(air_home, "", env));
+  const backends::TrackingServerConfig& want = config.tracking_server;
   if (auto info = tracking::ReadServerInfo(files, env); info && ServerAnswers(*info)) {
-    return info->url;
+    if (MatchesConfig(*info, want)) return info->url;
+    StopServer(*info, env);
   }
   AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
   AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());
-  AIR_RETURN_IF_ERROR(StartDetachedAir(
-      air_binary, {"server", "--air-home", air_home, "--idle-exit", "900"}, files.LogPath(),
-      fmt::format("the tracking server (log {})", files.LogPath())));
+  std::vector<std::string> args = {"server", "--air-home", air_home, "--idle-exit",
+                                   "900",    "--host",     want.host};
+  if (want.port != 0) args.insert(args.end(), {"--port", std::to_string(want.port)});
+  AIR_RETURN_IF_ERROR(
+      StartDetachedAir(air_binary, args, files.LogPath(),
+                       fmt::format("the tracking server (log {})", files.LogPath())));
   // Another command may start one at the same moment: one of them gets the lock, and both
   // callers find it through server.json.
   int64_t deadline = env->MonotonicMicros() + kServerStartMicros;
@@ -231,10 +264,31 @@ AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string
       (void)tracking.UpdateRun((*link)->mlflow_run_id, update);
     }
     auto url = EnsureTrackingServer(air_home, env);
-    if (url.ok()) {
-      uri = *url;
+    tracking::ServerFiles files(air_home);
+    auto info = tracking::ReadServerInfo(files, env);
+    auto config_file = backends::LoadBackendConfig(air_home, "", env);
+    if (url.ok() && info && config_file.ok()) {
+      // Bound off loopback (for nodes on other machines): the address they can reach, and the
+      // token as a secret (MLFLOW_TRACKING_TOKEN, sent by the mlflow client as Bearer).
+      uri = info->url;
+      if (!tracking::IsLoopbackHost(info->host)) {
+        uri = fmt::format("http://{}:{}", NodeHost(*info, config_file->tracking_server),
+                          info->port);
+      }
+      if (info->token_required) {
+        auto token = tracking::ServerToken(files, env);
+        if (token.ok()) {
+          out.secret_env.emplace_back("MLFLOW_TRACKING_TOKEN", *token);
+        } else {
+          uri.clear();
+          out.warning = "tracking is off for this attempt: the server's token is unreadable";
+        }
+      }
     } else {
-      out.warning = "tracking is off for this attempt: " + url.status().message();
+      out.warning = "tracking is off for this attempt: " +
+                    (url.ok() ? (config_file.ok() ? std::string("its server.json is unreadable")
+                                                  : config_file.status().message())
+                              : url.status().message());
     }
   }
   if (!uri.empty()) vars.emplace_back("MLFLOW_TRACKING_URI", uri);

@@ -28,7 +28,8 @@
 
 namespace air::runtime {
 
-// The URL of AIR_HOME's running tracking server, starting it first when none answers.
+// The URL of AIR_HOME's running tracking server, starting it first when none answers (or
+// restarting it when it runs with other settings than config.yaml's tracking_server).
 Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env);
 
 // The external MLflow server a run is tracked on, and air's credentials for it.
@@ -68,8 +69,11 @@ struct AttemptTracking {
 
 // Called before each attempt: the MLFLOW_* variables of the run's nodes (empty when the run
 // has no tracking run), and a SCHEDULED tracking run becomes RUNNING. Starts the server when it
-// is not running; when it cannot start, nodes get no MLFLOW_TRACKING_URI and the reason is
-// returned in `warning` (the run goes on).
+// is not running (with config.yaml's tracking_server settings); when it cannot start, nodes get
+// no MLFLOW_TRACKING_URI and the reason is returned in `warning` (the run goes on). Air's own
+// server bound off loopback is given to nodes by the address they can reach (advertise_host, or
+// this machine's name) and its token lands in `secret_env` (MLFLOW_TRACKING_TOKEN), which nodes
+// get like any secret (injected, redacted, never in argv or launch files).
 AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string& air_home,
                                           int64_t run_id, const backends::TrackingConfig& config,
                                           Env* env);

@@ -35,17 +35,19 @@ std::string ResolveExisting(const std::string& path) {
 Status CheckWritable(const std::string& root, Env* env) {
   Status made = env->CreateDirs(root);
   if (!made.ok()) {
-    return FailedPrecondition(fmt::format(
-        "the volume root {} cannot be created: {} (set AIR_VOLUMES_ROOT to a writable directory)",
-        root, made.message()));
+    return FailedPrecondition(
+        fmt::format("the volume root {} cannot be created: {} (set volumes_root in "
+                    "AIR_HOME/config.yaml, or AIR_VOLUMES_ROOT, to a writable "
+                    "directory)",
+                    root, made.message()));
   }
   std::string probe = root + "/.air-write-check-XXXXXX";
   int fd = ::mkstemp(probe.data());
   if (fd < 0) {
-    return FailedPrecondition(
-        fmt::format("the volume root {} is not writable: {} (set AIR_VOLUMES_ROOT to a writable "
-                    "directory)",
-                    root, std::strerror(errno)));
+    return FailedPrecondition(fmt::format(
+        "the volume root {} is not writable: {} (set volumes_root in AIR_HOME/config.yaml, or "
+        "AIR_VOLUMES_ROOT, to a writable directory)",
+        root, std::strerror(errno)));
   }
   ::close(fd);
   ::unlink(probe.c_str());
@@ -66,7 +68,7 @@ bool IsVolumePath(std::string_view path) {
 
 Result<std::string> VolumesRoot(const Layout& layout, Env* env) {
   auto configured = env->GetEnv("AIR_VOLUMES_ROOT");
-  if (!configured || configured->empty()) return layout.home() + "/volumes";
+  if (!configured || configured->empty()) return layout.configured_volumes_root();
   std::string root = *configured;
   if (root[0] != '/') {
     char cwd[PATH_MAX];

@@ -1,7 +1,9 @@
 // Volumes on the host side (docs/volumes.md): where `/Volumes` lives (the volume root:
-// $AIR_VOLUMES_ROOT, else AIR_HOME/volumes), checking a spec's volume paths at submit, getting
-// the root ready for a run's nodes (agent/volume_mounts.h mounts it), and mapping a
-// `/Volumes/...` path to the file under the root for `air volumes ls | cp | rm`.
+// $AIR_VOLUMES_ROOT, else config.yaml's volumes_root, else <data root>/volumes, i.e.
+// AIR_HOME/volumes unless config.yaml names a shared_root, as the Slurm backend does), checking
+// a spec's volume paths at submit, getting the root ready for a run's nodes
+// (agent/volume_mounts.h mounts it), and mapping a `/Volumes/...` path to the file under the
+// root for `air volumes ls | cp | rm`.
 // Thread safety: stateless functions.
 #pragma once
 
@@ -15,7 +17,8 @@
 
 namespace air::runtime {
 
-// $AIR_VOLUMES_ROOT (made absolute against the working directory), else AIR_HOME/volumes.
+// $AIR_VOLUMES_ROOT (made absolute against the working directory), else
+// layout.configured_volumes_root().
 Result<std::string> VolumesRoot(const Layout& layout, Env* env);
 
 // Submit-time checks of the spec's /Volumes paths (command, env_variables, parameters): each

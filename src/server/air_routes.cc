@@ -56,14 +56,18 @@ void ListRuns(ServerContext& ctx, const httplib::Request& req, httplib::Response
   }
   auto runs = (*lease)->ListRuns(filter);
   if (!runs.ok()) return SendError(res, runs.status());
-  runtime::Layout layout(ctx.air_home);
+  auto resolved = runtime::ResolveLayout(ctx.air_home, ctx.env);  // config.yaml's shared_root
+  if (!resolved.ok()) return SendError(res, resolved.status());
+  const runtime::Layout& layout = *resolved;
   int64_t now = ctx.env->NowMicros();
   json items = json::array();
   for (auto& run : *runs) {
     auto current = runtime::ReconcileRun(lease->get(), layout, std::move(run), ctx.env);
     if (!current.ok()) return SendError(res, current.status());
-    if (state && current->state != *state) continue;
-    json item = runtime::RunSummaryJson(*current, now);
+    auto queued = runtime::LoadQueueReason(lease->get(), *current);
+    if (!queued.ok()) return SendError(res, queued.status());
+    if (state && (queued->empty() ? current->state : store::RunState::kPending) != *state) continue;
+    json item = runtime::RunSummaryJson(*current, now, *queued);
     item["backend"] = current->backend;
     items.push_back(std::move(item));
   }
@@ -75,7 +79,9 @@ void GetRun(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
   if (!run_id.ok()) return SendError(res, run_id.status());
   auto lease = ctx.pool.Acquire();
   if (!lease.ok()) return SendError(res, lease.status());
-  runtime::Layout layout(ctx.air_home);
+  auto resolved = runtime::ResolveLayout(ctx.air_home, ctx.env);  // config.yaml's shared_root
+  if (!resolved.ok()) return SendError(res, resolved.status());
+  const runtime::Layout& layout = *resolved;
   auto run = runtime::LoadRun(lease->get(), layout, *run_id, ctx.env);
   if (!run.ok()) return SendError(res, run.status());
   auto details = runtime::LoadRunDetails(lease->get(), *run);
@@ -116,7 +122,9 @@ void GetLogs(ServerContext& ctx, const httplib::Request& req, httplib::Response&
   for (const auto* r : {&attempt, &node, &offset}) {
     if (!r->ok()) return SendError(res, r->status());
   }
-  runtime::Layout layout(ctx.air_home);
+  auto resolved = runtime::ResolveLayout(ctx.air_home, ctx.env);  // config.yaml's shared_root
+  if (!resolved.ok()) return SendError(res, resolved.status());
+  const runtime::Layout& layout = *resolved;
   std::string path = layout.NodeLog(*run_id, *attempt, *node);
   std::ifstream in(path, std::ios::binary);
   json lines = json::array();

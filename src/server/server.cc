@@ -89,10 +89,6 @@ void SendError(httplib::Response& res, const Status& status) {
   SendError(res, HttpStatusFor(status), MlflowErrorCode(status), status.message());
 }
 
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || StartsWith(host, "127.");
-}
-
 namespace {
 
 // Constant-time comparison of the presented token with the expected one.
@@ -169,7 +165,7 @@ std::string FindWebDir(Env* env) {
 Status RunServer(const ServerOptions& options, Env* env,
                  const std::function<void(const std::string& url)>& on_listening) {
   if (options.air_home.empty()) return InvalidArgument("AIR_HOME is empty");
-  if (!IsLoopbackHost(options.host) && options.token.empty()) {
+  if (!tracking::IsLoopbackHost(options.host) && options.token.empty()) {
     return InvalidArgument(
         fmt::format("binding {} (not loopback) needs an access token; air server creates one in "
                     "AIR_HOME/tracking/server.token",

@@ -35,7 +35,4 @@ struct ServerOptions {
 Status RunServer(const ServerOptions& options, Env* env,
                  const std::function<void(const std::string& url)>& on_listening = nullptr);
 
-// True for 127.0.0.0/8, ::1 and "localhost".
-bool IsLoopbackHost(const std::string& host);
-
 }  // namespace air::server

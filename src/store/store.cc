@@ -190,6 +190,23 @@ Status Store::SetSupervisor(int64_t run_id, int64_t pid, int64_t start_ticks) {
   return txn->Commit();
 }
 
+Status Store::AdoptRun(int64_t run_id, int64_t dead_pid, int64_t pid, int64_t start_ticks,
+                       const std::string& message) {
+  AIR_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  AIR_ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));
+  if (IsTerminal(run.state) || run.supervisor_pid.value_or(0) != dead_pid) {
+    return FailedPrecondition(fmt::format("run {} is {} with supervisor pid {}: not adopted",
+                                          run_id, RunStateName(run.state),
+                                          run.supervisor_pid.value_or(0)));
+  }
+  AIR_RETURN_IF_ERROR(
+      db_->Execute("UPDATE runs SET supervisor_pid = ?, supervisor_start_ticks = ? WHERE id = ?",
+                   pid, start_ticks, run_id));
+  AIR_RETURN_IF_ERROR(InsertEvent(run_id, "supervisor", message, std::nullopt, std::nullopt,
+                                  std::nullopt, std::nullopt));
+  return txn->Commit();
+}
+
 Result<RunRecord> Store::RequestCancel(int64_t run_id) {
   AIR_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   AIR_ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));

@@ -142,6 +142,11 @@ class Store {
   // Records the run's supervisor: only for a PENDING run that has none yet, so of two
   // supervisors racing for one run exactly one gets it (the other: kFailedPrecondition).
   Status SetSupervisor(int64_t run_id, int64_t pid, int64_t start_ticks);
+  // A new supervisor adopts a live run whose supervisor `dead_pid` is gone (its attempt lives on
+  // in a scheduler): only while the run is not terminal and still names `dead_pid`, so of
+  // several adopters exactly one gets it (the others: kFailedPrecondition).
+  Status AdoptRun(int64_t run_id, int64_t dead_pid, int64_t pid, int64_t start_ticks,
+                  const std::string& message);
   // Marks the run for cancellation (idempotent) and records a "cancel" event. Returns the run
   // as it is after the request.
   Result<RunRecord> RequestCancel(int64_t run_id);

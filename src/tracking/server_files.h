@@ -37,6 +37,13 @@ struct ServerInfo {
   bool token_required = false;
 };
 
+// True for 127.0.0.0/8, ::1 and "localhost": a server bound elsewhere requires the token.
+bool IsLoopbackHost(const std::string& host);
+
+// The access token of a server bound off loopback (server.token), created when missing (32
+// random bytes, hex, mode 0600). Never printed or logged.
+Result<std::string> ServerToken(const ServerFiles& files, Env* env);
+
 // nullopt when there is no (readable) server.json.
 std::optional<ServerInfo> ReadServerInfo(const ServerFiles& files, Env* env);
 Status WriteServerInfo(const ServerFiles& files, const ServerInfo& info, Env* env);

@@ -10,7 +10,8 @@ import time
 
 from runtime_jobs.helpers import allreduce_spec, get, nodes_running, run_processes, submit, wait_for, \
     wait_terminal, write_spec
-from runtime_jobs.slurm_cluster import SCRIPTS, SLURM_DIR, hostnames, job_of, job_steps_alive, \
+from runtime_jobs.slurm_cluster import SCRIPTS, SLURM_DIR, assert_not_in_any_argv, \
+    assert_not_in_files, assert_not_in_slurm_job, hostnames, job_of, job_steps_alive, \
     slurm_cluster, slurm_home, squeue_jobs, write_config  # noqa: F401 (fixtures)
 
 CANARY = "canary-5d1c7e02-slurm-secret"
@@ -69,18 +70,8 @@ def test_secret_reaches_both_nodes_and_nothing_else(air, slurm_home, tmp_path):
     while not all((outside / f"ready_{n}").exists() for n in (0, 1)):
         assert time.monotonic() < deadline, get(air, run_id)
         time.sleep(0.1)
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                assert CANARY.encode() not in f.read(), entry
-        except OSError:
-            pass
-    job = job_of(f"air-{run_id}-0")
-    shown = subprocess.run(["scontrol", "show", "job", "-d", job["JobId"]], capture_output=True,
-                           text=True, check=True).stdout
-    script = subprocess.run(["scontrol", "write", "batch_script", job["JobId"], "-"],
-                            capture_output=True, text=True, check=True).stdout
-    assert "srun" in script and CANARY not in script and CANARY not in shown
+    assert_not_in_any_argv(CANARY)
+    assert_not_in_slurm_job(job_of(f"air-{run_id}-0")["JobId"], CANARY)
     run = wait_terminal(air, run_id, timeout=60)
     assert run["state"] == "SUCCEEDED", run
     for node in (0, 1):
@@ -91,13 +82,7 @@ def test_secret_reaches_both_nodes_and_nothing_else(air, slurm_home, tmp_path):
     # gone), not in Slurm's logs, state or spool.
     leftovers = list(slurm_home.glob("runs/*/attempt_*/node_*.secrets"))
     assert leftovers == []
-    for root in (slurm_home, SLURM_DIR):
-        for path in pathlib.Path(root).rglob("*"):
-            if path.is_file():
-                try:
-                    assert CANARY.encode() not in path.read_bytes(), path
-                except PermissionError:
-                    pass
+    assert_not_in_files([slurm_home, SLURM_DIR], CANARY)
 
 
 def test_a_killed_node_fails_the_attempt_naming_it_and_the_retry_succeeds(air, slurm_home,
@@ -158,6 +143,16 @@ def test_queued_run_shows_the_reason_and_cancel_leaves_nothing(air, slurm_home, 
     queued = wait_for(air, b, lambda r: r.get("queue_reason") == "Resources", timeout=30)
     assert queued["state"] == "PENDING", queued
     assert "PENDING (queued: Resources)" in air("get", b, check=True).stdout
+    # `air list` agrees with `air get`: the queued run is PENDING with its reason, not RUNNING.
+    listed = air("list", check=True).stdout
+    rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
+    assert "PENDING (Resources)" in rows[str(b)] and "RUNNING" in rows[str(a)], listed
+    code, envelope = air.json("list")
+    assert code == 0, envelope
+    shown = {r["run_id"]: (r["state"], r.get("queue_reason")) for r in envelope["data"]["runs"]}
+    assert shown[b] == ("PENDING", "Resources") and shown[a] == ("RUNNING", None), shown
+    code, envelope = air.json("list", "--filter", "state=PENDING")
+    assert [r["run_id"] for r in envelope["data"]["runs"]] == [b], envelope
     jobs = [job_of(f"air-{a}-0")["JobId"], job_of(f"air-{b}-0")["JobId"]]
     air("cancel", b, check=True)
     air("cancel", a, check=True)

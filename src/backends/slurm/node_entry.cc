@@ -12,6 +12,7 @@
 
 #include "agent/agent.h"
 #include "agent/node_launch.h"
+#include "backends/slurm/slurm_cli.h"
 
 namespace air::backends::slurm {
 namespace {
@@ -40,6 +41,36 @@ Status TakeSecrets(const std::string& path, Env* env) {
   return Status::Ok();
 }
 
+// The node must be able to write the attempt directory on the shared root: without it, it
+// could leave no log and no exit report.
+Status ProbeWritable(const std::string& dir) {
+  std::string probe = dir + "/.node-write-probe-XXXXXX";
+  int fd = ::mkstemp(probe.data());
+  if (fd < 0) return ErrnoStatus(dir, errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
+}
+
+// Says why where the supervisor looks every second anyway: the job's Comment, which the job's
+// owner may set (`scontrol update`), naming the node and the path.
+int ReportUnwritable(int rank, const Status& why, Env* env) {
+  char host[256] = {};
+  (void)::gethostname(host, sizeof(host) - 1);
+  const std::string message = fmt::format(
+      "node {} ({}) cannot write the shared root: {} (every node must see shared_root, "
+      "read-write, at the same path)",
+      rank, host, why.message());
+  if (auto job = env->GetEnv("SLURM_JOB_ID"); job && !job->empty()) {
+    auto updated = RunSlurm({"scontrol", "update", "JobId=" + *job,
+                             std::string("Comment=") + kNodeErrorPrefix + message});
+    if (!updated.ok()) {
+      std::fprintf(stderr, "air slurm-node: %s\n", updated.status().message().c_str());
+    }
+  }
+  return Fail(message);
+}
+
 }  // namespace
 
 std::string NodeSecretsPath(const std::string& attempt_dir, int node_rank) {
@@ -53,6 +84,9 @@ int SlurmNodeMain(const std::string& attempt_dir, Env* env) {
     return Fail("SLURM_NODEID is not set: this command runs inside the srun step air submits");
   }
   const int rank = std::atoi(node_id->c_str());
+  if (Status writable = ProbeWritable(attempt_dir); !writable.ok()) {
+    return ReportUnwritable(rank, writable, env);
+  }
   const std::string launch_path = fmt::format("{}/node_{}.json", attempt_dir, rank);
   auto text = env->ReadFile(launch_path);
   if (!text.ok()) return Fail(text.status().message());

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "backends/slurm/batch_script.h"
@@ -88,6 +90,7 @@ Result<BackendCapabilities> SlurmBackend::DescribeCapabilities(const SlurmConfig
   caps.docker_images = false;
   caps.shared_filesystem = true;
   caps.enforces_time_limit = true;
+  caps.attempts_outlive_supervisor = true;
   int nodes = 0;
   for (const auto& node : slurm::ParseRecords(nodes_text)) {
     if (!InList(Get(node, "Partitions"), name)) continue;
@@ -129,6 +132,7 @@ SlurmBackend::SlurmBackend(const SlurmConfig& config, std::string air_binary, En
     : config_(config), air_binary_(std::move(air_binary)), env_(env) {
   capabilities_.name = "slurm";
   capabilities_.enforces_time_limit = true;
+  capabilities_.attempts_outlive_supervisor = true;
 }
 
 SlurmBackend::~SlurmBackend() {
@@ -152,16 +156,61 @@ void SlurmBackend::RemoveSecretFiles() {
   }
 }
 
+std::string SlurmBackend::JobIdPath(const std::string& attempt_dir) {
+  return attempt_dir + "/slurm_job_id";
+}
+
+Result<std::string> SlurmBackend::DescribeDetachedAttempt(const std::string& attempt_dir,
+                                                          Env* env) {
+  auto id = env->ReadFile(JobIdPath(attempt_dir));
+  if (!id.ok()) return std::string();  // never submitted: nothing lives on
+  const std::string job_id(Trim(*id));
+  auto info = slurm::QueryJob(job_id);
+  if (!info.ok()) {
+    if (info.status().code() == ErrorCode::kNotFound) return std::string();
+    return info.status();
+  }
+  return fmt::format("Slurm job {} {}", job_id, info->state);
+}
+
+SlurmBackend::Node SlurmBackend::NodeOf(const NodeToLaunch& node) const {
+  Node n;
+  n.rank = node.launch.node_rank;
+  n.started_path = node.launch.started_path;
+  n.exit_path = node.launch.exit_path;
+  n.log_path = node.launch.log_path;
+  n.status.node_rank = n.rank;
+  return n;
+}
+
+Status SlurmBackend::Attach(const AttemptToLaunch& attempt) {
+  if (!job_id_.empty()) return FailedPrecondition("SlurmBackend: an attempt is already launched");
+  auto id = env_->ReadFile(JobIdPath(attempt.attempt_dir));
+  if (!id.ok()) {
+    return NotFound(fmt::format("attempt {} of run {} has no Slurm job to adopt ({})",
+                                attempt.attempt, attempt.run_id, id.status().message()));
+  }
+  attempt_dir_ = attempt.attempt_dir;
+  for (const NodeToLaunch& node : attempt.nodes) {
+    Node n = NodeOf(node);
+    // A job still queued has not read its secrets yet: remove them when it ends, as Launch does.
+    if (std::string path = slurm::NodeSecretsPath(attempt_dir_, n.rank); env_->FileExists(path)) {
+      n.secrets_path = path;
+    }
+    nodes_.push_back(n);
+  }
+  job_id_ = std::string(Trim(*id));
+  AIR_RETURN_IF_ERROR(RefreshJob());
+  if (job_gone_) return NotFound(fmt::format("Slurm no longer knows job {}", job_id_));
+  scheduler_.note = fmt::format("re-attached to {}", scheduler_.note);
+  return Status::Ok();
+}
+
 Status SlurmBackend::Launch(const AttemptToLaunch& attempt) {
   if (!job_id_.empty()) return FailedPrecondition("SlurmBackend: an attempt is already launched");
   attempt_dir_ = attempt.attempt_dir;
   for (const NodeToLaunch& node : attempt.nodes) {
-    Node n;
-    n.rank = node.launch.node_rank;
-    n.started_path = node.launch.started_path;
-    n.exit_path = node.launch.exit_path;
-    n.log_path = node.launch.log_path;
-    n.status.node_rank = n.rank;
+    Node n = NodeOf(node);
     AIR_RETURN_IF_ERROR(
         agent::WriteRunFile(node.launch_path, agent::NodeLaunchToJson(node.launch)));
     if (!node.secret_env.empty()) {
@@ -192,6 +241,11 @@ Status SlurmBackend::Launch(const AttemptToLaunch& attempt) {
     return submitted.status();
   }
   AIR_ASSIGN_OR_RETURN(job_id_, slurm::ParseSbatchJobId(*submitted));
+  // Where a new supervisor finds the job when this one dies (DescribeDetachedAttempt, Attach).
+  if (Status kept = env_->WriteFileAtomic(JobIdPath(attempt_dir_), job_id_ + "\n", 0600);
+      !kept.ok()) {
+    AIR_WARN("Slurm job {}: {} (a restarted supervisor cannot re-attach)", job_id_, kept.message());
+  }
   scheduler_.note = fmt::format("Slurm job {} submitted ({})", job_id_, script);
   scheduler_.queued_reason = "submitted";
   return RefreshJob();
@@ -230,6 +284,7 @@ Status SlurmBackend::RefreshJob() {
     return Status::Ok();
   }
   job_ = *info;
+  if (StartsWith(info->comment, slurm::kNodeErrorPrefix)) EndFailedNode(info->comment);
   scheduler_.queued_reason = info->phase == JobPhase::kQueued ? info->reason : "";
   if (info->phase != JobPhase::kQueued && hostnames_.empty() && !info->nodes.empty()) {
     auto hosts = slurm::RunSlurm({"scontrol", "show", "hostnames", info->nodes});
@@ -254,6 +309,20 @@ Status SlurmBackend::RefreshJob() {
       break;
   }
   return Status::Ok();
+}
+
+// A node that could not write the shared root said so in the job's Comment (node_entry.h): it
+// is lost with that reason, naming the node and the path, and the runtime stops the rest.
+void SlurmBackend::EndFailedNode(const std::string& comment) {
+  const std::string message = comment.substr(std::strlen(slurm::kNodeErrorPrefix));
+  int rank = -1;
+  if (std::sscanf(message.c_str(), "node %d", &rank) != 1) return;
+  for (Node& node : nodes_) {
+    if (node.rank != rank || node.status.phase == NodePhase::kEnded || node.status.exit) continue;
+    node.status.phase = NodePhase::kEnded;
+    node.status.lost_reason = message;
+    node.culprit = true;
+  }
 }
 
 // Nodes of the job that Slurm marks down or failing ("node2"), for NODE_FAIL.

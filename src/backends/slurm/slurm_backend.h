@@ -10,6 +10,8 @@
 // (NODE_FAIL names the node that failed, TIMEOUT sets SchedulerStatus::timed_out). StopAll and
 // KillAll are scancel (SIGTERM to every step, SIGKILL after the cluster's KillWait); the
 // destructor cancels a job that is still queued or running and removes leftover secrets files.
+// The job id is kept in the attempt directory (slurm_job_id): the job outlives a supervisor that
+// dies, and the next supervisor adopts it (Attach) so the run ends with the job's real state.
 // Thread safety: one thread (the run's supervisor); not copyable.
 #pragma once
 
@@ -32,6 +34,10 @@ class SlurmBackend final : public Backend {
   // reports what the partition offers (nodes, CPUs and GPUs per node).
   static Result<BackendCapabilities> DescribeCapabilities(const SlurmConfig& config,
                                                           const std::string& data_root, Env* env);
+  // For a run whose supervisor died: "Slurm job 42 RUNNING" while Slurm still knows the job of
+  // the attempt in `attempt_dir` (any state: one that ended meanwhile is adopted to read how it
+  // ended), "" when there is none.
+  static Result<std::string> DescribeDetachedAttempt(const std::string& attempt_dir, Env* env);
   static Result<std::unique_ptr<SlurmBackend>> Create(const SlurmConfig& config,
                                                       std::string air_binary, Env* env);
   ~SlurmBackend() override;
@@ -40,6 +46,8 @@ class SlurmBackend final : public Backend {
 
   const BackendCapabilities& Capabilities() const override { return capabilities_; }
   Status Launch(const AttemptToLaunch& attempt) override;
+  // Adopts the job whose id Launch kept in the attempt directory (slurm_job_id).
+  Status Attach(const AttemptToLaunch& attempt) override;
   Status StopAll() override;
   Status KillAll() override;
   Result<std::vector<NodeStatus>> Poll(int64_t wait_micros) override;
@@ -60,8 +68,11 @@ class SlurmBackend final : public Backend {
   };
 
   SlurmBackend(const SlurmConfig& config, std::string air_binary, Env* env);
+  static std::string JobIdPath(const std::string& attempt_dir);
+  Node NodeOf(const NodeToLaunch& node) const;
   Status RefreshJob();
   void EndLostNodes();
+  void EndFailedNode(const std::string& comment);
   std::string FailedNodeNames();
   void RemoveSecretFiles();
 

@@ -81,6 +81,8 @@ JobInfo JobInfoFromRecord(const Record& record) {
   info.nodes = get("NodeList");
   if (info.nodes == "(null)") info.nodes.clear();
   info.exit_code = get("ExitCode");
+  info.comment = get("Comment");
+  if (info.comment == "(null)") info.comment.clear();
   info.phase = PhaseOfState(info.state);
   return info;
 }

@@ -32,6 +32,7 @@ struct JobInfo {
   std::string reason;     // "Resources", "None", ...
   std::string nodes;      // "node[1-2]" once allocated
   std::string exit_code;  // "0:0" (exit code:signal of the batch script)
+  std::string comment;    // the job's Comment ("" when unset)
   JobPhase phase = JobPhase::kQueued;
 };
 

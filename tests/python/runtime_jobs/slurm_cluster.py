@@ -101,3 +101,33 @@ def job_steps_alive(job_id: str) -> list:
         if cmdline.startswith("slurmstepd:") and f"[{job_id}." in cmdline:
             found.append((int(entry), cmdline))
     return found
+
+
+def assert_not_in_any_argv(value: str):
+    """No process's command line holds `value` (secrets never travel in argv)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                assert value.encode() not in f.read(), entry
+        except OSError:
+            pass
+
+
+def assert_not_in_slurm_job(job_id: str, value: str):
+    """Neither `scontrol show job -d` nor the job's stored batch script holds `value`."""
+    shown = subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True,
+                           text=True, check=True).stdout
+    script = subprocess.run(["scontrol", "write", "batch_script", job_id, "-"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "srun" in script and value not in script and value not in shown
+
+
+def assert_not_in_files(roots, value: str):
+    """No readable file under `roots` holds `value`."""
+    for root in roots:
+        for path in pathlib.Path(root).rglob("*"):
+            if path.is_file():
+                try:
+                    assert value.encode() not in path.read_bytes(), path
+                except PermissionError:
+                    pass

@@ -185,5 +185,53 @@ TEST_F(ConfigTest, BadInputNamesTheLineAndWhatIsValid) {
   EXPECT_NE(flag.status().message().find("--backend: unknown backend 'slurmm'"), std::string::npos);
 }
 
+TEST_F(ConfigTest, VolumesRootAndTrackingServer) {
+  auto config = Load(
+      "shared_root: /shared/air\nvolumes_root: /shared/vols/\n"
+      "tracking_server: {host: 0.0.0.0, port: 5005, advertise_host: login1}\n");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->volumes_root, "/shared/vols");
+  EXPECT_EQ(config->tracking_server.host, "0.0.0.0");
+  EXPECT_EQ(config->tracking_server.port, 5005);
+  EXPECT_EQ(config->tracking_server.advertise_host, "login1");
+  auto defaults = Load("backend: slurm\n");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->volumes_root, "");
+  EXPECT_EQ(defaults->tracking_server.host, "127.0.0.1");
+  auto port = Load("tracking_server:\n  port: 99999\n");
+  ASSERT_FALSE(port.ok());
+  EXPECT_NE(port.status().message().find("config.yaml:2: tracking_server.port: '99999' is not a "
+                                         "port"),
+            std::string::npos)
+      << port.status().message();
+  auto key = Load("tracking_server:\n  bind: 0.0.0.0\n");
+  ASSERT_FALSE(key.ok());
+  EXPECT_NE(key.status().message().find("tracking_server: unknown key 'bind'; valid: host, port, "
+                                        "advertise_host"),
+            std::string::npos)
+      << key.status().message();
+  auto relative = Load("volumes_root: vols\n");
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.status().message().find("config.yaml:1: volumes_root: 'vols' is not an "
+                                             "absolute path"),
+            std::string::npos)
+      << relative.status().message();
+}
+
+TEST(SlurmParseTest, AJobCommentCarriesANodeError) {
+  auto record = slurm::ParseRecord(
+      "JobId=7 JobName=air-3-0 JobState=RUNNING Reason=None "
+      "Comment=air-node-error: node 1 (node2) cannot write the shared root: /s/runs/3/attempt_0: "
+      "Read-only file system (every node must see shared_root, read-write, at the same path) "
+      "NodeList=node[1-3] ExitCode=0:0");
+  slurm::JobInfo info = slurm::JobInfoFromRecord(record);
+  EXPECT_EQ(info.comment,
+            "air-node-error: node 1 (node2) cannot write the shared root: /s/runs/3/attempt_0: "
+            "Read-only file system (every node must see shared_root, read-write, at the same "
+            "path)");
+  EXPECT_EQ(info.nodes, "node[1-3]");
+  EXPECT_EQ(slurm::JobInfoFromRecord(slurm::ParseRecord("JobId=7 Comment=(null)")).comment, "");
+}
+
 }  // namespace
 }  // namespace air::backends
