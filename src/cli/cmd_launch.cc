@@ -5,9 +5,12 @@
 //              [--no-python | -m] [--run-id ID] [--monitor-interval S] [--stop-grace S]
 //              [--join-timeout S] SCRIPT [ARGS...]
 //
+// Under srun (one task per node) without --nnodes/--node-rank/--master-addr, those come from
+// Slurm's task environment (backends/slurm/srun_task.h).
 // Everything from SCRIPT on belongs to the workers. Exit code: 0 when every worker of the last
 // attempt succeeded, 1 when the group failed (the summary on stderr names the first failure),
 // 2 for bad options, 128+N when air launch was stopped by signal N.
+#include "backends/slurm/srun_task.h"
 #include "cli/commands.h"
 #include "launch/launcher.h"
 
@@ -56,6 +59,21 @@ void RegisterLaunchCommand(CLI::App& root, CliContext& ctx) {
   cmd->fallthrough(false);
   cmd->callback([&ctx, cmd, options] {
     options->command = cmd->remaining();
+    // As an srun task, the node's place comes from Slurm where no flag gives it.
+    const bool placed =
+        cmd->count("--nnodes") + cmd->count("--node-rank") + cmd->count("--master-addr") > 0;
+    if (!placed && !options->standalone) {
+      auto srun = backends::slurm::ReadSrunNodePlace(ctx.env);
+      if (!srun.ok()) {
+        EmitError(ctx, srun.status());
+        return;
+      }
+      if (*srun) {
+        options->nnodes = (*srun)->nnodes;
+        options->node_rank = (*srun)->node_rank;
+        options->master_addr = (*srun)->master_addr;
+      }
+    }
     Result<int> code = launch::RunLaunch(*options, ctx.env);
     if (!code.ok()) {
       EmitError(ctx, code.status());

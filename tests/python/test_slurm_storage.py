@@ -115,5 +115,5 @@ def test_a_node_that_cannot_write_the_shared_root_fails_the_run_naming_it(air, s
     attempt_dir = shared / "runs" / str(run_id) / "attempt_0"
     assert "node 1 (node2) cannot write the shared root" in summary, summary
     assert f"{attempt_dir}: Read-only file system" in summary, summary
-    assert job_of(f"air-{run_id}-0")["JobState"] in ("CANCELLED", "FAILED")
-    assert squeue_jobs() == []
+    job = job_of(f"air-{run_id}-0")
+    assert job["JobState"] in ("CANCELLED", "FAILED") and job["JobId"] not in squeue_jobs(), job

@@ -59,7 +59,7 @@ def test_a_restarted_supervisor_adopts_a_running_and_a_queued_job(air, slurm_hom
         cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
         assert b"--adopt-from" in cmdline and str(dead[r]).encode() in cmdline, cmdline
     assert get(air, b)["queue_reason"] == "Resources"
-    assert sorted(squeue_jobs()) == sorted(jobs.values())  # nothing cancelled or resubmitted
+    assert set(jobs.values()) <= set(squeue_jobs())  # nothing cancelled
 
     (out / "go").touch()
     for r, nodes in ((a, 3), (b, 2)):
@@ -71,7 +71,7 @@ def test_a_restarted_supervisor_adopts_a_running_and_a_queued_job(air, slurm_hom
         assert job["JobId"] == jobs[r] and job["JobState"] == "COMPLETED", job
         logs = air("logs", r, "--node", nodes - 1, check=True).stdout
         assert f"run {r} node {nodes - 1} done on node" in logs, logs
-    assert squeue_jobs() == []
+    assert not set(jobs.values()) & set(squeue_jobs())
 
 
 def test_an_adopted_job_ends_with_its_real_state(air, slurm_home, tmp_path):
@@ -88,4 +88,4 @@ def test_an_adopted_job_ends_with_its_real_state(air, slurm_home, tmp_path):
     run = wait_terminal(air, run_id, timeout=120)  # `air get` reconciles: the adopter ends it
     assert run["state"] == "FAILED", run
     assert "node 1" in run["failure_summary"] and "exited with code 7" in run["failure_summary"], run
-    assert squeue_jobs() == []
+    assert job_of(f"air-{run_id}-0")["JobId"] not in squeue_jobs()

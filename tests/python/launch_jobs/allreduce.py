@@ -2,6 +2,7 @@
 its rank and writes what it saw to $JOB_OUT/rank_<rank>.json."""
 import json
 import os
+import socket
 
 import torch
 import torch.distributed as dist
@@ -13,6 +14,7 @@ dist.all_reduce(value)
 with open(os.path.join(os.environ["JOB_OUT"], f"rank_{rank}.json"), "w") as f:
     json.dump({"rank": rank, "world_size": world, "sum": value.item(),
                "group_rank": int(os.environ["GROUP_RANK"]),
-               "local_rank": int(os.environ["LOCAL_RANK"])}, f)
+               "local_rank": int(os.environ["LOCAL_RANK"]), "host": socket.gethostname(),
+               "master": os.environ["MASTER_ADDR"]}, f)
 dist.barrier()
 dist.destroy_process_group()

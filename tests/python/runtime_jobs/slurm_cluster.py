@@ -1,6 +1,7 @@
 """The real Slurm cluster of the Slurm tests: scripts/slurm/start.sh starts (idempotently) munged,
 slurmctld and 3 slurmd nodes on this machine; the session fixture exports SLURM_CONF for every
-air command and stops the cluster at the end. Helpers read Slurm's own view (squeue, scontrol)
+air command and stops the cluster at the end (unless it was already running when the session
+began: another test session on the machine may be using it). Helpers read Slurm's own view (squeue, scontrol)
 to prove what air did."""
 import os
 import pathlib
@@ -24,13 +25,26 @@ def start_cluster() -> str:
     return line.split("=", 1)[1]
 
 
+def cluster_up() -> bool:
+    """Whether start.sh's cluster already answers (another session may be using it)."""
+    env = dict(os.environ, SLURM_CONF=str(SLURM_DIR / "slurm.conf"))
+    try:
+        proc = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, env=env,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and "UP" in proc.stdout
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
+    was_up = cluster_up()
     conf = start_cluster()
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = conf
     yield conf
-    subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, timeout=120)
+    if not was_up:  # a cluster this session found running is left to whoever started it
+        subprocess.run([str(SCRIPTS / "stop.sh")], capture_output=True, timeout=120)
     if old is None:
         os.environ.pop("SLURM_CONF", None)
     else:
