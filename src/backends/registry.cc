@@ -114,6 +114,7 @@ Status CheckTrackingConfig(const std::string& path, const TrackingConfig& t) {
 // tracking_server: {host, port, advertise_host}.
 Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
                            TrackingServerConfig* out) {
+  out->configured = true;
   if (block.IsScalar() && block.IsNull()) return Status::Ok();
   if (!block.IsMapping()) {
     return InvalidArgument(fmt::format(

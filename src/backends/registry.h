@@ -47,6 +47,8 @@ struct TrackingServerConfig {
   std::string host = "127.0.0.1";  // bind address
   int port = 0;                    // 0: the last one when free, else any
   std::string advertise_host;      // "" = host, or this machine's name when host is 0.0.0.0/::
+  bool configured = false;         // config.yaml has the block: a server started otherwise is
+                                   // restarted with these settings
 };
 
 struct BackendConfig {

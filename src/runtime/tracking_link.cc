@@ -30,7 +30,9 @@ bool ServerAnswers(const tracking::ServerInfo& info) {
 }
 
 // The server runs with config.yaml's tracking_server settings (a port of 0 takes any).
+// Without a tracking_server block any running server is used as it is (one a user started).
 bool MatchesConfig(const tracking::ServerInfo& info, const backends::TrackingServerConfig& want) {
+  if (!want.configured) return true;
   return info.host == want.host && (want.port == 0 || info.port == want.port);
 }
 

@@ -3,7 +3,9 @@ srun without air's runtime"), for users who write their own sbatch scripts: `sru
 --ntasks-per-node=1 air launch --nproc-per-node 2 allreduce.py` takes each node's place from
 Slurm (SLURM_NODEID, SLURM_STEP_NUM_NODES, the step's first host as MASTER_ADDR) and runs a
 torch.distributed gloo job across two Slurm nodes; `srun -N1 -n1 air train` trains a tiny Llama
-as the step's one rank; several tasks per node are refused with the srun option that fixes it."""
+as the step's one rank and `srun -N2 --ntasks-per-node=1 air train` as two ranks on two nodes
+(FSDP over gloo, the same losses); several tasks per node are refused for air launch with the
+srun option that fixes it."""
 import json
 import os
 import pathlib
@@ -67,14 +69,24 @@ def test_air_train_under_srun_as_the_steps_one_rank(air_bin, slurm_cluster, tmp_
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
     steps = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3]
-    # Two srun tasks are two ranks to air train (SLURM_PROCID/SLURM_NTASKS; the user's sbatch
-    # script exports MASTER_ADDR/PORT): refused until the sharded trainer exists, rather than
-    # two duplicate trainings.
-    proc = srun("--nodes=1", "--ntasks=2", air_bin, "train", "--config", cfg, "--dry-run",
-                env=dict(env, MASTER_ADDR="node1", MASTER_PORT="29555"))
-    assert proc.returncode != 0
-    assert "WORLD_SIZE=2 (" in proc.stderr and "runs as a single process" in proc.stderr, \
-        proc.stderr
-    proc = srun("--nodes=1", "--ntasks=2", air_bin, "train", "--config", cfg, "--dry-run",
-                env=env)
-    assert "MASTER_ADDR is not set: with WORLD_SIZE=2" in proc.stderr, proc.stderr
+    # One air train per Slurm node (SLURM_PROCID/SLURM_NTASKS/SLURM_NODEID; the user's sbatch
+    # script exports MASTER_ADDR/PORT): one model sharded across the two nodes (FSDP over gloo).
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    two = tmp_path / "two"
+    cfg2 = write_config(tmp_path / "c2.yaml", model_name=str(model_dir), dataset_name=str(data),
+                        output_dir=str(two), per_device_batch_size=1, max_steps=3,
+                        logging_steps=1, save_steps=3, seed=3)
+    proc = srun("--nodes=2", "--ntasks-per-node=1", air_bin, "train", "--config", cfg2,
+                "--threads", 1,
+                env=dict(env, MASTER_ADDR="node1", MASTER_PORT=str(port)))
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "over gloo" in proc.stdout and "trained 3 steps" in proc.stdout, proc.stdout
+    assert (two / "model.safetensors").is_file()
+    two_steps = [json.loads(l) for l in (two / "metrics.jsonl").read_text().splitlines()]
+    one_steps = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    # 1 rank x 2 rows and 2 ranks x 1 row train on the same global batches.
+    diff = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(one_steps, two_steps))
+    print(f"srun: 2 ranks on 2 nodes vs 1 rank: max relative loss diff {diff:.3g}")
+    assert [m["step"] for m in two_steps] == [1, 2, 3] and diff <= 1e-5, (one_steps, two_steps)
