@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/strings.h"
 #include "backends/registry.h"
+#include "base/strings.h"
 #include "runtime/daemon.h"
 #include "secrets/resolve.h"
 #include "spec/node_env.h"
@@ -274,8 +274,8 @@ AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string
       // token as a secret (MLFLOW_TRACKING_TOKEN, sent by the mlflow client as Bearer).
       uri = info->url;
       if (!tracking::IsLoopbackHost(info->host)) {
-        uri = fmt::format("http://{}:{}", NodeHost(*info, config_file->tracking_server),
-                          info->port);
+        uri =
+            fmt::format("http://{}:{}", NodeHost(*info, config_file->tracking_server), info->port);
       }
       if (info->token_required) {
         auto token = tracking::ServerToken(files, env);

@@ -64,7 +64,7 @@ TEST_F(TrackingConfigTest, BadInputNamesTheLineKeyAndWhatIsValid) {
             std::string::npos);
   std::string unknown = ErrorOf("tracking_url: http://h\n");
   EXPECT_NE(unknown.find("config.yaml:1: unknown key 'tracking_url'; valid: backend, "
-                         "shared_root, slurm, tracking_uri, tracking_token_secret"),
+                         "shared_root, volumes_root, slurm, tracking_uri, tracking_token_secret"),
             std::string::npos)
       << unknown;
 }
