@@ -147,7 +147,7 @@ def test_full_shard_checkpoint_is_byte_identical_on_rerun(tiny, air_bin, tmp_pat
     assert blobs[0] == blobs[1]
 
 
-@pytest.mark.parametrize("strategy", ["FULL_SHARD", "HYBRID_SHARD"])
+@pytest.mark.parametrize("strategy", ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"])
 def test_four_ranks_as_two_nodes_under_air_run(strategy, tiny, one_rank, air, air_bin, tmp_path):
     """HYBRID_SHARD: shards within each node, the two nodes replicas of each other."""
     model_dir, data = tiny
