@@ -103,11 +103,15 @@ class _RankPrefix:
         last lines to be copied."""
         sys.stdout.flush()
         sys.stderr.flush()
+        # Pointing fds 1 and 2 back at the originals closes the pipes' write ends, so each copier
+        # reads to the end and writes its last lines to its original descriptor: that descriptor
+        # may be closed only after its copier is done (closing it first lost the last lines).
         for fd, original in self._saved:
             os.dup2(original, fd)
-            os.close(original)
-        for thread in self._threads:
+        for (fd, original), thread in zip(self._saved, self._threads):
             thread.join(timeout=2)
+            if not thread.is_alive():  # else a child still holds the pipe: leave it to exit
+                os.close(original)
 
 
 def _error_record(kind: str, exc: BaseException, rank: int, message: str = "") -> dict:

@@ -59,3 +59,15 @@ def test_all_reduce_on_two_nodes_of_two_processes(py_env, air_bin, air_home, tmp
     assert "[rank 0] the token is [REDACTED]" in out and SECRET not in out + err
     assert call_dirs(air_home) == []  # the call's files are gone
     assert_no_processes_left(air_home, run)
+
+
+def test_lines_printed_just_before_the_end_all_arrive(py_env, air_bin, air_home,  # noqa: F811
+                                                      capfd):
+    """The rank prefix copies every line to the node's log before the worker exits (it once
+    closed its output first and lost the last lines with EBADF)."""
+    fn = distributed(gpus=2, gpu_type="CPU_2", remote=False)(functions.print_lines_then_return)
+    assert fn.distributed(3000) == [0, 1]
+    out = capfd.readouterr().out
+    for rank in (0, 1):
+        assert all(f"[rank {rank}] line {i} of rank {rank}" in out for i in range(3000)), rank
+    assert "Bad file descriptor" not in out

@@ -50,3 +50,13 @@ def sleep_forever(marker_dir):
     open(os.path.join(marker_dir, f"ready_{os.environ['RANK']}"), "w").close()
     print("ready", flush=True)
     time.sleep(3600)
+
+
+def print_lines_then_return(n):
+    """Prints n numbered lines as the function's last act (the worker's rank prefix must copy
+    every one of them before the process exits)."""
+    import os
+    rank = int(os.environ["RANK"])
+    for i in range(n):
+        print(f"line {i} of rank {rank}")
+    return rank
