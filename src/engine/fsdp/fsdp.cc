@@ -378,21 +378,21 @@ Fsdp::ShardRange Fsdp::Range(int unit) const {
   return {std::min(u.numel, rank_ * u.shard), u.shard, u.numel};
 }
 
-std::vector<float> Fsdp::ReadShard(int unit) const {
+View Fsdp::ShardView(int unit) const {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  View v;
   switch (options_.strategy) {
     case ShardingStrategy::kFullShard:
     case ShardingStrategy::kHybridShard:
-      v = u.values;
-      break;
+      return u.values;
     case ShardingStrategy::kShardGradOp:
-      v = u.values.Rows(rank_ * u.shard, u.shard);
-      break;
+      return u.values.Rows(rank_ * u.shard, u.shard);
     default:
-      v = model_->units()[static_cast<size_t>(unit)].values_view;
-      break;
+      return model_->units()[static_cast<size_t>(unit)].values_view;
   }
+}
+
+std::vector<float> Fsdp::ReadShard(int unit) const {
+  const View v = ShardView(unit);
   std::vector<float> host(static_cast<size_t>(v.numel()));
   backend_->CopyToHost(host.data(), v);
   return host;
@@ -404,19 +404,7 @@ Status Fsdp::WriteShard(int unit, const std::vector<float>& values) {
   Record(comm_->Wait(u.gather));
   u.gather = 0;
   AIR_RETURN_IF_ERROR(error_);
-  View v;
-  switch (options_.strategy) {
-    case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kHybridShard:
-      v = u.values;
-      break;
-    case ShardingStrategy::kShardGradOp:
-      v = u.values.Rows(rank_ * u.shard, u.shard);
-      break;
-    default:
-      v = model_->units()[static_cast<size_t>(unit)].values_view;
-      break;
-  }
+  const View v = ShardView(unit);
   if (static_cast<int64_t>(values.size()) != v.numel()) {
     return InvalidArgument(fmt::format("unit {}: a shard of {} values where {} were expected", unit,
                                        values.size(), v.numel()));

@@ -156,7 +156,8 @@ class Fsdp {
   void InstallHooks();
   View SlotValues(int unit) const;  // the first P of the unit's slot values
   View SlotGrads(int unit) const;
-  View Padded(int unit) const;  // the unit's P-element gathered view (slot or resident)
+  View Padded(int unit) const;     // the unit's P-element gathered view (slot or resident)
+  View ShardView(int unit) const;  // this rank's resident range of the unit (ReadShard's)
   void Record(const Status& s);
 
   void StartGather(int unit);
