@@ -9,7 +9,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,17 +21,11 @@ import transformers  # a missing reference fails, never skips
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import submit, wait_terminal, write_spec  # noqa: E402
+from helpers import free_port, submit, wait_terminal, write_spec  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 
 STEPS = 20
 GLOBAL_ROWS = 4  # rows per optimizer step across all ranks
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,16 +27,10 @@ import torch  # a missing reference fails, never skips
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import run_processes, submit, wait_for, wait_terminal, write_spec  # noqa: E402
+from helpers import free_port, run_processes, submit, wait_terminal, write_spec  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 
 STEPS = 40
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

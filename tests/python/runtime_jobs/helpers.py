@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import sys
 import time
 
@@ -152,3 +153,10 @@ def kill_run_processes(air_home, run_id):
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (for MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
