@@ -48,7 +48,8 @@ class Env {
   virtual std::optional<std::string> GetEnv(const std::string& name) = 0;
 
   // --- network ---
-  // A TCP port on 127.0.0.1 that was free when asked (bound to port 0, then released).
+  // A TCP port free on every local address when asked, chosen below the kernel's ephemeral
+  // range so that no bind(0) or outgoing connection can take it before its user binds it.
   virtual Result<int> PickFreePort() = 0;
 };
 

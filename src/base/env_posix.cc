@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <thread>
 
 #include "base/env.h"
@@ -35,6 +37,50 @@ Status FsyncDir(const std::string& dir) {
   ::close(fd);
   if (rc != 0) return ErrnoStatus("fsync directory " + dir, err);
   return Status::Ok();
+}
+
+// The kernel's ephemeral port range (net.ipv4.ip_local_port_range), Linux's default if unreadable.
+std::pair<int, int> EphemeralPortRange() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768, high = 60999;
+  if (!(in >> low >> high) || low <= 0 || high < low) return {32768, 60999};
+  return {low, high};
+}
+
+// True when nothing holds `port` on any local address (a bind without SO_REUSEADDR succeeds).
+bool PortIsFree(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return free;
+}
+
+// A port the kernel hands out for bind(0): free now, but from the ephemeral range.
+Result<int> PickEphemeralPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus("bind 127.0.0.1:0", err);
+  }
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus("getsockname", err);
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 class PosixEnv final : public Env {
@@ -166,25 +212,20 @@ class PosixEnv final : public Env {
   }
 
   Result<int> PickFreePort() override {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return ErrnoStatus("socket", errno);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("bind 127.0.0.1:0", err);
+    const int low = EphemeralPortRange().first;
+    // Below the ephemeral range: a port there cannot be handed to another socket's bind(0) or
+    // outgoing connect() between this check and the rendezvous store's bind (the race that a
+    // bind-0 pick has, and that failed a CI run). Ranges too low to leave room fall back to it.
+    constexpr int kSpan = 10000;
+    if (low - kSpan >= 1024) {
+      std::random_device seed;
+      const int start = static_cast<int>(seed() % kSpan);
+      for (int i = 0; i < 200; ++i) {
+        const int port = low - kSpan + (start + i * 37) % kSpan;
+        if (PortIsFree(port)) return port;
+      }
     }
-    socklen_t len = sizeof(addr);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("getsockname", err);
-    }
-    ::close(fd);
-    return static_cast<int>(ntohs(addr.sin_port));
+    return PickEphemeralPort();
   }
 };
 

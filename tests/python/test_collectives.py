@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from runtime_jobs.helpers import free_port
+
 VENV_BIN = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
 
 
@@ -21,12 +23,6 @@ def check_bin(air_bin) -> str:
     path = pathlib.Path(air_bin).parent / "air_collectives_check"
     assert path.exists(), f"{path} is missing: build the tests' tools (cmake --build build)"
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_ranks(check_bin, world, port, ranks=None, args=()):

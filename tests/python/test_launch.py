@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
 
 JOBS = pathlib.Path(__file__).parent / "launch_jobs"
 VENV_BIN = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
@@ -198,7 +198,7 @@ def test_air_launch_under_air_run(air, air_bin, air_home, tmp_path, venv_path):
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=240)
     logs = {n: air("logs", run_id, "--node", n, check=True).stdout for n in (0, 1)}
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     seen = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(4)]
     assert [s["sum"] for s in seen] == [6.0] * 4
     assert sorted((s["group_rank"], s["node_rank"], s["local_rank"]) for s in seen) == [

@@ -6,7 +6,7 @@ import hashlib
 import os
 import zipfile
 
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
 
 
 def build_wheel(directory, name="airtestpkg", version="0.1", value=42, files=None,
@@ -47,7 +47,7 @@ def test_dependencies_build_a_venv_once_and_reuse_it(air, air_home, tmp_path, mo
     first = submit(air, spec)
     run = wait_terminal(air, first, timeout=180)
     logs = air("logs", first, "--node", 1, check=True).stdout
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     envs = [p for p in (air_home / "envs").iterdir() if p.is_dir()]
     assert len(envs) == 1
     assert f"VALUE 42 {envs[0]}" in logs

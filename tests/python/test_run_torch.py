@@ -3,7 +3,8 @@ environment air sets (NUM_NODES, NODE_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTE
 ranks all-reduce over gloo, and each node's log is readable with `air logs --node`."""
 import json
 
-from runtime_jobs.helpers import allreduce_spec, assert_no_processes_left, submit, wait_terminal
+from runtime_jobs.helpers import (allreduce_spec, assert_no_processes_left, explain, submit,
+                                  wait_terminal)
 
 
 def test_torchrun_job_on_two_nodes_all_reduces(air, air_home, tmp_path, monkeypatch):
@@ -11,7 +12,7 @@ def test_torchrun_job_on_two_nodes_all_reduces(air, air_home, tmp_path, monkeypa
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=240)
     logs = {n: air("logs", run_id, "--node", n, check=True).stdout for n in (0, 1)}
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     seen = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(4)]
     assert [s["sum"] for s in seen] == [6.0] * 4  # 0 + 1 + 2 + 3
     assert all(s["world_size"] == 4 for s in seen)

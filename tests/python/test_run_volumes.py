@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
 
 VOL = "/Volumes/main/default/scratch"
 
@@ -32,7 +32,7 @@ def test_nodes_read_and_write_volumes_that_the_host_sees(air, air_home, tmp_path
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=120)
     logs = air("logs", run_id, "--node", 1).stdout
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     assert "hello from the host" in logs and "scratch" in logs and "mounts=1" in logs
     root = air_home / "volumes" / "main" / "default" / "scratch"
     assert (root / "out" / "node_0.txt").read_text() == "node 0 wrote\n"

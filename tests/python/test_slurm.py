@@ -8,7 +8,7 @@ import pathlib
 import subprocess
 import time
 
-from runtime_jobs.helpers import allreduce_spec, get, nodes_running, run_processes, submit, wait_for, \
+from runtime_jobs.helpers import allreduce_spec, explain, get, nodes_running, run_processes, submit, wait_for, \
     wait_terminal, write_spec
 from runtime_jobs.slurm_cluster import SCRIPTS, SLURM_DIR, assert_not_in_any_argv, \
     assert_not_in_files, assert_not_in_slurm_job, hostnames, job_of, job_steps_alive, \
@@ -36,7 +36,7 @@ def test_torchrun_job_on_two_slurm_nodes_all_reduces(air, slurm_home, tmp_path, 
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=240)
     logs = {n: air("logs", run_id, "--node", n, check=True).stdout for n in (0, 1)}
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     assert run["backend"] == "slurm"
     job = job_of(f"air-{run_id}-0")
     assert job["JobState"] == "COMPLETED" and job["NumNodes"] == "2", job
@@ -103,15 +103,17 @@ def test_a_killed_node_fails_the_attempt_naming_it_and_the_retry_succeeds(air, s
     killed_at = time.monotonic()
     run = wait_terminal(air, run_id, timeout=120)
     print(f"node {victim} killed: run ended {time.monotonic() - killed_at:.1f} s later")
-    assert run["state"] == "SUCCEEDED", run
+    # String messages: pytest prints them whole (a dict message is cut in the middle).
+    details = json.dumps(run, indent=1)
+    assert run["state"] == "SUCCEEDED", details
     failed, retried = run["attempt_details"]
-    assert failed["state"] == "FAILED", failed
-    assert f"Slurm node {victim} failed" in failed["failure_summary"], failed
-    assert "node 1" in failed["failure_summary"], failed
-    assert job_of(f"air-{run_id}-0")["JobState"] == "NODE_FAIL"
-    assert retried["state"] == "SUCCEEDED", retried
+    assert failed["state"] == "FAILED", details
+    assert f"Slurm node {victim} failed" in failed["failure_summary"], details
+    assert "node 1" in failed["failure_summary"], details
+    assert job_of(f"air-{run_id}-0")["JobState"] == "NODE_FAIL", job_of(f"air-{run_id}-0")
+    assert retried["state"] == "SUCCEEDED", details
     second = job_of(f"air-{run_id}-1")
-    assert victim not in hostnames(second["NodeList"])
+    assert victim not in hostnames(second["NodeList"]), (victim, second)
     assert "attempt 1 node 1 on" in air("logs", run_id, "--node", 1, "--retry", 1).stdout
     assert_nothing_left(slurm_home, [run_id], [first["JobId"], second["JobId"]])
 

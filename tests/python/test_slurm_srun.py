@@ -9,11 +9,11 @@ srun option that fixes it."""
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
 from test_train_cli import make_model, write_config, write_pretokenized
+from runtime_jobs.helpers import free_port
 from runtime_jobs.slurm_cluster import slurm_cluster  # noqa: F401 (fixture)
 
 JOBS = pathlib.Path(__file__).parent / "launch_jobs"
@@ -28,9 +28,7 @@ def srun(*args, env, timeout=240):
 def test_air_launch_under_srun_on_two_nodes_all_reduces(air_bin, slurm_cluster, tmp_path):
     env = dict(os.environ, PATH=VENV_BIN + os.pathsep + os.environ["PATH"], JOB_OUT=str(tmp_path))
     env.pop("OMP_NUM_THREADS", None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = srun("--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=2", air_bin, "launch",
                 "--nproc-per-node", 2, "--master-port", port, "--join-timeout", 120,
                 JOBS / "allreduce.py", env=env)
@@ -71,9 +69,7 @@ def test_air_train_under_srun_as_the_steps_one_rank(air_bin, slurm_cluster, tmp_
     assert steps == [1, 2, 3]
     # One air train per Slurm node (SLURM_PROCID/SLURM_NTASKS/SLURM_NODEID; the user's sbatch
     # script exports MASTER_ADDR/PORT): one model sharded across the two nodes (FSDP over gloo).
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     two = tmp_path / "two"
     cfg2 = write_config(tmp_path / "c2.yaml", model_name=str(model_dir), dataset_name=str(data),
                         output_dir=str(two), per_device_batch_size=1, max_steps=3,

@@ -6,7 +6,7 @@ root; an unusable volume root is refused before anything is submitted."""
 import os
 import subprocess
 
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
 from runtime_jobs.slurm_cluster import SLURM_DIR, hostnames, job_of, slurm_cluster, slurm_home, \
     squeue_jobs, write_config  # noqa: F401 (fixtures)
 
@@ -27,7 +27,7 @@ def test_two_slurm_nodes_write_a_volume_that_air_volumes_lists(air, slurm_home, 
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=120)
     logs = {n: air("logs", run_id, "--node", n).stdout for n in (0, 1)}
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     hosts = hostnames(job_of(f"air-{run_id}-0")["NodeList"])
     assert len(set(hosts)) == 2
     for n in (0, 1):

@@ -13,7 +13,7 @@ import urllib.request
 
 from mlflow.tracking import MlflowClient
 
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
 from runtime_jobs.slurm_cluster import SLURM_DIR, assert_not_in_any_argv, assert_not_in_files, \
     assert_not_in_slurm_job, hostnames, job_of, slurm_cluster, slurm_home, \
     write_config  # noqa: F401 (fixtures)
@@ -44,7 +44,7 @@ def test_mlflow_client_on_slurm_nodes_logs_into_air_with_the_token(air, slurm_ho
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=180)
     logs = {n: air("logs", run_id, "--node", n).stdout for n in (0, 1)}
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
 
     info = json.loads((slurm_home / "tracking" / "server.json").read_text())
     assert info["host"] == "0.0.0.0" and info["token_required"] is True, info

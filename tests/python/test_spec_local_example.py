@@ -7,20 +7,15 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from runtime_jobs.helpers import free_port
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "local_cpu"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_local_example_runs_on_two_simulated_nodes(air, air_home, tmp_path):

@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from runtime_jobs.helpers import get, submit, wait_for, wait_terminal, write_spec
+from runtime_jobs.helpers import free_port, get, submit, wait_for, wait_terminal, write_spec
 from test_train_cli import make_model, write_pretokenized
 from tracking_helpers import run_mlflow
 
@@ -79,9 +79,7 @@ def test_air_train_logs_and_survives_a_killed_tracking_server(air, air_home, tmp
 
 @pytest.fixture
 def mlflow_server(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     mlflow_bin = os.path.join(os.path.dirname(sys.executable), "mlflow")
     proc = subprocess.Popen(
         [mlflow_bin, "server", "--backend-store-uri", f"sqlite:///{tmp_path}/mlflow.db",

@@ -21,7 +21,7 @@ import transformers  # a missing reference fails, never skips
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import free_port, submit, wait_terminal, write_spec  # noqa: E402
+from helpers import explain, free_port, submit, wait_terminal, write_spec  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 
 STEPS = 20
@@ -154,7 +154,7 @@ def test_four_ranks_as_two_nodes_under_air_run(strategy, tiny, one_rank, air, ai
     run_id = submit(air, spec)
     run = wait_terminal(air, run_id, timeout=400)
     logs = {n: air("logs", run_id, "--node", n).stdout for n in (0, 1)}
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     assert f"{strategy} over gloo" in logs[0]
     dl = max_rel_loss_diff(losses(out), losses(one_rank))
     dw = max_weight_diff(weights(out), weights(one_rank))
@@ -236,7 +236,7 @@ def test_seed_workload_air_train_variant_runs_on_two_cpu_nodes(tiny, one_rank, a
     run_id = int(proc.stdout.strip().splitlines()[-1])  # after the override notes
     run = wait_terminal(air, run_id, timeout=400)
     logs = air("logs", run_id, "--node", 0).stdout
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     assert "FULL_SHARD over gloo" in logs
     listing = air("volumes", "ls", "/Volumes/main/default/air_checkpoints/llama31-8b-sft",
                   check=True).stdout

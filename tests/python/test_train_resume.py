@@ -27,7 +27,7 @@ import torch  # a missing reference fails, never skips
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import free_port, run_processes, submit, wait_terminal, write_spec  # noqa: E402
+from helpers import explain, free_port, run_processes, submit, wait_terminal, write_spec  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 
 STEPS = 40
@@ -233,7 +233,7 @@ def test_air_run_retry_resumes_from_the_last_checkpoint(tiny, straight, air, air
     os.kill(victims[0], signal.SIGKILL)
     run = wait_terminal(air, run_id, timeout=400)
     logs = air("logs", run_id, "--node", 0, "--retry", 1).stdout
-    assert run["state"] == "SUCCEEDED", (run, logs)
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
     assert len(run["attempt_details"]) == 2
     assert "resumed from" in logs
     assert [m["step"] for m in metrics(out)] == list(range(1, STEPS + 1))

@@ -375,6 +375,19 @@ void TcpStoreServer::Serve() {
 
 // --- client ---
 
+namespace {
+
+// A socket whose local and peer addresses are the same: a TCP self-connection.
+bool ConnectedToItself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t ll = sizeof(local), pl = sizeof(peer);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
+  return ll == pl && std::memcmp(&local, &peer, ll) == 0;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     const std::string& host, int port, std::chrono::milliseconds connect_timeout,
     std::chrono::milliseconds timeout) {
@@ -394,33 +407,42 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-        ::freeaddrinfo(res);
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        timeval tv{};
-        tv.tv_sec = timeout.count() / 1000;
-        tv.tv_usec = (timeout.count() % 1000) * 1000;
-        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(fd, address, timeout));
-        std::string hello;
-        Put<uint8_t>(hello, static_cast<uint8_t>(Query::kValidate));
-        Put<uint32_t>(hello, kValidationMagic);
-        Put<uint8_t>(hello, static_cast<uint8_t>(Query::kPing));
-        const uint32_t nonce = static_cast<uint32_t>(::getpid());
-        Put<uint32_t>(hello, nonce);
-        std::lock_guard<std::mutex> lock(client->mu_);
-        AIR_RETURN_IF_ERROR(client->SendLocked(hello));
-        uint32_t echoed = 0;
-        AIR_RETURN_IF_ERROR(client->RecvLocked(&echoed, sizeof(echoed)));
-        if (echoed != nonce) {
-          return Unavailable(fmt::format("{} is not a rendezvous store (bad ping reply)", address));
-        }
-        return client;
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        last_error = std::strerror(errno);
+        ::close(fd);
+        continue;
       }
-      last_error = std::strerror(errno);
-      ::close(fd);
+      if (ConnectedToItself(fd)) {
+        // Before the store listens, a retried connect to a local port can draw that very port
+        // as its source and connect to itself (TCP simultaneous open), holding the port the
+        // store is about to bind. Drop it and retry.
+        last_error = "connected to itself: nothing listens there yet";
+        ::close(fd);
+        continue;
+      }
+      ::freeaddrinfo(res);
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      timeval tv{};
+      tv.tv_sec = timeout.count() / 1000;
+      tv.tv_usec = (timeout.count() % 1000) * 1000;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+      std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(fd, address, timeout));
+      std::string hello;
+      Put<uint8_t>(hello, static_cast<uint8_t>(Query::kValidate));
+      Put<uint32_t>(hello, kValidationMagic);
+      Put<uint8_t>(hello, static_cast<uint8_t>(Query::kPing));
+      const uint32_t nonce = static_cast<uint32_t>(::getpid());
+      Put<uint32_t>(hello, nonce);
+      std::lock_guard<std::mutex> lock(client->mu_);
+      AIR_RETURN_IF_ERROR(client->SendLocked(hello));
+      uint32_t echoed = 0;
+      AIR_RETURN_IF_ERROR(client->RecvLocked(&echoed, sizeof(echoed)));
+      if (echoed != nonce) {
+        return Unavailable(fmt::format("{} is not a rendezvous store (bad ping reply)", address));
+      }
+      return client;
     }
     ::freeaddrinfo(res);
     if (std::chrono::steady_clock::now() >= deadline) break;

@@ -4,6 +4,7 @@ environ marker and by process group)."""
 import json
 import os
 import pathlib
+import random
 import shutil
 import signal
 import socket
@@ -155,8 +156,28 @@ def kill_run_processes(air_home, run_id):
             pass
 
 
+def explain(run: dict, logs: dict) -> str:
+    """A run's state, failure summary and node logs as one string: an assertion message that
+    pytest prints whole (a dict or tuple message is cut in the middle)."""
+    parts = [f"run {run.get('id')} is {run.get('state')}",
+             f"failure summary:\n{run.get('failure_summary', '')}"]
+    parts += [f"--- node {node} log:\n{text}" for node, text in logs.items()]
+    return "\n".join(parts)
+
+
 def free_port() -> int:
-    """A TCP port that was free a moment ago (for MASTER_PORT)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on every local address, for MASTER_PORT. Chosen below the kernel's
+    ephemeral range (as air's own Env::PickFreePort does): a bind-0 port could be handed to
+    another socket's bind(0) or connect() before the rendezvous store binds it."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    candidates = list(range(max(1024, low - 10000), low))
+    random.shuffle(candidates)
+    for port in candidates[:200]:
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port below the ephemeral range (it starts at {low})")

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <fstream>
 
 namespace air {
 namespace {
@@ -49,6 +50,21 @@ TEST(PosixEnvTest, PickFreePortReturnsUsablePort) {
   ASSERT_TRUE(port.ok());
   EXPECT_GT(*port, 0);
   EXPECT_LT(*port, 65536);
+}
+
+// A bind-0 port comes from the ephemeral range, where any other socket's bind(0) or connect()
+// can take it before the rendezvous store binds it; the picked port lies below that range.
+TEST(PosixEnvTest, PickFreePortAvoidsTheEphemeralRange) {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  ASSERT_TRUE(in >> low >> high) << "cannot read ip_local_port_range";
+  ASSERT_GE(low - 10000, 1024) << "this test expects Linux's default range, got " << low;
+  for (int i = 0; i < 20; ++i) {
+    auto port = DefaultEnv()->PickFreePort();
+    ASSERT_TRUE(port.ok()) << port.status().message();
+    EXPECT_LT(*port, low);
+    EXPECT_GE(*port, low - 10000);
+  }
 }
 
 }  // namespace
