@@ -67,6 +67,8 @@ class Agent {
   Status Connect();
   Status JoinAttempt(int attempt);
   Result<AttemptResult> RunAttempt(int attempt);
+  // Watches a started attempt until it succeeds everywhere, fails somewhere or is signalled.
+  Result<AttemptResult> MonitorAttempt(int attempt, WorkerGroup& group);
   std::string DescribeFailure(const WorkerGroup& group, const WorkerExit& exit) const;
   // Records `failure` unless another one was first; returns the first.
   std::string RecordFailure(int attempt, const std::string& failure);
@@ -102,8 +104,20 @@ Status Agent::Connect() {
 Status Agent::JoinAttempt(int attempt) {
   AIR_RETURN_IF_ERROR(store_->Set(NodeKey(attempt, "join", o_.node_rank), host_));
   std::vector<std::string> keys = AllNodes(attempt, "join");
-  Status waited = store_->Wait(keys, Millis(o_.join_timeout_s));
-  if (waited.ok() || waited.code() != ErrorCode::kDeadlineExceeded) return waited;
+  // Waits for every node, or for another node's failure (node 0's join timeout, say).
+  const auto deadline = std::chrono::steady_clock::now() + Millis(o_.join_timeout_s);
+  while (true) {
+    AIR_ASSIGN_OR_RETURN(bool all_joined, store_->Check(keys));
+    if (all_joined) return Status::Ok();
+    AIR_ASSIGN_OR_RETURN(std::optional<std::string> failed, store_->TryGet(Key(attempt, "failed")));
+    if (failed) return FailedPrecondition(*failed);
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    timespec pause{0, 20'000'000};
+    if (int sig = ::sigtimedwait(&signals_, nullptr, &pause); sig > 0) {
+      return Cancelled(fmt::format("got SIG{} while waiting for the other nodes to join attempt {}",
+                                   sigabbrev_np(sig), attempt));
+    }
+  }
   std::vector<std::string> missing;
   for (int n = 0; n < o_.nnodes; ++n) {
     AIR_ASSIGN_OR_RETURN(bool joined, store_->Check({keys[static_cast<size_t>(n)]}));
@@ -162,7 +176,13 @@ Result<AttemptResult> Agent::RunAttempt(int attempt) {
     Leave(attempt);
     return started.status();
   }
-  WorkerGroup& group = *started;
+  Result<AttemptResult> result = MonitorAttempt(attempt, *started);
+  // A launcher error (not a worker's): stop the workers here; Run tells the other nodes.
+  if (!result.ok()) started->Stop(o_.stop_grace_s, env_);
+  return result;
+}
+
+Result<AttemptResult> Agent::MonitorAttempt(int attempt, WorkerGroup& group) {
   bool local_done = false;
   const auto interval = Millis(o_.monitor_interval_s);
   while (true) {
@@ -196,7 +216,6 @@ Result<AttemptResult> Agent::RunAttempt(int attempt) {
     }
     Result<std::optional<std::string>> failed = store_->TryGet(Key(attempt, "failed"));
     if (!failed.ok()) {
-      group.Stop(o_.stop_grace_s, env_);
       return failed.status().WithContext("node 0's air launch is gone; workers stopped");
     }
     if (*failed) {
@@ -224,17 +243,34 @@ Result<int> Agent::Run() {
         "it yourself to tune");
   }
   AttemptResult last;
+  Status error = Status::Ok();
   int attempt = 0;
   for (;; ++attempt) {
-    AIR_ASSIGN_OR_RETURN(last, RunAttempt(attempt));
+    Result<AttemptResult> ran = RunAttempt(attempt);
+    if (!ran.ok()) {
+      // This launcher's own error (the store, the spawner): the other nodes learn it from the
+      // store rather than only seeing node 0's store vanish.
+      error = ran.status();
+      (void)RecordFailure(attempt, fmt::format("node {}'s air launch on host {} failed: {}",
+                                               o_.node_rank, host_, error.message()));
+      Leave(attempt);
+      break;
+    }
+    last = *ran;
     if (last.outcome != Outcome::kFailed || attempt >= o_.max_restarts) break;
     Say(fmt::format("attempt {} failed: {}; restarting the worker group ({} of --max-restarts {})",
                     attempt, last.first_failure, attempt + 1, o_.max_restarts));
   }
   if (server_) {
-    // Keep the store up until every node has read the outcome.
-    (void)store_->Wait(AllNodes(attempt, "left"), Millis(o_.stop_grace_s + 10));
+    // Keep the store up until every node that joined has read the outcome.
+    std::vector<std::string> left;
+    for (int n = 0; n < o_.nnodes; ++n) {
+      Result<bool> joined = store_->Check({NodeKey(attempt, "join", n)});
+      if (joined.ok() && *joined) left.push_back(NodeKey(attempt, "left", n));
+    }
+    (void)store_->Wait(left, Millis(o_.stop_grace_s + 10));
   }
+  if (!error.ok()) return error;
   if (last.outcome == Outcome::kSucceeded) {
     if (o_.log_dir.empty()) (void)env_->RemoveAll(base_dir_);
     return 0;

@@ -11,10 +11,11 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
-from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
+from runtime_jobs.helpers import explain, free_port, submit, wait_terminal, write_spec
 
 JOBS = pathlib.Path(__file__).parent / "launch_jobs"
 VENV_BIN = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
@@ -26,12 +27,6 @@ def venv_path(monkeypatch):
     assert os.path.exists(os.path.join(VENV_BIN, "torchrun")), VENV_BIN
     monkeypatch.setenv("PATH", VENV_BIN + os.pathsep + os.environ["PATH"])
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(air_bin, *args, env=None, timeout=180):
@@ -170,6 +165,37 @@ def test_a_node_that_never_joins_is_named(air_bin, tmp_path):
                   "--join-timeout", "1", "--no-python", "true")
     assert proc.returncode == 1, proc.stderr
     assert "nodes 1 of --nnodes 2 did not join attempt 0 within 1 s" in proc.stderr
+
+
+def test_a_node_waiting_to_join_learns_node_0s_failure(air_bin, tmp_path):
+    """Node 0 gives up on a missing node 2 first: node 1 (still willing to wait) reports node 0's
+    finding, and node 0 keeps its store up until node 1 has read it. Before, node 1 saw only
+    'lost the rendezvous store' once node 0 exited."""
+    port = free_port()
+    common = ["--nnodes", "3", "--master-port", port, "--no-python", "true"]
+    node0 = subprocess.Popen([air_bin, "launch", "--node-rank", "0", "--join-timeout", "2",
+                              *map(str, common)], stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    node1 = launch(air_bin, "--node-rank", "1", "--join-timeout", "60", *common)
+    _, node0_err = node0.communicate(timeout=60)
+    print(f"node 1 ended {time.monotonic() - started:.1f} s after node 0 started")
+    assert node0.returncode == 1, node0_err
+    assert node1.returncode == 1, node1.stderr
+    missing = "nodes 2 of --nnodes 3 did not join attempt 0 within 2 s"
+    assert missing in node0_err, node0_err
+    assert missing in node1.stderr, node1.stderr
+    assert "lost the rendezvous store" not in node1.stderr, node1.stderr
+
+
+def test_a_stop_signal_during_the_join_ends_air_launch(air_bin):
+    proc = subprocess.Popen([air_bin, "launch", "--nnodes", "2", "--master-port",
+                             str(free_port()), "--join-timeout", "120", "--no-python", "true"],
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0, err
+    assert "got SIGTERM while waiting for the other nodes to join attempt 0" in err, err
 
 
 def test_a_port_in_use_fails_before_any_worker_starts(air_bin, tmp_path):

@@ -436,9 +436,15 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
       const uint32_t nonce = static_cast<uint32_t>(::getpid());
       Put<uint32_t>(hello, nonce);
       std::lock_guard<std::mutex> lock(client->mu_);
-      AIR_RETURN_IF_ERROR(client->SendLocked(hello));
       uint32_t echoed = 0;
-      AIR_RETURN_IF_ERROR(client->RecvLocked(&echoed, sizeof(echoed)));
+      Status greeted = client->SendLocked(hello);
+      if (greeted.ok()) greeted = client->RecvLocked(&echoed, sizeof(echoed));
+      if (!greeted.ok()) {
+        return Unavailable(fmt::format(
+            "{} accepted the connection but did not answer as a rendezvous store ({}); is "
+            "another program listening on that port?",
+            address, greeted.message()));
+      }
       if (echoed != nonce) {
         return Unavailable(fmt::format("{} is not a rendezvous store (bad ping reply)", address));
       }

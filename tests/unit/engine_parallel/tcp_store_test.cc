@@ -1,10 +1,13 @@
 // TcpStoreServer and TcpStoreClient over real sockets: set/get/add/compare-set/wait, a wait that
-// ends by its deadline, a port in use, an unreachable store, and a lost server.
+// ends by its deadline, a port in use, an unreachable store, a lost server and a foreign listener.
 #include "engine/parallel/tcp_store.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -83,6 +86,34 @@ TEST(TcpStore, UnreachableAndLostServers) {
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(none.status().message(),
               HasSubstr(fmt::format("could not reach the rendezvous store at 127.0.0.1:{}", port)));
+}
+
+// Another program on MASTER_PORT (one that accepts and hangs up, as a stray listener does) is
+// named as such, not reported as a store that was lost.
+TEST(TcpStore, AForeignListenerIsNotMistakenForTheStore) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  std::thread hang_up([fd] {
+    int c = ::accept(fd, nullptr, nullptr);
+    if (c >= 0) ::close(c);
+  });
+  auto client = TcpStoreClient::Connect("127.0.0.1", port, milliseconds(2000), milliseconds(2000));
+  hang_up.join();
+  ::close(fd);
+  ASSERT_FALSE(client.ok());
+  EXPECT_THAT(client.status().message(),
+              HasSubstr(fmt::format("127.0.0.1:{} accepted the connection but did not answer as a "
+                                    "rendezvous store",
+                                    port)));
+  EXPECT_THAT(client.status().message(), HasSubstr("another program"));
 }
 
 }  // namespace
