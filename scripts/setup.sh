@@ -12,9 +12,9 @@ ROOT=$PWD
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache git clang-format
-  libyaml-cpp-dev libyaml-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libyaml-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev libicu-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   python3 python3-venv
   libgloo-dev libcpp-httplib-dev libcurl4-openssl-dev libjs-chart.js chromium chromium-driver
   slurm-wlm slurmctld slurmd munge

@@ -88,8 +88,11 @@ def test_ctrl_c_cancels_the_run_and_leaves_nothing(py_env, air_bin, air_home,  #
     script = py_env / "caller.py"
     script.write_text(CALLER.format(functions_dir=str(pathlib.Path(functions.__file__).parent),
                                     marker_dir=str(markers)))
+    # Ctrl-C's default action even where this test runs with SIGINT ignored (a harness started
+    # in the background: Python then installs no KeyboardInterrupt handler).
     caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=py_env)
+                              stderr=subprocess.PIPE, text=True, cwd=py_env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while len(list(markers.iterdir())) < 2:
         assert caller.poll() is None, caller.communicate()

@@ -66,6 +66,11 @@ Status Fsdp::Setup() {
       }
     }
   } else {
+    if (options_.load_unit) {  // every rank holds the whole model anyway
+      for (size_t i = 0; i < groups.size(); ++i) {
+        AIR_RETURN_IF_ERROR(options_.load_unit(static_cast<int>(i)));
+      }
+    }
     AIR_RETURN_IF_ERROR(model_->ZeroGrads());
   }
   units_.resize(groups.size());
@@ -94,8 +99,10 @@ Status Fsdp::Setup() {
     return Status::Ok();
   }
 
-  // Move each unit's parameters into this rank's storage, then drop the model's copy.
+  // Move each unit's parameters into this rank's storage, then drop the model's copy (a
+  // deferred model loads each unit just before: one unit at a time is ever whole here).
   for (size_t i = 0; i < groups.size(); ++i) {
+    if (options_.load_unit) AIR_RETURN_IF_ERROR(options_.load_unit(static_cast<int>(i)));
     Unit& u = units_[i];
     const int64_t begin = std::min(u.numel, rank_ * u.shard);
     const int64_t owned = std::min(u.shard, u.numel - begin);

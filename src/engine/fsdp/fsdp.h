@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -51,6 +52,11 @@ namespace air::engine::fsdp {
 
 struct FsdpOptions {
   ShardingStrategy strategy = ShardingStrategy::kFullShard;
+  // For a model created with ModelOptions::deferred_storage: gives unit `u` its storage and
+  // fills it (LlamaModel::AllocateUnitStorage + io's LoadHfUnit). Apply calls it for one unit
+  // at a time and keeps only this rank's shard before the next, so loading adds at most one
+  // unit to what the rank holds afterwards. Unset: the model arrives with every unit loaded.
+  std::function<Status(int unit)> load_unit;
 };
 
 // Bytes this rank holds for training state, by kind (for the memory figures).

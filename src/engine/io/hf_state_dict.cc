@@ -7,13 +7,34 @@
 
 namespace air::engine {
 
+namespace {
+
+Status LoadParameter(const WeightReader& reader, const Backend& backend, Parameter& p,
+                     Tensor& host) {
+  host.ResizeZeroed(p.shape);
+  AIR_RETURN_IF_ERROR(reader.ReadInto(p.name, host));
+  backend.CopyToDevice(p.value, host.data());
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status LoadHfWeights(const WeightReader& reader, LlamaModel& model) {
-  const Backend& backend = model.backend();
   Tensor host;
   for (Parameter& p : model.parameters()) {
-    host.ResizeZeroed(p.shape);
-    AIR_RETURN_IF_ERROR(reader.ReadInto(p.name, host));
-    backend.CopyToDevice(p.value, host.data());
+    AIR_RETURN_IF_ERROR(LoadParameter(reader, model.backend(), p, host));
+  }
+  return Status::Ok();
+}
+
+Status LoadHfUnit(const WeightReader& reader, LlamaModel& model, int unit) {
+  ParamGroup& g = model.units()[static_cast<size_t>(unit)];
+  if (g.values == nullptr) {
+    return FailedPrecondition("LoadHfUnit: " + g.name + " has no storage to load into");
+  }
+  Tensor host;
+  for (Parameter* p : g.params) {
+    AIR_RETURN_IF_ERROR(LoadParameter(reader, model.backend(), *p, host));
   }
   return Status::Ok();
 }

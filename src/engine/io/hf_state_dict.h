@@ -26,6 +26,9 @@ namespace air::engine {
 // Loads every parameter from `reader`. A missing tensor or a shape mismatch is an error naming
 // the tensor, the file(s), the expected and actual shape.
 Status LoadHfWeights(const WeightReader& reader, LlamaModel& model);
+// The same for the parameters of one unit (a decoder layer, or the root), which must have its
+// storage (LlamaModel::AllocateUnitStorage): FSDP's unit-at-a-time load.
+Status LoadHfUnit(const WeightReader& reader, LlamaModel& model, int unit);
 
 // Reads DIR/config.json and the safetensors weights in DIR (single or sharded) into a new model
 // on `backend`.

@@ -27,7 +27,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig& config
   if (backend == nullptr) return InvalidArgument("LlamaModel::Create needs a backend");
   std::unique_ptr<LlamaModel> model(
       new LlamaModel(config, std::move(backend), options.activation_checkpointing));
-  AIR_RETURN_IF_ERROR(model->BuildParameters());
+  AIR_RETURN_IF_ERROR(model->BuildParameters(options.deferred_storage));
   return model;
 }
 
@@ -67,9 +67,8 @@ std::vector<ParameterSpec> LlamaModel::ParameterSpecs(const ModelConfig& c) {
   return specs;
 }
 
-Status LlamaModel::BuildParameters() {
+Status LlamaModel::BuildParameters(bool deferred_storage) {
   const ModelConfig& c = config_;
-  const Backend& backend = *backend_;
   // The vector is filled once and never resized: LayerWeights and units keep pointers into it.
   params_.clear();
   const int root = root_unit();
@@ -93,15 +92,8 @@ Status LlamaModel::BuildParameters() {
     g.params.push_back(&p);
     g.numel += p.numel();
   }
-  for (ParamGroup& g : units_) {
-    AIR_ASSIGN_OR_RETURN(g.values, backend.AllocateView(DType::kF32, {g.numel}, &g.values_view));
-    backend.Zero(g.values_view);
-    int64_t offset = 0;
-    for (Parameter* p : g.params) {
-      p->value =
-          View(g.values.get(), static_cast<size_t>(offset) * sizeof(float), DType::kF32, p->shape);
-      offset += p->numel();
-    }
+  if (!deferred_storage) {
+    for (int u = 0; u <= root; ++u) AIR_RETURN_IF_ERROR(AllocateUnitStorage(u));
   }
 
   Impl& impl = *impl_;
@@ -132,10 +124,23 @@ Status LlamaModel::BuildParameters() {
     w.down_bias = FindParameter(p + "mlp.down_proj.bias");
   }
   impl.inv_freq = RopeInverseFrequencies(c);
-  // Norm weights start at one so a freshly created model is usable after loading a partial
-  // set in tests; InitWeights and LoadHfWeights overwrite everything anyway.
-  for (Parameter& p : params_) {
-    if (p.name.find("norm.weight") != std::string::npos) backend.Fill(p.value, 1.0f);
+  return Status::Ok();
+}
+
+Status LlamaModel::AllocateUnitStorage(int unit) {
+  ParamGroup& g = units_[static_cast<size_t>(unit)];
+  if (g.values != nullptr) return FailedPrecondition(g.name + " already has its storage");
+  AIR_ASSIGN_OR_RETURN(g.values, backend_->AllocateView(DType::kF32, {g.numel}, &g.values_view));
+  backend_->Zero(g.values_view);
+  g.external = false;
+  int64_t offset = 0;
+  for (Parameter* p : g.params) {
+    p->value =
+        View(g.values.get(), static_cast<size_t>(offset) * sizeof(float), DType::kF32, p->shape);
+    offset += p->numel();
+    // Norm weights start at one so a freshly created model is usable after loading a partial
+    // set in tests; InitWeights and LoadHfWeights overwrite everything anyway.
+    if (p->name.find("norm.weight") != std::string::npos) backend_->Fill(p->value, 1.0f);
   }
   return Status::Ok();
 }

@@ -62,6 +62,10 @@ namespace air::engine {
 
 struct ModelOptions {
   bool activation_checkpointing = false;
+  // No unit gets storage at creation; each gets it from AllocateUnitStorage. FSDP loads and
+  // shards one unit at a time this way, so a rank never holds the whole model
+  // (fsdp::FsdpOptions::load_unit).
+  bool deferred_storage = false;
 };
 
 struct ForwardOptions {
@@ -140,6 +144,9 @@ class LlamaModel {
   // views at `values` (numel F32, the unit's flat layout) and `grads` (trainable_numel F32, or
   // empty); the memory stays the caller's.
   void ReleaseUnitStorage(int unit);
+  // Gives a unit created with ModelOptions::deferred_storage its value buffer (zeros, norms
+  // one), as creation does for every unit otherwise; FailedPrecondition if it has one.
+  Status AllocateUnitStorage(int unit);
   void BindUnit(int unit, const View& values, const View& grads);
 
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
@@ -165,7 +172,7 @@ class LlamaModel {
  private:
   struct Impl;
   LlamaModel(ModelConfig config, std::shared_ptr<Backend> backend, bool checkpointing);
-  Status BuildParameters();
+  Status BuildParameters(bool deferred_storage);
   // Allocates and zeroes the gradient buffers of units that have none.
   Status EnsureGradients();
 

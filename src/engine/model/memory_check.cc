@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "base/strings.h"
@@ -41,24 +42,33 @@ std::optional<uint64_t> AvailableMemoryBytes(Env* env) {
 }
 
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, int floats_per_parameter,
-                              const std::string& purpose) {
+                              const std::string& purpose, const MemoryShare& share) {
   std::optional<uint64_t> available = AvailableMemoryBytes(env);
   if (!available) return Status::Ok();
   const double parameters = ParameterCount(config);
-  const double needed = parameters * 4.0 * floats_per_parameter;
+  const double needed =
+      parameters * 4.0 * floats_per_parameter * share.per_rank * std::max(1, share.ranks_on_host);
   if (needed <= static_cast<double>(*available)) return Status::Ok();
   auto bytes = [](double b) {
     return b >= 1.8e19 ? fmt::format("{:.3g} bytes", b) : HumanBytes(static_cast<uint64_t>(b));
   };
+  const std::string shared = share.how.empty()
+                                 ? std::string()
+                                 : fmt::format(
+                                       "; {}: each rank holds {:.3g} of it, and {} rank{} share "
+                                       "this host",
+                                       share.how, share.per_rank, share.ranks_on_host,
+                                       share.ranks_on_host == 1 ? "" : "s");
   return ResourceExhausted(fmt::format(
       "the model needs at least {} of memory for {} ({:.4g} parameters x {} fp32 value{} "
-      "each{}), but only {} is available; use a smaller model or a machine with more memory",
+      "each{}{}), but only {} is available; use a smaller model, more ranks to shard over, or a "
+      "machine with more memory",
       bytes(needed), purpose, parameters, floats_per_parameter,
       floats_per_parameter == 1 ? "" : "s",
       floats_per_parameter == kFloatsPerParameterForTraining
           ? ": weights, gradients, AdamW moments; activations come on top"
           : "",
-      HumanBytes(*available)));
+      shared, HumanBytes(*available)));
 }
 
 }  // namespace air::engine

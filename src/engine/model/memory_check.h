@@ -29,9 +29,18 @@ double ParameterCount(const ModelConfig& config);
 // MemAvailable in bytes, or nullopt where /proc/meminfo cannot be read or parsed.
 std::optional<uint64_t> AvailableMemoryBytes(Env* env);
 
-// OK when the parameters' storage for `floats_per_parameter` fits in the available memory;
-// else ResourceExhausted naming `purpose` ("training", ...), the bytes needed and available.
+// How a sharded run divides that storage: each rank holds `per_rank` of it (1/world for
+// FULL_SHARD), and `ranks_on_host` ranks (LOCAL_WORLD_SIZE) share this host's memory.
+struct MemoryShare {
+  double per_rank = 1.0;
+  int ranks_on_host = 1;
+  std::string how;  // "FULL_SHARD over 16 ranks", for the message
+};
+
+// OK when the parameters' storage for `floats_per_parameter` (as `share` divides it among the
+// ranks on this host) fits in the available memory; else ResourceExhausted naming `purpose`
+// ("training", ...), the bytes needed and available.
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, int floats_per_parameter,
-                              const std::string& purpose);
+                              const std::string& purpose, const MemoryShare& share = {});
 
 }  // namespace air::engine

@@ -259,10 +259,38 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
   return text;
 }
 
+namespace {
+
+// The part of the training state (weights, gradients, two AdamW moments) each rank holds.
+MemoryShare TrainingShare(const PreparedTraining& p) {
+  MemoryShare share;
+  const int world = p.dist.world_size;
+  if (world <= 1) return share;
+  share.ranks_on_host = p.dist.local_world_size;
+  const fsdp::ShardingStrategy s = p.config.sharding_strategy;
+  const int shards = s == fsdp::ShardingStrategy::kHybridShard ? p.dist.local_world_size : world;
+  switch (s) {
+    case fsdp::ShardingStrategy::kFullShard:
+    case fsdp::ShardingStrategy::kHybridShard:
+      share.per_rank = 1.0 / shards;
+      break;
+    case fsdp::ShardingStrategy::kShardGradOp:  // whole weights; gradients and moments sharded
+      share.per_rank = (1.0 + 3.0 / shards) / 4.0;
+      break;
+    case fsdp::ShardingStrategy::kNoShard:
+      share.per_rank = 1.0;
+      break;
+  }
+  share.how = fmt::format("{} over {} ranks", fsdp::ShardingStrategyName(s), shards);
+  return share;
+}
+
+}  // namespace
+
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
-  AIR_RETURN_IF_ERROR(
-      CheckModelFitsInMemory(env, p.model_config, kFloatsPerParameterForTraining, "training")
-          .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
+  AIR_RETURN_IF_ERROR(CheckModelFitsInMemory(env, p.model_config, kFloatsPerParameterForTraining,
+                                             "training", TrainingShare(p))
+                          .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   ModelOptions model_options;
   model_options.activation_checkpointing = p.config.activation_checkpointing;
   AIR_ASSIGN_OR_RETURN(
@@ -276,8 +304,19 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   if (p.dist.world_size > 1) {
     AIR_ASSIGN_OR_RETURN(group, parallel::CreateGlooProcessGroup(p.dist, gloo));
   }
-  AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                       LoadHfModel(p.model_dir, backend, model_options));
+  // A sharding strategy loads one unit at a time during Fsdp::Apply and keeps its shard, so no
+  // rank ever holds the whole model; otherwise every unit is loaded now.
+  const bool load_by_unit =
+      group != nullptr && p.config.sharding_strategy != fsdp::ShardingStrategy::kNoShard;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<WeightReader> weights;
+  if (load_by_unit) {
+    model_options.deferred_storage = true;
+    AIR_ASSIGN_OR_RETURN(model, LlamaModel::Create(p.model_config, backend, model_options));
+    AIR_ASSIGN_OR_RETURN(weights, WeightReader::Open(p.model_dir));
+  } else {
+    AIR_ASSIGN_OR_RETURN(model, LoadHfModel(p.model_dir, backend, model_options));
+  }
   TrainerIo io;
   io.env = env;
   io.progress = options.progress;
@@ -311,9 +350,16 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
       shard_group = node_group.get();
       replicas = replica_group.get();
     }
+    fsdp::FsdpOptions fsdp_options{.strategy = p.config.sharding_strategy};
+    if (load_by_unit) {
+      fsdp_options.load_unit = [&](int unit) -> Status {
+        AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
+        return LoadHfUnit(*weights, *model, unit);
+      };
+    }
     AIR_ASSIGN_OR_RETURN(sharded,
-                         fsdp::Fsdp::Apply(*model, *shard_group, *comm,
-                                           {.strategy = p.config.sharding_strategy}, replicas));
+                         fsdp::Fsdp::Apply(*model, *shard_group, *comm, fsdp_options, replicas));
+    weights.reset();
     io.parallel = {.group = group.get(),
                    .comm = comm.get(),
                    .fsdp = sharded.get(),

@@ -61,5 +61,24 @@ TEST(MemoryCheckTest, RefusesAModelBeyondTheAvailableMemory) {
   EXPECT_THAT(s.message(), HasSubstr("is available"));
 }
 
+// Sharded training divides the need among the ranks, but the ranks on one host add up.
+TEST(MemoryCheckTest, ShardingDividesTheNeedAndRanksOnAHostAddUp) {
+  Env* env = DefaultEnv();
+  std::optional<uint64_t> available = AvailableMemoryBytes(env);
+  ASSERT_TRUE(available.has_value());
+  // About four times the available memory for training (16 bytes per parameter).
+  ModelConfig c = Config(Architecture::kLlama, 1, true);
+  c.vocab_size = static_cast<int64_t>(static_cast<double>(*available) / 4.0 / 32.0);
+  EXPECT_FALSE(CheckModelFitsInMemory(env, c, kFloatsPerParameterForTraining, "training").ok());
+  MemoryShare sixteen{.per_rank = 1.0 / 16, .ranks_on_host = 1, .how = "FULL_SHARD over 16"};
+  EXPECT_TRUE(
+      CheckModelFitsInMemory(env, c, kFloatsPerParameterForTraining, "training", sixteen).ok());
+  sixteen.ranks_on_host = 16;  // all sixteen on this host: the whole need again
+  Status s = CheckModelFitsInMemory(env, c, kFloatsPerParameterForTraining, "training", sixteen);
+  EXPECT_EQ(s.code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("FULL_SHARD over 16: each rank holds 0.0625 of it, and 16 "
+                                     "ranks share this host"));
+}
+
 }  // namespace
 }  // namespace air::engine

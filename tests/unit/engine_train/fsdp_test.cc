@@ -5,15 +5,18 @@
 // Covers every strategy, uneven shards (3 ranks: padded tails), the prefetch and slot reuse
 // across micro-batches, activation checkpointing under FULL_SHARD, the sharded gradient norm and
 // the consolidated gather. The measured differences are printed; the bound is 10x of them.
+// Also: a deferred model loaded unit by unit never holds the whole model on a rank.
 #include "engine/fsdp/fsdp.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "base/env.h"
 #include "engine/backend/registry.h"
+#include "engine/ops/cpu/reference_ops.h"
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"
@@ -254,6 +257,134 @@ TEST(FsdpApplyTest, FrozenParametersNeedNoShard) {
   ASSERT_FALSE(fsdp.ok());
   EXPECT_NE(fsdp.status().message().find("model.layers.0.mlp.up_proj.weight"), std::string::npos);
   EXPECT_NE(fsdp.status().message().find("NO_SHARD"), std::string::npos);
+}
+
+// Counts the bytes of a backend's live buffers and their peak: one rank's memory.
+class PeakCountingBackend : public ReferenceOps {
+ public:
+  Result<std::unique_ptr<Buffer>> Allocate(size_t bytes) const override {
+    live += static_cast<int64_t>(bytes);
+    peak = std::max(peak, live);
+    return ReferenceOps::Allocate(bytes);
+  }
+  void Free(void* base, size_t bytes) const override {
+    live -= static_cast<int64_t>(bytes);
+    ReferenceOps::Free(base, bytes);
+  }
+  mutable int64_t live = 0;
+  mutable int64_t peak = 0;
+};
+
+ModelConfig DeepConfig() {
+  ModelConfig c = TinyConfig();
+  c.num_layers = 24;  // many small units: the whole model dwarfs a unit and the slots
+  return c;
+}
+
+struct LoadedRank {
+  int64_t peak = 0;  // bytes, from the model's creation to the end of Fsdp::Apply
+  int64_t held = 0;  // bytes after Apply
+  std::vector<Tensor> gathered;
+  Status failure;
+};
+
+// Copies `source`'s values of one unit into `model`'s (both CPU: through the host).
+void CopyUnit(const LlamaModel& source, LlamaModel& model, int unit) {
+  const auto& from = source.units()[static_cast<size_t>(unit)].params;
+  const auto& to = model.units()[static_cast<size_t>(unit)].params;
+  for (size_t i = 0; i < from.size(); ++i) {
+    Tensor host = source.backend().ToHostTensor(from[i]->value);
+    model.backend().CopyToDevice(to[i]->value, host.data());
+  }
+}
+
+LoadedRank LoadRank(int rank, int world, int port, bool by_unit, const LlamaModel& source) {
+  LoadedRank out;
+  parallel::DistEnv dist;
+  dist.rank = rank;
+  dist.world_size = world;
+  dist.local_rank = rank;
+  dist.local_world_size = world;
+  dist.master_addr = "127.0.0.1";
+  dist.master_port = port;
+  dist.launcher = "test";
+  auto group = parallel::CreateGlooProcessGroup(dist, {});
+  if (!group.ok()) {
+    out.failure = group.status();
+    return out;
+  }
+  auto backend = std::make_shared<PeakCountingBackend>();
+  auto model = LlamaModel::Create(DeepConfig(), backend, {.deferred_storage = by_unit});
+  if (!model.ok()) {
+    out.failure = model.status();
+    return out;
+  }
+  LlamaModel& m = **model;
+  FsdpOptions options{.strategy = ShardingStrategy::kFullShard};
+  if (by_unit) {
+    options.load_unit = [&](int u) -> Status {
+      AIR_RETURN_IF_ERROR(m.AllocateUnitStorage(u));
+      CopyUnit(source, m, u);
+      return Status::Ok();
+    };
+  } else {
+    for (int u = 0; u <= m.root_unit(); ++u) CopyUnit(source, m, u);
+  }
+  CommThread comm;
+  auto fsdp = Fsdp::Apply(m, **group, comm, options);
+  if (!fsdp.ok()) {
+    out.failure = fsdp.status();
+    return out;
+  }
+  out.peak = backend->peak;
+  out.held = backend->live;
+  auto gathered = (*fsdp)->GatherFullParameters();
+  if (!gathered.ok()) out.failure = gathered.status();
+  if (gathered.ok()) out.gathered = std::move(*gathered);
+  return out;
+}
+
+TEST(FsdpLoadTest, LoadingUnitByUnitNeverHoldsTheWholeModel) {
+  constexpr int kWorld = 4;
+  auto made = LlamaModel::Create(DeepConfig(), *CreateBackend({.kind = "reference"}));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  LlamaModel& source = **made;
+  source.InitWeights(11);
+  const int64_t whole = source.NumParameters() * 4;
+  int64_t largest_unit = 0;
+  for (const ParamGroup& g : source.units()) largest_unit = std::max(largest_unit, g.numel * 4);
+
+  std::map<bool, LoadedRank> rank0;
+  for (bool by_unit : {false, true}) {
+    auto port = DefaultEnv()->PickFreePort();
+    ASSERT_TRUE(port.ok());
+    std::vector<LoadedRank> ranks(kWorld);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kWorld; ++r) {
+      threads.emplace_back([&, r] { ranks[r] = LoadRank(r, kWorld, *port, by_unit, source); });
+    }
+    for (auto& t : threads) t.join();
+    for (const LoadedRank& r : ranks) ASSERT_TRUE(r.failure.ok()) << r.failure.ToString();
+    // Every rank's shard holds exactly the source's values (rank 0 gathers them all).
+    ASSERT_EQ(ranks[0].gathered.size(), source.parameters().size());
+    for (size_t i = 0; i < source.parameters().size(); ++i) {
+      Tensor want = source.backend().ToHostTensor(source.parameters()[i].value);
+      ASSERT_EQ(want.numel(), ranks[0].gathered[i].numel());
+      for (int64_t k = 0; k < want.numel(); ++k) {
+        ASSERT_EQ(want[k], ranks[0].gathered[i][k]) << source.parameters()[i].name;
+      }
+    }
+    for (const LoadedRank& r : ranks) {
+      std::printf("%s: whole model %lld B, rank peak %lld B, held after Apply %lld B\n",
+                  by_unit ? "unit by unit" : "all at once", static_cast<long long>(whole),
+                  static_cast<long long>(r.peak), static_cast<long long>(r.held));
+    }
+    rank0[by_unit] = ranks[0];
+  }
+  EXPECT_GE(rank0[false].peak, whole);  // all at once: the whole model, then the shards
+  const LoadedRank& r = rank0[true];
+  EXPECT_LE(r.peak, r.held + largest_unit);  // loading added at most one unit
+  EXPECT_LT(r.peak, whole);
 }
 
 TEST(ShardingStrategyTest, NamesAndHfStrings) {
