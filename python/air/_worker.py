@@ -131,11 +131,28 @@ def _error_record(kind: str, exc: BaseException, rank: int, message: str = "") -
             "time": time.time()}
 
 
+def _release_process_group() -> None:
+    """Destroys the default process group the function left initialized (TRL/accelerate leave
+    it so). Left to interpreter teardown, torch's gloo group can be destructed with its threads
+    still joinable: std::terminate ("terminate called without an active exception", SIGABRT)
+    after a successful run. Only where torch was imported; errors here change nothing."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the run's outcome is already written
+        pass
+
+
 def main() -> int:
     prefix = _RankPrefix(int(os.environ["RANK"]))
     try:
         return _run()
     finally:
+        _release_process_group()
         prefix.close()
 
 

@@ -39,7 +39,9 @@ sigset_t StopSignals() {
   return set;
 }
 
-enum class Outcome { kSucceeded, kFailed, kSignaled };
+// kFailed may restart (a worker failed); kAborted may not (a launcher stopped or broke, so it
+// will not join another attempt).
+enum class Outcome { kSucceeded, kFailed, kAborted, kSignaled };
 
 struct AttemptResult {
   Outcome outcome = Outcome::kSucceeded;
@@ -72,6 +74,12 @@ class Agent {
   std::string DescribeFailure(const WorkerGroup& group, const WorkerExit& exit) const;
   // Records `failure` unless another one was first; returns the first.
   std::string RecordFailure(int attempt, const std::string& failure);
+  // The same for a launcher that stops or breaks: no node restarts the group without it.
+  std::string RecordAbort(int attempt, const std::string& failure);
+  // The outcome another node recorded for `attempt`, if any.
+  Result<std::optional<AttemptResult>> RecordedOutcome(int attempt);
+  // A stop signal that arrived within `wait` (0: none pending), or 0.
+  int NextSignal(std::chrono::milliseconds wait);
   void Leave(int attempt);
 
   LaunchOptions o_;
@@ -81,7 +89,15 @@ class Agent {
   sigset_t signals_ = StopSignals();
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStoreClient> store_;
+  int stop_signal_ = 0;  // the stop signal that ended this launcher, if one did
 };
+
+int Agent::NextSignal(std::chrono::milliseconds wait) {
+  timespec ts{static_cast<time_t>(wait.count() / 1000),
+              static_cast<long>((wait.count() % 1000) * 1'000'000)};
+  const int sig = ::sigtimedwait(&signals_, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
 
 Status Agent::Connect() {
   const std::string at = fmt::format("{}:{}", o_.master_addr, o_.master_port);
@@ -90,15 +106,37 @@ Status Agent::Connect() {
     if (!server.ok()) return server.status().WithContext("--master-port");
     server_ = std::move(*server);
   }
-  auto client = TcpStoreClient::Connect(o_.master_addr, o_.master_port, Millis(o_.join_timeout_s),
-                                        Millis(std::max(30.0, o_.stop_grace_s + 10)));
-  if (!client.ok()) {
-    return client.status().WithContext(fmt::format(
-        "node {} could not join node 0's air launch at {} (--master-addr/--master-port)",
-        o_.node_rank, at));
+  // In rounds of a second, so that a stop signal ends the wait for node 0.
+  const auto deadline = std::chrono::steady_clock::now() + Millis(o_.join_timeout_s);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto client = TcpStoreClient::Connect(
+        o_.master_addr, o_.master_port,
+        std::max(std::chrono::milliseconds(0), std::min(left, std::chrono::milliseconds(1000))),
+        Millis(std::max(30.0, o_.stop_grace_s + 10)));
+    if (client.ok()) {
+      store_ = std::move(*client);
+      return Status::Ok();
+    }
+    const bool retry = client.status().code() == ErrorCode::kDeadlineExceeded &&
+                       std::chrono::steady_clock::now() < deadline;
+    if (!retry) {
+      const std::string what = fmt::format(
+          "node {} could not join node 0's air launch at {} (--master-addr/--master-port)",
+          o_.node_rank, at);
+      if (client.status().code() != ErrorCode::kDeadlineExceeded) {
+        return client.status().WithContext(what);
+      }
+      return DeadlineExceeded(fmt::format("{}: nothing answered within --join-timeout {} s ({})",
+                                          what, o_.join_timeout_s, client.status().message()));
+    }
+    if (int sig = NextSignal(std::chrono::milliseconds(0)); sig != 0) {
+      stop_signal_ = sig;
+      return Cancelled(fmt::format("got SIG{} while waiting for node 0's air launch at {}",
+                                   sigabbrev_np(sig), at));
+    }
   }
-  store_ = std::move(*client);
-  return Status::Ok();
 }
 
 Status Agent::JoinAttempt(int attempt) {
@@ -112,8 +150,8 @@ Status Agent::JoinAttempt(int attempt) {
     AIR_ASSIGN_OR_RETURN(std::optional<std::string> failed, store_->TryGet(Key(attempt, "failed")));
     if (failed) return FailedPrecondition(*failed);
     if (std::chrono::steady_clock::now() >= deadline) break;
-    timespec pause{0, 20'000'000};
-    if (int sig = ::sigtimedwait(&signals_, nullptr, &pause); sig > 0) {
+    if (int sig = NextSignal(std::chrono::milliseconds(20)); sig != 0) {
+      stop_signal_ = sig;
       return Cancelled(fmt::format("got SIG{} while waiting for the other nodes to join attempt {}",
                                    sigabbrev_np(sig), attempt));
     }
@@ -163,6 +201,19 @@ std::string Agent::RecordFailure(int attempt, const std::string& failure) {
   return first.ok() ? *first : failure;
 }
 
+std::string Agent::RecordAbort(int attempt, const std::string& failure) {
+  (void)store_->Set(Key(attempt, "aborted"), host_);
+  return RecordFailure(attempt, failure);
+}
+
+Result<std::optional<AttemptResult>> Agent::RecordedOutcome(int attempt) {
+  AIR_ASSIGN_OR_RETURN(std::optional<std::string> failed, store_->TryGet(Key(attempt, "failed")));
+  if (!failed) return std::optional<AttemptResult>();
+  AIR_ASSIGN_OR_RETURN(bool aborted, store_->Check({Key(attempt, "aborted")}));
+  return std::optional<AttemptResult>(
+      AttemptResult{aborted ? Outcome::kAborted : Outcome::kFailed, *failed, 0});
+}
+
 void Agent::Leave(int attempt) { (void)store_->Set(NodeKey(attempt, "left", o_.node_rank), host_); }
 
 Result<AttemptResult> Agent::RunAttempt(int attempt) {
@@ -192,9 +243,8 @@ Result<AttemptResult> Agent::MonitorAttempt(int attempt, WorkerGroup& group) {
     if (sig > 0) {
       Say(fmt::format("got {}; stopping the workers", sigabbrev_np(sig)));
       AttemptResult r{Outcome::kSignaled,
-                      RecordFailure(attempt, fmt::format("node {}'s air launch on host {} got "
-                                                         "SIG{}",
-                                                         o_.node_rank, host_, sigabbrev_np(sig))),
+                      RecordAbort(attempt, fmt::format("node {}'s air launch on host {} got SIG{}",
+                                                       o_.node_rank, host_, sigabbrev_np(sig))),
                       sig};
       group.Stop(o_.stop_grace_s, env_);
       Leave(attempt);
@@ -214,14 +264,14 @@ Result<AttemptResult> Agent::MonitorAttempt(int attempt, WorkerGroup& group) {
         AIR_RETURN_IF_ERROR(store_->Set(NodeKey(attempt, "done", o_.node_rank), host_));
       }
     }
-    Result<std::optional<std::string>> failed = store_->TryGet(Key(attempt, "failed"));
-    if (!failed.ok()) {
-      return failed.status().WithContext("node 0's air launch is gone; workers stopped");
+    Result<std::optional<AttemptResult>> recorded = RecordedOutcome(attempt);
+    if (!recorded.ok()) {
+      return recorded.status().WithContext("node 0's air launch is gone; workers stopped");
     }
-    if (*failed) {
+    if (*recorded) {
       group.Stop(o_.stop_grace_s, env_);
       Leave(attempt);
-      return AttemptResult{Outcome::kFailed, **failed, 0};
+      return **recorded;
     }
     if (local_done) {
       AIR_ASSIGN_OR_RETURN(bool all_done, store_->Check(AllNodes(attempt, "done")));
@@ -237,7 +287,13 @@ Result<int> Agent::Run() {
   ::pthread_sigmask(SIG_BLOCK, &signals_, nullptr);  // before the store's thread starts
   base_dir_ =
       o_.log_dir.empty() ? fmt::format("/tmp/air_launch_{}_{}", o_.run_id, ::getpid()) : o_.log_dir;
-  AIR_RETURN_IF_ERROR(Connect());
+  if (Status connected = Connect(); !connected.ok()) {
+    if (stop_signal_ != 0) {
+      Say(connected.message());
+      return 128 + stop_signal_;
+    }
+    return connected;
+  }
   if (o_.nproc_per_node > 1 && !env_->GetEnv("OMP_NUM_THREADS")) {
     Say("setting OMP_NUM_THREADS=1 for each worker (it was unset and a node runs several); set "
         "it yourself to tune");
@@ -251,8 +307,8 @@ Result<int> Agent::Run() {
       // This launcher's own error (the store, the spawner): the other nodes learn it from the
       // store rather than only seeing node 0's store vanish.
       error = ran.status();
-      (void)RecordFailure(attempt, fmt::format("node {}'s air launch on host {} failed: {}",
-                                               o_.node_rank, host_, error.message()));
+      (void)RecordAbort(attempt, fmt::format("node {}'s air launch on host {} failed: {}",
+                                             o_.node_rank, host_, error.message()));
       Leave(attempt);
       break;
     }
@@ -268,9 +324,18 @@ Result<int> Agent::Run() {
       Result<bool> joined = store_->Check({NodeKey(attempt, "join", n)});
       if (joined.ok() && *joined) left.push_back(NodeKey(attempt, "left", n));
     }
-    (void)store_->Wait(left, Millis(o_.stop_grace_s + 10));
+    // A stop signal ends this wait too: the outcome is already in the store.
+    const auto until = std::chrono::steady_clock::now() + Millis(o_.stop_grace_s + 10);
+    while (std::chrono::steady_clock::now() < until) {
+      Result<bool> all_left = store_->Check(left);
+      if (!all_left.ok() || *all_left || NextSignal(std::chrono::milliseconds(20)) != 0) break;
+    }
   }
-  if (!error.ok()) return error;
+  if (!error.ok()) {
+    if (stop_signal_ == 0) return error;
+    Say(error.message());
+    return 128 + stop_signal_;
+  }
   if (last.outcome == Outcome::kSucceeded) {
     if (o_.log_dir.empty()) (void)env_->RemoveAll(base_dir_);
     return 0;

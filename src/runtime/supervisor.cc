@@ -134,7 +134,7 @@ class RunSupervisor {
       AIR_ASSIGN_OR_RETURN(int port, env_->PickFreePort());
       if (port != previous) return port;
     }
-    return Unavailable("could not find a free MASTER_PORT on 127.0.0.1");
+    return Unavailable("could not find a free MASTER_PORT on this host");
   }
 
   // Prepares the run (PrepareRun) within its time limit; on failure the run is finished (FAILED,

@@ -188,14 +188,68 @@ def test_a_node_waiting_to_join_learns_node_0s_failure(air_bin, tmp_path):
 
 
 def test_a_stop_signal_during_the_join_ends_air_launch(air_bin):
-    proc = subprocess.Popen([air_bin, "launch", "--nnodes", "2", "--master-port",
-                             str(free_port()), "--join-timeout", "120", "--no-python", "true"],
+    port = free_port()
+    proc = subprocess.Popen([air_bin, "launch", "--nnodes", "2", "--master-port", str(port),
+                             "--join-timeout", "120", "--no-python", "true"],
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(1)
+    # Node 0's store listens once its stop signals are blocked (they are, before it starts).
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline and proc.poll() is None, "node 0's store never listened"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0, err
     assert "got SIGTERM while waiting for the other nodes to join attempt 0" in err, err
+
+
+def blocks_sigterm(pid: int) -> bool:
+    """True once the process has SIGTERM blocked (it then waits for it with sigtimedwait)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(line for line in f if line.startswith("SigBlk:")).split()[1]
+    except (FileNotFoundError, StopIteration):
+        return False
+    return bool(int(mask, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def test_a_stop_signal_while_node_0_is_not_there_ends_air_launch(air_bin):
+    proc = subprocess.Popen([air_bin, "launch", "--nnodes", "2", "--node-rank", "1",
+                             "--master-port", str(free_port()), "--join-timeout", "600",
+                             "--no-python", "true"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not blocks_sigterm(proc.pid):
+        assert time.monotonic() < deadline and proc.poll() is None, "air launch did not start"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)  # not the 600 s join timeout
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "got SIGTERM while waiting for node 0's air launch at 127.0.0.1:" in err, err
+
+
+def test_a_stopped_node_ends_the_group_without_a_restart(air_bin, tmp_path):
+    """Node 1's air launch is stopped mid-run: it will not join another attempt, so node 0 ends
+    with that as the first failure instead of restarting and waiting out --join-timeout."""
+    port = free_port()
+    worker = ["--no-python", "sh", "-c", f'touch {tmp_path}/started_$RANK; exec sleep 300']
+    common = ["--nnodes", "2", "--master-port", str(port), "--max-restarts", "2",
+              "--join-timeout", "600"]
+    nodes = [subprocess.Popen([air_bin, "launch", "--node-rank", str(n), *common, *worker],
+                              stderr=subprocess.PIPE, text=True) for n in (0, 1)]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"started_{r}").exists() for r in (0, 1)):
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.05)
+    nodes[1].send_signal(signal.SIGTERM)
+    _, err1 = nodes[1].communicate(timeout=120)
+    _, err0 = nodes[0].communicate(timeout=120)  # not the 600 s join timeout of a restart
+    assert nodes[1].returncode == 128 + signal.SIGTERM, err1
+    assert nodes[0].returncode == 1, err0
+    assert "restarting" not in err0, err0
+    assert "node 1's air launch on host" in err0 and "got SIGTERM" in err0, err0
 
 
 def test_a_port_in_use_fails_before_any_worker_starts(air_bin, tmp_path):

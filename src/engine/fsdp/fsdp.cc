@@ -169,6 +169,7 @@ Status Fsdp::Setup() {
     // Until a hook binds it, point the unit somewhere valid (stale values, no gradients).
     model_->BindUnit(static_cast<int>(i), Padded(static_cast<int>(i)).Rows(0, u.numel), View());
   }
+  options_.load_unit = nullptr;  // what it reads (the weight files) is gone after Apply
   return Status::Ok();
 }
 

@@ -219,6 +219,7 @@ Result<Tensor> SafetensorsFile::ReadF32(const std::string& name) const {
   if (e == nullptr) return NotFound(path_ + ": no tensor named '" + name + "'");
   Tensor t(e->shape);
   DecodeToF32(e->dtype, RawData(*e), static_cast<size_t>(t.numel()), t.data());
+  ReleasePages(*e);
   return t;
 }
 
@@ -230,7 +231,19 @@ Status SafetensorsFile::ReadInto(const std::string& name, Tensor& out) const {
                            " but the model expects " + out.ShapeString());
   }
   DecodeToF32(e->dtype, RawData(*e), static_cast<size_t>(out.numel()), out.data());
+  ReleasePages(*e);
   return Status::Ok();
+}
+
+void SafetensorsFile::ReleasePages(const SafetensorsEntry& entry) const {
+  // The decoded copy is what the caller keeps: drop the whole pages of the entry from this
+  // process's resident set, so reading a model costs its decoded size, not that plus the file
+  // (the page cache keeps them for the other ranks on this host; a later read maps them again).
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(RawData(entry));
+  const uintptr_t end = begin + (entry.end - entry.begin);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 uint64_t SafetensorsDataBytes(const std::vector<NamedTensorRef>& tensors, DType dtype) {

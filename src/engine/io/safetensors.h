@@ -62,6 +62,8 @@ class SafetensorsFile {
   const uint8_t* RawData(const SafetensorsEntry& entry) const;
 
  private:
+  // Drops the entry's whole pages from this process's resident set once it was decoded.
+  void ReleasePages(const SafetensorsEntry& entry) const;
   SafetensorsFile() = default;
   std::string path_;
   void* map_ = nullptr;

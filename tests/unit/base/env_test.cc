@@ -58,7 +58,7 @@ TEST(PosixEnvTest, PickFreePortAvoidsTheEphemeralRange) {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 0, high = 0;
   ASSERT_TRUE(in >> low >> high) << "cannot read ip_local_port_range";
-  ASSERT_GE(low - 10000, 1024) << "this test expects Linux's default range, got " << low;
+  if (low - 10000 < 1024) GTEST_SKIP() << "ip_local_port_range starts at " << low << ": no room";
   for (int i = 0; i < 20; ++i) {
     auto port = DefaultEnv()->PickFreePort();
     ASSERT_TRUE(port.ok()) << port.status().message();

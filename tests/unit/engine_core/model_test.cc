@@ -437,6 +437,42 @@ TEST(Model, SaveAndFromPretrainedRoundTripSingleAndSharded) {
   }
 }
 
+// FSDP's unit-at-a-time load: a deferred model has no storage until AllocateUnitStorage, and
+// LoadHfUnit fills exactly one unit (bf16 file: decoded as by the whole-model load; the mapped
+// pages each read drops are mapped again by a second read of the same file).
+TEST(Model, DeferredStorageLoadsOneUnitAtATime) {
+  ScratchDir dir;
+  auto model = TinyModel(Architecture::kQwen3, "fast", 9);
+  ASSERT_TRUE(SaveHfModel(*model, dir.path(), {DType::kBF16, 0}).ok());
+  auto whole = LoadHfModel(dir.path(), MakeBackend("reference"));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto reader = WeightReader::Open(dir.path());
+  ASSERT_TRUE(reader.ok());
+  auto deferred =
+      LlamaModel::Create((*whole)->config(), MakeBackend("reference"), {.deferred_storage = true});
+  ASSERT_TRUE(deferred.ok());
+  LlamaModel& m = **deferred;
+  for (const ParamGroup& g : m.units()) EXPECT_TRUE(g.values == nullptr) << g.name;
+  Status unloaded = LoadHfUnit(**reader, m, 0);
+  EXPECT_EQ(unloaded.code(), ErrorCode::kFailedPrecondition) << unloaded.ToString();
+  for (int u = 0; u <= m.root_unit(); ++u) {
+    ASSERT_TRUE(m.AllocateUnitStorage(u).ok());
+    ASSERT_TRUE(LoadHfUnit(**reader, m, u).ok());
+    for (const ParamGroup& g : m.units()) {
+      const int index = static_cast<int>(&g - m.units().data());
+      EXPECT_EQ(g.values != nullptr, index <= u) << g.name << " after loading unit " << u;
+    }
+  }
+  EXPECT_EQ(m.AllocateUnitStorage(0).code(), ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(LoadHfUnit(**reader, m, 0).ok());  // pages the first read dropped come back
+  for (size_t i = 0; i < m.parameters().size(); ++i) {
+    EXPECT_EQ(MaxAbsDiff(HostTensor(m.parameters()[i].value),
+                         HostTensor((*whole)->parameters()[i].value)),
+              0)
+        << m.parameters()[i].name;
+  }
+}
+
 TEST(Model, LoadErrorsNameTensorFileAndShapes) {
   ScratchDir dir;
   auto model = TinyModel(Architecture::kQwen2, "fast");
