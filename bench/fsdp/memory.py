@@ -13,9 +13,9 @@ trained for a couple of steps on tiny rows (the state does not depend on the seq
            slots FULL_SHARD and SHARD_GRAD_OP use for whole units in flight) apart
 It prints the state per rank, its ratio to the N = 1 state next to 1/N, the gather slots, and
 each rank's peak RSS (/usr/bin/time -v, maximum resident set size). The peak RSS is not the
-state: every rank today loads the whole model from the safetensors file before sharding it, and
-rank 0 gathers the consolidated checkpoint at the end, so the RSS includes one whole fp32 copy
-(plus the process and the libraries) whatever N is.
+state: it adds the gather slots, the process, the libraries and the activations, and rank 0
+gathers the consolidated checkpoint at the end (one whole fp32 copy). A sharded rank loads the
+model one unit at a time, so it never holds the whole model while loading.
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/fsdp/memory.py \
       [--layers 12 --hidden 768 --vocab 32000 --seq 32 --steps 2 --ranks 1,2,4
@@ -74,8 +74,8 @@ def main():
               f"{1 / n:6.3f} {common.mib(gather):6.1f} MiB {common.mib(state + gather):8.1f} MiB"
               f"  {peaks} MiB")
     print("state = parameters + gradients + AdamW m, v held by the rank (N = 1: 16 bytes per "
-          "parameter); gather = transient whole-unit slots; peak RSS includes the whole model "
-          "each rank loads before sharding")
+          "parameter); gather = transient whole-unit slots; peak RSS adds the slots, the "
+          "process and activations (rank 0: the consolidated checkpoint too)")
     print(common.machine_line())
 
 
