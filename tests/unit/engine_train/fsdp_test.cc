@@ -109,9 +109,8 @@ std::vector<Tensor> TrainOneProcess(int world, bool checkpointing) {
   return out;
 }
 
-// Rank `rank` of `world` under `strategy`; rank 0 returns the gathered weights.
-std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy strategy,
-                              bool checkpointing, Status* failure) {
+// Rank `rank` of a `world`-rank Gloo group on this host (one thread of this test per rank).
+Result<std::unique_ptr<parallel::ProcessGroup>> JoinGroup(int rank, int world, int port) {
   parallel::DistEnv dist;
   dist.rank = rank;
   dist.world_size = world;
@@ -120,7 +119,13 @@ std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy st
   dist.master_addr = "127.0.0.1";
   dist.master_port = port;
   dist.launcher = "test";
-  auto group = parallel::CreateGlooProcessGroup(dist, {});
+  return parallel::CreateGlooProcessGroup(dist, {});
+}
+
+// Rank `rank` of `world` under `strategy`; rank 0 returns the gathered weights.
+std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy strategy,
+                              bool checkpointing, Status* failure) {
+  auto group = JoinGroup(rank, world, port);
   if (!group.ok()) {
     *failure = group.status();
     return {};
@@ -300,15 +305,7 @@ void CopyUnit(const LlamaModel& source, LlamaModel& model, int unit) {
 
 LoadedRank LoadRank(int rank, int world, int port, bool by_unit, const LlamaModel& source) {
   LoadedRank out;
-  parallel::DistEnv dist;
-  dist.rank = rank;
-  dist.world_size = world;
-  dist.local_rank = rank;
-  dist.local_world_size = world;
-  dist.master_addr = "127.0.0.1";
-  dist.master_port = port;
-  dist.launcher = "test";
-  auto group = parallel::CreateGlooProcessGroup(dist, {});
+  auto group = JoinGroup(rank, world, port);
   if (!group.ok()) {
     out.failure = group.status();
     return out;
