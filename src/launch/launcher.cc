@@ -237,10 +237,7 @@ Result<AttemptResult> Agent::MonitorAttempt(int attempt, WorkerGroup& group) {
   bool local_done = false;
   const auto interval = Millis(o_.monitor_interval_s);
   while (true) {
-    timespec ts{static_cast<time_t>(interval.count() / 1000),
-                static_cast<long>((interval.count() % 1000) * 1'000'000)};
-    int sig = ::sigtimedwait(&signals_, nullptr, &ts);
-    if (sig > 0) {
+    if (const int sig = NextSignal(interval); sig != 0) {
       Say(fmt::format("got {}; stopping the workers", sigabbrev_np(sig)));
       AttemptResult r{Outcome::kSignaled,
                       RecordAbort(attempt, fmt::format("node {}'s air launch on host {} got SIG{}",
