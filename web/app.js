@@ -109,17 +109,28 @@ async function drawCharts(container, runs) {
   }
 }
 
-function logView(runId, attempts, numNodes, live) {
+function logView(runId, attempts, runNodes, live) {
   const attemptSel = el("select", { id: "log-attempt" },
     ...attempts.map((a) => el("option", { value: a.attempt }, "attempt " + a.attempt)));
   attemptSel.value = attempts.length ? String(attempts[attempts.length - 1].attempt) : "0";
-  const nodeSel = el("select", { id: "log-node" },
-    el("option", { value: "all" }, "all nodes"),
-    ...Array.from({ length: numNodes }, (_, n) => el("option", { value: n }, "node " + n)));
+  // An elastic attempt may have fewer nodes than the run asked for.
+  const nodesOf = () => {
+    const a = attempts.find((x) => String(x.attempt) === attemptSel.value);
+    return a && a.num_nodes ? a.num_nodes : runNodes;
+  };
+  const nodeSel = el("select", { id: "log-node" });
+  const fillNodes = () => {
+    const keep = nodeSel.value;
+    nodeSel.replaceChildren(el("option", { value: "all" }, "all nodes"),
+      ...Array.from({ length: nodesOf() }, (_, n) => el("option", { value: n }, "node " + n)));
+    nodeSel.value = keep && Number(keep) < nodesOf() ? keep : "all";
+  };
+  fillNodes();
   const box = el("div", { id: "logs" });
   let timer = null;
   const state = {};
   async function refresh() {
+    const numNodes = nodesOf();
     const nodes = nodeSel.value === "all" ? [...Array(numNodes).keys()] : [Number(nodeSel.value)];
     for (const n of nodes) {
       const key = attemptSel.value + "/" + n;
@@ -136,7 +147,7 @@ function logView(runId, attempts, numNodes, live) {
     }
     box.replaceChildren(...nodes.map((n) => [el("h3", {}, "node " + n), state[attemptSel.value + "/" + n].pre]).flat());
   }
-  attemptSel.onchange = refresh;
+  attemptSel.onchange = () => { fillNodes(); refresh(); };
   nodeSel.onchange = refresh;
   refresh();
   if (live) timer = setInterval(refresh, 1000);
@@ -158,11 +169,12 @@ async function showRun(runId) {
     (run.events || []).map((e) => [e.ts, e.to ? (e.from || "") + " → " + e.to : e.kind,
       e.attempt === null ? "" : String(e.attempt), e.node === null ? "" : String(e.node), e.message]),
     "timeline"));
-  parts.push(el("h2", {}, "Attempts"), table(["attempt", "state", "nodes", "failure"],
+  parts.push(el("h2", {}, "Attempts"), table(["attempt", "state", "size", "nodes", "failure"],
     (run.attempt_details || []).map((a) => [String(a.attempt), stateBadge(a.state),
+      a.num_nodes + (a.num_nodes === 1 ? " node" : " nodes") + " (world size " + a.world_size + ")",
       (a.nodes || []).map((n) => "node " + n.node_rank + " " + n.state +
         (n.exit_code !== null && n.exit_code !== undefined ? " (exit " + n.exit_code + ")" : "")).join(", "),
-      a.failure_summary || ""])));
+      a.failure_summary || ""]), "attempts"));
   const metrics = el("div", { class: "charts", id: "charts" });
   const params = el("div", { id: "params" });
   const compare = el("input", { id: "compare", placeholder: "air run ids, e.g. 3,4" });
@@ -192,10 +204,44 @@ async function showRun(runId) {
   };
 }
 
+// --- MLflow's links: the mlflow client prints <server>/#/experiments/<E>/runs/<R> ---
+
+async function showTrackingLink(experimentId, runId) {
+  if (!runId) {
+    const exp = await getJson("/api/2.0/mlflow/experiments/get?experiment_id=" +
+                              encodeURIComponent(experimentId));
+    history.replaceState(null, "", "/?experiment=" + encodeURIComponent(exp.experiment.name));
+    return showRuns();
+  }
+  const got = await getJson("/api/2.0/mlflow/runs/get?run_id=" + encodeURIComponent(runId));
+  const tags = (got.run.data || {}).tags || [];
+  const airRun = tags.find((t) => t.key === "air.run_id");
+  if (airRun) {
+    history.replaceState(null, "", "/runs/" + encodeURIComponent(airRun.value));
+    return showRun(airRun.value);
+  }
+  // A run logged straight to this server by an MLflow client: its own page.
+  const info = got.run.info;
+  const metrics = el("div", { class: "charts", id: "charts" });
+  const ps = (got.run.data || {}).params || [];
+  main.replaceChildren(
+    el("h1", {}, "MLflow run " + (info.run_name || info.run_id) + " ", stateBadge(info.status)),
+    table(["run id", "experiment", "status"], [[info.run_id, info.experiment_id, info.status]],
+          "mlflow-run"),
+    el("h2", {}, "Metrics"), metrics,
+    el("h2", {}, "Params"),
+    el("div", { id: "params" },
+       ps.length ? table(["param", "value"], ps.map((p) => [p.key, p.value]), "params-table")
+                 : el("p", { class: "muted" }, "No params logged.")));
+  await drawCharts(metrics, [{ label: info.run_name || info.run_id, runId: info.run_id }]);
+}
+
 async function route() {
   try {
+    const link = location.hash.match(/^#\/experiments\/([^/?]+)(?:\/runs\/([^/?]+))?/);
     const m = location.pathname.match(/^\/runs\/(\d+)$/);
-    if (m) await showRun(m[1]); else await showRuns();
+    if (link) await showTrackingLink(decodeURIComponent(link[1]), link[2] && decodeURIComponent(link[2]));
+    else if (m) await showRun(m[1]); else await showRuns();
     document.body.dataset.ready = "1";
   } catch (err) {
     main.replaceChildren(el("p", { class: "failure" }, "Error: " + err.message));

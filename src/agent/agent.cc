@@ -20,9 +20,9 @@
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
 #include "agent/volume_mounts.h"
-#include "base/fd_hygiene.h"
 #include "base/posix_io.h"
 #include "base/process_limits.h"
+#include "base/subprocess.h"
 
 namespace air::agent {
 namespace {
@@ -66,86 +66,25 @@ void ReapChildren(pid_t leader, bool* leader_exited, int* leader_status) {
   }
 }
 
-struct Spawned {
-  pid_t pid = -1;
-  int out_fd = -1;
-  int err_fd = -1;
-};
-
-// What the command's child sets up between fork and exec, decided before the fork.
-struct ChildSetup {
-  FdHygiene hygiene;
-  std::optional<mode_t> user_umask;  // the user's umask (air's own processes use 077)
-  bool no_core_dumps = false;        // the command holds secret values
-};
-
-Result<Spawned> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_mask,
-                             const NodeTracker& tracker, const ChildSetup& setup) {
-  int out_pipe[2];
-  int err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    int err = errno;
-    ::close(out_pipe[0]);
-    ::close(out_pipe[1]);
-    return ErrnoStatus("pipe", err);
-  }
+// Starts the command (bash -c COMMAND) in its own process group, inside the node's cgroup
+// (when there is one), with the node's environment, stdin from /dev/null, stdout and stderr as
+// pipes back to the agent, nothing else the agent inherited, the user's umask, and SIGKILL if
+// the agent dies.
+Result<RunningSubprocess> SpawnCommand(const NodeLaunch& launch, const sigset_t& original_mask,
+                                       const NodeTracker& tracker, Env* env) {
+  SubprocessOptions command;
+  command.argv = {"bash", "-c", launch.command};
+  command.program = launch.shell;
   // The command's environment: the agent's own, with the node's variables set on top.
-  std::vector<std::pair<std::string, std::string>> vars = launch.env;
-  vars.emplace_back(kNodeTokenVar, tracker.info().token);
-  std::vector<std::string> env_entries = MergedEnvironment(vars);
-  std::vector<char*> envp;
-  for (auto& e : env_entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string arg0 = "bash";
-  std::string arg1 = "-c";
-  std::string command = launch.command;
-  char* argv[] = {arg0.data(), arg1.data(), command.data(), nullptr};
-
-  const int join_fd = tracker.command_join_fd();
-  const pid_t agent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int err = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
-    return ErrnoStatus("fork", err);
-  }
-  if (pid == 0) {
-    // Child: only async-signal-safe calls from here on.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != agent) ::_exit(125);  // the agent died before prctl took effect
-    // Into the node's cgroup before anything of the command runs.
-    if (join_fd >= 0 && ::write(join_fd, "0", 1) != 1) {
-      const char msg[] = "air agent: cannot join the node's cgroup\n";
-      (void)!::write(err_pipe[1], msg, sizeof(msg) - 1);
-      ::_exit(125);
-    }
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
-    ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    if (devnull > STDERR_FILENO) ::close(devnull);
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    // The command gets stdin, stdout and stderr only, whatever the agent inherited.
-    MarkInheritedFdsCloexec(setup.hygiene);
-    if (setup.user_umask) ::umask(*setup.user_umask);
-    if (setup.no_core_dumps) DisableCoreDumpLimit();
-    if (::chdir(launch.workdir.c_str()) != 0) {
-      const char msg[] = "air agent: cannot enter the node's working directory\n";
-      (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
-      ::_exit(126);
-    }
-    ::execve(launch.shell.c_str(), argv, envp.data());
-    const char msg[] = "air agent: cannot execute the shell\n";
-    (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here, so the group exists before we ever signal it
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  return Spawned{pid, out_pipe[0], err_pipe[0]};
+  command.env_overrides = launch.env;
+  command.env_overrides.emplace_back(kNodeTokenVar, tracker.info().token);
+  command.workdir = launch.workdir;
+  command.cgroup_procs_fd = tracker.command_join_fd();
+  command.signal_mask = original_mask;
+  command.close_inherited_fds = true;
+  command.umask = UserUmask(env);  // air's own processes use 077
+  command.no_core_dumps = !launch.secret_names.empty();
+  return StartSubprocess(command);
 }
 
 // Kills every process of the node if RunNode leaves early on an error of its own (a log that
@@ -210,19 +149,24 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
       std::unique_ptr<NodeTracker> tracker,
       NodeTracker::Create(
           fmt::format("air-r{}-a{}-n{}", launch.run_id, launch.attempt, launch.node_rank), env));
-  AIR_RETURN_IF_ERROR(WriteRunFile(TrackerPath(launch), TrackerInfoToJson(tracker->info())));
-  ChildSetup setup;
-  setup.hygiene = FdHygieneFor(env);
-  setup.user_umask = UserUmask(env);
-  setup.no_core_dumps = !launch.secret_names.empty();
-
+  AIR_RETURN_IF_ERROR(
+      env->WriteFileAtomic(TrackerPath(launch), TrackerInfoToJson(tracker->info()), 0600));
   NodeExitReport report;
   report.started_us = env->NowMicros();
-  auto spawned = SpawnCommand(launch, original_mask, *tracker, setup);
-  if (!spawned.ok()) return spawned.status();
-  const pid_t leader = spawned->pid;
-  FdCloser out_fd(spawned->out_fd);
-  FdCloser err_fd(spawned->err_fd);
+  auto spawned = SpawnCommand(launch, original_mask, *tracker, env);
+  if (!spawned.ok()) {
+    // The command never ran (its working directory, its shell, the cgroup): the node fails
+    // with the reason in its log and its report.
+    report.error = spawned.status().message();
+    report.ended_us = env->NowMicros();
+    (void)writer.Note("could not start the command: " + report.error);
+    tracker->Release();
+    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(launch.exit_path, NodeExitReportToJson(report), 0600));
+    return report;
+  }
+  const pid_t leader = spawned->pid();
+  FdCloser out_fd(spawned->stdout_fd());
+  FdCloser err_fd(spawned->stderr_fd());
   report.pid = leader;
   report.pgid = leader;
   KillOnEarlyReturn guard(tracker.get());
@@ -233,8 +177,14 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
     tracker->SignalCommand(sig);
   };
 
-  NodeStarted started{::getpid(), leader, leader, report.started_us};
-  AIR_RETURN_IF_ERROR(WriteRunFile(launch.started_path, NodeStartedToJson(started)));
+  // Under Slurm the node's name is Slurm's (SLURMD_NODENAME), which may not be the hostname.
+  std::string host = env->GetEnv("SLURMD_NODENAME").value_or("");
+  if (host.empty()) {
+    char name[256] = "";
+    if (::gethostname(name, sizeof(name) - 1) == 0) host = name;
+  }
+  NodeStarted started{::getpid(), leader, leader, report.started_us, host};
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(launch.started_path, NodeStartedToJson(started), 0600));
 
   bool leader_exited = false;
   int leader_status = 0;
@@ -340,7 +290,7 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   std::string ending = report.error.empty() ? DescribeWaitStatus(leader_status) : report.error;
   (void)writer.Note(
       fmt::format("command {}{}", ending, stopping ? " (after air asked it to stop)" : ""));
-  AIR_RETURN_IF_ERROR(WriteRunFile(launch.exit_path, NodeExitReportToJson(report)));
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(launch.exit_path, NodeExitReportToJson(report), 0600));
   return report;
 }
 
@@ -366,7 +316,7 @@ int RunNodeMain(const NodeLaunch& launch, Env* env) {
     NodeExitReport failed;
     failed.error = report.status().message();
     failed.ended_us = env->NowMicros();
-    (void)WriteRunFile(launch.exit_path, NodeExitReportToJson(failed));
+    (void)env->WriteFileAtomic(launch.exit_path, NodeExitReportToJson(failed), 0600);
     return 1;
   }
   return report->exit_code == 0 && !report->stopped_by_air ? 0 : 1;

@@ -47,18 +47,15 @@ LogLineWriter::LogLineWriter(int fd, Env* env, LogRotation rotation)
 Status LogLineWriter::Rotate() {
   const std::string& path = rotation_.path;
   if (rotation_.keep <= 0) {
-    ::unlink(path.c_str());
+    AIR_RETURN_IF_ERROR(env_->RemoveFile(path).WithContext("rotate node log"));
   } else {
     for (int i = rotation_.keep - 1; i >= 1; --i) {
       std::string from = fmt::format("{}.{}", path, i);
-      std::string to = fmt::format("{}.{}", path, i + 1);
-      if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
-        return ErrnoStatus("rotate node log " + from, errno);
-      }
+      if (!env_->FileExists(from)) continue;
+      AIR_RETURN_IF_ERROR(
+          env_->RenameFile(from, fmt::format("{}.{}", path, i + 1)).WithContext("rotate node log"));
     }
-    if (::rename(path.c_str(), (path + ".1").c_str()) != 0) {
-      return ErrnoStatus("rotate node log " + path, errno);
-    }
+    AIR_RETURN_IF_ERROR(env_->RenameFile(path, path + ".1").WithContext("rotate node log"));
   }
   int fresh = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fresh < 0) return ErrnoStatus("open node log " + path, errno);

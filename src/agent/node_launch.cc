@@ -78,8 +78,11 @@ Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string
 }
 
 std::string NodeStartedToJson(const NodeStarted& s) {
-  return json{
-      {"agent_pid", s.agent_pid}, {"pid", s.pid}, {"pgid", s.pgid}, {"started_us", s.started_us}}
+  return json{{"agent_pid", s.agent_pid},
+              {"pid", s.pid},
+              {"pgid", s.pgid},
+              {"started_us", s.started_us},
+              {"host", s.host}}
       .dump();
 }
 
@@ -91,6 +94,7 @@ Result<NodeStarted> NodeStartedFromJson(const std::string& text, const std::stri
     s.pid = j.at("pid").get<int64_t>();
     s.pgid = j.at("pgid").get<int64_t>();
     s.started_us = j.at("started_us").get<int64_t>();
+    s.host = j.value("host", "");
     return s;
   } catch (const json::exception& e) {
     return DataLoss(path + ": not a start report: " + e.what());
@@ -122,31 +126,6 @@ Result<NodeExitReport> NodeExitReportFromJson(const std::string& text, const std
   } catch (const json::exception& e) {
     return DataLoss(path + ": not an exit report: " + e.what());
   }
-}
-
-Status WriteRunFile(const std::string& path, std::string_view data) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("create " + tmp, errno);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoStatus("write " + tmp, err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus("rename " + tmp + " to " + path, err);
-  }
-  return Status::Ok();
 }
 
 std::string TrackerPath(const NodeLaunch& launch) {

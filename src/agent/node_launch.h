@@ -49,6 +49,7 @@ struct NodeStarted {
   int64_t pid = 0;   // the command's shell
   int64_t pgid = 0;  // its process group (== pid)
   int64_t started_us = 0;
+  std::string host;  // the machine it runs on: Slurm's NodeName under Slurm, else the hostname
 };
 
 struct NodeExitReport {
@@ -71,11 +72,6 @@ Result<NodeExitReport> NodeExitReportFromJson(const std::string& text, const std
 
 // Where the agent writes the node's tracker file (TrackerInfo).
 std::string TrackerPath(const NodeLaunch& launch);
-
-// Writes a launch file or report: to a temporary name, then renamed over `path`, so readers
-// never see a partial file. Not fsynced: these files only matter while the run's processes
-// live, and an fsync per node would sit on the launch path (bench/run_startup).
-Status WriteRunFile(const std::string& path, std::string_view data);
 
 // Reads and parses a report; kNotFound when the file does not exist (yet).
 Result<NodeStarted> ReadNodeStarted(Env* env, const std::string& path);

@@ -2,7 +2,11 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/fs.h>
 #include <netinet/in.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,26 +22,10 @@
 
 #include "base/env.h"
 #include "base/posix_io.h"
+#include "base/strings.h"
 
 namespace air {
 namespace {
-
-std::string DirName(const std::string& path) {
-  auto pos = path.find_last_of('/');
-  if (pos == std::string::npos) return ".";
-  if (pos == 0) return "/";
-  return path.substr(0, pos);
-}
-
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open directory " + dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("fsync directory " + dir, err);
-  return Status::Ok();
-}
 
 // The kernel's ephemeral port range (net.ipv4.ip_local_port_range), Linux's default if unreadable.
 std::pair<int, int> EphemeralPortRange() {
@@ -83,60 +71,173 @@ Result<int> PickEphemeralPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-class PosixEnv final : public Env {
+// A file being written; errors name its path, a full disk says how much it was asked to take.
+class PosixWritableFile final : public WritableFile {
  public:
-  Result<std::string> ReadFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open " + path, errno);
-    std::string out;
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override { (void)Close(); }
+  const std::string& path() const override { return path_; }
+
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return FailedPrecondition("write " + path_ + ": the file is closed");
+    Status st = WriteFully(fd_, data, path_);
+    if (st.code() == ErrorCode::kResourceExhausted) {
+      return ResourceExhausted(
+          fmt::format("{} ({} more were to be written)", st.message(), HumanBytes(data.size())));
+    }
+    if (st.ok()) appended_ = true;
+    return st;
+  }
+
+  Status AppendFileContents(const std::string& source) override {
+    if (fd_ < 0) return FailedPrecondition("write " + path_ + ": the file is closed");
+    int in = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) return ErrnoStatus("open " + source, errno);
+    Status st = CopyInto(in, source);
+    ::close(in);
+    if (st.ok()) appended_ = true;
+    return st;
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return FailedPrecondition("fsync " + path_ + ": the file is closed");
+    if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + path_, errno);
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::Ok();
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0 && errno != EINTR) return ErrnoStatus("close " + path_, errno);
+    return Status::Ok();
+  }
+
+ private:
+  // A copy-on-write clone into a still empty file, else copy_file_range, else read and write.
+  Status CopyInto(int in, const std::string& source) {
+    if (!appended_ && ::ioctl(fd_, FICLONE, in) == 0) return Status::Ok();
+    while (true) {
+      ssize_t n = ::copy_file_range(in, nullptr, fd_, nullptr, size_t{1} << 30, 0);
+      if (n == 0) return Status::Ok();
+      if (n > 0) continue;
+      if (errno == EINTR) continue;
+      if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
+        return ErrnoStatus("copy " + source + " to " + path_, errno);
+      }
+      break;  // not supported here: copy by hand from where the kernel stopped
+    }
     char buf[1 << 16];
     while (true) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        return ErrnoStatus("read " + path, err);
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<size_t>(n));
+      ssize_t n = ::read(in, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus("read " + source, errno);
+      if (n == 0) return Status::Ok();
+      AIR_RETURN_IF_ERROR(WriteFully(fd_, std::string_view(buf, static_cast<size_t>(n)), path_));
     }
-    ::close(fd);
-    return out;
   }
 
-  Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) override {
-    // mkostemp creates a fresh, exclusive (O_EXCL) temporary file with mode 0600, so
-    // concurrent writers never share one and a planted symlink is never followed.
-    std::string tmp = path + ".tmp.XXXXXX";
-    int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("create temporary file for " + path, errno);
-    // open() honours the umask; make the mode exact (0600 must stay 0600, 0644 stay 0644).
-    if (::fchmod(fd, mode) != 0) {
+  std::string path_;
+  int fd_;
+  bool appended_ = false;
+};
+
+class PosixSequentialFile final : public SequentialFile {
+ public:
+  PosixSequentialFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+  const std::string& path() const override { return path_; }
+  Result<size_t> Read(char* buffer, size_t size) override {
+    while (true) {
+      ssize_t n = ::read(fd_, buffer, size);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno != EINTR) return ErrnoStatus("read " + path_, errno);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open " + path, errno);
+    return std::unique_ptr<SequentialFile>(new PosixSequentialFile(path, fd));
+  }
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path, WriteMode how,
+                                                        mode_t mode) override {
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+    switch (how) {
+      case WriteMode::kCreateNew:
+        flags |= O_EXCL | O_NOFOLLOW;
+        break;
+      case WriteMode::kTruncate:
+        flags |= O_TRUNC;
+        break;
+      case WriteMode::kAppend:
+        flags |= O_APPEND;
+        break;
+    }
+    // A new file is created 0600 and then given its exact mode (open() honours the umask).
+    int fd = ::open(path.c_str(), flags, how == WriteMode::kCreateNew ? 0600 : mode);
+    if (fd < 0) return ErrnoStatus("create " + path, errno);
+    if (how == WriteMode::kCreateNew && ::fchmod(fd, mode) != 0) {
       int err = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoStatus("chmod " + tmp, err);
+      ::unlink(path.c_str());
+      return ErrnoStatus("chmod " + path, err);
     }
-    Status st = WriteFully(fd, data, tmp);
-    if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("fsync " + tmp, errno);
-    ::close(fd);
-    if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-      st = ErrnoStatus("rename " + tmp + " to " + path, errno);
-    }
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    return FsyncDir(DirName(path));
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
 
-  Status AppendToFile(const std::string& path, std::string_view data) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("open " + path, errno);
-    Status st = WriteFully(fd, data, path);
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoStatus("rename " + from + " to " + to, errno);
+    }
+    return Status::Ok();
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoStatus("remove " + path, errno);
+    }
+    return Status::Ok();
+  }
+
+  Status SyncDir(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open directory " + dir, errno);
+    int rc = ::fsync(fd);
+    int err = errno;
     ::close(fd);
-    return st;
+    if (rc != 0) return ErrnoStatus("fsync directory " + dir, err);
+    return Status::Ok();
+  }
+
+  Result<FileLock> LockFile(const std::string& path, FileLock::Mode mode,
+                            const std::function<bool()>& should_stop) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return ErrnoStatus("open lock file " + path, errno);
+    FileLock lock(fd);  // closes the descriptor on every return below
+    const int op = mode == FileLock::Mode::kShared ? LOCK_SH : LOCK_EX;
+    if (!should_stop) {
+      while (::flock(fd, op) != 0) {
+        if (errno != EINTR) return ErrnoStatus("lock " + path, errno);
+      }
+      return lock;
+    }
+    while (::flock(fd, op | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) return ErrnoStatus("lock " + path, errno);
+      if (should_stop()) {
+        return Cancelled("stopped waiting for the lock " + path + ": the run is being canceled");
+      }
+      SleepMicros(100'000);
+    }
+    return lock;
   }
 
   bool FileExists(const std::string& path) override {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <system_error>
 
+#include "base/atomic_file.h"
 #include "base/time_format.h"
 #include "cli/commands.h"
 #include "cli/text_table.h"
@@ -113,24 +114,18 @@ Result<std::string> HostPath(const std::string& path, const std::string& root, s
   return runtime::HostPathOfVolume(path, root, min_depth);
 }
 
-// Copies one regular file through a temporary name in the destination directory.
-Status CopyFile(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  std::string temp = to + ".air-tmp";
-  fs::copy_file(from, temp, fs::copy_options::overwrite_existing, ec);
-  if (ec) {
-    fs::remove(temp);
-    return FromError(ec, "copy " + from + " to " + to);
-  }
-  fs::rename(temp, to, ec);
-  if (ec) {
-    fs::remove(temp);
-    return FromError(ec, "rename into " + to);
-  }
-  return Status::Ok();
+// Copies one regular file through a temporary name in the destination directory
+// (base/atomic_file.h), keeping its permission bits.
+Status CopyFile(const std::string& from, const std::string& to, Env* env) {
+  struct stat st;
+  if (::stat(from.c_str(), &st) != 0) return ErrnoStatus("stat " + from, errno);
+  AtomicFileWriter writer(env, to, st.st_mode & 07777);
+  AIR_RETURN_IF_ERROR(writer.Open());
+  AIR_RETURN_IF_ERROR(writer.AppendFileContents(from));
+  return writer.Commit();
 }
 
-Result<int64_t> CopyTree(const std::string& from, const std::string& to, bool overwrite) {
+Result<int64_t> CopyTree(const std::string& from, const std::string& to, bool overwrite, Env* env) {
   std::error_code ec;
   if (fs::is_symlink(from, ec)) {
     return InvalidArgument(from +
@@ -143,8 +138,8 @@ Result<int64_t> CopyTree(const std::string& from, const std::string& to, bool ov
     int64_t files = 0;
     for (const auto& child : fs::directory_iterator(from, ec)) {
       AIR_ASSIGN_OR_RETURN(
-          int64_t n,
-          CopyTree(child.path().string(), to + "/" + child.path().filename().string(), overwrite));
+          int64_t n, CopyTree(child.path().string(), to + "/" + child.path().filename().string(),
+                              overwrite, env));
       files += n;
     }
     if (ec) return FromError(ec, "read " + from);
@@ -153,7 +148,7 @@ Result<int64_t> CopyTree(const std::string& from, const std::string& to, bool ov
   if (!overwrite && fs::exists(to, ec)) {
     return AlreadyExists(to + " already exists; pass --overwrite to replace it");
   }
-  AIR_RETURN_IF_ERROR(CopyFile(from, to));
+  AIR_RETURN_IF_ERROR(CopyFile(from, to, env));
   return int64_t{1};
 }
 
@@ -195,7 +190,7 @@ void Copy(CliContext& ctx, const VolumesFlags& flags) {
   }
   fs::create_directories(fs::path(target).parent_path(), ec);
   if (ec) return EmitError(ctx, FromError(ec, "create the directory of " + target_name));
-  auto files = CopyTree(*from, target, flags.overwrite);
+  auto files = CopyTree(*from, target, flags.overwrite, ctx.env);
   if (!files.ok()) return EmitError(ctx, files.status());
   EmitData(ctx, {{"source", flags.source}, {"destination", target_name}, {"files", *files}},
            fmt::format("Copied {} to {} ({} file{})", flags.source, target_name, *files,

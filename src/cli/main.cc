@@ -1,6 +1,7 @@
 // Entry point of the air executable: global flags, subcommand dispatch, exit code.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/context.h"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     ctx.format = output == "json" ? air::cli::OutputFormat::kJson : air::cli::OutputFormat::kText;
   });
 
+  app.set_version_flag("--version", std::string("air ") + AIR_VERSION, "print air's version");
   air::cli::RegisterVersionCommand(app, ctx);
   air::cli::RegisterRunCommand(app, ctx);
   air::cli::RegisterGetCommand(app, ctx);
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     air::cli::UsageError usage = air::cli::DescribeUsageError(app, argc, argv, e);

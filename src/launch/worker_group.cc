@@ -15,13 +15,13 @@ Result<WorkerGroup> WorkerGroup::Start(const LaunchOptions& options, int restart
     AIR_RETURN_IF_ERROR(env->CreateDirs(fmt::format("{}/{}", attempt_dir, local)));
   }
   for (int local = 0; local < options.nproc_per_node; ++local) {
-    runtime::SubprocessOptions spawn;
+    SubprocessOptions spawn;
     spawn.argv = WorkerArgv(options);
     spawn.env_overrides =
         WorkerEnvironment(options, local, restart_count, group.ErrorFile(local), env);
     spawn.output_path = group.LogFile(local);
     spawn.inherit_output = !group.logs_;
-    Result<runtime::RunningSubprocess> started = runtime::StartSubprocess(spawn);
+    Result<RunningSubprocess> started = StartSubprocess(spawn);
     if (!started.ok()) {
       group.Stop(0, env);
       return started.status().WithContext(fmt::format("start local rank {}", local));
@@ -44,7 +44,7 @@ Result<std::vector<WorkerExit>> WorkerGroup::Poll() {
   std::vector<WorkerExit> exits;
   for (Worker& w : workers_) {
     if (!w.process) continue;
-    AIR_ASSIGN_OR_RETURN(std::optional<runtime::SubprocessResult> ended, w.process->Poll());
+    AIR_ASSIGN_OR_RETURN(std::optional<SubprocessResult> ended, w.process->Poll());
     if (!ended) continue;
     // What the worker left running in its process group goes with it.
     w.process->SignalGroup(SIGKILL);

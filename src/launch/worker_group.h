@@ -11,8 +11,8 @@
 
 #include "base/env.h"
 #include "base/status.h"
+#include "base/subprocess.h"
 #include "launch/launch_options.h"
-#include "runtime/subprocess.h"
 
 namespace air::launch {
 
@@ -20,7 +20,7 @@ struct WorkerExit {
   int local_rank = 0;
   int rank = 0;
   int pid = 0;
-  runtime::SubprocessResult result;
+  SubprocessResult result;
 };
 
 class WorkerGroup {
@@ -44,7 +44,7 @@ class WorkerGroup {
   struct Worker {
     int local_rank = 0;
     int rank = 0;
-    std::optional<runtime::RunningSubprocess> process;  // nullopt once reaped
+    std::optional<RunningSubprocess> process;  // nullopt once reaped
   };
   std::vector<Worker> workers_;
   std::string attempt_dir_;

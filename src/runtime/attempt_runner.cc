@@ -29,6 +29,11 @@ store::NodeExit ToNodeExit(const backends::NodeStatus& status, int64_t now_us) {
 
 }  // namespace
 
+std::string LostNode::Name() const {
+  return host.empty() ? fmt::format("node {}", node_rank)
+                      : fmt::format("node {} (host {})", node_rank, host);
+}
+
 Status AttemptRunner::BeginStop(StopCause cause, const std::string& why) {
   if (stop_cause_ != StopCause::kNone) return Status::Ok();
   stop_cause_ = cause;
@@ -71,6 +76,11 @@ Status AttemptRunner::RecordChanges(const std::vector<backends::NodeStatus>& sta
     AIR_RETURN_IF_ERROR(store_->RecordNodeEnded(
         options_.run_id, options_.attempt, rank, state, ToNodeExit(status, env_->NowMicros()),
         state == store::NodeState::kLost ? status.lost_reason : ""));
+    // A node gone by itself, not by air's kill: even one lost while air was stopping the others
+    // (its peers may have failed first, from its loss).
+    if (!status.exit && status.node_lost && !killed_) {
+      lost_nodes_.push_back({rank, status.host, status.lost_reason});
+    }
     if (air_was_stopping || IsCleanSuccess(status)) continue;
     if (status.exit && status.exit->stopped_by_air) {
       ending += " after its agent was asked to stop by a signal that did not come from air";
@@ -198,7 +208,7 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     case StopCause::kNone:
       return AttemptOutcome{store::AttemptState::kSucceeded, ""};
     case StopCause::kNodeFailed:
-      return AttemptOutcome{store::AttemptState::kFailed, stop_reason_};
+      return AttemptOutcome{store::AttemptState::kFailed, stop_reason_, lost_nodes_};
     case StopCause::kTimeout:
       return AttemptOutcome{store::AttemptState::kTimedOut, stop_reason_};
     case StopCause::kCancel:

@@ -1,24 +1,27 @@
 // AttemptRunner: one attempt from launch to the last node's end (docs/state-machine.md).
 //
-// It launches every node through the Backend, records each node's start and end in the store,
-// and decides the attempt's outcome:
+// It launches every node through the ClusterBackend, records each node's start and end in the
+// store, and decides the attempt's outcome:
 //   - every node exited 0 on its own                      -> SUCCEEDED
 //   - a node exited non-zero, died by a signal, or was lost -> stop all nodes -> FAILED
+//     (nodes that were lost themselves, NodeStatus::node_lost, are listed in the outcome so the
+//     supervisor can continue on the others: docs/state-machine.md, "Elastic retries")
 //   - the deadline (timeout_minutes) passed               -> TERMINATING, stop -> TIMED_OUT
 //     (a backend whose scheduler enforces the limit reports it: SchedulerStatus::timed_out)
 //   - a cancel was requested                              -> TERMINATING, stop -> CANCELED
 // Once air starts stopping an attempt, how the remaining nodes end no longer matters: a worker
 // that traps SIGTERM and exits 0 is STOPPED, never a success. Stopping is SIGTERM to each node's
 // process group (by its agent), SIGKILL after the grace period, and, if an agent does not finish
-// within grace + 5 s, SIGKILL to everything of the attempt from here (Backend::KillAll).
+// within grace + 5 s, SIGKILL to everything of the attempt from here (ClusterBackend::KillAll).
 // Thread safety: one thread (the run's supervisor).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
-#include "backends/backend.h"
+#include "backends/cluster_backend.h"
 #include "base/env.h"
 #include "runtime/layout.h"
 #include "store/store.h"
@@ -27,9 +30,20 @@ namespace air::runtime {
 
 enum class StopCause { kNone, kNodeFailed, kTimeout, kCancel };
 
+// A node the attempt lost (its agent or host died), by rank and, where known, host.
+struct LostNode {
+  int node_rank = 0;
+  std::string host;
+  std::string reason;
+  // "node 1" or "node 1 (host slurm-n2)".
+  std::string Name() const;
+};
+
 struct AttemptOutcome {
   store::AttemptState state = store::AttemptState::kRunning;
   std::string summary;  // why it did not succeed ("" on success)
+  // The nodes lost before air began killing the attempt (a FAILED attempt only).
+  std::vector<LostNode> lost_nodes;
 };
 
 struct AttemptRunnerOptions {
@@ -41,15 +55,15 @@ struct AttemptRunnerOptions {
   int64_t poll_interval_us = 100'000;
   // Returns a non-empty reason when the run should be canceled ("air cancel", "SIGTERM").
   std::function<std::string()> cancel_requested;
-  // Adopt the attempt a dead supervisor launched (Backend::Attach) instead of launching it; the
-  // nodes' starts and ends already in the store are not recorded again.
+  // Adopt the attempt a dead supervisor launched (ClusterBackend::Attach) instead of launching it;
+  // the nodes' starts and ends already in the store are not recorded again.
   bool attach = false;
 };
 
 class AttemptRunner {
  public:
-  AttemptRunner(store::Store* store, backends::Backend* backend, const Layout& layout, Env* env,
-                AttemptRunnerOptions options)
+  AttemptRunner(store::Store* store, backends::ClusterBackend* backend, const Layout& layout,
+                Env* env, AttemptRunnerOptions options)
       : store_(store),
         backend_(backend),
         layout_(layout),
@@ -67,7 +81,7 @@ class AttemptRunner {
   Status RecordScheduler(const backends::SchedulerStatus& scheduler);
 
   store::Store* store_;
-  backends::Backend* backend_;
+  backends::ClusterBackend* backend_;
   Layout layout_;
   Env* env_;
   AttemptRunnerOptions options_;
@@ -80,6 +94,7 @@ class AttemptRunner {
   std::vector<bool> recorded_end_;
   std::string scheduler_note_;
   std::string queued_reason_;
+  std::vector<LostNode> lost_nodes_;
 };
 
 }  // namespace air::runtime

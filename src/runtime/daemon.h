@@ -2,7 +2,7 @@
 // new session (setsid), double-forked so it is re-parented away from the CLI, with stdin from
 // /dev/null and stdout/stderr appended to the run's supervisor.log. The CLI can exit, be killed,
 // or lose its terminal: the run goes on.
-// Thread safety: call from a single-threaded CLI process (it forks).
+// Thread safety: as base/subprocess.h (StartDetachedSubprocess).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // so the CLI, the supervisor, the backends and the agent agree. The store stays in AIR_HOME;
 // everything the nodes read or write lives under the data root ROOT: AIR_HOME itself unless
 // AIR_HOME/config.yaml names a `shared_root` (a directory every node of a cluster sees;
-// backends/registry.h, docs/slurm.md).
+// backends/cluster_registry.h, docs/slurm.md).
 //
 //   AIR_HOME/air.db                         the store (SQLite, WAL)
 //   ROOT/cas/sha256/ab/<digest>             snapshot file contents, read-only, shared by runs

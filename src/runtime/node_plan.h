@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/cluster_backend.h"
 #include "runtime/layout.h"
 #include "spec/workload_spec.h"
 #include "store/store.h"

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "runtime/file_lock.h"
 #include "runtime/python_env.h"
 #include "runtime/snapshot.h"
 #include "runtime/volumes.h"
@@ -145,8 +144,8 @@ Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunR
   {
     // `air gc` must not remove an environment between its build (or reuse) and the record
     // that this run uses it.
-    AIR_ASSIGN_OR_RETURN(FileLock retention, FileLock::Acquire(layout.RetentionLock(), should_stop,
-                                                               FileLock::Mode::kShared));
+    AIR_ASSIGN_OR_RETURN(FileLock retention, env->LockFile(layout.RetentionLock(),
+                                                           FileLock::Mode::kShared, should_stop));
     AIR_ASSIGN_OR_RETURN(prepared.python_bin_dir,
                          PrepareDependencies(spec, run, layout, env, should_stop));
   }

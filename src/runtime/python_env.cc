@@ -11,9 +11,8 @@
 #include <functional>
 
 #include "base/strings.h"
-#include "runtime/file_lock.h"
+#include "base/subprocess.h"
 #include "runtime/hashing.h"
-#include "runtime/subprocess.h"
 
 namespace air::runtime {
 namespace {
@@ -192,7 +191,8 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
   out.bin_dir = out.dir + "/bin";
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.EnvsDir()));
 
-  AIR_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(out.dir + ".lock", request.should_stop));
+  AIR_ASSIGN_OR_RETURN(FileLock lock, env->LockFile(out.dir + ".lock", FileLock::Mode::kExclusive,
+                                                    request.should_stop));
   if (env->FileExists(out.dir + "/.complete")) {
     out.reused = true;
     (void)env->AppendToFile(log_path, "air: reusing Python environment " + out.dir + "\n");

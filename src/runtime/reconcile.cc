@@ -6,7 +6,7 @@
 #include "agent/node_launch.h"
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "runtime/daemon.h"
 #include "runtime/tracking_link.h"
 
@@ -52,15 +52,20 @@ constexpr int64_t kAdoptWaitMicros = 15'000'000;
 // A run whose open attempt lives on in the backend's scheduler (a Slurm job) is not given up:
 // a new supervisor adopts it (`air supervise RUN --adopt-from PID`). True once one has claimed
 // the run (it may be another command's), false when nothing lives on.
+// `gone` (when the attempt's job no longer exists in the scheduler: Slurm purged it) names it.
 Result<bool> StartAdoptingSupervisor(store::Store* store, const Layout& layout,
-                                     const store::RunRecord& run, Env* env) {
+                                     const store::RunRecord& run, Env* env, std::string* gone) {
   if (!run.supervisor_pid || run.state == store::RunState::kPending) return false;
   AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store->ListAttempts(run.id));
   if (attempts.empty() || attempts.back().ended_us) return false;
-  auto config = backends::LoadBackendConfig(layout.home(), run.backend, env);
+  auto config = backends::LoadClusterConfig(layout.home(), run.backend, env);
   if (!config.ok()) return false;
   auto lives = backends::DescribeDetachedAttempt(
       *config, layout.AttemptDir(run.id, attempts.back().attempt), env);
+  if (!lives.ok() && lives.status().code() == ErrorCode::kNotFound) {
+    *gone = lives.status().message();
+    return false;
+  }
   if (!lives.ok() || lives->empty()) return false;
   AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());
   AIR_RETURN_IF_ERROR(
@@ -135,10 +140,12 @@ Result<store::RunRecord> ReconcileRun(store::Store* store, const Layout& layout,
   auto fresh = store->GetRun(run.id);
   if (!fresh.ok()) return fresh.status();
   if (store::IsTerminal(fresh->state) || SupervisorAlive(*fresh)) return fresh;
-  if (auto adopted = StartAdoptingSupervisor(store, layout, *fresh, env);
+  std::string gone;
+  if (auto adopted = StartAdoptingSupervisor(store, layout, *fresh, env, &gone);
       adopted.ok() && *adopted) {
     return store->GetRun(run.id);
   }
+  if (!gone.empty()) message += "; " + gone;
   // What the dead supervisor left running goes first, so the run is never marked ended while
   // its processes still work (and hold GPUs, ports, files).
   auto killed = KillLeftoverProcesses(store, layout, run.id, env);

@@ -9,7 +9,6 @@
 #include <set>
 
 #include "base/strings.h"
-#include "runtime/file_lock.h"
 #include "runtime/snapshot.h"
 
 namespace air::runtime {
@@ -102,7 +101,8 @@ Status Sweep(store::Store* store, const Layout& layout, Env* env, RetentionRepor
 
 Result<RetentionReport> DeleteRuns(store::Store* store, const Layout& layout,
                                    const std::vector<int64_t>& run_ids, Env* env) {
-  AIR_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(layout.RetentionLock()));
+  AIR_ASSIGN_OR_RETURN(FileLock lock,
+                       env->LockFile(layout.RetentionLock(), FileLock::Mode::kExclusive));
   for (int64_t id : run_ids) {  // all or nothing: check every run before removing any
     AIR_ASSIGN_OR_RETURN(store::RunRecord run, store->GetRun(id));
     if (!store::IsTerminal(run.state)) {
@@ -123,7 +123,8 @@ Result<RetentionReport> DeleteRuns(store::Store* store, const Layout& layout,
 
 Result<RetentionReport> CollectGarbage(store::Store* store, const Layout& layout,
                                        std::optional<int64_t> older_than_us, Env* env) {
-  AIR_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(layout.RetentionLock()));
+  AIR_ASSIGN_OR_RETURN(FileLock lock,
+                       env->LockFile(layout.RetentionLock(), FileLock::Mode::kExclusive));
   RetentionReport report;
   if (older_than_us) {
     const int64_t cutoff = env->NowMicros() - *older_than_us;

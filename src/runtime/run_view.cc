@@ -136,6 +136,8 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
     }
     attempts.push_back({{"attempt", a.attempt},
                         {"state", store::AttemptStateName(a.state)},
+                        {"num_nodes", a.num_nodes},
+                        {"world_size", a.num_nodes * run.per_node},
                         {"master_port", a.master_port},
                         {"started_us", a.started_us},
                         {"ended_us", Optional(a.ended_us)},
@@ -179,9 +181,10 @@ std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
     std::vector<std::string> nodes;
     for (const auto& n : details.nodes[i]) nodes.push_back(NodeText(n));
     int64_t took = a.ended_us.value_or(now_us) - a.started_us;
-    text += fmt::format("  attempt {:<4} {:<10} port {:<6} {:<9} {}\n", a.attempt,
-                        store::AttemptStateName(a.state), a.master_port, FormatDuration(took),
-                        Join(nodes, ", "));
+    text += fmt::format("  attempt {:<4} {:<10} {:<8} port {:<6} {:<9} {}\n", a.attempt,
+                        store::AttemptStateName(a.state),
+                        fmt::format("{} node{}", a.num_nodes, a.num_nodes == 1 ? "" : "s"),
+                        a.master_port, FormatDuration(took), Join(nodes, ", "));
   }
   text += fmt::format("  logs: air logs {} --node N [--retry K]\n", run.id);
   return text;

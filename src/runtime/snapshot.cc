@@ -1,11 +1,7 @@
 // Content-addressed code snapshots: archive, manifest, materialize.
 #include "runtime/snapshot.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "base/posix_io.h"
+#include "base/atomic_file.h"
 #include "base/strings.h"
+#include "base/subprocess.h"
 #include "runtime/hashing.h"
-#include "runtime/subprocess.h"
 
 namespace air::runtime {
 namespace {
@@ -32,14 +28,29 @@ struct StoredFile {
   uint64_t size = 0;
   bool new_blob = false;
 };
-Result<StoredFile> HashFile(const std::string& path);
+
+// The SHA-256 and size of a file, read in pieces (a snapshot may hold files larger than memory).
+Result<StoredFile> HashFile(const std::string& path, Env* env) {
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> file, env->NewSequentialFile(path));
+  Sha256 hash;
+  StoredFile out;
+  char buf[1 << 16];
+  while (true) {
+    AIR_ASSIGN_OR_RETURN(size_t n, file->Read(buf, sizeof(buf)));
+    if (n == 0) break;
+    hash.Update(std::string_view(buf, n));
+    out.size += n;
+  }
+  out.digest = hash.FinishHex();
+  return out;
+}
 
 // True when the blob at `path` exists with exactly this digest and size: a blob is trusted by
 // its hash, never by its size alone (a damaged blob of the right length is rewritten).
-bool IntactBlob(const std::string& path, const std::string& digest, uint64_t size) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != size) return false;
-  auto stored = HashFile(path);
+bool IntactBlob(const std::string& path, const std::string& digest, uint64_t size, Env* env) {
+  auto stored_size = env->FileSize(path);
+  if (!stored_size.ok() || *stored_size != size) return false;
+  auto stored = HashFile(path, env);
   return stored.ok() && stored->digest == digest;
 }
 
@@ -47,90 +58,18 @@ bool IntactBlob(const std::string& path, const std::string& digest, uint64_t siz
 // their content, so a torn or damaged earlier write fails the hash check and is rewritten.
 Result<bool> StoreBlob(const std::string& path, const std::string& digest, std::string_view content,
                        bool executable, Env* env) {
-  if (IntactBlob(path, digest, content.size())) return false;
-  std::string dir = path.substr(0, path.rfind('/'));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(dir));
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("create " + tmp, errno);
-  Status written = WriteFully(fd, content, tmp);
-  if (written.ok() && ::fchmod(fd, executable ? 0500 : 0400) != 0) {
-    written = ErrnoStatus("chmod " + tmp, errno);
-  }
-  ::close(fd);
-  if (written.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    written = ErrnoStatus("rename " + tmp, errno);
-  }
-  if (!written.ok()) {
-    ::unlink(tmp.c_str());
-    return written;
-  }
+  if (IntactBlob(path, digest, content.size(), env)) return false;
+  AIR_RETURN_IF_ERROR(env->CreateDirs(path.substr(0, path.rfind('/'))));
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(path, content, executable ? 0500 : 0400));
   return true;
 }
 
-// Copies the open file `from_fd` into `to_fd`: a copy-on-write clone where the file system can
-// (FICLONE), else an in-kernel copy, else read and write.
-Status CopyContents(int from_fd, int to_fd, const std::string& what) {
-  if (::ioctl(to_fd, FICLONE, from_fd) == 0) return Status::Ok();
-  while (true) {
-    ssize_t n = ::copy_file_range(from_fd, nullptr, to_fd, nullptr, size_t{1} << 30, 0);
-    if (n == 0) return Status::Ok();
-    if (n > 0) continue;
-    if (errno == EINTR) continue;
-    if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
-      return ErrnoStatus("copy " + what, errno);
-    }
-    break;  // not supported here: copy by hand from where the kernel stopped
-  }
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(from_fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("read " + what, errno);
-    if (n == 0) return Status::Ok();
-    AIR_RETURN_IF_ERROR(WriteFully(to_fd, std::string_view(buf, static_cast<size_t>(n)), what));
-  }
-}
-
 // Creates `to` (which must not exist) as a copy of `from` with permission bits `mode`.
-Status CopyFileAs(const std::string& from, const std::string& to, mode_t mode) {
-  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return ErrnoStatus("open " + from, errno);
-  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (out < 0) {
-    int err = errno;
-    ::close(in);
-    return ErrnoStatus("create " + to, err);
-  }
-  Status copied = CopyContents(in, out, from + " to " + to);
-  if (copied.ok() && ::fchmod(out, mode) != 0) copied = ErrnoStatus("chmod " + to, errno);
-  ::close(in);
-  ::close(out);
-  return copied;
-}
-
-// The SHA-256 and size of a file, read in pieces (a snapshot may hold files larger than memory).
-Result<StoredFile> HashFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open " + path, errno);
-  Sha256 hash;
-  StoredFile out;
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("read " + path, err);
-    }
-    if (n == 0) break;
-    hash.Update(std::string_view(buf, static_cast<size_t>(n)));
-    out.size += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
-  out.digest = hash.FinishHex();
-  return out;
+Status CopyFileAs(const std::string& from, const std::string& to, mode_t mode, Env* env) {
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out,
+                       env->NewWritableFile(to, WriteMode::kCreateNew, mode));
+  AIR_RETURN_IF_ERROR(out->AppendFileContents(from));
+  return out->Close();
 }
 
 // Stores a working-tree file as a read-only blob without holding it in memory: hashes it and,
@@ -138,31 +77,21 @@ Result<StoredFile> HashFile(const std::string& path) {
 // may be edited while `air run` archives it).
 Result<StoredFile> StoreFileBlob(const Layout& layout, const std::string& path, bool executable,
                                  Env* env) {
-  AIR_ASSIGN_OR_RETURN(StoredFile file, HashFile(path));
+  AIR_ASSIGN_OR_RETURN(StoredFile file, HashFile(path, env));
   SnapshotEntry probe;
   probe.digest = file.digest;
   probe.mode = executable ? 0755 : 0644;
   const std::string blob = BlobPath(layout, probe);
-  if (IntactBlob(blob, file.digest, file.size)) return file;
+  if (IntactBlob(blob, file.digest, file.size, env)) return file;
   AIR_RETURN_IF_ERROR(env->CreateDirs(blob.substr(0, blob.rfind('/'))));
-  const std::string tmp = fmt::format("{}.tmp.{}", blob, ::getpid());
-  ::unlink(tmp.c_str());  // left by an earlier process with our pid
-  Status stored = CopyFileAs(path, tmp, executable ? 0500 : 0400);
-  if (stored.ok()) {
-    auto copied = HashFile(tmp);
-    if (!copied.ok()) {
-      stored = copied.status();
-    } else if (copied->digest != file.digest) {
-      stored =
-          Unavailable(fmt::format("{} changed while it was archived; submit the run again", path));
-    } else if (::rename(tmp.c_str(), blob.c_str()) != 0) {
-      stored = ErrnoStatus("rename " + tmp, errno);
-    }
+  AtomicFileWriter writer(env, blob, executable ? 0500 : 0400);
+  AIR_RETURN_IF_ERROR(writer.Open());
+  AIR_RETURN_IF_ERROR(writer.AppendFileContents(path));
+  AIR_ASSIGN_OR_RETURN(StoredFile copied, HashFile(writer.temp_path(), env));
+  if (copied.digest != file.digest) {
+    return Unavailable(fmt::format("{} changed while it was archived; submit the run again", path));
   }
-  if (!stored.ok()) {
-    ::unlink(tmp.c_str());
-    return stored;
-  }
+  AIR_RETURN_IF_ERROR(writer.Commit());
   file.new_blob = true;
   return file;
 }
@@ -368,16 +297,13 @@ Status MaterializeSnapshot(const Layout& layout, const Snapshot& snapshot, const
                       "damaged; submit the run again to re-archive it",
                       snapshot.id.substr(0, 12), entry.path, blob));
     };
-    struct stat st;
-    if (::stat(blob.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != entry.size) {
-      return damaged();
-    }
+    if (auto size = env->FileSize(blob); !size.ok() || *size != entry.size) return damaged();
     // A copy, never a hard link: a job may write to its files anyway (root ignores the mode
     // bits; anyone may chmod their own file), and through a link that write would change the
     // shared blob, and so the code of every other node and of every later run.
-    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0500 : 0400));
+    AIR_RETURN_IF_ERROR(CopyFileAs(blob, target, IsExecutable(entry.mode) ? 0500 : 0400, env));
     // The copy is checked by its hash: a blob damaged in place keeps its size.
-    auto copied = HashFile(target);
+    auto copied = HashFile(target, env);
     if (!copied.ok() || copied->digest != entry.digest) return damaged();
   }
   return Status::Ok();

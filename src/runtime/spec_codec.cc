@@ -24,7 +24,8 @@ json ComputeToJson(const spec::ComputeSpec& c) {
           {"kind", c.kind == spec::AcceleratorKind::kGpu ? "gpu" : "cpu"},
           {"device_model", c.device_model},
           {"per_node", c.per_node},
-          {"num_nodes", c.num_nodes}};
+          {"num_nodes", c.num_nodes},
+          {"min_nodes", c.min_nodes}};
 }
 
 spec::ComputeSpec ComputeFromJson(const json& j) {
@@ -36,6 +37,8 @@ spec::ComputeSpec ComputeFromJson(const json& j) {
   c.device_model = j.at("device_model").get<std::string>();
   c.per_node = j.at("per_node").get<int>();
   c.num_nodes = j.at("num_nodes").get<int>();
+  // Runs submitted before min_nodes existed never shrink.
+  c.min_nodes = j.value("min_nodes", c.num_nodes);
   return c;
 }
 
@@ -71,7 +74,8 @@ spec::EnvironmentSpec EnvironmentFromJson(const json& j) {
 json CodeSourceToJson(const spec::CodeSourceSpec& c) {
   json snapshot = {{"root_path", c.snapshot.root_path},
                    {"resolved_root", c.snapshot.resolved_root},
-                   {"include_paths", c.snapshot.include_paths}};
+                   {"include_paths", c.snapshot.include_paths},
+                   {"max_size_mb", c.snapshot.max_size_mb}};
   if (c.snapshot.git) {
     json git = json::object();
     PutOptional(git, "branch", c.snapshot.git->branch);
@@ -88,6 +92,7 @@ spec::CodeSourceSpec CodeSourceFromJson(const json& j) {
   c.snapshot.root_path = s.at("root_path").get<std::string>();
   c.snapshot.resolved_root = s.at("resolved_root").get<std::string>();
   c.snapshot.include_paths = s.at("include_paths").get<std::vector<std::string>>();
+  c.snapshot.max_size_mb = s.value("max_size_mb", spec::kDefaultSnapshotMaxSizeMb);
   if (auto it = s.find("git"); it != s.end()) {
     spec::GitRefSpec git;
     git.branch = GetOptional<std::string>(*it, "branch");

@@ -7,9 +7,8 @@
 
 #include <cerrno>
 
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "runtime/daemon.h"
-#include "runtime/file_lock.h"
 #include "runtime/hashing.h"
 #include "runtime/snapshot.h"
 #include "runtime/spec_codec.h"
@@ -28,7 +27,7 @@ std::string Where(const spec::WorkloadSpec& spec, const std::string& field) {
 }
 
 Status CheckCapabilities(const spec::WorkloadSpec& spec,
-                         const backends::BackendCapabilities& capabilities) {
+                         const backends::ClusterCapabilities& capabilities) {
   if (spec.environment && spec.environment->docker_image && !capabilities.docker_images) {
     return InvalidArgument(fmt::format(
         "{}: the {} backend cannot run container images; remove docker_image and list the "
@@ -82,10 +81,10 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
     home = std::string(cwd) + "/" + home;
   }
   // Checked before anything is written: a spec this backend cannot run creates nothing.
-  AIR_ASSIGN_OR_RETURN(backends::BackendConfig backend,
-                       backends::LoadBackendConfig(home, options.backend, env));
-  AIR_ASSIGN_OR_RETURN(backends::BackendCapabilities capabilities,
-                       backends::DescribeBackend(backend, env));
+  AIR_ASSIGN_OR_RETURN(backends::ClusterConfig backend,
+                       backends::LoadClusterConfig(home, options.backend, env));
+  AIR_ASSIGN_OR_RETURN(backends::ClusterCapabilities capabilities,
+                       backends::DescribeClusterBackend(backend, env));
   AIR_RETURN_IF_ERROR(CheckCapabilities(spec, capabilities));
   // An external MLflow server that cannot be reached, or refuses air's credentials, creates
   // nothing either.
@@ -108,7 +107,7 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   }
   // Until the run is in the store, its snapshot is referenced by nothing: `air gc` waits.
   AIR_ASSIGN_OR_RETURN(FileLock retention,
-                       FileLock::Acquire(layout.RetentionLock(), {}, FileLock::Mode::kShared));
+                       env->LockFile(layout.RetentionLock(), FileLock::Mode::kShared));
   std::optional<std::string> snapshot_id;
   if (spec.code_source) {
     std::string field;

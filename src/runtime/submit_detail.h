@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/backend.h"
+#include "backends/cluster_backend.h"
 #include "base/env.h"
 #include "base/status.h"
 #include "runtime/layout.h"
@@ -33,7 +33,7 @@ std::string Where(const spec::WorkloadSpec& spec, const std::string& field);
 
 // InvalidArgument naming the field (with FILE:LINE:COL) when the backend cannot run the spec.
 Status CheckCapabilities(const spec::WorkloadSpec& spec,
-                         const backends::BackendCapabilities& capabilities);
+                         const backends::ClusterCapabilities& capabilities);
 
 // A fresh tracking run id shared by every node (32 hex digits).
 std::string NewMlflowRunId();

@@ -11,11 +11,12 @@
 #include <cstdlib>
 
 #include "agent/proc.h"
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "base/log.h"
 #include "base/process_limits.h"
 #include "runtime/attempt_runner.h"
 #include "runtime/daemon.h"
+#include "runtime/elastic.h"
 #include "runtime/layout.h"
 #include "runtime/node_plan.h"
 #include "runtime/prepare.h"
@@ -81,7 +82,7 @@ std::string AirExecutableDir() {
 class RunSupervisor {
  public:
   RunSupervisor(store::Store* store, const SupervisorOptions& options, Env* env,
-                store::RunRecord run, backends::BackendConfig backend)
+                store::RunRecord run, backends::ClusterConfig backend)
       : store_(store),
         options_(options),
         env_(env),
@@ -174,6 +175,16 @@ class RunSupervisor {
     return Status::Ok();
   }
 
+  // The attempt's size on its MLflow run; a tracking server that cannot be reached costs a
+  // warning, not the run.
+  void TagAttemptSize(int attempt, int nodes) {
+    Status tagged = TagAttemptInTracking(store_, run_.id, attempt, nodes, layout_.home(), env_);
+    if (!tagged.ok()) {
+      AIR_WARN("run {}: could not tag attempt {}'s size on its tracking run: {}", run_.id, attempt,
+               tagged.message());
+    }
+  }
+
   // The attempt a dead supervisor left open (the newest one without an end).
   Result<store::AttemptRecord> OpenAttempt() {
     AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store_->ListAttempts(run_.id));
@@ -206,7 +217,13 @@ class RunSupervisor {
     attempt_settings.air_bin_dir = AirExecutableDir();
     attempt_settings.air_executable = SelfExecutable();
     int port = 0;
+    // The attempt's size: every node at first; after nodes were lost, the ones left
+    // (compute.min_nodes; docs/state-machine.md, "Elastic retries").
+    int nodes = spec.compute.num_nodes;
+    if (adopted && adopted->num_nodes > 0) nodes = adopted->num_nodes;
+    std::vector<std::string> excluded_hosts;
     for (int attempt = first; attempt <= run_.max_retries; ++attempt) {
+      const spec::WorkloadSpec sized = SizedSpec(spec, nodes);
       const bool adopting = adopted && attempt == first;
       if (std::string reason = cancel_.Check(); !reason.empty() && !adopting) {
         return Finish(RunState::kCanceled, reason, "");
@@ -217,12 +234,12 @@ class RunSupervisor {
       }
       PreparedRun paths;  // an adopted attempt's plan: only the paths it was launched with
       if (adopting) {
-        for (int rank = 0; rank < spec.compute.num_nodes; ++rank) {
+        for (int rank = 0; rank < nodes; ++rank) {
           paths.node_workdirs.push_back(layout_.NodeWorkDir(run_.id, rank));
         }
       } else if (attempt > 0) {
         // A retry starts where attempt 0 did: fresh node working directories.
-        auto dirs = PrepareNodeDirectories(spec, run_, layout_, env_);
+        auto dirs = PrepareNodeDirectories(sized, run_, layout_, env_);
         if (!dirs.ok()) {
           return Finish(
               RunState::kFailed,
@@ -236,7 +253,8 @@ class RunSupervisor {
       } else {
         AIR_ASSIGN_OR_RETURN(port, FreshPort(port));
         AIR_RETURN_IF_ERROR(env_->CreateDirs(layout_.AttemptDir(run_.id, attempt)));
-        AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, spec.compute.num_nodes));
+        AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, nodes));
+        TagAttemptSize(attempt, nodes);
       }
       attempt_settings.attempt = attempt;
       attempt_settings.master_port = port;
@@ -250,9 +268,10 @@ class RunSupervisor {
         }
       }
       backends::AttemptToLaunch plan =
-          PlanAttempt(spec, run_, layout_, adopting ? paths : *prepared, attempt_settings);
-      AIR_ASSIGN_OR_RETURN(auto backend,
-                           backends::CreateBackend(backend_config_, options_.agent_binary, env_));
+          PlanAttempt(sized, run_, layout_, adopting ? paths : *prepared, attempt_settings);
+      plan.excluded_hosts = excluded_hosts;
+      AIR_ASSIGN_OR_RETURN(auto backend, backends::CreateClusterBackend(
+                                             backend_config_, options_.agent_binary, env_));
       AttemptRunnerOptions runner_options;
       runner_options.run_id = run_.id;
       runner_options.attempt = attempt;
@@ -289,6 +308,26 @@ class RunSupervisor {
         case AttemptState::kSucceeded:
           return Finish(RunState::kSucceeded, fmt::format("every node exited 0 ({})", where), "");
         case AttemptState::kFailed:
+          if (spec.compute.min_nodes < spec.compute.num_nodes && !outcome->lost_nodes.empty()) {
+            const ElasticStep step = NextElasticStep(spec, attempt, nodes, *outcome);
+            if (!step.retry) {
+              return Finish(RunState::kFailed, step.message,
+                            fmt::format("{}\n{}", step.message, outcome->summary));
+            }
+            if (attempt < run_.max_retries) {
+              nodes = step.nodes;
+              for (const LostNode& lost : outcome->lost_nodes) {
+                if (!lost.host.empty()) excluded_hosts.push_back(lost.host);
+              }
+              AIR_RETURN_IF_ERROR(store_->AppendEvent(
+                  run_.id, "retry",
+                  fmt::format("{}; retrying as attempt {} ({} retr{} left after it)", step.message,
+                              attempt + 1, run_.max_retries - attempt - 1,
+                              run_.max_retries - attempt - 1 == 1 ? "y" : "ies"),
+                  attempt));
+              continue;
+            }
+          }
           if (attempt < run_.max_retries) {
             AIR_RETURN_IF_ERROR(store_->AppendEvent(
                 run_.id, "retry",
@@ -318,7 +357,7 @@ class RunSupervisor {
   const SupervisorOptions& options_;
   Env* env_;
   Layout layout_;
-  backends::BackendConfig backend_config_;
+  backends::ClusterConfig backend_config_;
   store::RunRecord run_;
   CancelWatch cancel_;
   SupervisorSettings settings_;
@@ -377,7 +416,7 @@ Status SuperviseRun(int64_t run_id, const SupervisorOptions& options, Env* env) 
   SupervisorOptions resolved = options;
   if (resolved.agent_binary.empty()) resolved.agent_binary = SelfExecutable();
   // The run's backend (recorded at submit) with today's settings from AIR_HOME/config.yaml.
-  auto backend = backends::LoadBackendConfig(options.air_home, run.backend, env);
+  auto backend = backends::LoadClusterConfig(options.air_home, run.backend, env);
   if (!backend.ok()) {
     return store->TransitionRun(run_id, RunState::kFailed,
                                 "the backend configuration is unusable; no command was started",

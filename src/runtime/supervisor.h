@@ -6,7 +6,8 @@
 //      passing the limit TIMED_OUT, before any command runs; every later attempt gets fresh
 //      node working directories
 //   3. attempts 0..max_retries, each with a fresh MASTER_PORT (runtime/attempt_runner.h):
-//      SUCCEEDED ends the run; FAILED retries while retries are left; TIMED_OUT and CANCELED
+//      SUCCEEDED ends the run; FAILED retries while retries are left (after lost nodes, on the
+//      nodes left while compute.min_nodes allows: runtime/elastic.h); TIMED_OUT and CANCELED
 //      end the run
 //   4. any error of air itself ends the run INTERNAL_ERROR with the message
 //
@@ -14,7 +15,7 @@
 // supervisor. If the supervisor dies anyway, its agents get SIGTERM (parent-death signal) and
 // the CLI marks the run INTERNAL_ERROR when it finds the supervisor gone (runtime/reconcile.h) -
 // unless the attempt lives on in the backend's scheduler (a Slurm job): then the CLI starts a
-// new supervisor that adopts it (SupervisorOptions::adopt_from_pid, Backend::Attach) and the
+// new supervisor that adopts it (SupervisorOptions::adopt_from_pid, ClusterBackend::Attach) and the
 // run ends with the job's real state.
 // Thread safety: runs on the supervisor process's main thread; changes its signal mask.
 #pragma once

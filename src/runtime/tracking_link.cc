@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "base/strings.h"
 #include "runtime/daemon.h"
 #include "secrets/resolve.h"
@@ -59,8 +59,8 @@ std::string NodeHost(const tracking::ServerInfo& info, const backends::TrackingS
 
 Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) {
   tracking::ServerFiles files(air_home);
-  AIR_ASSIGN_OR_RETURN(backends::BackendConfig config,
-                       backends::LoadBackendConfig(air_home, "", env));
+  AIR_ASSIGN_OR_RETURN(backends::ClusterConfig config,
+                       backends::LoadClusterConfig(air_home, "", env));
   const backends::TrackingServerConfig& want = config.tracking_server;
   if (auto info = tracking::ReadServerInfo(files, env); info && ServerAnswers(*info)) {
     if (MatchesConfig(*info, want)) return info->url;
@@ -268,7 +268,7 @@ AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string
     auto url = EnsureTrackingServer(air_home, env);
     tracking::ServerFiles files(air_home);
     auto info = tracking::ReadServerInfo(files, env);
-    auto config_file = backends::LoadBackendConfig(air_home, "", env);
+    auto config_file = backends::LoadClusterConfig(air_home, "", env);
     if (url.ok() && info && config_file.ok()) {
       // Bound off loopback (for nodes on other machines): the address they can reach, and the
       // token as a secret (MLFLOW_TRACKING_TOKEN, sent by the mlflow client as Bearer).
@@ -315,42 +315,67 @@ std::string TrackingStatusFor(store::RunState state) {
   }
 }
 
-Status FinishTrackingRun(store::Store* store, const store::RunRecord& run,
-                         const std::string& air_home, Env* env) {
-  std::string status = TrackingStatusFor(run.state);
-  if (status.empty()) return Status::Ok();
+namespace {
+
+// Sets `tags` on the run's MLflow run and, when `status` is set, ends it: in the store, or on
+// the external server the run is tracked on. A run without a tracking link is left alone.
+Status UpdateTrackingRun(store::Store* store, int64_t run_id,
+                         const std::vector<tracking::KeyValue>& tags, const std::string& status,
+                         int64_t end_ms, const std::string& air_home, Env* env) {
   tracking::TrackingStore tracking(store->db(), env);
-  AIR_ASSIGN_OR_RETURN(auto link, tracking.GetLink(run.id));
+  AIR_ASSIGN_OR_RETURN(auto link, tracking.GetLink(run_id));
   if (!link) return Status::Ok();
-  int64_t end_ms = run.ended_us.value_or(env->NowMicros()) / 1000;
-  tracking::Batch batch;
-  batch.tags = {{"air.state", store::RunStateName(run.state)},
-                {"air.attempts", std::to_string(run.attempt_count)}};
-  if (!run.failure_summary.empty()) {
-    batch.tags.push_back({"air.failure_summary", run.failure_summary.substr(0, 8000)});
-  }
   if (!link->tracking_uri.empty()) {
-    AIR_ASSIGN_OR_RETURN(backends::BackendConfig config,
-                         backends::LoadBackendConfig(air_home, "", env));
+    AIR_ASSIGN_OR_RETURN(backends::ClusterConfig config,
+                         backends::LoadClusterConfig(air_home, "", env));
     AIR_ASSIGN_OR_RETURN(
         ExternalTracking external,
         ResolveTrackingCredentials(config.tracking, link->tracking_uri, air_home, env));
     tracking::MlflowRest rest(link->tracking_uri, external.Credentials());
-    nlohmann::json tags = nlohmann::json::array();
-    for (const auto& tag : batch.tags) tags.push_back({{"key", tag.key}, {"value", tag.value}});
+    nlohmann::json json_tags = nlohmann::json::array();
+    for (const auto& tag : tags) json_tags.push_back({{"key", tag.key}, {"value", tag.value}});
     AIR_RETURN_IF_ERROR(
-        rest.Call("POST", "runs/log-batch", {{"run_id", link->mlflow_run_id}, {"tags", tags}})
+        rest.Call("POST", "runs/log-batch", {{"run_id", link->mlflow_run_id}, {"tags", json_tags}})
             .status());
+    if (status.empty()) return Status::Ok();
     return rest
         .Call("POST", "runs/update",
               {{"run_id", link->mlflow_run_id}, {"status", status}, {"end_time", end_ms}})
         .status();
   }
+  tracking::Batch batch;
+  batch.tags = tags;
   AIR_RETURN_IF_ERROR(tracking.LogBatch(link->mlflow_run_id, batch));
+  if (status.empty()) return Status::Ok();
   tracking::RunUpdate update;
   update.status = status;
   update.end_time = end_ms;
   return tracking.UpdateRun(link->mlflow_run_id, update).status();
+}
+
+}  // namespace
+
+Status TagAttemptInTracking(store::Store* store, int64_t run_id, int attempt, int num_nodes,
+                            const std::string& air_home, Env* env) {
+  return UpdateTrackingRun(
+      store, run_id,
+      {{"air.attempt", std::to_string(attempt)},
+       {"air.num_nodes", std::to_string(num_nodes)},
+       {fmt::format("air.attempt.{}.num_nodes", attempt), std::to_string(num_nodes)}},
+      "", 0, air_home, env);
+}
+
+Status FinishTrackingRun(store::Store* store, const store::RunRecord& run,
+                         const std::string& air_home, Env* env) {
+  std::string status = TrackingStatusFor(run.state);
+  if (status.empty()) return Status::Ok();
+  std::vector<tracking::KeyValue> tags = {{"air.state", store::RunStateName(run.state)},
+                                          {"air.attempts", std::to_string(run.attempt_count)}};
+  if (!run.failure_summary.empty()) {
+    tags.push_back({"air.failure_summary", run.failure_summary.substr(0, 8000)});
+  }
+  const int64_t end_ms = run.ended_us.value_or(env->NowMicros()) / 1000;
+  return UpdateTrackingRun(store, run.id, tags, status, end_ms, air_home, env);
 }
 
 }  // namespace air::runtime

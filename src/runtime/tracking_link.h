@@ -9,6 +9,8 @@
 //   - PrepareTrackingForAttempt gives what a node gets: MLFLOW_TRACKING_URI, MLFLOW_RUN_ID,
 //     MLFLOW_EXPERIMENT_ID, MLFLOW_EXPERIMENT_NAME, and an external server's credentials as
 //     secret variables (MLFLOW_TRACKING_TOKEN or _USERNAME/_PASSWORD: injected and redacted).
+//   - TagAttemptInTracking tags the MLflow run with each attempt's size when it starts
+//     (air.attempt, air.num_nodes, air.attempt.<k>.num_nodes: elastic attempts shrink).
 //   - FinishTrackingRun sets the MLflow status from the air run's terminal state
 //     (SUCCEEDED -> FINISHED; FAILED, TIMED_OUT, INTERNAL_ERROR -> FAILED; CANCELED -> KILLED),
 //     whoever ends the run (the supervisor, or reconcile after the supervisor died).
@@ -19,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "base/env.h"
 #include "base/status.h"
 #include "spec/workload_spec.h"
@@ -80,6 +82,11 @@ AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string
 
 // "FINISHED", "FAILED" or "KILLED" for a terminal air state; "" for a live one.
 std::string TrackingStatusFor(store::RunState state);
+
+// Tags the linked tracking run with the size of `attempt` as it starts: air.attempt,
+// air.num_nodes (the latest attempt's) and air.attempt.<attempt>.num_nodes.
+Status TagAttemptInTracking(store::Store* store, int64_t run_id, int attempt, int num_nodes,
+                            const std::string& air_home, Env* env);
 
 // Sets the linked tracking run's status, end time and air's end tags (air.state, air.attempts,
 // air.failure_summary) from the air run's (terminal) state, in air's store or on the external

@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "base/strings.h"
-#include "secrets/file_lock.h"
 #include "secrets/names.h"
 
 namespace air::secrets {
@@ -117,7 +116,7 @@ Result<SecretStore::Loaded> SecretStore::LoadLocked() {
 template <typename Change>
 Status SecretStore::Mutate(Change&& change) {
   AIR_RETURN_IF_ERROR(PrepareDirectory());
-  AIR_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(lock_path_, FileLock::Mode::kExclusive));
+  AIR_ASSIGN_OR_RETURN(FileLock lock, env_->LockFile(lock_path_, FileLock::Mode::kExclusive));
   AIR_ASSIGN_OR_RETURN(Loaded loaded, LoadLocked());
   // `change` gets null keys only while nothing is stored yet; the key file is created after a
   // change succeeds, so a failing first command leaves no files but the lock.
@@ -204,7 +203,7 @@ Status SecretStore::DeleteSecret(std::string_view scope, std::string_view key) {
 Result<StoreSnapshot> SecretStore::Read() {
   if (!env_->IsDirectory(dir_)) return StoreSnapshot({}, nullptr, store_path_);
   AIR_RETURN_IF_ERROR(EnsureSodium());
-  AIR_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(lock_path_, FileLock::Mode::kShared));
+  AIR_ASSIGN_OR_RETURN(FileLock lock, env_->LockFile(lock_path_, FileLock::Mode::kShared));
   AIR_ASSIGN_OR_RETURN(Loaded loaded, LoadLocked());
   return StoreSnapshot(std::move(loaded.contents), std::move(loaded.keys), store_path_);
 }

@@ -154,9 +154,17 @@ Result<int> LockServer(const tracking::ServerFiles& files) {
   return fd;
 }
 
-// The UI's files: $AIR_WEB_DIR, else the source tree's web/ (compiled in).
+// The UI's files: $AIR_WEB_DIR, else an installed air's <prefix>/share/air/web beside its
+// bin/ (pip install ./python), else the source tree's web/ (compiled in).
 std::string FindWebDir(Env* env) {
   if (auto dir = env->GetEnv("AIR_WEB_DIR"); dir && !dir->empty()) return *dir;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    const std::string path(exe, static_cast<size_t>(n));
+    const std::string installed = path.substr(0, path.rfind('/')) + "/../share/air/web";
+    if (env->IsDirectory(installed)) return installed;
+  }
   return AIR_SOURCE_WEB_DIR;
 }
 

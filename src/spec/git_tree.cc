@@ -1,47 +1,15 @@
 // git subprocesses for code snapshots of a revision (see git_tree.h).
 #include "spec/git_tree.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
 
 #include "base/strings.h"
-
-extern char** environ;
+#include "base/subprocess.h"
 
 namespace air::spec {
 namespace {
-
-// Reads both pipes to the end without blocking on either.
-void DrainPipes(int out_fd, int err_fd, std::string* out, std::string* err) {
-  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-  std::string* sinks[2] = {out, err};
-  int open_count = 2;
-  char buf[1 << 16];
-  while (open_count > 0) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        fds[i].fd = -1;
-        --open_count;
-        continue;
-      }
-      sinks[i]->append(buf, static_cast<size_t>(n));
-    }
-  }
-}
 
 std::string FirstLine(const std::string& text) {
   std::string_view t = Trim(text);
@@ -51,52 +19,17 @@ std::string FirstLine(const std::string& text) {
 Result<std::string> Git(const std::string& root, std::vector<std::string> args) {
   std::vector<std::string> argv = {"git", "-C", root};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::string out, err;
-  AIR_ASSIGN_OR_RETURN(int status, RunCapture(argv, &out, &err));
-  if (status != 0) return FailedPrecondition(FirstLine(err.empty() ? out : err));
-  return out;
+  SubprocessOptions git;
+  git.argv = std::move(argv);
+  git.separate_stderr = true;
+  AIR_ASSIGN_OR_RETURN(SubprocessResult ran, RunSubprocess(git));
+  if (!ran.succeeded()) {
+    return FailedPrecondition(FirstLine(ran.error_output.empty() ? ran.output : ran.error_output));
+  }
+  return std::move(ran.output);
 }
 
 }  // namespace
-
-Result<int> RunCapture(const std::vector<std::string>& argv, std::string* out, std::string* err) {
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(out_pipe[0]);
-    ::close(out_pipe[1]);
-    return ErrnoStatus("pipe", e);
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (rc != 0) {
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    return ErrnoStatus(fmt::format("cannot run {}", argv[0]), rc);
-  }
-  DrainPipes(out_pipe[0], err_pipe[0], out, err);
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return ErrnoStatus("waitpid", errno);
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
 
 Result<std::string> ResolveGitRevision(const std::string& root, const GitRefSpec& git) {
   if (Result<std::string> inside = Git(root, {"rev-parse", "--git-dir"}); !inside.ok()) {

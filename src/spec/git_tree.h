@@ -20,8 +20,4 @@ Result<std::string> ResolveGitRevision(const std::string& root, const GitRefSpec
 // Files of `commit` below `root` (paths relative to root), submodules skipped.
 Result<std::vector<SnapshotFile>> ListGitTree(const std::string& root, const std::string& commit);
 
-// Runs argv[0] (looked up on PATH) with `argv`, capturing stdout and stderr; returns the exit
-// status (or 128+signal). Fails only when the program cannot be started.
-Result<int> RunCapture(const std::vector<std::string>& argv, std::string* out, std::string* err);
-
 }  // namespace air::spec

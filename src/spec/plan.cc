@@ -72,6 +72,7 @@ nlohmann::ordered_json PlanToJson(const PlanInput& input) {
                      {"device_model", c.device_model},
                      {"per_node", c.per_node},
                      {"num_nodes", c.num_nodes},
+                     {"min_nodes", c.min_nodes},
                      {"description", DescribeCompute(c)}};
   if (spec.environment) {
     const EnvironmentSpec& e = *spec.environment;
@@ -161,6 +162,10 @@ std::string PlanToText(const PlanInput& input) {
       fmt::format("{}; {} {} in all", DescribeCompute(c), c.num_accelerators,
                   c.kind == AcceleratorKind::kGpu ? (one ? "GPU" : "GPUs")
                                                   : (one ? "worker process" : "worker processes")));
+  if (c.min_nodes < c.num_nodes) {
+    row("elastic", fmt::format("a lost node is dropped: attempts continue on {} to {} nodes",
+                               c.min_nodes, c.num_nodes));
+  }
   if (spec.environment) {
     const EnvironmentSpec& e = *spec.environment;
     if (e.docker_image) {

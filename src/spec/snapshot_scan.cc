@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 
 #include "base/strings.h"
 #include "spec/git_tree.h"
@@ -78,6 +79,10 @@ class TreeWalker {
         continue;
       }
       if (is_dir && IsExcluded(st)) continue;
+      if (is_dir && (name == "__pycache__" || IsVirtualenv(path))) {
+        listing_->skipped_dirs.push_back(rel);
+        continue;
+      }
       if (is_dir) {
         AIR_RETURN_IF_ERROR(Walk(rel));
       } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
@@ -93,6 +98,12 @@ class TreeWalker {
   }
 
  private:
+  // A Python virtualenv (python -m venv, virtualenv, uv, poetry): its root holds pyvenv.cfg.
+  static bool IsVirtualenv(const std::string& dir) {
+    struct stat st;
+    return ::lstat((dir + "/pyvenv.cfg").c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
+
   bool IsExcluded(const struct stat& st) const {
     return std::find(excluded_.begin(), excluded_.end(), std::make_pair(st.st_dev, st.st_ino)) !=
            excluded_.end();
@@ -124,6 +135,30 @@ bool Normalize(const std::string& path, std::vector<std::string>* parts) {
     }
   }
   return true;
+}
+
+// "data/ 1.9 GiB, model.bin 300.0 MiB (largest files: data/a.bin 1.2 GiB, ...)": the `count`
+// largest top-level entries (a directory with the size of everything listed below it), then the
+// largest files, largest first.
+std::string LargestEntries(const SnapshotListing& listing, size_t count) {
+  std::map<std::string, uint64_t> sizes;
+  for (const SnapshotFile& f : listing.files) {
+    const size_t slash = f.path.find('/');
+    sizes[slash == std::string::npos ? f.path : f.path.substr(0, slash + 1)] += f.size;
+  }
+  auto largest = [count](std::vector<std::pair<std::string, uint64_t>> entries) {
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::vector<std::string> out;
+    for (size_t i = 0; i < entries.size() && i < count; ++i) {
+      out.push_back(fmt::format("{} {}", entries[i].first, HumanBytes(entries[i].second)));
+    }
+    return Join(out, ", ");
+  };
+  std::vector<std::pair<std::string, uint64_t>> files;
+  for (const SnapshotFile& f : listing.files) files.emplace_back(f.path, f.size);
+  return fmt::format("{} (largest files: {})", largest({sizes.begin(), sizes.end()}),
+                     largest(std::move(files)));
 }
 
 }  // namespace
@@ -237,6 +272,15 @@ Result<SnapshotListing> ScanSnapshot(const SnapshotSpec& snapshot, Env* env,
   std::sort(listing.files.begin(), listing.files.end(),
             [](const SnapshotFile& a, const SnapshotFile& b) { return a.path < b.path; });
   for (const auto& f : listing.files) listing.total_bytes += f.size;
+  const uint64_t limit = static_cast<uint64_t>(snapshot.max_size_mb) << 20;
+  if (listing.total_bytes > limit) {
+    *error_field = prefix + "max_size_mb";
+    return InvalidArgument(fmt::format(
+        "the snapshot of {} is {}, over its limit of {} (max_size_mb {}); the largest entries: "
+        "{}; leave them out with .gitignore or include_paths, or raise max_size_mb",
+        listing.root, HumanBytes(listing.total_bytes), HumanBytes(limit), snapshot.max_size_mb,
+        LargestEntries(listing, 3)));
+  }
   return listing;
 }
 

@@ -2,8 +2,12 @@
 // show its size and the runtime can archive exactly that list.
 //
 // Working tree (no `git:`): every regular file and symlink under root_path (symlinks are listed,
-// never followed), skipping any `.git` entry and whatever the .gitignore files exclude (root and
-// nested ones; see gitignore.h); with include_paths, only those files or directories. With
+// never followed), skipping any `.git` entry, `__pycache__` directories, Python virtualenvs (any
+// directory holding a pyvenv.cfg: `.venv/`, `env/`, ...; a venv's symlinks point outside the
+// tree and it never runs on another machine) and whatever the .gitignore files exclude (root and
+// nested ones; see gitignore.h); with include_paths, only those files or directories.
+// A listing larger than snapshot.max_size_mb is an InvalidArgument (field max_size_mb) naming
+// its largest entries, so the user sees what to leave out. With
 // `git: {branch | commit}`: the files of that revision as `git -C ROOT ls-tree -r -l -z REV`
 // lists them (run without a shell; paths below ROOT when ROOT is a subdirectory of the
 // repository), filtered by include_paths; submodules are skipped. An unknown revision, a missing
@@ -35,6 +39,8 @@ struct SnapshotListing {
   std::vector<SnapshotFile> files;  // sorted by path
   uint64_t total_bytes = 0;
   size_t ignored_entries = 0;  // entries skipped by .gitignore rules (working tree mode)
+  // Directories skipped as Python virtualenvs or __pycache__ (working tree mode), relative.
+  std::vector<std::string> skipped_dirs;
 };
 
 // True for a '/'-separated path below the root: not empty, not absolute, no empty, "." or ".."

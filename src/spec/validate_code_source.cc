@@ -62,9 +62,21 @@ void SpecValidator::ValidateCodeSource(const YamlNode& node, WorkloadSpec* spec)
 void SpecValidator::ValidateSnapshot(const YamlNode& node, const std::string& field,
                                      SnapshotSpec* snapshot, WorkloadSpec* spec) {
   MappingView view;
-  if (!CheckMapping(node, field, {"root_path", "include_paths", "git"},
-                    "root_path, include_paths and git", &view)) {
+  if (!CheckMapping(node, field, {"root_path", "include_paths", "git", "max_size_mb"},
+                    "root_path, include_paths, git and max_size_mb", &view)) {
     return;
+  }
+  if (const YamlNode* limit = view.Get("max_size_mb")) {
+    int64_t mb = 0;
+    if (ReadInt(*limit, field + ".max_size_mb", &mb)) {
+      Remember(field + ".max_size_mb", *limit, spec);
+      if (mb < 1 || mb > (int64_t{1} << 30)) {
+        Error(*limit, field + ".max_size_mb",
+              fmt::format("must be a size in MiB from 1 to {}, got {}", int64_t{1} << 30, mb));
+      } else {
+        snapshot->max_size_mb = mb;
+      }
+    }
   }
   if (Require(view, node, field, "root_path",
               "the directory to upload, relative to this file (e.g. '.')")) {

@@ -94,8 +94,8 @@ void SpecValidator::ValidateExperimentName(const YamlNode& node, WorkloadSpec* s
 
 void SpecValidator::ValidateCompute(const YamlNode& node, WorkloadSpec* spec) {
   MappingView view;
-  if (!CheckMapping(node, "compute", {"accelerator_type", "num_accelerators"},
-                    "accelerator_type and num_accelerators", &view)) {
+  if (!CheckMapping(node, "compute", {"accelerator_type", "num_accelerators", "min_nodes"},
+                    "accelerator_type, num_accelerators and min_nodes", &view)) {
     return;
   }
   ComputeSpec& compute = spec->compute;
@@ -153,6 +153,19 @@ void SpecValidator::ValidateCompute(const YamlNode& node, WorkloadSpec* spec) {
   compute.device_model = shape->device_model;
   compute.per_node = per;
   compute.num_nodes = static_cast<int>(count / per);
+  compute.min_nodes = compute.num_nodes;
+  if (const YamlNode* min_node = view.Get("min_nodes")) {
+    int64_t min_nodes = 0;
+    if (!ReadInt(*min_node, "compute.min_nodes", &min_nodes)) return;
+    Remember("compute.min_nodes", *min_node, spec);
+    if (min_nodes < 1 || min_nodes > compute.num_nodes) {
+      Error(*min_node, "compute.min_nodes",
+            fmt::format("must be between 1 and the node count {} ({} / {} per node), got {}",
+                        compute.num_nodes, count, per, min_nodes));
+      return;
+    }
+    compute.min_nodes = static_cast<int>(min_nodes);
+  }
 }
 
 void SpecValidator::ValidateEnvironment(const YamlNode& node, WorkloadSpec* spec) {

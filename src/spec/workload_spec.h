@@ -5,6 +5,7 @@
 // the order in which the user wrote them. Plain values: copyable, no shared state.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,6 +31,10 @@ struct ComputeSpec {
   std::string device_model;  // "H100", "H200", "A10"; "CPU" for CPU shapes
   int per_node = 0;          // GPUs (or worker processes for CPU_<n>) per node
   int num_nodes = 0;         // num_accelerators / per_node
+  // compute.min_nodes: the fewest nodes an attempt may continue on after nodes were lost
+  // (docs/state-machine.md, "Elastic retries"); 1 <= min_nodes <= num_nodes, default num_nodes
+  // (no shrinking).
+  int min_nodes = 0;
 };
 
 struct DockerImageSpec {
@@ -50,11 +55,17 @@ struct GitRefSpec {
   std::optional<std::string> commit;
 };
 
+// The default of code_source.snapshot.max_size_mb.
+inline constexpr int64_t kDefaultSnapshotMaxSizeMb = 1024;
+
 struct SnapshotSpec {
   std::string root_path;                   // as written (may be relative to the YAML's dir)
   std::string resolved_root;               // absolute path
   std::vector<std::string> include_paths;  // relative, no "..", non-empty when given
   std::optional<GitRefSpec> git;
+  // max_size_mb: the largest snapshot accepted, in MiB (spec::ScanSnapshot names the largest
+  // entries when it is passed).
+  int64_t max_size_mb = kDefaultSnapshotMaxSizeMb;
 };
 
 struct CodeSourceSpec {

@@ -71,6 +71,7 @@ struct AttemptRecord {
   int64_t started_us = 0;
   std::optional<int64_t> ended_us;
   std::string failure_summary;
+  int num_nodes = 0;  // the attempt's size (its node rows): elastic attempts shrink
 };
 
 // How a node's command ended.

@@ -61,8 +61,10 @@ Status Store::FinishAttempt(int64_t run_id, int attempt, AttemptState state,
 Result<std::vector<AttemptRecord>> Store::ListAttempts(int64_t run_id) {
   AIR_ASSIGN_OR_RETURN(
       Statement stmt,
-      db_->Query("SELECT run_id, attempt, state, master_port, started_us, ended_us, "
-                 "failure_summary FROM attempts WHERE run_id = ? ORDER BY attempt",
+      db_->Query("SELECT a.run_id, a.attempt, a.state, a.master_port, a.started_us, a.ended_us, "
+                 "a.failure_summary, (SELECT COUNT(*) FROM nodes n WHERE n.run_id = a.run_id "
+                 "AND n.attempt = a.attempt) FROM attempts a WHERE a.run_id = ? "
+                 "ORDER BY a.attempt",
                  run_id));
   std::vector<AttemptRecord> attempts;
   while (true) {
@@ -81,6 +83,7 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(int64_t run_id) {
     a.started_us = stmt.ColumnInt(4);
     a.ended_us = stmt.ColumnOptionalInt(5);
     a.failure_summary = stmt.ColumnOptionalText(6).value_or("");
+    a.num_nodes = static_cast<int>(stmt.ColumnInt(7));
     attempts.push_back(std::move(a));
   }
   return attempts;

@@ -28,6 +28,12 @@ def test_version_envelope_starts_with_v(air):
     assert proc.stdout.startswith('{"v":1,"ts":"')
 
 
+def test_dash_dash_version_prints_the_version_like_air_version(air):
+    proc = air("--version", check=True)
+    assert proc.stdout == air("version", check=True).stdout
+    assert proc.stdout.startswith("air ") and proc.stderr == ""
+
+
 def test_unknown_option_is_named_instead_of_a_missing_required_one(air):
     # CLI11 alone reports "--file is required" here: the real mistake is the unknown option.
     proc = air("run", "--bogus")

@@ -5,9 +5,11 @@ the job's real state. Real processes: the supervisors are SIGKILLed, the daemons
 scripts/slurm/start.sh's."""
 import os
 import signal
+import subprocess
 import time
 
-from runtime_jobs.helpers import get, nodes_running, submit, wait_for, wait_terminal, write_spec
+from runtime_jobs.helpers import get, nodes_running, run_processes, submit, wait_for, \
+    wait_terminal, write_spec
 from runtime_jobs.slurm_cluster import job_of, slurm_cluster, slurm_home, squeue_jobs  # noqa: F401
 
 # Each node says it started, then waits for the test's go.
@@ -89,3 +91,58 @@ def test_an_adopted_job_ends_with_its_real_state(air, slurm_home, tmp_path):
     assert run["state"] == "FAILED", run
     assert "node 1" in run["failure_summary"] and "exited with code 7" in run["failure_summary"], run
     assert job_of(f"air-{run_id}-0")["JobId"] not in squeue_jobs()
+
+
+def test_air_cancel_of_an_adopted_run_cancels_its_job_and_leaves_nothing(air, slurm_home,
+                                                                         tmp_path):
+    """`air cancel` reaches the adopting supervisor like the first one: the run ends CANCELED,
+    its Slurm job is cancelled (not left running under nobody) and no node process is left."""
+    (tmp_path / "out").mkdir()
+    command = WAIT_FOR_GO.format(out=tmp_path / "out") + "sleep 300"
+    run_id = submit(air, write_spec(tmp_path, command, nodes=2))
+    wait_for(air, run_id, nodes_running, timeout=60)
+    job = job_of(f"air-{run_id}-0")["JobId"]
+    dead = kill_supervisor(air, run_id)
+    adopter = get(air, run_id)["supervisor_pid"]  # this `air get` starts the adopter
+    assert adopter != dead and alive(adopter)
+    cancelled = air("cancel", run_id, "-o", "json")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    run = wait_terminal(air, run_id, timeout=60)
+    assert run["state"] == "CANCELED", run
+    assert run["attempt_details"][0]["state"] == "CANCELED", run
+    assert job not in squeue_jobs()
+    assert job_of(f"air-{run_id}-0")["JobState"] == "CANCELLED", job_of(f"air-{run_id}-0")
+    deadline = time.monotonic() + 30
+    while alive(adopter):
+        assert time.monotonic() < deadline, "the adopting supervisor did not exit"
+        time.sleep(0.1)
+    assert run_processes(slurm_home, run_id) == []
+
+
+def test_a_job_slurm_no_longer_knows_is_named_not_waited_for(air, slurm_home, tmp_path):
+    """A dead supervisor's job that Slurm has forgotten (an ended job is purged after
+    slurm.conf's MinJobAge; here the attempt names a job id Slurm never had, which Slurm answers
+    the same way): the next `air get` ends the run at once, naming the job and why, instead of
+    adopting or waiting for it."""
+    (tmp_path / "out").mkdir()
+    command = WAIT_FOR_GO.format(out=tmp_path / "out") + "sleep 300"
+    run_id = submit(air, write_spec(tmp_path, command, nodes=2))
+    wait_for(air, run_id, nodes_running, timeout=60)
+    job = job_of(f"air-{run_id}-0")["JobId"]
+    kill_supervisor(air, run_id)
+    subprocess.run(["scancel", job], check=True)
+    wait_gone = time.monotonic() + 30
+    while job in squeue_jobs():
+        assert time.monotonic() < wait_gone
+        time.sleep(0.2)
+    job_file = slurm_home / "runs" / str(run_id) / "attempt_0" / "slurm_job_id"
+    assert job_file.read_text().strip() == job
+    purged = str(int(job) + 100000)
+    job_file.write_text(purged + "\n")
+    run = get(air, run_id)  # one reconcile: no adopter, no wait
+    assert run["state"] == "INTERNAL_ERROR", run
+    summary = run["failure_summary"]
+    assert f"Slurm job {purged}" in summary and "no longer known to Slurm" in summary, summary
+    assert "MinJobAge" in summary, summary
+    assert run["attempt_details"][0]["ended_us"] is not None, run
+    assert run_processes(slurm_home, run_id) == []

@@ -147,7 +147,8 @@ def test_seed_dry_run_json_plan(air, air_home, seed_project):
     assert plan["dry_run"] is True
     assert plan["compute"] == {"accelerator_type": "GPU_8xH100", "num_accelerators": 16,
                                "kind": "gpu", "device_model": "H100", "per_node": 8,
-                               "num_nodes": 2, "description": "2 nodes \u00d7 8 GPUs (GPU_8xH100)"}
+                               "num_nodes": 2, "min_nodes": 2,
+                               "description": "2 nodes \u00d7 8 GPUs (GPU_8xH100)"}
     assert [n["node_rank"] for n in plan["nodes"]] == [0, 1]
     assert [e["name"] for e in plan["nodes"][1]["env"]] == ENV_ORDER
     assert node_env(plan["nodes"][1])["NODE_RANK"] == "1"

@@ -12,12 +12,15 @@ and the secret (never its value) and create no run; and a run whose supervisor i
 ends FAILED (reconcile) or KILLED (`air cancel`) in air's tracking and on the external server.
 `air train` under air run sends the injected basic-auth credentials with its metric batches.
 """
+import base64
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -254,3 +257,97 @@ def test_air_train_logs_into_the_external_server_with_basic_auth(air, air_home, 
                                                                                 "loss")]]))
     """, url, env={"MLFLOW_TRACKING_USERNAME": "x", "MLFLOW_TRACKING_PASSWORD": token})
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["FINISHED", [1, 2, 3]]
+
+
+@pytest.fixture
+def mlflow_basic_auth(tmp_path):
+    """(url, user, password) of the real `mlflow server --app-name basic-auth` (MLflow's own
+    authentication app: users in its own database, basic auth on every request)."""
+    root = tmp_path / "mlflow_auth"
+    root.mkdir()
+    user, password = "air-admin", "air-admin-password-7f3a9c"
+    (root / "basic_auth.ini").write_text(
+        "[mlflow]\n"
+        "default_permission = READ\n"
+        f"database_uri = sqlite:///{root}/basic_auth.db\n"
+        f"admin_username = {user}\n"
+        f"admin_password = {password}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MLFLOW_AUTH_CONFIG_PATH=str(root / "basic_auth.ini"),
+               MLFLOW_FLASK_SERVER_SECRET_KEY=os.urandom(16).hex(), **MLFLOW_ENV)
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--app-name", "basic-auth",
+         "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{root}/mlflow.db",
+         "--default-artifact-root", str(root / "artifacts")],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        assert proc.poll() is None, (root / "server.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, (root / "server.log").read_text()[-3000:]
+        time.sleep(0.5)
+    # The first authenticated request initializes the auth app (its database, lazy imports):
+    # make it here, so that air's own requests (10 s timeout) meet a warm server.
+    request = urllib.request.Request(url + "/api/2.0/mlflow/experiments/search?max_results=1")
+    request.add_header("Authorization", "Basic " + base64.b64encode(
+        f"{user}:{password}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=120) as r:
+        assert r.status == 200
+    yield url, user, password
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log.close()
+
+
+def test_basic_auth_against_the_real_mlflow_basic_auth_server(air, air_home, tmp_path,
+                                                               mlflow_basic_auth):
+    """MLflow's own basic-auth app, not air's server: air creates and ends the run there with
+    the user and password from air secrets, the node's mlflow client logs with them, and a wrong
+    password is refused at submit, naming the server and the secret."""
+    url, user, password = mlflow_basic_auth
+    configure(air, air_home, url, {"username": ("mlflow/user", user),
+                                   "password": ("mlflow/password", "not-" + password)})
+    spec = write_spec(tmp_path, NODE_SCRIPT.format(python=sys.executable, url=url),
+                      name="basic-auth", nodes=1, timeout_minutes=5, env_variables=MLFLOW_ENV)
+    refused = air("run", "-f", spec)
+    assert refused.returncode != 0, refused.stdout
+    assert url in refused.stderr and "mlflow/password" in refused.stderr, refused.stderr
+    assert password not in refused.stderr
+    assert air("secrets", "put-secret", "mlflow", "password", input=password).returncode == 0
+    run_id = submit(air, spec)
+    run = wait_for(air, run_id, lambda r: r["state"] not in ("PENDING", "RUNNING"), timeout=300)
+    log = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", log[-3000:]
+    assert "MLFLOW_TRACKING_PASSWORD = [REDACTED]" in log and password not in log, log
+    out = run_mlflow(f"""
+        import json
+        from mlflow import MlflowClient
+        c = MlflowClient()
+        r = c.get_run({run["mlflow_run_id"]!r})
+        print(json.dumps({{"status": r.info.status, "params": r.data.params,
+                          "tags": r.data.tags}}))
+    """, url, env={"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password})
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["status"] == "FINISHED" and got["params"] == {"p": "1"}, got
+    assert got["tags"]["air.run_id"] == str(run_id) and got["tags"]["air.state"] == "SUCCEEDED"
+    # Without credentials MLflow's app refuses (so the above really went through its auth).
+    denied = run_mlflow(f"""
+        from mlflow import MlflowClient
+        MlflowClient().get_run({run["mlflow_run_id"]!r})
+    """, url, check=False)
+    assert denied.returncode != 0 and "401" in denied.stderr + denied.stdout, denied.stderr[-2000:]

@@ -3,6 +3,7 @@ the runs table lists a finished and a failed run; a run page shows both nodes' l
 failure summary and a loss chart drawn from the run's metrics; a log line holding <script> is
 shown as text. AIR_UI_SCREENSHOT=path saves the run page (docs/tracking-ui.png)."""
 import os
+import re
 import shutil
 import sys
 
@@ -14,6 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from tracking_helpers import run_mlflow
 
 LOG_METRICS = ("python -c \"import mlflow, os; mlflow.start_run(run_id=os.environ['MLFLOW_RUN_ID']); "
                "mlflow.log_param('lr', 0.01); "
@@ -85,3 +87,48 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
     assert "lr" in browser.find_element(By.ID, "params").text
     if os.environ.get("AIR_UI_SCREENSHOT"):
         browser.save_screenshot(os.environ["AIR_UI_SCREENSHOT"])
+
+
+def printed_link(text: str) -> str:
+    """The run link the mlflow client prints when a run ends (`View run NAME at: URL`)."""
+    found = re.findall(r"View run \S+ at: (\S+)", text)
+    assert found, text
+    return found[-1]
+
+
+def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monkeypatch,
+                                                  browser):
+    """The link the real mlflow client prints (<server>/#/experiments/E/runs/R) opens that run's
+    page: the air run's, for a node's tracking run; a run page of its own (params, the loss
+    chart) for a run the client logged straight to the server."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    run_id = submit(air, write_spec(tmp_path, LOG_METRICS, name="ui-links", nodes=1,
+                                    env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
+    run = wait_terminal(air, run_id, timeout=120)
+    node_log = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", node_log
+    link = printed_link(node_log)
+    assert "/#/experiments/" in link and link.endswith("/runs/" + run["mlflow_run_id"]), link
+    browser.get(link)
+    wait_ready(browser)
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}")
+    assert browser.current_url.endswith(f"/runs/{run_id}"), browser.current_url
+
+    url = air("ui", check=True).stdout.strip()
+    client = run_mlflow("""
+        import mlflow
+        mlflow.set_experiment("straight-from-the-client")
+        with mlflow.start_run(run_name="client-run"):
+            mlflow.log_param("batch", 8)
+            for s in range(5):
+                mlflow.log_metric("loss", 1.0 / (s + 1), step=s)
+        """, url.rstrip("/"), env={"GIT_PYTHON_REFRESH": "quiet"})
+    link = printed_link(client.stdout + client.stderr)
+    browser.get(link)
+    wait_ready(browser)
+    assert "MLflow run client-run" in browser.find_element(By.TAG_NAME, "h1").text
+    assert "batch" in browser.find_element(By.ID, "params").text
+    points = browser.execute_script(
+        "const c = Chart.getChart('chart-loss'); return c.data.datasets[0].data;")
+    assert [p["x"] for p in points] == list(range(5))

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 import yaml
@@ -29,6 +30,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
 from helpers import explain, free_port, run_processes, submit, wait_terminal, write_spec  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
+from tracking_helpers import run_mlflow  # noqa: E402
 
 STEPS = 40
 
@@ -238,3 +240,65 @@ def test_air_run_retry_resumes_from_the_last_checkpoint(tiny, straight, air, air
     assert "resumed from" in logs
     assert [m["step"] for m in metrics(out)] == list(range(1, STEPS + 1))
     assert losses_from(out, 11) == losses_from(straight, 11)
+
+
+def test_elastic_retry_continues_on_the_node_left_from_the_last_checkpoint(
+        tiny, straight, air, air_bin, air_home, tmp_path):
+    """compute.min_nodes: 1 on 2 local nodes: node 1's agent is SIGKILLed after checkpoint-10;
+    attempt 1 runs on the 1 node left (NUM_NODES=1, WORLD_SIZE=1), resumes checkpoint-10
+    (resharded from 2 ranks to 1) and SUCCEEDS; the continuation matches the 2-rank run that was
+    never stopped; air get and the MLflow run show each attempt's size."""
+    out = tmp_path / "out"
+    command = (f"echo \"attempt $AIR_ATTEMPT: NUM_NODES=$NUM_NODES WORLD_SIZE=$WORLD_SIZE\"; "
+               f"exec {air_bin} launch --nnodes $NUM_NODES --node-rank $NODE_RANK "
+               "--nproc-per-node 1 --master-addr $MASTER_ADDR --master-port $MASTER_PORT "
+               f"--no-python {air_bin} train --threads 1 "
+               # The global batch (4 rows) is kept whatever the size: resume refuses another.
+               "--set per_device_batch_size=$((4 / WORLD_SIZE))")
+    spec = write_spec(tmp_path, command, name="elastic", nodes=2, per_node=1, max_retries=1,
+                      parameters=params(tiny, out, 2, resume_from_checkpoint="latest"))
+    text = spec.read_text().replace("  num_accelerators: 2\n",
+                                    "  num_accelerators: 2\n  min_nodes: 1\n")
+    spec.write_text(text)
+    run_id = submit(air, spec)
+    marker = out / "checkpoint-10" / "COMPLETE"
+    deadline = time.monotonic() + 180
+    while not marker.exists():
+        assert time.monotonic() < deadline, "attempt 0 never reached checkpoint-10"
+        time.sleep(0.005)
+    code, env = air.json("get", run_id)
+    node1 = next(n for n in env["data"]["attempt_details"][0]["nodes"] if n["node_rank"] == 1)
+    os.kill(node1["agent_pid"], signal.SIGKILL)  # the node is lost, not its command
+    run = wait_terminal(air, run_id, timeout=400)
+    logs = air("logs", run_id, "--node", 0, "--retry", 1).stdout
+    assert run["state"] == "SUCCEEDED", explain(run, logs)
+    first, second = run["attempt_details"]
+    assert first["state"] == "FAILED" and first["num_nodes"] == 2 and first["world_size"] == 2
+    assert [n["state"] for n in first["nodes"]][1] == "LOST", first
+    assert second["state"] == "SUCCEEDED" and second["num_nodes"] == 1, second
+    assert second["world_size"] == 1 and len(second["nodes"]) == 1, second
+    assert "attempt 1: NUM_NODES=1 WORLD_SIZE=1" in logs, logs
+    resumed = [l for l in logs.splitlines() if "resumed from" in l]
+    assert resumed and "(step 1" in resumed[0], logs  # checkpoint-10, or a later one
+    # The retry names the lost node, the rule and the new size (the UI's timeline, air's API).
+    url = air.json("ui")[1]["data"]["url"]
+    with urllib.request.urlopen(f"{url}api/air/runs/{run_id}", timeout=30) as page:
+        events = [e["message"] for e in json.loads(page.read())["events"]]
+    assert any("attempt 0 lost 1 of its 2 nodes: node 1" in e and
+               "continuing on the 1 node left (compute.min_nodes 1)" in e for e in events), events
+    text = air("get", run_id).stdout
+    assert "2 nodes" in text and "1 node " in text, text
+    # One process resharded from two: the remaining steps follow the run never stopped.
+    step = int(resumed[0].split("(step ")[1].rstrip(")"))
+    assert [m["step"] for m in metrics(out)] == list(range(1, STEPS + 1))
+    ours, ref = losses_from(out, step + 1), losses_from(straight, step + 1)
+    assert max(abs(a - b) / abs(b) for a, b in zip(ours, ref)) <= 1e-4, (ours, ref)
+    assert run_processes(air_home, run_id) == []
+    # The MLflow run (air's own server), read by the real mlflow client, has each attempt's size.
+    probe = run_mlflow(f"""
+        import json, mlflow
+        print(json.dumps(mlflow.MlflowClient().get_run({run["mlflow_run_id"]!r}).data.tags))
+        """, url)
+    tags = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert tags.get("air.attempt.0.num_nodes") == "2", tags
+    assert tags.get("air.attempt.1.num_nodes") == "1" and tags.get("air.num_nodes") == "1", tags

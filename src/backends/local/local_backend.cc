@@ -17,6 +17,7 @@
 #include "agent/process_tracker.h"
 #include "base/posix_io.h"
 #include "base/strings.h"
+#include "base/subprocess.h"
 
 namespace air::backends {
 namespace {
@@ -63,8 +64,8 @@ int CountLocalGpus() {
   return count;
 }
 
-BackendCapabilities LocalBackend::DescribeCapabilities(Env* env) {
-  BackendCapabilities caps;
+ClusterCapabilities LocalBackend::DescribeCapabilities(Env* env) {
+  ClusterCapabilities caps;
   caps.name = "local";
   caps.gpu_devices = AvailableDevices(env, CountLocalGpus());
   caps.gpus_available = static_cast<int>(caps.gpu_devices.size());
@@ -87,7 +88,7 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(Env* env, std::string
 }
 
 LocalBackend::LocalBackend(Env* env, std::string agent_binary, int sigchld_fd,
-                           BackendCapabilities caps)
+                           ClusterCapabilities caps)
     : env_(env),
       agent_binary_(std::move(agent_binary)),
       sigchld_fd_(sigchld_fd),
@@ -102,42 +103,20 @@ LocalBackend::~LocalBackend() {
 Result<pid_t> LocalBackend::SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices) {
   agent::NodeLaunch launch = node.launch;
   if (!cuda_devices.empty()) launch.env.emplace_back("CUDA_VISIBLE_DEVICES", cuda_devices);
-  AIR_RETURN_IF_ERROR(agent::WriteRunFile(node.launch_path, agent::NodeLaunchToJson(launch)));
+  AIR_RETURN_IF_ERROR(
+      env_->WriteFileAtomic(node.launch_path, agent::NodeLaunchToJson(launch), 0600));
 
-  // The agent's environment: ours plus the secret values (the only place they travel).
-  std::vector<std::string> entries = MergedEnvironment(node.secret_env);
-  std::vector<char*> envp = EnvironmentPointers(entries);
-  std::string arg0 = "air";
-  std::string arg1 = "agent";
-  std::string arg2 = node.launch_path;
-  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
-
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork node agent", errno);
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);  // the supervisor died before we got here
-    ::execve(agent_binary_.c_str(), argv, envp.data());
-    // Only async-signal-safe calls here: strerror is not, so write the errno number itself.
-    int err = errno;
-    char msg[96] = "air: cannot execute the node agent: errno ";
-    size_t len = sizeof("air: cannot execute the node agent: errno ") - 1;
-    char digits[12];
-    int nd = 0;
-    do {
-      digits[nd++] = static_cast<char>('0' + err % 10);
-      err /= 10;
-    } while (err > 0 && nd < 11);
-    while (nd > 0) msg[len++] = digits[--nd];
-    msg[len++] = '\n';
-    (void)!::write(STDERR_FILENO, msg, len);
-    ::_exit(127);
-  }
-  return pid;
+  // The agent's environment: ours plus the secret values (the only place they travel). It
+  // stays in the supervisor's process group and gets SIGTERM if the supervisor dies.
+  SubprocessOptions agent;
+  agent.argv = {"air", "agent", node.launch_path};
+  agent.program = agent_binary_;
+  agent.env_overrides = node.secret_env;
+  agent.placement = ProcessPlacement::kCallerGroup;
+  agent.parent_death_signal = SIGTERM;
+  agent.inherit_output = true;
+  AIR_ASSIGN_OR_RETURN(RunningSubprocess started, StartSubprocess(agent));
+  return static_cast<pid_t>(started.pid());
 }
 
 Status LocalBackend::Launch(const AttemptToLaunch& attempt) {
@@ -243,6 +222,7 @@ void LocalBackend::Refresh(Node& node) {
   } else {
     node.status.lost_reason = fmt::format("the node agent (pid {}) ended with {} without a report",
                                           node.agent_pid, DescribeAgentStatus(node.wait_status));
+    node.status.node_lost = true;  // a simulated node is gone when its agent is
     // Its command may survive it (in its own process group, or escaped from it): kill every
     // process the node's tracker knows.
     if (Status killed = KillNodeProcesses(node); !killed.ok()) {

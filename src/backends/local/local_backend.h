@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/cluster_backend.h"
 #include "base/env.h"
 
 namespace air::backends {
@@ -24,16 +24,16 @@ namespace air::backends {
 // GPUs visible on this host (from /proc/driver/nvidia/gpus, else /dev/nvidiaN); 0 without.
 int CountLocalGpus();
 
-class LocalBackend final : public Backend {
+class LocalBackend final : public ClusterBackend {
  public:
   // What the local backend offers on this host (no side effects: for checks at submit).
-  static BackendCapabilities DescribeCapabilities(Env* env);
+  static ClusterCapabilities DescribeCapabilities(Env* env);
   // One backend instance drives one attempt. `agent_binary` is the air executable that
   // provides `air agent`.
   static Result<std::unique_ptr<LocalBackend>> Create(Env* env, std::string agent_binary);
   ~LocalBackend() override;
 
-  const BackendCapabilities& Capabilities() const override { return capabilities_; }
+  const ClusterCapabilities& Capabilities() const override { return capabilities_; }
   Status Launch(const AttemptToLaunch& attempt) override;
   Status StopAll() override;
   Status KillAll() override;
@@ -51,7 +51,7 @@ class LocalBackend final : public Backend {
     NodeStatus status;
   };
 
-  LocalBackend(Env* env, std::string agent_binary, int sigchld_fd, BackendCapabilities caps);
+  LocalBackend(Env* env, std::string agent_binary, int sigchld_fd, ClusterCapabilities caps);
   Result<pid_t> SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices);
   void ReapAgents();
   void Refresh(Node& node);
@@ -61,7 +61,7 @@ class LocalBackend final : public Backend {
   Env* env_;
   std::string agent_binary_;
   int sigchld_fd_;
-  BackendCapabilities capabilities_;
+  ClusterCapabilities capabilities_;
   std::vector<Node> nodes_;
 };
 

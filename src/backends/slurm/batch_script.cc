@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "base/strings.h"
+
 namespace air::backends::slurm {
 
 std::string JobName(int64_t run_id, int attempt) {
@@ -59,6 +61,7 @@ std::vector<std::string> SbatchArgv(const JobRequest& r, const std::string& scri
   if (!r.config.partition.empty()) argv.push_back("--partition=" + r.config.partition);
   if (!r.config.account.empty()) argv.push_back("--account=" + r.config.account);
   if (!r.config.qos.empty()) argv.push_back("--qos=" + r.config.qos);
+  if (!r.excluded_hosts.empty()) argv.push_back("--exclude=" + Join(r.excluded_hosts, ","));
   for (const auto& option : r.config.sbatch_options) argv.push_back(option);
   argv.push_back(script_path);
   return argv;

@@ -31,6 +31,7 @@ struct JobRequest {
   std::optional<int64_t> time_limit_seconds;
   std::string attempt_dir;  // on the shared root: launch files, reports, the job's output
   std::string air_binary;   // the air executable the nodes run
+  std::vector<std::string> excluded_hosts;  // --exclude: hosts an earlier attempt lost
   SlurmConfig config;
 };
 

@@ -97,7 +97,7 @@ int SlurmNodeMain(const std::string& attempt_dir, Env* env) {
     agent::NodeExitReport failed;
     failed.error = "reading the node's secrets: " + secrets.message();
     failed.ended_us = env->NowMicros();
-    (void)agent::WriteRunFile(launch->exit_path, agent::NodeExitReportToJson(failed));
+    (void)env->WriteFileAtomic(launch->exit_path, agent::NodeExitReportToJson(failed), 0600);
     return Fail(failed.error);
   }
   if (auto master = env->GetEnv("AIR_SLURM_MASTER_ADDR"); master && !master->empty()) {

@@ -43,7 +43,7 @@ int ToInt(const std::string& text) {
 
 }  // namespace
 
-Result<BackendCapabilities> SlurmBackend::DescribeCapabilities(const SlurmConfig& config,
+Result<ClusterCapabilities> SlurmBackend::DescribeCapabilities(const SlurmConfig& config,
                                                                const std::string& data_root,
                                                                Env* env) {
   for (const char* command : {"sbatch", "srun", "scontrol", "scancel"}) {
@@ -84,7 +84,7 @@ Result<BackendCapabilities> SlurmBackend::DescribeCapabilities(const SlurmConfig
         Get(*partition, "State")));
   }
   AIR_ASSIGN_OR_RETURN(std::string nodes_text, slurm::RunSlurm({"scontrol", "show", "node", "-o"}));
-  BackendCapabilities caps;
+  ClusterCapabilities caps;
   caps.name = fmt::format("slurm (partition {})", name);
   caps.max_gpus_per_node = 0;
   caps.docker_images = false;
@@ -167,7 +167,14 @@ Result<std::string> SlurmBackend::DescribeDetachedAttempt(const std::string& att
   const std::string job_id(Trim(*id));
   auto info = slurm::QueryJob(job_id);
   if (!info.ok()) {
-    if (info.status().code() == ErrorCode::kNotFound) return std::string();
+    if (info.status().code() == ErrorCode::kNotFound) {
+      // Slurm forgets an ended job after MinJobAge: how it ended is gone with it; say so rather
+      // than adopt (or wait for) a job that cannot be watched.
+      return NotFound(fmt::format(
+          "its Slurm job {} ({}) is no longer known to Slurm: the job ended and Slurm purged "
+          "it (slurm.conf MinJobAge), so how it ended is lost; the nodes' own reports are kept",
+          job_id, JobIdPath(attempt_dir)));
+    }
     return info.status();
   }
   return fmt::format("Slurm job {} {}", job_id, info->state);
@@ -212,7 +219,7 @@ Status SlurmBackend::Launch(const AttemptToLaunch& attempt) {
   for (const NodeToLaunch& node : attempt.nodes) {
     Node n = NodeOf(node);
     AIR_RETURN_IF_ERROR(
-        agent::WriteRunFile(node.launch_path, agent::NodeLaunchToJson(node.launch)));
+        env_->WriteFileAtomic(node.launch_path, agent::NodeLaunchToJson(node.launch), 0600));
     if (!node.secret_env.empty()) {
       nlohmann::json values = nlohmann::json::object();
       for (const auto& [name, value] : node.secret_env) values[name] = value;
@@ -231,6 +238,7 @@ Status SlurmBackend::Launch(const AttemptToLaunch& attempt) {
   request.cpus_per_node = attempt.cpus_per_node;
   request.time_limit_seconds = attempt.time_limit_seconds;
   request.attempt_dir = attempt_dir_;
+  request.excluded_hosts = attempt.excluded_hosts;
   request.air_binary = air_binary_;
   request.config = config_;
   const std::string script = attempt_dir_ + "/job.sbatch";
@@ -293,6 +301,7 @@ Status SlurmBackend::RefreshJob() {
         if (!Trim(line).empty()) hostnames_.emplace_back(Trim(line));
       }
     }
+    if (hostnames_.size() != nodes_.size()) hostnames_.clear();  // a job losing nodes already
   }
   switch (info->phase) {
     case JobPhase::kQueued:
@@ -353,21 +362,30 @@ void SlurmBackend::EndLostNodes() {
   const std::string output = fmt::format("{}/slurm-{}.out", attempt_dir_, job_id_);
   for (Node& node : nodes_) {
     if (node.status.phase == NodePhase::kEnded) continue;
-    const std::string host =
-        node.rank < static_cast<int>(hostnames_.size()) ? hostnames_[node.rank] : "";
-    if (node.status.exit) {  // a report held back until the job's end explained it
+    // Where the node ran: its agent's word, else the job's node list (once Slurm has dropped a
+    // failed node from it, the list no longer has every rank).
+    std::string host = node.status.started ? node.status.started->host : "";
+    if (host.empty() && hostnames_.size() == nodes_.size()) host = hostnames_[node.rank];
+    node.status.host = host;
+    const bool host_failed =
+        node_fail && std::find(failed.begin(), failed.end(), host) != failed.end();
+    if (node.status.exit && !host_failed) {  // a report held back until the job's end explained it
       node.status.phase = NodePhase::kEnded;
       continue;
     }
+    // On a host Slurm failed (set DOWN, stopped responding) the node is lost even if its agent
+    // got to report the SIGTERM that Slurm's kill began with.
+    node.status.exit.reset();
     node.status.phase = NodePhase::kEnded;
     if (job_gone_) {
       node.status.lost_reason =
           fmt::format("Slurm no longer knows job {} and node {} never reported (see {})", job_id_,
                       node.rank, output);
-    } else if (node_fail && std::find(failed.begin(), failed.end(), host) != failed.end()) {
+    } else if (host_failed) {
       node.status.lost_reason =
           fmt::format("Slurm node {} failed (job {} ended NODE_FAIL: the node stopped responding)",
                       host, job_id_);
+      node.status.node_lost = true;
       node.culprit = true;
     } else if (node_fail) {
       node.status.lost_reason = fmt::format("stopped by Slurm: job {} ended NODE_FAIL ({} failed)",

@@ -20,23 +20,23 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/cluster_backend.h"
 #include "backends/slurm/slurm_cli.h"
 #include "backends/slurm/slurm_config.h"
 #include "base/env.h"
 
 namespace air::backends {
 
-class SlurmBackend final : public Backend {
+class SlurmBackend final : public ClusterBackend {
  public:
   // Checks, without submitting anything, that Slurm's commands are installed, the controller
   // answers, the partition exists (or there is a default one), and `data_root` is writable; then
   // reports what the partition offers (nodes, CPUs and GPUs per node).
-  static Result<BackendCapabilities> DescribeCapabilities(const SlurmConfig& config,
+  static Result<ClusterCapabilities> DescribeCapabilities(const SlurmConfig& config,
                                                           const std::string& data_root, Env* env);
   // For a run whose supervisor died: "Slurm job 42 RUNNING" while Slurm still knows the job of
   // the attempt in `attempt_dir` (any state: one that ended meanwhile is adopted to read how it
-  // ended), "" when there is none.
+  // ended), "" when none was submitted, kNotFound naming the job when Slurm has purged it.
   static Result<std::string> DescribeDetachedAttempt(const std::string& attempt_dir, Env* env);
   static Result<std::unique_ptr<SlurmBackend>> Create(const SlurmConfig& config,
                                                       std::string air_binary, Env* env);
@@ -44,7 +44,7 @@ class SlurmBackend final : public Backend {
   SlurmBackend(const SlurmBackend&) = delete;
   SlurmBackend& operator=(const SlurmBackend&) = delete;
 
-  const BackendCapabilities& Capabilities() const override { return capabilities_; }
+  const ClusterCapabilities& Capabilities() const override { return capabilities_; }
   Status Launch(const AttemptToLaunch& attempt) override;
   // Adopts the job whose id Launch kept in the attempt directory (slurm_job_id).
   Status Attach(const AttemptToLaunch& attempt) override;
@@ -79,7 +79,7 @@ class SlurmBackend final : public Backend {
   SlurmConfig config_;
   std::string air_binary_;
   Env* env_;
-  BackendCapabilities capabilities_;
+  ClusterCapabilities capabilities_;
   std::string job_id_;
   std::string attempt_dir_;
   std::vector<Node> nodes_;

@@ -6,7 +6,7 @@
 #include <cctype>
 
 #include "base/strings.h"
-#include "runtime/subprocess.h"
+#include "base/subprocess.h"
 
 namespace air::backends::slurm {
 namespace {
@@ -112,9 +112,9 @@ Result<std::string> ParseSbatchJobId(std::string_view output) {
 }
 
 Result<std::string> RunSlurm(const std::vector<std::string>& argv) {
-  runtime::SubprocessOptions options;
+  SubprocessOptions options;
   options.argv = argv;
-  auto ran = runtime::RunSubprocess(options);
+  auto ran = RunSubprocess(options);
   if (!ran.ok()) {
     return Unavailable(fmt::format("cannot run `{}`: {}", argv[0], ran.status().message()));
   }
@@ -140,9 +140,9 @@ Result<std::string> FindSlurmCommand(const std::string& command, Env* env) {
 }
 
 Result<JobInfo> QueryJob(const std::string& job_id) {
-  runtime::SubprocessOptions options;
+  SubprocessOptions options;
   options.argv = {"scontrol", "show", "job", "-o", job_id};
-  auto ran = runtime::RunSubprocess(options);
+  auto ran = RunSubprocess(options);
   if (!ran.ok()) return Unavailable("cannot run scontrol: " + ran.status().message());
   if (!ran->succeeded()) {
     if (ran->output.find("Invalid job id") != std::string::npos) {

@@ -8,7 +8,6 @@
 
 #include "base/env.h"
 #include "base/strings.h"
-#include "engine/io/atomic_file.h"
 #include "engine/io/hf_config.h"
 
 namespace air::engine {
@@ -141,8 +140,8 @@ Status WeightReader::ReadInto(const std::string& name, Tensor& out) const {
 }
 
 Status SaveHfCheckpoint(const std::string& dir, const ModelConfig& config,
-                        const std::vector<NamedTensorRef>& tensors, const SaveOptions& options) {
-  Env* env = DefaultEnv();
+                        const std::vector<NamedTensorRef>& tensors, const SaveOptions& options,
+                        Env* env) {
   AIR_RETURN_IF_ERROR(env->CreateDirs(dir));
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   const size_t elem = DTypeSize(options.dtype);
@@ -161,29 +160,30 @@ Status SaveHfCheckpoint(const std::string& dir, const ModelConfig& config,
     total += bytes;
   }
 
-  AIR_RETURN_IF_ERROR(WriteFileAtomically(
+  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(
       dir + "/config.json", ModelConfigToJson(config, TorchDTypeName(options.dtype)).dump(2)));
   std::set<std::string> written;
   if (shards.size() == 1) {
-    AIR_RETURN_IF_ERROR(
-        WriteSafetensors(dir + "/" + kSafetensorsSingleName, shards[0], options.dtype, metadata));
+    AIR_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + kSafetensorsSingleName, shards[0],
+                                         options.dtype, metadata, env));
     written.insert(kSafetensorsSingleName);
   } else {
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string name = ShardName(i, shards.size());
-      AIR_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + name, shards[i], options.dtype, metadata));
+      AIR_RETURN_IF_ERROR(
+          WriteSafetensors(dir + "/" + name, shards[i], options.dtype, metadata, env));
       for (const auto& t : shards[i]) weight_map[t.name] = name;
       written.insert(name);
     }
     nlohmann::ordered_json index;
     index["metadata"] = {{"total_size", total}};
     index["weight_map"] = weight_map;
-    AIR_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kSafetensorsIndexName, index.dump(2)));
+    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(dir + "/" + kSafetensorsIndexName, index.dump(2)));
     written.insert(kSafetensorsIndexName);
   }
   AIR_RETURN_IF_ERROR(
-      WriteFileAtomically(dir + "/generation_config.json", GenerationConfigJson(config).dump(2)));
+      env->WriteFileAtomic(dir + "/generation_config.json", GenerationConfigJson(config).dump(2)));
   // Remove weights of the other layout left by an earlier save into the same directory.
   AIR_ASSIGN_OR_RETURN(auto entries, env->ListDir(dir));
   for (const std::string& name : entries) {
@@ -197,7 +197,7 @@ Status SaveHfCheckpoint(const std::string& dir, const ModelConfig& config,
 }
 
 Result<std::vector<std::string>> CopyTokenizerFiles(const std::string& from_dir,
-                                                    const std::string& to_dir) {
+                                                    const std::string& to_dir, Env* env) {
   static const char* const kNames[] = {"tokenizer.json",
                                        "tokenizer_config.json",
                                        "special_tokens_map.json",
@@ -206,14 +206,13 @@ Result<std::vector<std::string>> CopyTokenizerFiles(const std::string& from_dir,
                                        "merges.txt",
                                        "chat_template.jinja",
                                        "added_tokens.json"};
-  Env* env = DefaultEnv();
   AIR_RETURN_IF_ERROR(env->CreateDirs(to_dir));
   std::vector<std::string> copied;
   for (const char* name : kNames) {
     const std::string src = from_dir + "/" + name;
     if (!env->FileExists(src)) continue;
     AIR_ASSIGN_OR_RETURN(std::string content, env->ReadFile(src));
-    AIR_RETURN_IF_ERROR(WriteFileAtomically(to_dir + "/" + name, content));
+    AIR_RETURN_IF_ERROR(env->WriteFileAtomic(to_dir + "/" + name, content));
     copied.emplace_back(name);
   }
   return copied;

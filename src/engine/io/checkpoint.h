@@ -59,13 +59,15 @@ struct SaveOptions {
 // DIR/generation_config.json. Creates DIR. Stale weight files of the other form left in DIR from
 // an earlier save are removed after the new ones are in place, so loaders never see both.
 Status SaveHfCheckpoint(const std::string& dir, const ModelConfig& config,
-                        const std::vector<NamedTensorRef>& tensors, const SaveOptions& options);
+                        const std::vector<NamedTensorRef>& tensors, const SaveOptions& options,
+                        Env* env = DefaultEnv());
 
 // The tokenizer files a checkpoint carries (tokenizer.json, tokenizer_config.json,
 // special_tokens_map.json, tokenizer.model, vocab.json, merges.txt, chat_template.jinja,
 // added_tokens.json): copies those present in `from_dir` to `to_dir` (atomically each) and
 // returns the names copied. The trainer calls this with the base model's directory.
 Result<std::vector<std::string>> CopyTokenizerFiles(const std::string& from_dir,
-                                                    const std::string& to_dir);
+                                                    const std::string& to_dir,
+                                                    Env* env = DefaultEnv());
 
 }  // namespace air::engine

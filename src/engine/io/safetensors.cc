@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "base/strings.h"
-#include "engine/io/atomic_file.h"
 
 namespace air::engine {
 
@@ -254,7 +254,7 @@ uint64_t SafetensorsDataBytes(const std::vector<NamedTensorRef>& tensors, DType 
 }
 
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensorRef>& tensors,
-                        DType dtype, const std::map<std::string, std::string>& metadata) {
+                        DType dtype, const std::map<std::string, std::string>& metadata, Env* env) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -277,7 +277,7 @@ Status WriteSafetensors(const std::string& path, const std::vector<NamedTensorRe
   std::string text = header.empty() ? "{}" : header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');  // pad so the data starts 8-aligned
 
-  AtomicFileWriter writer(path);
+  AtomicFileWriter writer(env, path);
   AIR_RETURN_IF_ERROR(writer.Open());
   const uint64_t header_len = text.size();
   AIR_RETURN_IF_ERROR(writer.Append(&header_len, 8));

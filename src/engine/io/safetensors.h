@@ -10,8 +10,8 @@
 // data ends exactly at the end of the file. Every error names the file and, where one is at
 // fault, the tensor.
 //
-// Writing goes to a temporary file beside the target, fsynced and renamed (AtomicFileWriter),
-// so a reader sees the old file or the new one, never a torn one.
+// Writing goes through base/atomic_file.h (a temporary file beside the target, fsynced and
+// renamed, through the Env), so a reader sees the old file or the new one, never a torn one.
 //
 // Thread safety: a SafetensorsFile is immutable after Open; reads from several threads are fine.
 #pragma once
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "base/status.h"
 #include "engine/dtype.h"
 #include "engine/tensor.h"
@@ -83,7 +84,8 @@ struct NamedTensorRef {
 // Writes `tensors` to `path` in `dtype` (converted from fp32), in the given order, with the
 // metadata (transformers expects {"format": "pt"}). Names must be unique and non-empty.
 Status WriteSafetensors(const std::string& path, const std::vector<NamedTensorRef>& tensors,
-                        DType dtype, const std::map<std::string, std::string>& metadata);
+                        DType dtype, const std::map<std::string, std::string>& metadata,
+                        Env* env = DefaultEnv());
 
 // Bytes WriteSafetensors would write for these tensors' data (header excluded).
 uint64_t SafetensorsDataBytes(const std::vector<NamedTensorRef>& tensors, DType dtype);

@@ -5,7 +5,6 @@
 #include <sodium.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,18 +22,18 @@ std::string RankStem(const std::string& dir, int rank, int world) {
   return fmt::format("{}/train_state/rank-{}-of-{}", dir, rank, world);
 }
 
-// BLAKE2b (libsodium) of a file, hex.
-Result<std::string> HashFile(const std::string& path) {
+// BLAKE2b (libsodium) of a file, hex, read through the Env.
+Result<std::string> HashFile(Env* env, const std::string& path) {
   if (sodium_init() < 0) return Internal("libsodium could not initialize");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("{}: cannot open", path));
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> in, env->NewSequentialFile(path));
   crypto_generichash_state state;
   crypto_generichash_init(&state, nullptr, 0, crypto_generichash_BYTES);
   std::vector<char> chunk(1 << 20);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  while (true) {
+    AIR_ASSIGN_OR_RETURN(size_t n, in->Read(chunk.data(), chunk.size()));
+    if (n == 0) break;
     crypto_generichash_update(&state, reinterpret_cast<const unsigned char*>(chunk.data()),
-                              static_cast<unsigned long long>(in.gcount()));
+                              static_cast<unsigned long long>(n));
   }
   unsigned char digest[crypto_generichash_BYTES];
   crypto_generichash_final(&state, digest, sizeof(digest));
@@ -108,8 +107,9 @@ Status SaveRankState(Env* env, const std::string& dir, const StateLayout& layout
   AIR_RETURN_IF_ERROR(WriteSafetensors(stem + ".safetensors", refs, DType::kF32,
                                        {{"format", kFormat},
                                         {"rank", std::to_string(layout.rank)},
-                                        {"world_size", std::to_string(layout.world_size)}}));
-  AIR_ASSIGN_OR_RETURN(std::string hash, HashFile(stem + ".safetensors"));
+                                        {"world_size", std::to_string(layout.world_size)}},
+                                       env));
+  AIR_ASSIGN_OR_RETURN(std::string hash, HashFile(env, stem + ".safetensors"));
   AIR_ASSIGN_OR_RETURN(uint64_t bytes, env->FileSize(stem + ".safetensors"));
   nlohmann::json sidecar = {{"blake2b", hash}, {"bytes", bytes}};
   return env->WriteFileAtomic(stem + ".json", sidecar.dump() + "\n");
@@ -201,12 +201,13 @@ Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const Llam
   for (int q = 0; q < old_world; ++q) {
     const std::string stem = RankStem(dir, q, old_world);
     auto sidecar_text = env->ReadFile(stem + ".json");
-    if (!sidecar_text.ok()) {
+    if (!sidecar_text.ok() && sidecar_text.status().code() == ErrorCode::kNotFound) {
       return NotFound(
           fmt::format("{}.json: missing (the checkpoint of {} ranks needs it)", stem, old_world));
     }
+    AIR_RETURN_IF_ERROR(sidecar_text.status());
     nlohmann::json sidecar = nlohmann::json::parse(*sidecar_text, nullptr, false);
-    AIR_ASSIGN_OR_RETURN(std::string hash, HashFile(stem + ".safetensors"));
+    AIR_ASSIGN_OR_RETURN(std::string hash, HashFile(env, stem + ".safetensors"));
     if (sidecar.is_discarded() || sidecar.value("blake2b", "") != hash) {
       return DataLoss(fmt::format(
           "{}.safetensors: corrupt (its BLAKE2b does not match {}.json); the checkpoint cannot "

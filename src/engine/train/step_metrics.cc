@@ -69,7 +69,7 @@ void ProgressDisplay::Update(const StepMetrics& m) {
   if (is_tty_) {
     *out_ << '\r' << Line(m) << "\x1b[K" << std::flush;
     line_open_ = true;
-  } else {
+  } else if (m.step % logging_steps_ == 0 || m.step == m.total_steps) {
     *out_ << Line(m) << '\n' << std::flush;
   }
 }

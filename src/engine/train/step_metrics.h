@@ -7,8 +7,10 @@
 // loss is the mean over the logged interval of each step's loss (the mean token loss over the
 // step's accumulated micro-batches), tokens the non-padding tokens seen so far, tokens_per_s the
 // throughput over the logged interval. The progress line shows step/total, loss, lr, grad norm,
-// tokens/s, elapsed and ETA — updated in place (carriage return) on a terminal, one full line
-// per step otherwise. Thread safety: none; owned by the training loop.
+// tokens/s, elapsed and ETA — updated in place (carriage return) on a terminal every step;
+// otherwise (a pipe, a node's log) one full line every `logging_steps` steps and at the last
+// step, so a long run's log holds one line per logged interval, not one per step.
+// Thread safety: none; owned by the training loop.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +56,8 @@ class MetricsLog {
 
 class ProgressDisplay {
  public:
-  ProgressDisplay(std::ostream* out, bool is_tty) : out_(out), is_tty_(is_tty) {}
+  ProgressDisplay(std::ostream* out, bool is_tty, int logging_steps = 1)
+      : out_(out), is_tty_(is_tty), logging_steps_(logging_steps < 1 ? 1 : logging_steps) {}
 
   // The text of the line for `m` (no carriage return or newline).
   static std::string Line(const StepMetrics& m);
@@ -68,6 +71,7 @@ class ProgressDisplay {
  private:
   std::ostream* out_;
   bool is_tty_;
+  int logging_steps_;
   bool line_open_ = false;
 };
 

@@ -69,9 +69,9 @@ Status Trainer::SaveCheckpoint(const std::string& dir) const {
       std::vector<NamedTensorRef> refs;
       const auto& params = model_->parameters();
       for (size_t i = 0; i < params.size(); ++i) refs.push_back({params[i].name, &full[i]});
-      written = SaveHfCheckpoint(dir, model_->config(), refs, {});
+      written = SaveHfCheckpoint(dir, model_->config(), refs, {}, io_.env);
       if (written.ok() && !io_.model_dir.empty()) {
-        written = CopyTokenizerFiles(io_.model_dir, dir).status();
+        written = CopyTokenizerFiles(io_.model_dir, dir, io_.env).status();
       }
     }
     // Everyone learns whether rank 0 managed: a failed save stops every rank, not just one.
@@ -83,7 +83,7 @@ Status Trainer::SaveCheckpoint(const std::string& dir) const {
   }
   AIR_RETURN_IF_ERROR(SaveHfModel(*model_, dir));
   if (!io_.model_dir.empty()) {
-    AIR_RETURN_IF_ERROR(CopyTokenizerFiles(io_.model_dir, dir).status());
+    AIR_RETURN_IF_ERROR(CopyTokenizerFiles(io_.model_dir, dir, io_.env).status());
   }
   return Status::Ok();
 }
@@ -165,7 +165,8 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
     AIR_RETURN_IF_ERROR(env->WriteFileAtomic(io_.dump_batches_path, ""));
   }
   std::ostringstream discard;
-  ProgressDisplay progress(io_.progress && lead() ? io_.progress : &discard, io_.progress_is_tty);
+  ProgressDisplay progress(io_.progress && lead() ? io_.progress : &discard, io_.progress_is_tty,
+                           c.logging_steps);
 
   model_->set_activation_checkpointing(c.activation_checkpointing);
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace air::engine::train {
 namespace {
@@ -55,6 +57,32 @@ TEST(StepMetricsTest, TtyUpdatesInPlaceOtherwiseFullLines) {
   EXPECT_EQ(std::count(tty_text.begin(), tty_text.end(), '\n'), 1);
   EXPECT_EQ(std::count(pipe_text.begin(), pipe_text.end(), '\r'), 0);
   EXPECT_EQ(std::count(pipe_text.begin(), pipe_text.end(), '\n'), 3);
+}
+
+// Off a terminal (a node's log), one line per logging_steps and one for the last step.
+TEST(StepMetricsTest, OffATerminalOneLineEveryLoggingSteps) {
+  std::ostringstream pipe;
+  ProgressDisplay display(&pipe, false, 25);
+  for (int s = 1; s <= 100; ++s) display.Update(Sample(s));
+  display.Finish();
+  std::vector<std::string> lines;
+  std::istringstream in(pipe.str());
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u) << pipe.str();
+  EXPECT_EQ(lines[0].rfind("step  25/100", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[3].rfind("step 100/100", 0), 0u) << lines[3];
+  // A total that is not a multiple still ends with its last step.
+  std::ostringstream odd;
+  ProgressDisplay odd_display(&odd, false, 40);
+  for (int s = 1; s <= 100; ++s) odd_display.Update(Sample(s));
+  const std::string odd_text = odd.str();
+  EXPECT_EQ(std::count(odd_text.begin(), odd_text.end(), '\n'), 3) << odd_text;
+  // On a terminal every step still updates the live line.
+  std::ostringstream tty;
+  ProgressDisplay live(&tty, true, 25);
+  for (int s = 1; s <= 100; ++s) live.Update(Sample(s));
+  const std::string tty_text = tty.str();
+  EXPECT_EQ(std::count(tty_text.begin(), tty_text.end(), '\r'), 100);
 }
 
 TEST(StepMetricsTest, MetricsJsonlHasOneObjectPerLine) {

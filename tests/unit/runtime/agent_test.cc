@@ -188,9 +188,14 @@ TEST_F(AgentTest, MissingWorkdirIsAFailureNamingIt) {
   NodeLaunch launch = MakeLaunch("echo hi");
   launch.workdir = dir_.path() + "/does-not-exist";
   NodeExitReport report = WaitForAgent(StartAgent(launch), launch);
-  EXPECT_EQ(report.exit_code, 126);
+  // The command never ran: the report and the node's log name the directory and why.
+  EXPECT_NE(report.error.find("enter the working directory " + launch.workdir), std::string::npos)
+      << report.error;
+  EXPECT_NE(report.error.find("No such file or directory"), std::string::npos) << report.error;
   auto text = DefaultEnv()->ReadFile(launch.log_path);
-  EXPECT_NE(text->find("working directory"), std::string::npos);
+  EXPECT_NE(text->find("could not start the command: enter the working directory"),
+            std::string::npos)
+      << *text;
 }
 
 TEST_F(AgentTest, AgentMainRejectsABadLaunchFile) {

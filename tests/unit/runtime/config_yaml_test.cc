@@ -3,7 +3,7 @@
 // YAML loader (spec::LoadYaml): an alias bomb is a clear error, not memory exhaustion.
 #include <gtest/gtest.h>
 
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "test_util.h"
 #include "unit/alias_bomb.h"
 
@@ -12,9 +12,9 @@ namespace {
 
 class TrackingConfigTest : public ::testing::Test {
  protected:
-  Result<BackendConfig> Load(const std::string& text) {
+  Result<ClusterConfig> Load(const std::string& text) {
     EXPECT_TRUE(DefaultEnv()->WriteFileAtomic(dir_.path() + "/config.yaml", text).ok());
-    return LoadBackendConfig(dir_.path(), "", DefaultEnv());
+    return LoadClusterConfig(dir_.path(), "", DefaultEnv());
   }
   std::string ErrorOf(const std::string& text) {
     auto config = Load(text);

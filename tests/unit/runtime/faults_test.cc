@@ -22,29 +22,13 @@
 #include "runtime/snapshot.h"
 #include "store/store.h"
 #include "test_util.h"
+#include "unit/fault_env.h"
 
 namespace air {
 namespace {
 
 using air::testing::ProcessesWithEnv;
 using air::testing::TempDir;
-
-// A disk that is full under one directory: files written there fail with ENOSPC.
-class FullDiskEnv : public EnvWrapper {
- public:
-  explicit FullDiskEnv(std::string full_dir) : EnvWrapper(DefaultEnv()), full_dir_(full_dir) {}
-  Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) override {
-    if (path.rfind(full_dir_, 0) == 0) return ErrnoStatus("write " + path, ENOSPC);
-    return target()->WriteFileAtomic(path, data, mode);
-  }
-  Status AppendToFile(const std::string& path, std::string_view data) override {
-    if (path.rfind(full_dir_, 0) == 0) return ErrnoStatus("append to " + path, ENOSPC);
-    return target()->AppendToFile(path, data);
-  }
-
- private:
-  std::string full_dir_;
-};
 
 TEST(FaultTest, DiskFullWhileWritingTheNodeLogFailsTheNodeAndLeavesNothing) {
   TempDir dir;
@@ -61,7 +45,7 @@ TEST(FaultTest, DiskFullWhileWritingTheNodeLogFailsTheNodeAndLeavesNothing) {
   launch.env = {{"AIR_FAULT_TEST_MARKER", std::to_string(::getpid())}};
   launch.grace_seconds = 1;
   const std::string launch_path = dir.path() + "/node_0.json";
-  ASSERT_TRUE(agent::WriteRunFile(launch_path, agent::NodeLaunchToJson(launch)).ok());
+  ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(launch_path, agent::NodeLaunchToJson(launch)).ok());
 
   pid_t pid = ::fork();
   if (pid == 0) ::_exit(agent::AgentMain(launch_path, DefaultEnv()));
@@ -87,7 +71,8 @@ TEST(FaultTest, DiskFullWhileWritingASnapshotLeavesNoManifestAndARetryWorks) {
   ASSERT_TRUE(listing.ok()) << listing.status().ToString();
   runtime::Layout layout(home.path());
 
-  FullDiskEnv full(layout.SnapshotsDir());
+  testing::FaultEnv full;  // a full disk under snapshots/
+  full.FailWritesUnder(layout.SnapshotsDir(), ENOSPC);
   auto failed = runtime::ArchiveSnapshot(layout, *listing, &full);
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("No space left on device"), std::string::npos)
@@ -187,17 +172,6 @@ TEST_F(StoreFaultTest, BusyDatabaseIsRetriedUntilTheLockIsReleased) {
   EXPECT_EQ(IntegrityCheck(), "ok");
 }
 
-// A torn write: the node's exit report reads back as its first half.
-class TornReportEnv : public EnvWrapper {
- public:
-  TornReportEnv() : EnvWrapper(DefaultEnv()) {}
-  Result<std::string> ReadFile(const std::string& path) override {
-    auto text = target()->ReadFile(path);
-    if (text.ok() && path.ends_with(".exit")) return text->substr(0, text->size() / 2);
-    return text;
-  }
-};
-
 TEST_F(StoreFaultTest, TornExitReportOfADeadSupervisorsRunEndsItNotRunning) {
   runtime::Layout layout(dir_.path());
   // A run whose supervisor is gone (a pid that exited) with an open attempt and one node that
@@ -214,10 +188,12 @@ TEST_F(StoreFaultTest, TornExitReportOfADeadSupervisorsRunEndsItNotRunning) {
   report.exit_code = 0;
   report.ended_us = 2;
   ASSERT_TRUE(
-      agent::WriteRunFile(layout.NodeExitFile(run_id_, 0, 0), agent::NodeExitReportToJson(report))
+      DefaultEnv()
+          ->WriteFileAtomic(layout.NodeExitFile(run_id_, 0, 0), agent::NodeExitReportToJson(report))
           .ok());
 
-  TornReportEnv torn;
+  testing::FaultEnv torn;  // the node's exit report reads back as its first half
+  torn.TearReadsUnder(layout.NodeExitFile(run_id_, 0, 0));
   auto run = store_->GetRun(run_id_);
   ASSERT_TRUE(run.ok());
   auto reconciled = runtime::ReconcileRun(store_.get(), layout, *run, &torn);

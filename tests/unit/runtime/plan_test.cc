@@ -113,7 +113,7 @@ TEST(SubmitTest, CapabilitiesRefuseWhatTheBackendCannotRun) {
   gpu_yaml.replace(gpu_yaml.find("CPU_2"), 5, "GPU_8xH100");
   gpu_yaml.replace(gpu_yaml.find("num_accelerators: 4"), 19, "num_accelerators: 16");
   spec::WorkloadSpec gpu = Parse(gpu_yaml, dir.path());
-  backends::BackendCapabilities caps;
+  backends::ClusterCapabilities caps;
   caps.name = "local";
   caps.gpus_available = 1;
   Status refused = CheckCapabilities(gpu, caps);
@@ -124,7 +124,7 @@ TEST(SubmitTest, CapabilitiesRefuseWhatTheBackendCannotRun) {
   EXPECT_NE(refused.message().find("CPU_<n>"), std::string::npos);
   caps.gpus_available = 16;
   EXPECT_TRUE(CheckCapabilities(gpu, caps).ok());
-  EXPECT_TRUE(CheckCapabilities(Parse(kSpec, dir.path()), backends::BackendCapabilities{}).ok());
+  EXPECT_TRUE(CheckCapabilities(Parse(kSpec, dir.path()), backends::ClusterCapabilities{}).ok());
   EXPECT_EQ(NewMlflowRunId().size(), 32u);
   EXPECT_NE(NewMlflowRunId(), NewMlflowRunId());
 }
@@ -153,7 +153,8 @@ TEST(ReconcileTest, ARunWhoseSupervisorDiedBecomesInternalError) {
   stopped.stopped_by_air = true;
   stopped.ended_us = 5;
   ASSERT_TRUE(
-      agent::WriteRunFile(layout.NodeExitFile(id, 0, 0), agent::NodeExitReportToJson(stopped))
+      DefaultEnv()
+          ->WriteFileAtomic(layout.NodeExitFile(id, 0, 0), agent::NodeExitReportToJson(stopped))
           .ok());
   auto reconciled = ReconcileRun(store->get(), layout, *(*store)->GetRun(id), DefaultEnv());
   ASSERT_TRUE(reconciled.ok());

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 #include "backends/slurm/batch_script.h"
 #include "backends/slurm/slurm_cli.h"
 #include "test_util.h"
@@ -131,15 +131,15 @@ TEST(SlurmMappingTest, TimeLimitIsWholeMinutesRoundedUp) {
 
 class ConfigTest : public ::testing::Test {
  protected:
-  Result<BackendConfig> Load(const std::string& text, const std::string& flag = "") {
+  Result<ClusterConfig> Load(const std::string& text, const std::string& flag = "") {
     EXPECT_TRUE(DefaultEnv()->WriteFileAtomic(dir_.path() + "/config.yaml", text).ok());
-    return LoadBackendConfig(dir_.path(), flag, DefaultEnv());
+    return LoadClusterConfig(dir_.path(), flag, DefaultEnv());
   }
   air::testing::TempDir dir_;
 };
 
 TEST_F(ConfigTest, NoFileMeansLocal) {
-  auto config = LoadBackendConfig(dir_.path(), "", DefaultEnv());
+  auto config = LoadClusterConfig(dir_.path(), "", DefaultEnv());
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->name, "local");
   EXPECT_EQ(config->DataRoot(), dir_.path());
@@ -180,7 +180,7 @@ TEST_F(ConfigTest, BadInputNamesTheLineAndWhatIsValid) {
   auto relative = Load("shared_root: shared\n");
   ASSERT_FALSE(relative.ok());
   EXPECT_NE(relative.status().message().find("not an absolute path"), std::string::npos);
-  auto flag = LoadBackendConfig(dir_.path() + "/none", "slurmm", DefaultEnv());
+  auto flag = LoadClusterConfig(dir_.path() + "/none", "slurmm", DefaultEnv());
   ASSERT_FALSE(flag.ok());
   EXPECT_NE(flag.status().message().find("--backend: unknown backend 'slurmm'"), std::string::npos);
 }

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/subprocess.h"
+#include "base/subprocess.h"
 #include "test_util.h"
 
 namespace air::runtime {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "base/subprocess.h"
 #include "spec/git_tree.h"
 #include "spec_test_util.h"
 
@@ -31,10 +32,11 @@ void Git(const std::string& dir, std::vector<std::string> args) {
   std::vector<std::string> argv = {
       "git", "-C", dir, "-c", "user.name=air", "-c", "user.email=air@example.com"};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::string out, err;
-  Result<int> rc = RunCapture(argv, &out, &err);
-  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
-  ASSERT_EQ(*rc, 0) << err;
+  SubprocessOptions git;
+  git.argv = std::move(argv);
+  Result<SubprocessResult> ran = RunSubprocess(git);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  ASSERT_TRUE(ran->succeeded()) << ran->output;
 }
 
 SnapshotSpec Snapshot(const std::string& root) {
@@ -80,6 +82,53 @@ TEST(SnapshotScan, WorkingTreeHonorsGitignoreAndSkipsDotGit) {
   EXPECT_EQ(listing->total_bytes, total);
   // run.log, outputs/, src/__pycache__/ and src/scratch.tmp
   EXPECT_EQ(listing->ignored_entries, 4u);
+}
+
+// A project folder as people have it: a virtualenv (whose bin/python links outside the tree)
+// and bytecode caches, neither in a .gitignore: neither travels.
+TEST(SnapshotScan, VirtualenvsAndPycacheNeverTravel) {
+  TempDir dir;
+  dir.Write("train.py", "print(1)\n");
+  dir.Write(".venv/pyvenv.cfg", "home = /usr/bin\n");
+  dir.Write(".venv/lib/python3.11/site-packages/big.py", std::string(4096, 'x'));
+  ASSERT_EQ(::symlink("/usr/bin/python3", (dir.path() + "/.venv/python").c_str()), 0);
+  dir.Write("tools/env/pyvenv.cfg", "home = /usr/bin\n");
+  dir.Write("tools/env/bin/activate", "x");
+  dir.Write("tools/run.py", "r");
+  dir.Write("__pycache__/train.cpython-311.pyc", "c");
+  dir.Write("tools/__pycache__/run.cpython-311.pyc", "c");
+  dir.Write("venv-like/readme.txt", "a folder named like one, without pyvenv.cfg, travels");
+  Result<SnapshotListing> listing = ScanSnapshot(Snapshot(dir.path()), DefaultEnv());
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_EQ(Paths(*listing),
+            (std::vector<std::string>{"tools/run.py", "train.py", "venv-like/readme.txt"}));
+  EXPECT_EQ(listing->skipped_dirs,
+            (std::vector<std::string>{".venv", "__pycache__", "tools/__pycache__", "tools/env"}));
+}
+
+TEST(SnapshotScan, OverTheSizeLimitNamesTheLargestEntries) {
+  TempDir dir;
+  dir.Write("train.py", "print(1)\n");
+  dir.Write("data/shard-0.bin", std::string(700 << 10, 'a'));
+  dir.Write("data/shard-1.bin", std::string(600 << 10, 'b'));
+  dir.Write("weights.bin", std::string(200 << 10, 'c'));
+  SnapshotSpec spec = Snapshot(dir.path());
+  spec.max_size_mb = 1;
+  std::string field;
+  Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv(), &field);
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(listing.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(field, "code_source.snapshot.max_size_mb");
+  const std::string m = listing.status().message();
+  EXPECT_NE(m.find("over its limit of 1.0 MiB (max_size_mb 1)"), std::string::npos) << m;
+  EXPECT_NE(m.find("the largest entries: data/ 1.3 MiB, weights.bin 200.0 KiB, train.py"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("largest files: data/shard-0.bin 700.0 KiB, data/shard-1.bin 600.0 KiB"),
+            std::string::npos)
+      << m;
+  spec.include_paths = {"train.py", "weights.bin"};  // what the error suggests
+  EXPECT_TRUE(ScanSnapshot(spec, DefaultEnv()).ok());
 }
 
 TEST(SnapshotScan, AirHomeBelowTheRootIsNeverSnapshotted) {
@@ -239,19 +288,23 @@ TEST(SnapshotScan, GitOutsideARepositoryIsAClearError) {
 
 // git accepts trees holding ".." (git mktree); such a path must not reach the snapshot.
 TEST_F(GitSnapshotTest, TreePathsWithDotDotAreRefused) {
-  std::string out, err;
   std::string blob = dir_.path() + "/blob.txt";
   dir_.Write("blob.txt", "evil\n");
-  ASSERT_EQ(*RunCapture({"git", "-C", dir_.path(), "hash-object", "-w", blob}, &out, &err), 0);
-  std::string oid = out.substr(0, 40);
+  SubprocessOptions hash;
+  hash.argv = {"git", "-C", dir_.path(), "hash-object", "-w", blob};
+  Result<SubprocessResult> hashed = RunSubprocess(hash);
+  ASSERT_TRUE(hashed.ok() && hashed->succeeded());
+  std::string oid = hashed->output.substr(0, 40);
   dir_.Write("inner.txt", "100644 blob " + oid + "\tevil\n");
   std::string script = "cd '" + dir_.path() + "' && inner=$(git mktree < inner.txt) && " +
                        "printf '040000 tree %s\\t..\\n100644 blob " + oid +
                        "\\tok\\n' $inner | git mktree > outer.txt && "
                        "git -c user.name=a -c user.email=a@b commit-tree $(cat outer.txt) -m x "
                        "> commit.txt && git update-ref refs/heads/evil $(cat commit.txt)";
-  out.clear();
-  ASSERT_EQ(*RunCapture({"sh", "-c", script}, &out, &err), 0) << err;
+  SubprocessOptions sh;
+  sh.argv = {"sh", "-c", script};
+  Result<SubprocessResult> made = RunSubprocess(sh);
+  ASSERT_TRUE(made.ok() && made->succeeded()) << (made.ok() ? made->output : "");
   SnapshotSpec spec = Snapshot(dir_.path());
   spec.git = GitRefSpec{"evil", std::nullopt};
   Result<SnapshotListing> listing = ScanSnapshot(spec, DefaultEnv());

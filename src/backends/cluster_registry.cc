@@ -1,5 +1,5 @@
 // The backend registry and AIR_HOME/config.yaml.
-#include "backends/registry.h"
+#include "backends/cluster_registry.h"
 
 #include <fmt/format.h>
 
@@ -14,32 +14,32 @@ namespace {
 
 struct Registered {
   const char* name;
-  Result<BackendCapabilities> (*describe)(const BackendConfig&, Env*);
-  Result<std::unique_ptr<Backend>> (*create)(const BackendConfig&, const std::string&, Env*);
+  Result<ClusterCapabilities> (*describe)(const ClusterConfig&, Env*);
+  Result<std::unique_ptr<ClusterBackend>> (*create)(const ClusterConfig&, const std::string&, Env*);
   Result<std::string> (*detached)(const std::string& attempt_dir, Env*);
 };
 
 Result<std::string> NothingDetached(const std::string&, Env*) { return std::string(); }
 
-Result<BackendCapabilities> DescribeLocal(const BackendConfig&, Env* env) {
+Result<ClusterCapabilities> DescribeLocal(const ClusterConfig&, Env* env) {
   return LocalBackend::DescribeCapabilities(env);
 }
 
-Result<std::unique_ptr<Backend>> CreateLocal(const BackendConfig&, const std::string& agent,
-                                             Env* env) {
+Result<std::unique_ptr<ClusterBackend>> CreateLocal(const ClusterConfig&, const std::string& agent,
+                                                    Env* env) {
   AIR_ASSIGN_OR_RETURN(auto backend, LocalBackend::Create(env, agent));
-  return std::unique_ptr<Backend>(std::move(backend));
+  return std::unique_ptr<ClusterBackend>(std::move(backend));
 }
 
-Result<BackendCapabilities> DescribeSlurm(const BackendConfig& config, Env* env) {
+Result<ClusterCapabilities> DescribeSlurm(const ClusterConfig& config, Env* env) {
   return SlurmBackend::DescribeCapabilities(config.slurm, config.DataRoot(), env);
 }
 
-Result<std::unique_ptr<Backend>> CreateSlurm(const BackendConfig& config, const std::string& agent,
-                                             Env* env) {
+Result<std::unique_ptr<ClusterBackend>> CreateSlurm(const ClusterConfig& config,
+                                                    const std::string& agent, Env* env) {
   std::string binary = config.slurm.air_binary.empty() ? agent : config.slurm.air_binary;
   AIR_ASSIGN_OR_RETURN(auto backend, SlurmBackend::Create(config.slurm, binary, env));
-  return std::unique_ptr<Backend>(std::move(backend));
+  return std::unique_ptr<ClusterBackend>(std::move(backend));
 }
 
 constexpr Registered kBackends[] = {
@@ -59,8 +59,8 @@ std::string At(const std::string& path, const spec::YamlNode& node) {
 }
 
 Status UnknownBackend(const std::string& where, const std::string& name) {
-  return InvalidArgument(
-      fmt::format("{}: unknown backend '{}'; valid: {}", where, name, Join(BackendNames(), ", ")));
+  return InvalidArgument(fmt::format("{}: unknown backend '{}'; valid: {}", where, name,
+                                     Join(ClusterBackendNames(), ", ")));
 }
 
 constexpr char kValidKeys[] =
@@ -150,15 +150,15 @@ Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
 
 }  // namespace
 
-std::vector<std::string> BackendNames() {
+std::vector<std::string> ClusterBackendNames() {
   std::vector<std::string> names;
   for (const auto& b : kBackends) names.push_back(b.name);
   return names;
 }
 
-Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
+Result<ClusterConfig> LoadClusterConfig(const std::string& air_home,
                                         const std::string& backend_override, Env* env) {
-  BackendConfig config;
+  ClusterConfig config;
   config.air_home = air_home;
   const std::string path = air_home + "/config.yaml";
   if (env->FileExists(path)) {
@@ -232,21 +232,22 @@ Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
   return config;
 }
 
-Result<BackendCapabilities> DescribeBackend(const BackendConfig& config, Env* env) {
+Result<ClusterCapabilities> DescribeClusterBackend(const ClusterConfig& config, Env* env) {
   const Registered* b = Find(config.name);
   if (b == nullptr) return UnknownBackend("backend", config.name);
   return b->describe(config, env);
 }
 
-Result<std::string> DescribeDetachedAttempt(const BackendConfig& config,
+Result<std::string> DescribeDetachedAttempt(const ClusterConfig& config,
                                             const std::string& attempt_dir, Env* env) {
   const Registered* b = Find(config.name);
   if (b == nullptr) return UnknownBackend("backend", config.name);
   return b->detached(attempt_dir, env);
 }
 
-Result<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config,
-                                               const std::string& agent_binary, Env* env) {
+Result<std::unique_ptr<ClusterBackend>> CreateClusterBackend(const ClusterConfig& config,
+                                                             const std::string& agent_binary,
+                                                             Env* env) {
   const Registered* b = Find(config.name);
   if (b == nullptr) return UnknownBackend("backend", config.name);
   return b->create(config, agent_binary, env);

@@ -1,6 +1,6 @@
 // Tests for RunSubprocess: captured output and exit status, exec failures told apart from exit
 // code 127, and a helper (pip, git) that dies with its caller instead of running on unowned.
-#include "runtime/subprocess.h"
+#include "base/subprocess.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "test_util.h"
+#include "unit/runtime/test_util.h"
 
-namespace air::runtime {
+namespace air {
 namespace {
 
 using air::testing::TempDir;
@@ -81,9 +81,9 @@ TEST(RunSubprocess, HelperDiesWithItsCaller) {
 }
 
 }  // namespace
-}  // namespace air::runtime
+}  // namespace air
 
-namespace air::runtime {
+namespace air {
 namespace {
 
 // A helper whose output is captured through a pipe can be cancelled like one whose output goes
@@ -120,4 +120,4 @@ TEST(RunSubprocess, CapturedHelperReturnsWhenItExitsEvenIfThePipeStaysOpen) {
 }
 
 }  // namespace
-}  // namespace air::runtime
+}  // namespace air

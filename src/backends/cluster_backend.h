@@ -1,7 +1,7 @@
-// Backend: how an attempt's nodes are started, signalled and watched. The runtime drives every
-// backend the same way (launch all nodes, poll, stop all); everything specific to one kind of
+// ClusterBackend: how an attempt's nodes are started, signalled and watched. The runtime drives
+// every backend the same way (launch all nodes, poll, stop all); everything specific to one kind of
 // cluster stays in its folder (backends/local/, backends/slurm/). A backend declares what
-// it can do up front (BackendCapabilities) so a spec it cannot run is refused at submit, not
+// it can do up front (ClusterCapabilities) so a spec it cannot run is refused at submit, not
 // discovered by failure.
 //
 // Each node runs `air agent LAUNCH_FILE` (agent/agent.h), which runs the command and writes the
@@ -23,7 +23,7 @@
 
 namespace air::backends {
 
-struct BackendCapabilities {
+struct ClusterCapabilities {
   std::string name;               // "local", "slurm (partition debug)": for messages
   int max_nodes = 0;              // 0: no limit
   int gpus_available = 0;         // GPUs the backend can hand out to nodes
@@ -36,7 +36,7 @@ struct BackendCapabilities {
   // then arms no deadline of its own.
   bool enforces_time_limit = false;
   // An attempt lives on in the backend's scheduler when the supervisor dies (a Slurm job):
-  // a new supervisor adopts it with Backend::Attach instead of the run being given up.
+  // a new supervisor adopts it with ClusterBackend::Attach instead of the run being given up.
   bool attempts_outlive_supervisor = false;
   // Host GPUs the runtime leases to runs (runtime/gpu_lease.h) before each attempt; empty where
   // the backend has none or allocates them itself.
@@ -60,6 +60,9 @@ struct AttemptToLaunch {
   // backend lists gpu_devices); empty: the backend picks.
   std::vector<std::string> devices;
   std::vector<NodeToLaunch> nodes;
+  // Hosts an earlier attempt lost (NodeStatus::node_lost): a backend that chooses hosts never
+  // places a node there again (Slurm: sbatch --exclude).
+  std::vector<std::string> excluded_hosts;
 };
 
 // What a scheduler says about the attempt as a whole (backends that queue; empty for local).
@@ -78,13 +81,17 @@ struct NodeStatus {
   std::optional<agent::NodeStarted> started;
   std::optional<agent::NodeExitReport> exit;  // set when kEnded and the agent reported
   std::string lost_reason;                    // kEnded without a report: what happened to the agent
+  // kEnded without a report because the node itself is gone (its agent or its host died, Slurm
+  // reports NODE_FAIL), not because air stopped it: elastic retries continue without it.
+  bool node_lost = false;
+  std::string host;  // the machine it ran on, where the backend knows it ("" otherwise)
 };
 
-class Backend {
+class ClusterBackend {
  public:
-  virtual ~Backend() = default;
+  virtual ~ClusterBackend() = default;
 
-  virtual const BackendCapabilities& Capabilities() const = 0;
+  virtual const ClusterCapabilities& Capabilities() const = 0;
 
   // Starts every node of the attempt. If a node cannot be started, the ones already started
   // are killed and the error names the node.

@@ -1,7 +1,7 @@
 // The backend registry: backends are chosen by name ("local", "slurm"), from `air run
 // --backend NAME` or AIR_HOME/config.yaml (`backend: NAME`); the runtime asks the registry for
 // the chosen backend's capabilities (checked at submit, before anything is written) and for one
-// Backend instance per attempt, and never names a backend itself.
+// ClusterBackend instance per attempt, and never names a backend itself.
 //
 // AIR_HOME/config.yaml (optional; docs/slurm.md):
 //   backend: slurm              # the default for `air run` (local when absent)
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/cluster_backend.h"
 #include "backends/slurm/slurm_config.h"
 #include "base/env.h"
 #include "base/status.h"
@@ -51,7 +51,7 @@ struct TrackingServerConfig {
                                    // restarted with these settings
 };
 
-struct BackendConfig {
+struct ClusterConfig {
   std::string name = "local";
   std::string air_home;
   std::string shared_root;  // "" = AIR_HOME
@@ -65,30 +65,31 @@ struct BackendConfig {
 };
 
 // The registered backend names, in order ("local", "slurm").
-std::vector<std::string> BackendNames();
+std::vector<std::string> ClusterBackendNames();
 
 // Reads AIR_HOME/config.yaml when it exists (else the defaults).
 // `backend_override` (from
 // --backend; "" = none) replaces the file's `backend`. Errors name FILE:LINE:
 // KEY and the valid values; an unknown backend name lists the registered ones.
-Result<BackendConfig> LoadBackendConfig(const std::string& air_home,
+Result<ClusterConfig> LoadClusterConfig(const std::string& air_home,
                                         const std::string& backend_override, Env* env);
 
 // What the chosen backend can run, after checking that it is usable now (Slurm:
 // its commands are installed, the controller answers, the partition exists, the
 // shared root is writable). Nothing is submitted or written (but a probe file
 // in the shared root).
-Result<BackendCapabilities> DescribeBackend(const BackendConfig& config, Env* env);
+Result<ClusterCapabilities> DescribeClusterBackend(const ClusterConfig& config, Env* env);
 
 // For a run whose supervisor is gone: a note ("Slurm job 42 RUNNING") when the attempt in
 // `attempt_dir` lives on in the chosen backend's scheduler and a new supervisor can adopt it
-// (Backend::Attach); "" when nothing lives on (the local backend's nodes end with it).
-Result<std::string> DescribeDetachedAttempt(const BackendConfig& config,
+// (ClusterBackend::Attach); "" when nothing lives on (the local backend's nodes end with it).
+Result<std::string> DescribeDetachedAttempt(const ClusterConfig& config,
                                             const std::string& attempt_dir, Env* env);
 
-// One Backend instance for one attempt. `agent_binary` is the air executable
+// One ClusterBackend instance for one attempt. `agent_binary` is the air executable
 // providing `air agent` (the Slurm backend prefers slurm.air_binary when set).
-Result<std::unique_ptr<Backend>> CreateBackend(const BackendConfig& config,
-                                               const std::string& agent_binary, Env* env);
+Result<std::unique_ptr<ClusterBackend>> CreateClusterBackend(const ClusterConfig& config,
+                                                             const std::string& agent_binary,
+                                                             Env* env);
 
 }  // namespace air::backends
