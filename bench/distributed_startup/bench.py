@@ -10,12 +10,15 @@ run on every rank and the values are back in the caller, 2 ranks on this machine
   torchrun   a TorchDistributor-style local launch: `python -m torch.distributed.run
              --nproc_per_node=2 worker.py`, values returned through files
 100 MB: the same three with a 100 MB `bytes` argument (each rank returns its length), and
-cloudpickle.dumps/loads of that argument alone. Prints medians, ratios and the CPU model.
+cloudpickle.dumps/loads of that argument alone. Prints medians, ratios, the CPU model, and
+where air's trivial call spends its time (median per phase, from the call's own timings and
+the run's record in `air get -o json`).
 
   AIR_BIN=build/bin/air PYTHONPATH=python $VENV/bin/python bench/distributed_startup/bench.py \
       [--iterations 5]
 """
 import argparse
+import json
 import os
 import pathlib
 import statistics
@@ -75,16 +78,44 @@ def run_torchrun(fn, payload, work: pathlib.Path):
     return [pickle.loads((out / str(r)).read_bytes()) for r in range(2)]
 
 
+PHASES = []  # one dict per air call: phase -> seconds
+
+
+def air_phases(result) -> dict:
+    """Where one air call's time went: the call's timings (seconds since the epoch) and the
+    run's record (microseconds) of `air get RUN -o json`."""
+    t = dict(result.timings)
+    t.setdefault("ranks_running", t["ended"])  # a call over before the caller saw its ranks
+    run = json.loads(subprocess.run([os.environ.get("AIR_BIN", "air"), "-o", "json", "get",
+                                     str(result.run_id)], capture_output=True,
+                                    text=True).stdout.splitlines()[-1])["data"]
+    attempt = run["attempt_details"][-1]
+    nodes_started = max(n["started_us"] for n in attempt["nodes"]) / 1e6
+    nodes_ended = max(n["ended_us"] for n in attempt["nodes"]) / 1e6
+    return {
+        "pickle + stage the call": t["prepared"] - t["call"],
+        "air run (validate, store, start the supervisor)": t["submitted"] - t["prepared"],
+        "supervisor: claim, prepare, launch agents": attempt["started_us"] / 1e6 - t["submitted"],
+        "agents start the node commands": nodes_started - attempt["started_us"] / 1e6,
+        "air launch + ranks start (python, import air)": t["ranks_running"] - nodes_started,
+        "the function, results, node exit": nodes_ended - t["ranks_running"],
+        "run ends, the caller sees it and loads results": t["returned"] - nodes_ended,
+    }
+
+
 def run_air(fn, payload):
     import air
     with open(os.devnull, "w") as sink:  # the per-rank log lines are not what is measured
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = sink
         try:
-            return list(air.distributed(gpus=2, gpu_type="CPU", remote=False,
-                                        code_dir=None)(fn).distributed(payload))
+            result = air.distributed(gpus=2, gpu_type="CPU", remote=False,
+                                     code_dir=None)(fn).distributed(payload)
         finally:
             sys.stdout, sys.stderr = saved
+    if not payload:
+        PHASES.append(air_phases(result))
+    return list(result)
 
 
 def timed(call, iterations, expect):
@@ -98,11 +129,16 @@ def timed(call, iterations, expect):
 
 
 def cpu_model() -> str:
+    """lscpu's model name and the vector extensions that matter here."""
     out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model, flags = "unknown", []
     for line in out.splitlines():
         if line.startswith("Model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+            model = line.split(":", 1)[1].strip()
+        if line.startswith("Flags"):
+            have = line.split(":", 1)[1].split()
+            flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in have]
+    return f"{model} [{' '.join(flags) or 'no AVX2'}]"
 
 
 def main():
@@ -129,7 +165,9 @@ def main():
         start = time.perf_counter()
         cloudpickle.loads(blob)
         loads_s = time.perf_counter() - start
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs); median of {n}; 2 ranks, one machine")
+    load = os.getloadavg()[0]
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs, load average {load:.1f}); median of {n}; "
+          f"2 ranks, one machine")
     for label, r in rows.items():
         print(f"{label:>16}: air {r['air']:.3f} s | mp.spawn {r['mp.spawn']:.3f} s | "
               f"torchrun {r['torchrun']:.3f} s | air/mp.spawn {r['air'] / r['mp.spawn']:.2f}x | "
@@ -139,6 +177,9 @@ def main():
           f"| torchrun {extra['torchrun']:.3f} s")
     print(f"cloudpickle of 100 MB bytes: dumps {dumps_s * 1e3:.1f} ms, loads {loads_s * 1e3:.1f} "
           f"ms ({100 / dumps_s:.0f} MB/s dumps)")
+    print("where air's trivial call spends its time (median of each phase):")
+    for phase in PHASES[0]:
+        print(f"  {phase:<50} {statistics.median(p[phase] for p in PHASES) * 1e3:8.1f} ms")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,10 @@
 docs/python.md). `serverless_gpu.distributed` is the same object."""
 from ._call import DistributedResult
 from ._decorator import DistributedFunction, distributed
-from ._errors import (AirCommandError, AirNotFoundError, DistributedError, RemoteError,
-                      RemoteTraceback, SerializationError)
+from ._errors import (AirCommandError, AirNotFoundError, CallerError, DistributedError,
+                      RemoteError, RemoteTraceback, SerializationError)
 from ._shapes import KNOWN_GPU_TYPES
 
 __all__ = ["distributed", "DistributedFunction", "DistributedResult", "DistributedError",
-           "AirNotFoundError", "AirCommandError", "SerializationError", "RemoteError",
+           "AirNotFoundError", "AirCommandError", "CallerError", "SerializationError", "RemoteError",
            "RemoteTraceback", "KNOWN_GPU_TYPES"]

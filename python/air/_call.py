@@ -5,7 +5,11 @@ Ctrl-C cancels the run with `air cancel` (which returns once every node's proces
 
 The call directory (default AIR_HOME/python-calls/<id>/, which every node of an air backend
 sees) holds payload.pkl, call.json, spec.json and the ranks' started/ and results/ files; it is
-removed when the call returns. The code snapshot is the caller's working directory (code_dir).
+removed when the call returns. The code snapshot is the caller's working directory (code_dir),
+without virtualenvs, __pycache__, .git and what .gitignore excludes (air's snapshot rules).
+Each rank runs under `air launch` (torchrun's worker environment, started without importing
+torch: a trivial call starts as fast as torch.multiprocessing.spawn). Errors air reports about
+the generated workload are phrased for the caller: the option or path at fault, not spec.json.
 Thread safety: one call per thread; concurrent calls use separate call directories."""
 import contextlib
 import json
@@ -25,12 +29,13 @@ import cloudpickle
 
 from . import _calldir
 from ._binary import AirBinary
-from ._errors import (AirCommandError, DistributedError, RemoteError, RemoteTraceback,
-                      SerializationError)
+from ._errors import (AirCommandError, CallerError, DistributedError, RemoteError,
+                      RemoteTraceback, SerializationError)
 from ._follow import LogFollower
 from ._serialize import dumps_call
 
 _TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELED", "INTERNAL_ERROR"}
+_DEFAULT_MAX_CODE_MB = 1024  # air's code_source.snapshot.max_size_mb default
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -39,6 +44,7 @@ class DistributedResult(list):
     and `air get RUN`)."""
 
     run_id = None
+    timings = None  # where the call's time went (run_call's docstring)
 
 
 def _staging_root() -> str:
@@ -52,11 +58,14 @@ def _experiment_name(fn) -> str:
 
 
 def _command(shape) -> str:
+    """Every node runs `air launch` (air's torchrun: the same worker environment and store,
+    without a Python launcher importing torch first), which starts LOCAL_WORLD_SIZE workers of
+    the caller's interpreter."""
     python = shlex.quote(sys.executable)
-    return (f"exec {python} -m torch.distributed.run --nnodes=\"$NUM_NODES\" "
-            f"--node_rank=\"$NODE_RANK\" --nproc_per_node=\"$LOCAL_WORLD_SIZE\" "
-            f"--master_addr=\"$MASTER_ADDR\" --master_port=\"$MASTER_PORT\" --max-restarts=0 "
-            f"--log-dir=\"$PWD/.torchrun\" -m air._worker\n")
+    return ("exec \"$AIR_BIN\" launch --nnodes=\"$NUM_NODES\" --node-rank=\"$NODE_RANK\" "
+            "--nproc-per-node=\"$LOCAL_WORLD_SIZE\" --master-addr=\"$MASTER_ADDR\" "
+            "--master-port=\"$MASTER_PORT\" --max-restarts=0 --monitor-interval=0.05 "
+            f"--no-python {python} -u -m air._worker\n")
 
 
 def build_spec(fn, options, call_dir: str, token: str) -> dict:
@@ -76,8 +85,12 @@ def build_spec(fn, options, call_dir: str, token: str) -> dict:
             "max_retries": options.max_retries,
             "idempotency_token": token}
     if options.code_dir is not None:
-        spec["code_source"] = {"type": "snapshot",
-                               "snapshot": {"root_path": os.path.abspath(options.code_dir)}}
+        snapshot = {"root_path": os.path.abspath(options.code_dir)}
+        if options.code_include:
+            snapshot["include_paths"] = list(options.code_include)
+        if options.max_code_mb is not None:
+            snapshot["max_size_mb"] = options.max_code_mb
+        spec["code_source"] = {"type": "snapshot", "snapshot": snapshot}
     if options.secrets:
         spec["secrets"] = dict(options.secrets)
     if options.timeout is not None:
@@ -112,8 +125,47 @@ def _progress(run_id, started_dir: str, world: int, shown: list) -> None:
         print(f"[air] run {run_id}: {count}/{world} ranks running", file=sys.stderr, flush=True)
 
 
+def _for_caller(errors: list, options) -> str:
+    """air's diagnostics about the generated workload, each naming the @distributed option (or
+    the caller's path) at fault instead of a line of spec.json."""
+    lines = []
+    for error in errors:
+        field, message = error.get("field", ""), error.get("message", "")
+        m = re.fullmatch(r"code_source\.snapshot\.include_paths\[(\d+)\]", field)
+        if field in ("code_source", "code_source.snapshot", "code_source.snapshot.root_path"):
+            where = f"code_dir={options.code_dir!r}"
+        elif m:
+            i = int(m.group(1))
+            where = f"code_include[{i}]={list(options.code_include)[i]!r}"
+        elif field == "code_source.snapshot.max_size_mb":
+            limit = options.max_code_mb
+            where = f"max_code_mb={limit}" if limit is not None else (
+                f"code_dir={options.code_dir!r} (max_code_mb, default {_DEFAULT_MAX_CODE_MB})")
+            message = message.replace("max_size_mb", "max_code_mb").replace(
+                "or include_paths", "or code_include=[...]")
+        elif field.startswith("env_variables."):
+            where = f"env[{field.split('.', 1)[1]!r}]"
+        elif field.startswith("secrets."):
+            where = f"secrets[{field.split('.', 1)[1]!r}]"
+        elif field == "timeout_minutes":
+            where = f"timeout={options.timeout!r}"
+        elif field == "max_retries":
+            where = f"max_retries={options.max_retries!r}"
+        elif field == "experiment_name":
+            where = f"experiment_name={options.experiment_name!r}"
+        else:
+            where = field or "the call"
+        message = message.replace("include_paths", "code_include").replace("root_path",
+                                                                           "code_dir")
+        lines.append(f"@distributed: {where}: {message}")
+    return "\n".join(lines) + "\nnothing was started"
+
+
 def run_call(fn, options, args: tuple, kwargs: dict, on_submit=None) -> DistributedResult:
-    """Runs fn(*args, **kwargs) on every rank; on_submit(run_id) once the run exists."""
+    """Runs fn(*args, **kwargs) on every rank; on_submit(run_id) once the run exists. The
+    result's `timings` says where the time went (wall-clock seconds since the epoch: call,
+    prepared, submitted, ranks_running, ended, returned)."""
+    timings = {"call": time.time()}
     binary = AirBinary.find()
     payload = dumps_call(fn, args, kwargs)
     shape = options.shape
@@ -137,33 +189,44 @@ def run_call(fn, options, args: tuple, kwargs: dict, on_submit=None) -> Distribu
         run_args = ["run", "-f", spec_path]
         if not options.remote and "--backend" in binary.run_flags:
             run_args += ["--backend", "local"]
+        timings["prepared"] = time.time()
         with _sigint_deferred():
             try:
                 submitted = binary.json(*run_args)
             except AirCommandError as exc:
+                if exc.details.get("errors"):
+                    raise CallerError(_for_caller(exc.details["errors"], options),
+                                      code=exc.code, details=exc.details) from None
                 if not shape.cpu and "GPU(s)" in str(exc):
                     exc.args = (f"{exc}; with @distributed, gpu_type='CPU' or 'CPU_<n>' runs the "
                                 f"ranks as CPU processes",)
                 raise
         run_id = submitted["run_id"]
+        timings["submitted"] = time.time()
         if on_submit:
             on_submit(run_id)
         print(f"[air] run {run_id} submitted: {shape.num_nodes} node(s) x {shape.per_node} "
               f"rank(s) ({shape.accelerator_type}); `air logs {run_id}` and `air get {run_id}` "
               f"show it", file=sys.stderr, flush=True)
-        return _watch(binary, run_id, shape, call_dir)
+        result = _watch(binary, run_id, shape, call_dir, timings)
     finally:
         shutil.rmtree(call_dir, ignore_errors=True)
+    timings["returned"] = time.time()
+    result.timings = timings
+    return result
 
 
-def _watch(binary, run_id: int, shape, call_dir: str) -> DistributedResult:
+def _watch(binary, run_id: int, shape, call_dir: str, timings: dict) -> DistributedResult:
     follower = LogFollower(binary, run_id, shape.num_nodes)
     started_dir = os.path.join(call_dir, _calldir.STARTED_DIR)
     shown = [0, 0.0]
     try:
         while not follower.done:
-            follower.pump(0.1)
+            follower.pump(0.05)
             _progress(run_id, started_dir, shape.num_accelerators, shown)
+            if shown[0] == shape.num_accelerators and "ranks_running" not in timings:
+                timings["ranks_running"] = time.time()
+        timings["ended"] = time.time()
         run = binary.json("get", run_id)
         while run["state"] not in _TERMINAL:  # a follower ended early (its error is kept)
             time.sleep(0.2)

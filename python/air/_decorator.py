@@ -30,6 +30,37 @@ class Options:
     code_dir: object
     experiment_name: Optional[str]
     staging_dir: Optional[str]
+    code_include: tuple = ()
+    max_code_mb: Optional[int] = None
+
+
+def _check_code_options(code_dir, code_include, max_code_mb) -> None:
+    if code_dir is not _CWD and code_dir is not None:
+        if not isinstance(code_dir, (str, os.PathLike)):
+            raise TypeError(f"@distributed: code_dir must be a directory path or None, got "
+                            f"{code_dir!r}")
+        if not os.path.isdir(code_dir):
+            raise ValueError(f"@distributed: code_dir={os.fspath(code_dir)!r} is not an existing "
+                             f"directory")
+    if code_include is not None:
+        if isinstance(code_include, (str, os.PathLike)) or not hasattr(code_include, "__iter__"):
+            raise TypeError(f"@distributed: code_include must be a list of paths relative to "
+                            f"code_dir, got {code_include!r}")
+        for i, path in enumerate(code_include):
+            if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+                raise TypeError(f"@distributed: code_include[{i}] must be a non-empty path, got "
+                                f"{path!r}")
+            text = os.fspath(path)
+            if os.path.isabs(text) or ".." in text.replace(os.sep, "/").split("/"):
+                raise ValueError(f"@distributed: code_include[{i}]={text!r} must be relative to "
+                                 f"code_dir and stay inside it (no '..')")
+        if code_dir is None and code_include:
+            raise ValueError("@distributed: code_include needs a code_dir (it is None: no code "
+                             "is sent)")
+    if max_code_mb is not None and (isinstance(max_code_mb, bool)
+                                    or not isinstance(max_code_mb, int) or max_code_mb < 1):
+        raise ValueError(f"@distributed: max_code_mb is the largest code snapshot in MiB, an "
+                         f"integer >= 1, got {max_code_mb!r}")
 
 
 def _check_options(remote, timeout, max_retries, env, secrets, experiment_name) -> None:
@@ -82,6 +113,8 @@ class DistributedFunction:
         options = dataclasses.replace(self._options)
         if options.code_dir is _CWD:
             options.code_dir = os.getcwd()
+        elif options.code_dir is not None:
+            options.code_dir = os.fspath(options.code_dir)
 
         def submitted(run_id: int) -> None:
             self._last_run_id = run_id
@@ -104,7 +137,8 @@ class DistributedFunction:
 
 
 def distributed(gpus=1, gpu_type="H100", remote=True, *, timeout=None, max_retries=0, env=None,
-                secrets=None, code_dir=_CWD, experiment_name=None, staging_dir=None):
+                secrets=None, code_dir=_CWD, code_include=None, max_code_mb=None,
+                experiment_name=None, staging_dir=None):
     """Decorator: run the function once per rank through air.
 
     gpus: the number of ranks (world size). gpu_type: 'H100', 'H200', 'A10', or 'CPU' (all ranks
@@ -113,15 +147,20 @@ def distributed(gpus=1, gpu_type="H100", remote=True, *, timeout=None, max_retri
     timeout: seconds per attempt (air counts whole minutes, rounded up). max_retries: whole-run
     retries (default 0). env: extra environment variables. secrets: {NAME: 'scope/key'} air
     secret references, resolved at launch. code_dir: the directory sent to every node as the
-    code snapshot and put first on sys.path (default: the working directory; None: none).
-    experiment_name: default the function's name. staging_dir: where the call's files live
+    code snapshot and put first on sys.path (default: the working directory; None: none):
+    without virtualenvs (folders holding pyvenv.cfg), __pycache__, .git and what .gitignore
+    excludes. code_include: only these paths of code_dir (relative). max_code_mb: the largest
+    snapshot accepted (air's default 1024 MiB); a larger one is refused naming its largest
+    entries. experiment_name: default the function's name. staging_dir: where the call's files live
     (default AIR_HOME/python-calls; nodes must see it)."""
     if callable(gpus) and not isinstance(gpus, (int, bool)):
         return distributed()(gpus)  # bare @distributed
     shape = resolve_shape(gpus, gpu_type)
     _check_options(remote, timeout, max_retries, env, secrets, experiment_name)
+    _check_code_options(code_dir, code_include, max_code_mb)
     options = Options(shape, remote, timeout, max_retries, dict(env or {}), dict(secrets or {}),
-                      code_dir, experiment_name, staging_dir)
+                      code_dir, experiment_name, staging_dir,
+                      tuple(os.fspath(p) for p in (code_include or ())), max_code_mb)
 
     def decorate(fn):
         return DistributedFunction(fn, dataclasses.replace(options))

@@ -26,6 +26,12 @@ class AirCommandError(DistributedError):
         self.details = details or {}
 
 
+class CallerError(AirCommandError, ValueError):
+    """air refused the workload a call generated because of something the caller gave (an
+    option, the code directory): the message names that option or path, never the generated
+    spec, and says that nothing was started."""
+
+
 class SerializationError(DistributedError, TypeError):
     """An argument, the function, or a rank's return value cannot be serialized with
     cloudpickle; the message names which one."""
