@@ -4,22 +4,34 @@
 # numerical references go into a venv outside the clone, keyed by the requirements' hash
 # (AIR_VENV_ROOT, default ~/.cache/air), so fresh clones reuse it.
 #
-#   scripts/setup.sh            # packages + venv + build
-#   AIR_SKIP_VENV=1 ...         # skip the Python venv and the python/ wheel (build only)
+#   scripts/setup.sh               # everything the tests need: packages, venv, every target
+#   scripts/setup.sh --quickstart  # only what the quickstart runs: the packages that build
+#                                  # the air executable, and only that target (no tests, no
+#                                  # Slurm, Chromium or venv)
+#   AIR_SKIP_VENV=1 ...            # skip the Python venv (build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+PROFILE=all
+[ "${1:-}" = "--quickstart" ] && PROFILE=quickstart
 
-APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config ccache git clang-format
+# What the air executable links (and builds with).
+BUILD_PACKAGES=(
+  build-essential cmake ninja-build pkg-config ccache
   libyaml-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev libicu-dev
-  libgtest-dev libgmock-dev
-  python3 python3-venv
-  libgloo-dev libcpp-httplib-dev libcurl4-openssl-dev libjs-chart.js chromium chromium-driver
-  slurm-wlm slurmctld slurmd munge
+  libsqlite3-dev libsodium-dev libpcre2-dev libicu-dev
+  libgloo-dev libcpp-httplib-dev libcurl4-openssl-dev
 )
+# What the tests add: unit tests, format check, git snapshots, the venv, the UI's browser
+# tests and chart, a real Slurm cluster.
+TEST_PACKAGES=(
+  git clang-format sqlite3 libgtest-dev libgmock-dev python3 python3-venv
+  libjs-chart.js chromium chromium-driver slurm-wlm slurmctld slurmd munge
+)
+APT_PACKAGES=("${BUILD_PACKAGES[@]}")
+[ "$PROFILE" = all ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
+T_START=$SECONDS
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,16 +48,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ "${AIR_SKIP_VENV:-0}" != "1" ]; then
-  VENV=$("$ROOT/scripts/venv.sh")
-  # The Python package (python/: `air` and `serverless_gpu`) as a wheel in .whl/, built from a
-  # copy so that setuptools' build/ and egg-info never land in the clone.
-  WHEEL_SRC=$(mktemp -d)
-  cp -r "$ROOT/python" "$WHEEL_SRC/"
-  "$VENV/bin/pip" wheel -q --no-deps --no-build-isolation -w "$ROOT/.whl" "$WHEEL_SRC/python"
-  rm -rf "$WHEEL_SRC"
+if [ "$PROFILE" = all ] && [ "${AIR_SKIP_VENV:-0}" != "1" ]; then
+  "$ROOT/scripts/venv.sh" >/dev/null
 fi
 
-cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$ROOT/build" --parallel "$(nproc)"
-echo "setup: built $ROOT/build/bin/air"
+T_PACKAGES=$SECONDS
+if [ "$PROFILE" = quickstart ]; then
+  cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DAIR_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$ROOT/build" --parallel "$(nproc)" --target air
+else
+  cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DAIR_BUILD_TESTS=ON >/dev/null
+  cmake --build "$ROOT/build" --parallel "$(nproc)"
+fi
+echo "setup: built $ROOT/build/bin/air (packages and venv $((T_PACKAGES - T_START)) s, build" \
+  "$((SECONDS - T_PACKAGES)) s)"
