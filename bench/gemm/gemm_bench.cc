@@ -29,12 +29,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bad shape '%s': expected M,N,K,TRANS_A,TRANS_B\n", argv[i]);
       return 2;
     }
-    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
-    std::vector<float> c(static_cast<size_t>(m * n));
-    for (float& x : a) x = dist(rng);
-    for (float& x : b) x = dist(rng);
+    air::engine::View a, b, c;
+    auto a_buffer = ops.AllocateView(air::engine::DType::kF32, {m * k}, &a);
+    auto b_buffer = ops.AllocateView(air::engine::DType::kF32, {k * n}, &b);
+    auto c_buffer = ops.AllocateView(air::engine::DType::kF32, {m * n}, &c);
+    if (!a_buffer.ok() || !b_buffer.ok() || !c_buffer.ok()) return 1;
+    for (int64_t j = 0; j < a.numel(); ++j) a.f32()[j] = dist(rng);
+    for (int64_t j = 0; j < b.numel(); ++j) b.f32()[j] = dist(rng);
     const long lda = ta ? m : k, ldb = tb ? k : n;
-    auto run = [&] { ops.Gemm(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, 0.0f, c.data(), n); };
+    auto run = [&] { ops.Gemm(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, n); };
     run();  // warm-up: packing buffers, page faults
     int reps = 0;
     double seconds = 0.0;

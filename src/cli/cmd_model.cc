@@ -21,8 +21,10 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/io/hf_state_dict.h"
+#include "engine/io/state_dict_adapter.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
+#include "engine/model/model_factory.h"
 #include "spec/scalar_types.h"
 #include "spec/yaml_tree.h"
 
@@ -134,10 +136,9 @@ struct InitFlags {
 Status RunInit(CliContext& ctx, const InitFlags& f) {
   AIR_ASSIGN_OR_RETURN(json j, ReadConfigFile(ctx.env, f.config));
   AIR_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::ModelConfigFromJson(j, f.config));
-  AIR_RETURN_IF_ERROR(engine::CheckModelFitsInMemory(ctx.env, config,
-                                                     engine::kFloatsPerParameterForInference,
-                                                     "initialization")
-                          .WithContext("--config " + f.config));
+  AIR_RETURN_IF_ERROR(
+      engine::CheckModelFitsInMemory(ctx.env, config, engine::InferenceBytes(), "initialization")
+          .WithContext("--config " + f.config));
   engine::SaveOptions save;
   if (f.dtype == "bfloat16") {
     save.dtype = engine::DType::kBF16;
@@ -158,7 +159,7 @@ Status RunInit(CliContext& ctx, const InitFlags& f) {
   // No compute needed: the reference backend (no thread pool) holds the weights.
   AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
                        engine::CreateBackend({.kind = "reference"}));
-  AIR_ASSIGN_OR_RETURN(auto model, engine::LlamaModel::Create(config, std::move(backend)));
+  AIR_ASSIGN_OR_RETURN(auto model, engine::CreateModel(config, std::move(backend)));
   model->InitWeights(f.seed);
   AIR_RETURN_IF_ERROR(engine::SaveHfModel(*model, f.out, save));
   std::vector<std::string> tokenizer_files;
@@ -195,7 +196,9 @@ Status RunInspect(CliContext& ctx, const std::string& name) {
   std::set<std::string> expected;
   std::set<std::string> dtypes;
   int64_t params = 0;
-  for (const auto& spec : engine::LlamaModel::ParameterSpecs(config)) {
+  const auto adapter = engine::StateDictAdapterFor(config);
+  for (auto spec : engine::LlamaModel::ParameterSpecs(config)) {
+    spec.name = adapter->ToHf(spec.name);  // checkpoints hold HF names
     expected.insert(spec.name);
     params += engine::NumElements(spec.shape);
     const engine::SafetensorsFile* file = nullptr;
