@@ -282,18 +282,7 @@ nlohmann::ordered_json GptOssConfigToJson(const GptOssConfig& c, const std::stri
                                  {"model.layers.*.self_attn", "model.layers.*.mlp.router",
                                   "model.embed_tokens", "lm_head"}}};
   }
-  auto id_or_null = [](int64_t id) {
-    return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
-  };
-  j["bos_token_id"] = id_or_null(c.bos_token_id);
-  if (c.eos_token_ids.empty()) {
-    j["eos_token_id"] = nullptr;
-  } else if (c.eos_token_ids.size() == 1) {
-    j["eos_token_id"] = c.eos_token_ids[0];
-  } else {
-    j["eos_token_id"] = c.eos_token_ids;
-  }
-  j["pad_token_id"] = id_or_null(c.pad_token_id);
+  WriteTokenIds(j, c.bos_token_id, c.eos_token_ids, c.pad_token_id);
   j["dtype"] = dtype;
   j["use_cache"] = true;
   return j;

@@ -111,4 +111,20 @@ Status JsonFields::StringList(const char* field, std::vector<std::string>* out) 
   return Status::Ok();
 }
 
+void WriteTokenIds(nlohmann::ordered_json& j, int64_t bos, const std::vector<int64_t>& eos,
+                   int64_t pad) {
+  auto id_or_null = [](int64_t id) {
+    return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
+  };
+  j["bos_token_id"] = id_or_null(bos);
+  if (eos.empty()) {
+    j["eos_token_id"] = nullptr;
+  } else if (eos.size() == 1) {
+    j["eos_token_id"] = eos[0];
+  } else {
+    j["eos_token_id"] = eos;
+  }
+  j["pad_token_id"] = id_or_null(pad);
+}
+
 }  // namespace air::engine

@@ -49,4 +49,9 @@ class JsonFields {
   const std::string& source_;
 };
 
+// Writes bos_token_id, eos_token_id (one id, a list, or null) and pad_token_id (-1: null) as
+// transformers writes them in config.json.
+void WriteTokenIds(nlohmann::ordered_json& config, int64_t bos, const std::vector<int64_t>& eos,
+                   int64_t pad);
+
 }  // namespace air::engine
