@@ -79,18 +79,24 @@ void Decode(const Mxfp4Layout& layout, const uint8_t* blocks, const uint8_t* sca
       }
       continue;
     }
-    // out[c][r] (transposed): a tile of rows at a time, so that each output row gets a
-    // contiguous run of writes.
+    // out[c][r] (transposed): a tile of rows at a time; the innermost loop runs along r, so
+    // each output row gets a contiguous run of writes while the tile's input stays in cache.
     for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
       const int64_t r1 = std::min(rows, r0 + kRowTile);
       for (int64_t g = 0; g < groups; ++g) {
+        const std::array<T, 16>* value_rows[kRowTile];
+        const uint8_t* bytes[kRowTile];
         for (int64_t r = r0; r < r1; ++r) {
-          const uint8_t* b = eb + (r * groups + g) * kMxfp4GroupBytes;
-          const auto& row = table.values[es[r * groups + g]];
-          T* o = eo + g * kMxfp4GroupSize * rows + r;
-          for (int64_t j = 0; j < kMxfp4GroupBytes; ++j) {
-            o[(2 * j) * rows] = row[b[j] & 0x0F];
-            o[(2 * j + 1) * rows] = row[b[j] >> 4];
+          value_rows[r - r0] = &table.values[es[r * groups + g]];
+          bytes[r - r0] = eb + (r * groups + g) * kMxfp4GroupBytes;
+        }
+        for (int64_t j = 0; j < kMxfp4GroupBytes; ++j) {
+          T* lo = eo + (g * kMxfp4GroupSize + 2 * j) * rows;
+          T* hi = lo + rows;
+          for (int64_t r = r0; r < r1; ++r) {
+            const uint8_t byte = bytes[r - r0][j];
+            lo[r] = (*value_rows[r - r0])[byte & 0x0F];
+            hi[r] = (*value_rows[r - r0])[byte >> 4];
           }
         }
       }
