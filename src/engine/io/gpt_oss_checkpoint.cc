@@ -40,8 +40,8 @@ std::vector<GptOssTensorSpec> GptOssLayerTensors(const GptOssConfig& c, int64_t 
     t.push_back({x + "gate_up_proj", {e, h, 2 * i}, false, true});
     t.push_back({x + "down_proj", {e, i, h}, false, true});
   }
-  t.push_back({x + "gate_up_proj_bias", {e, 2 * i}});
-  t.push_back({x + "down_proj_bias", {e, h}});
+  t.push_back({x + "gate_up_proj_bias", {e, 2 * i}, false, true});
+  t.push_back({x + "down_proj_bias", {e, h}, false, true});
   return t;
 }
 

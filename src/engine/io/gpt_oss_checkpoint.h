@@ -38,7 +38,7 @@ struct GptOssTensorSpec {
   std::string name;
   Shape shape;
   bool packed = false;  // U8 (MXFP4 blocks or scales); else a float tensor (F32/BF16/F16)
-  bool expert = false;  // one of the expert weights (dense or packed)
+  bool expert = false;  // under mlp.experts (weights, dense or packed, and their biases)
 };
 
 // The tensors of layer `layer`, in the order above.
@@ -54,8 +54,9 @@ GptOssExpertFormat GptOssExpertFormatOf(const WeightReader& reader, const GptOss
 
 // Checks that `reader` holds every tensor GptOssCheckpointTensors() lists for its format, with
 // that shape and storage (U8 for packed tensors, a float type otherwise). One error lists every
-// problem: the missing expert tensors by name, then other missing tensors, then wrong shapes
-// or types (each with expected and actual), at most `max_listed` names per kind plus a count.
+// problem: the missing expert tensors (mlp.experts.*) by name, then other missing tensors, then
+// wrong shapes or types (each with expected and actual), at most `max_listed` names per kind plus
+// a count.
 Status CheckGptOssCheckpoint(const WeightReader& reader, const GptOssConfig& config,
                              size_t max_listed = 16);
 

@@ -94,16 +94,18 @@ void WriteCheckpoint(const std::string& dir, const GptOssConfig& config,
 TEST(GptOssCheckpoint, MissingExpertTensorsAreNamed) {
   ScratchDir dir;
   const GptOssConfig config = TinyConfig("tiny_bf16");
-  WriteCheckpoint(dir.path(), config,
-                  {"model.layers.1.mlp.experts.down_proj",
-                   "model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.self_attn.sinks"});
+  WriteCheckpoint(
+      dir.path(), config,
+      {"model.layers.1.mlp.experts.down_proj", "model.layers.0.mlp.experts.gate_up_proj",
+       "model.layers.0.mlp.experts.down_proj_bias", "model.layers.1.self_attn.sinks"});
   auto reader = WeightReader::Open(dir.path());
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   Status check = CheckGptOssCheckpoint(**reader, config);
   ASSERT_FALSE(check.ok());
-  EXPECT_THAT(check.message(), HasSubstr("2 dense expert tensors are missing"));
+  EXPECT_THAT(check.message(), HasSubstr("3 dense expert tensors are missing"));
   EXPECT_THAT(check.message(), HasSubstr("model.layers.0.mlp.experts.gate_up_proj"));
   EXPECT_THAT(check.message(), HasSubstr("model.layers.1.mlp.experts.down_proj"));
+  EXPECT_THAT(check.message(), HasSubstr("model.layers.0.mlp.experts.down_proj_bias"));
   EXPECT_THAT(check.message(),
               HasSubstr("1 other tensors are missing: model.layers.1.self_attn.sinks"));
   EXPECT_THAT(check.message(), HasSubstr(dir.path()));
