@@ -67,6 +67,9 @@ struct TrainConfig {
   // float32, as FSDP1's do), or the string bf16 / no.
   fsdp::MixedPrecision precision;
   bool activation_checkpointing = false;  // recompute each layer's activations in backward
+  // The head and loss fused and chunked (model/lm_head.h, Liger's FusedLinearCrossEntropy):
+  // never the N x V logits. false computes them whole (to measure what fusing saves).
+  bool fused_linear_cross_entropy = true;
 
   // --- several ranks (engine/fsdp) ---
   // fsdp_sharding_strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD/DDP, HYBRID_SHARD), or HF's
