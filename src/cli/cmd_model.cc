@@ -108,25 +108,6 @@ Result<json> ReadConfigFile(Env* env, const std::string& path) {
   return j;
 }
 
-// "1000000", "500MB", "2GB" (powers of 1000, as transformers' max_shard_size), "64MiB", "1GiB".
-Result<uint64_t> ParseByteSize(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    ++digits;
-  }
-  const std::string unit(Trim(std::string_view(text).substr(digits)));
-  static const std::map<std::string, uint64_t> kUnits = {
-      {"", 1},          {"B", 1},         {"KB", 1000},       {"MB", 1000000}, {"GB", 1000000000},
-      {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1ull << 30}};
-  auto it = kUnits.find(unit);
-  if (digits == 0 || it == kUnits.end()) {
-    return InvalidArgument("--max-shard-size: '" + text +
-                           "' is not a size; use bytes or a number with KB, MB, GB, KiB, MiB, "
-                           "GiB (e.g. 2GB)");
-  }
-  return std::stoull(text.substr(0, digits)) * it->second;
-}
-
 struct InitFlags {
   std::string config, out, dtype = "float32", max_shard_size, tokenizer;
   uint64_t seed = 0;
@@ -146,7 +127,9 @@ Status RunInit(CliContext& ctx, const InitFlags& f) {
     return InvalidArgument("--dtype: '" + f.dtype + "' is not supported; use float32 or bfloat16");
   }
   if (!f.max_shard_size.empty()) {
-    AIR_ASSIGN_OR_RETURN(save.max_shard_bytes, ParseByteSize(f.max_shard_size));
+    auto bytes = ParseByteSize(f.max_shard_size);
+    if (!bytes.ok()) return bytes.status().WithContext("--max-shard-size");
+    save.max_shard_bytes = *bytes;
   }
   for (const char* name :
        {"config.json", engine::kSafetensorsSingleName, engine::kSafetensorsIndexName}) {
