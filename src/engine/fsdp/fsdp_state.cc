@@ -23,8 +23,8 @@ Result<View> Fsdp::GatherMaster(int unit, std::unique_ptr<Buffer>& scratch) {
   void* recv = all.raw();
   const size_t count = static_cast<size_t>(u.shard);
   parallel::ProcessGroup* group = group_;
-  AIR_RETURN_IF_ERROR(comm_->Run(
-      [=] { return group->AllGather(send, recv, count, parallel::CommDType::kF32); }));
+  AIR_RETURN_IF_ERROR(
+      comm_->Run([=] { return group->AllGather(send, recv, count, parallel::CommDType::kF32); }));
   return all.Slice(0, u.numel);
 }
 

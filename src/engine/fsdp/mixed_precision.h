@@ -23,8 +23,7 @@ struct MixedPrecision {
   DType buffer_dtype = DType::kF32;
 
   bool enabled() const {
-    return param_dtype != DType::kF32 || reduce_dtype != DType::kF32 ||
-           buffer_dtype != DType::kF32;
+    return param_dtype != DType::kF32 || reduce_dtype != DType::kF32 || buffer_dtype != DType::kF32;
   }
   bool operator==(const MixedPrecision&) const = default;
 };

@@ -114,10 +114,11 @@ void CausalLm::BindUnit(int unit, const View& values, const View& grads) {
   const size_t value_size = DTypeSize(values.dtype());
   int64_t offset = 0, grad_offset = 0;
   for (Parameter* p : g.params) {
-    p->value = values.empty() ? View()
-                              : View(values.buffer(),
-                                     values.byte_offset() + static_cast<size_t>(offset) * value_size,
-                                     values.dtype(), p->shape);
+    p->value =
+        values.empty()
+            ? View()
+            : View(values.buffer(), values.byte_offset() + static_cast<size_t>(offset) * value_size,
+                   values.dtype(), p->shape);
     offset += p->numel();
     if (p->trainable && !grads.empty()) {
       p->grad = View(grads.buffer(),

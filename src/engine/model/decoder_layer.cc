@@ -37,7 +37,9 @@ void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, in
                             int64_t seq, bool with_input, LayerActivations& a) {
   const int64_t n = batch * seq, dim = c.hidden_size, inter = c.intermediate_size;
   auto act = [&](Shape shape) { return ws.Take(dtype, std::move(shape)); };
-  if (with_input) a.x = act({n, dim});
+  // The residual stream (x, h) stays fp32 whatever the compute dtype: it sums every layer's
+  // output, and rounding it to bf16 at each add is where bf16 training loses the most.
+  if (with_input) a.x = ws.F32({n, dim});
   a.xn1 = act({n, dim});
   a.rstd1 = ws.F32({n});
   if (c.qk_norm) {
@@ -51,7 +53,7 @@ void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, in
   a.v = act({n, c.kv_dim()});
   a.att = act({n, c.q_dim()});
   a.lse = ws.F32({batch, c.num_heads, seq});
-  a.h = act({n, dim});
+  a.h = ws.F32({n, dim});
   a.xn2 = act({n, dim});
   a.rstd2 = ws.F32({n});
   a.gate = act({n, inter});

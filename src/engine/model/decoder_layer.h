@@ -12,8 +12,9 @@
 // LayerWeights points into the model's Parameter list (views into the layer's unit buffer, in
 // whatever float dtype the unit is bound in); LayerActivations and LayerGradScratch are views
 // into the model's workspace, laid out once per batch shape: activations in the model's compute
-// dtype (F32, or BF16 under mixed precision), per-row statistics in F32, gradient scratch in F32
-// (the residual gradient and the sums of several products stay fp32). A layer call allocates,
+// dtype (F32, or BF16 under mixed precision) except the residual stream (x, h: F32 always, the
+// sum of every layer's output), per-row statistics in F32, gradient scratch in F32 (the residual
+// gradient and the sums of several products stay fp32). A layer call allocates,
 // copies and zeroes nothing on the host: every step goes through the backend. A frozen weight
 // (Parameter::trainable false) gets no weight-gradient GEMM.
 // Thread safety: functions over caller-owned views; one thread per layer call.
@@ -58,12 +59,12 @@ struct LayerContext {
 };
 
 struct LayerActivations {
-  View x;                             // (N, C) layer input
+  View x;                             // (N, C) layer input (F32: the residual stream)
   View xn1, rstd1;                    // (N, C), (N)
   View q_raw, k_raw, rstd_q, rstd_k;  // Qwen3: projections before q/k norm, (N*H) rstd
   View q, k, v;                       // (N, Hq*D), (N, Hkv*D) x2, after norm and RoPE
   View att, lse;                      // (N, Hq*D), (B, Hq, T)
-  View h;                             // (N, C) after the attention residual
+  View h;                             // (N, C) after the attention residual (F32)
   View xn2, rstd2;                    // (N, C), (N)
   View gate, up, act;                 // (N, I) each
 };

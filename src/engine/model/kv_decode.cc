@@ -52,10 +52,10 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     positions = ws.Take(DType::kI32, {n});
     cos = ws.F32({n, c.head_dim / 2});
     sin = ws.F32({n, c.head_dim / 2});
-    x = ws.Take(dtype, {n, dim});
-    out = ws.Take(dtype, {n, dim});
+    x = ws.F32({n, dim});  // the residual stream, fp32 as in training
+    out = ws.F32({n, dim});
     LayoutLayerActivations(ws, c, dtype, batch, step, false, acts);
-    selected = ws.Take(dtype, {rows, dim});
+    selected = ws.F32({rows, dim});
     normed = ws.Take(dtype, {rows, dim});
     rstd = ws.F32({rows});
     logits = ws.F32({rows, c.vocab_size});

@@ -95,14 +95,14 @@ Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const Forward
         LayoutLayerActivations(ws, c, dtype, m.batch, m.seq, true, a);
       } else {
         a = LayerActivations{};
-        a.x = ws.Take(dtype, {n, dim});
+        a.x = ws.F32({n, dim});  // the residual stream stays fp32
       }
     }
     bool needs_scratch = !training || any_checkpointed;
     if (needs_scratch) {
       LayoutLayerActivations(ws, c, dtype, m.batch, m.seq, false, m.scratch_acts);
     }
-    m.final_x = ws.Take(dtype, {n, dim});
+    m.final_x = ws.F32({n, dim});
     m.xf = ws.Take(dtype, {n, dim});
     m.rstd_f = ws.F32({n});
     m.head = LayoutHead(ws, n, vocab, unfused);
@@ -110,7 +110,7 @@ Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const Forward
       LayoutLayerGradScratch(ws, c, n, m.grad_scratch);
       m.dxf = ws.F32({n, dim});
       m.dx = ws.F32({n, dim});
-      m.recompute_out = any_checkpointed ? ws.Take(dtype, {n, dim}) : View();
+      m.recompute_out = any_checkpointed ? ws.F32({n, dim}) : View();
     }
   }));
 

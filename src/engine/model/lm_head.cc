@@ -36,8 +36,8 @@ void ChunkLoss(const Backend& ops, const View& xf, const Parameter& head, const 
 }  // namespace
 
 void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& head,
-                         const View& targets, float per_token, const HeadViews& views,
-                         bool unfused, const View& dxf) {
+                         const View& targets, float per_token, const HeadViews& views, bool unfused,
+                         const View& dxf) {
   const int64_t n = targets.numel(), dim = head.shape[1], vocab = head.shape[0];
   const int64_t chunk = unfused ? n : views.logits.dim(0);
   ops.Zero(views.loss_sum);
@@ -46,8 +46,8 @@ void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& he
     View logits;
     ChunkLoss(ops, xf, head, targets, views, r0, rows, &logits);
     // dlogits (rows, V) = per_token * (softmax - onehot), written over the logits.
-    ops.CrossEntropyBackward(logits, targets.Slice(r0, rows), views.lse.Slice(r0, rows),
-                             per_token, logits);
+    ops.CrossEntropyBackward(logits, targets.Slice(r0, rows), views.lse.Slice(r0, rows), per_token,
+                             logits);
     // dW (V, C) += dlogits^T xf;  dxf (rows, C) = dlogits W
     if (head.trainable) {
       ops.Gemm(true, false, vocab, dim, rows, logits, vocab, xf.Rows(r0, rows), dim, 1.0f,

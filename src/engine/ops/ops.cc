@@ -1,10 +1,11 @@
 // Op names, the support check model code runs before it builds, and the argument checks every
 // implementation runs (see ops.h and op_checks.h).
+#include "engine/ops/ops.h"
+
 #include <fmt/format.h>
 
 #include "engine/check.h"
 #include "engine/ops/op_checks.h"
-#include "engine/ops/ops.h"
 
 namespace air::engine {
 
@@ -82,8 +83,8 @@ void CheckData(const Ops& ops, OpKind op, const View& v, const char* arg) {
     Fail(op, arg, fmt::format("{} is not a float dtype", DTypeName(v.dtype())));
   }
   if (!ops.Supports(op, v.dtype())) {
-    Fail(op, arg, fmt::format("the {} backend does not support {} here", ops.name(),
-                              DTypeName(v.dtype())));
+    Fail(op, arg,
+         fmt::format("the {} backend does not support {} here", ops.name(), DTypeName(v.dtype())));
   }
 }
 

@@ -398,9 +398,9 @@ const std::vector<FieldSpec>& FieldSpecs() {
     s.push_back({"mixed_precision", "", false, MixedPrecisionField()});
     s.push_back({"activation_checkpointing", "", false,
                  BoolField("activation_checkpointing", &TrainConfig::activation_checkpointing)});
-    s.push_back({"fused_linear_cross_entropy", "", false,
-                 BoolField("fused_linear_cross_entropy",
-                           &TrainConfig::fused_linear_cross_entropy)});
+    s.push_back(
+        {"fused_linear_cross_entropy", "", false,
+         BoolField("fused_linear_cross_entropy", &TrainConfig::fused_linear_cross_entropy)});
     s.push_back({"fsdp_sharding_strategy", "", false, ShardingStrategyField()});
     s.push_back({"fsdp", "", false, HfFsdpField()});
     s.push_back({"ddp_timeout", "", false,

@@ -132,8 +132,8 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
             : 0.0f;
     AIR_ASSIGN_OR_RETURN(
         ForwardResult r,
-        model_->Forward(batch, {.loss_scale = scale,
-                                .unfused_head = !config_.fused_linear_cross_entropy}));
+        model_->Forward(
+            batch, {.loss_scale = scale, .unfused_head = !config_.fused_linear_cross_entropy}));
     out.loss_sum += r.loss_sum;
     AIR_RETURN_IF_ERROR(model_->Backward());
   }

@@ -29,6 +29,15 @@ bool FastOps::Supports(OpKind op, DType dtype) const {
   return dtype == DType::kBF16 && !IsMasterStateOp(op);
 }
 
+const float* FastOps::WeightF32(const View& w) const {
+  if (w.dtype() == DType::kF32) return w.f32();
+  if (static_cast<int64_t>(weight_scratch_.size()) < w.numel()) {
+    weight_scratch_.resize(static_cast<size_t>(w.numel()));
+  }
+  LoadF32(w, 0, w.numel(), weight_scratch_.data());
+  return weight_scratch_.data();
+}
+
 float* FastOps::Scratch(int thread, int slot, int64_t n) const {
   std::vector<float>& buffer = f32_scratch_[static_cast<size_t>(3 * thread + slot)];
   if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
@@ -102,8 +111,7 @@ void FastOps::RmsNormForward(const View& x, const View& w, float eps, const View
   CheckSameSize(op, x, y, "x, y");
   const int64_t dim = w.numel(), rows = x.numel() / dim;
   CheckSize(op, rstd, rows, "rstd");
-  const float* wf = ReadF32(w, 0, dim, Scratch(0, 0, dim));
-  std::vector<float> w_copy(wf, wf + dim);  // thread 0's scratch is reused below
+  const float* w_copy = WeightF32(w);
   pool_->ParallelFor(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
@@ -139,8 +147,7 @@ void FastOps::RmsNormBackward(const View& x, const View& w, const View& rstd, co
   CheckSameSize(op, x, dx, "x, dx");
   const int64_t dim = w.numel(), rows = x.numel() / dim;
   CheckSize(op, rstd, rows, "rstd");
-  const float* wf = ReadF32(w, 0, dim, Scratch(0, 0, dim));
-  std::vector<float> w_copy(wf, wf + dim);
+  const float* w_copy = WeightF32(w);
   const int64_t min_rows = MinRows(dim);
   const int64_t chunks =
       std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, rows / min_rows));

@@ -68,6 +68,9 @@ class FastOps : public CpuBackend {
  private:
   // Per-thread fp32 scratch of at least n floats (slot 0..2 per thread: several rows at once).
   float* Scratch(int thread, int slot, int64_t n) const;
+  // A small weight (norm weight, bias) as fp32 for the whole call: its own memory when F32, else
+  // a widened copy in weight_scratch_ (read by every thread of the call).
+  const float* WeightF32(const View& w) const;
   // A fp32 GEMM over staged operands (see fast_ops.cc: the bf16 product's current path).
   void GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                   int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
@@ -80,6 +83,7 @@ class FastOps : public CpuBackend {
   mutable std::vector<GemmScratch> gemm_serial_scratch_;       // per thread, inside tasks
   mutable std::vector<std::vector<double>> row_scratch_;       // per thread (norm weight grads)
   mutable std::vector<std::vector<float>> f32_scratch_;        // per thread x 3 slots
+  mutable std::vector<float> weight_scratch_;                  // WeightF32's
 };
 
 }  // namespace air::engine

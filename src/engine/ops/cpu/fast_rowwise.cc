@@ -13,7 +13,7 @@
 namespace air::engine {
 namespace {
 
-constexpr int64_t kChunk = 4096;        // elements staged at a time by the elementwise ops
+constexpr int64_t kChunk = 4096;           // elements staged at a time by the elementwise ops
 constexpr int64_t kMinParallel = 1 << 14;  // elements per thread below which one thread does it
 
 // Calls fn(offset, count, thread) over [0, n) in chunks of at most kChunk, spread over the pool.
@@ -159,12 +159,12 @@ void FastOps::SwigluForward(const View& gate, const View& up, const View& out) c
   });
 }
 
-void FastOps::SwigluBackward(const View& gate, const View& up, const View& dout,
-                             const View& dgate, const View& dup) const {
+void FastOps::SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
+                             const View& dup) const {
   const OpKind op = OpKind::kSwigluBackward;
-  for (const auto& [v, name] : {std::pair{&gate, "gate"}, std::pair{&up, "up"},
-                                std::pair{&dout, "dout"}, std::pair{&dgate, "dgate"},
-                                std::pair{&dup, "dup"}}) {
+  for (const auto& [v, name] :
+       {std::pair{&gate, "gate"}, std::pair{&up, "up"}, std::pair{&dout, "dout"},
+        std::pair{&dgate, "dgate"}, std::pair{&dup, "dup"}}) {
     CheckData(*this, op, *v, name);
     CheckSameSize(op, gate, *v, name);
   }
@@ -173,8 +173,8 @@ void FastOps::SwigluBackward(const View& gate, const View& up, const View& dout,
                       dup.dtype() != DType::kF32;
   if (!staged) {
     ForChunks(*pool_, gate.numel(), [&](int64_t at, int64_t count, int) {
-      SwigluBackwardRange(gate.f32() + at, up.f32() + at, dout.f32() + at, count,
-                          dgate.f32() + at, dup.f32() + at);
+      SwigluBackwardRange(gate.f32() + at, up.f32() + at, dout.f32() + at, count, dgate.f32() + at,
+                          dup.f32() + at);
     });
     return;
   }
@@ -210,13 +210,12 @@ void FastOps::AddBias(const View& y, const View& bias) const {
   CheckData(*this, OpKind::kAddBias, y, "y");
   CheckData(*this, OpKind::kAddBias, bias, "bias");
   const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
-  std::vector<float> b(static_cast<size_t>(cols));
-  LoadF32(bias, 0, cols, b.data());
+  const float* b = WeightF32(bias);
   pool_->ParallelFor(rows, MinRows(cols), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
       float* ys = WriteF32(y, r * cols, Scratch(thread, 0, cols));
       if (y.dtype() != DType::kF32) LoadF32(y, r * cols, cols, ys);
-      for (int64_t c = 0; c < cols; ++c) ys[c] += b[static_cast<size_t>(c)];
+      for (int64_t c = 0; c < cols; ++c) ys[c] += b[c];
       CommitF32(ys, y, r * cols, cols);
     }
   });

@@ -14,8 +14,7 @@ namespace air::engine {
 
 // C (M, N) = op(A) (M, K) @ op(B) (K, N) + beta * C, each dot product in double.
 void RefGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                        int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                        int64_t ldc) {
+             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0.0;
@@ -32,7 +31,7 @@ void RefGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const 
 
 // out (N, C) = table (V, C) [ids (N)]
 void RefEmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t dim,
-                                    float* out) {
+                         float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const float* row = table + static_cast<int64_t>(ids[i]) * dim;
     for (int64_t c = 0; c < dim; ++c) out[i * dim + c] = row[c];
@@ -41,7 +40,7 @@ void RefEmbeddingForward(const int32_t* ids, int64_t n, const float* table, int6
 
 // dtable (V, C) [ids[n]] += dout (N, C) [n]
 void RefEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t dim,
-                                     int32_t skip_id, float* dtable) {
+                          int32_t skip_id, float* dtable) {
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] == skip_id) continue;
     float* row = dtable + static_cast<int64_t>(ids[i]) * dim;
@@ -50,8 +49,8 @@ void RefEmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int6
 }
 
 // y (N, C) = w (C) * x (N, C) * rstd (N),  rstd = 1 / sqrt(mean_c x^2 + eps)
-void RefRmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim,
-                                  float eps, float* y, float* rstd) {
+void RefRmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
+                       float* y, float* rstd) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     double sum_sq = 0.0;
@@ -63,9 +62,8 @@ void RefRmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim
 }
 
 // With g = w * dy:  dx = rstd * g - rstd^3 / C * x * sum_c(g * x);  dw += dy * x * rstd
-void RefRmsNormBackward(const float* x, const float* w, const float* rstd,
-                                   const float* dy, int64_t rows, int64_t dim, float* dx,
-                                   float* dw) {
+void RefRmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
+                        int64_t rows, int64_t dim, float* dx, float* dw) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     const float* dyr = dy + r * dim;
@@ -82,8 +80,8 @@ void RefRmsNormBackward(const float* x, const float* w, const float* rstd,
 
 // x (N, H, D): (x1, x2) = (x[:D/2], x[D/2:]) -> (x1 cos - x2 sin, x2 cos + x1 sin), per token
 // with cos/sin (N, D/2).
-void RefRopeForward(float* x, int64_t n, int64_t heads, int64_t head_dim,
-                               const float* cos, const float* sin) {
+void RefRopeForward(float* x, int64_t n, int64_t heads, int64_t head_dim, const float* cos,
+                    const float* sin) {
   const int64_t half = head_dim / 2;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < heads; ++h) {
@@ -99,8 +97,8 @@ void RefRopeForward(float* x, int64_t n, int64_t heads, int64_t head_dim,
 }
 
 // The transposed rotation: (d1, d2) -> (d1 cos + d2 sin, d2 cos - d1 sin).
-void RefRopeBackward(float* dx, int64_t n, int64_t heads, int64_t head_dim,
-                                const float* cos, const float* sin) {
+void RefRopeBackward(float* dx, int64_t n, int64_t heads, int64_t head_dim, const float* cos,
+                     const float* sin) {
   const int64_t half = head_dim / 2;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < heads; ++h) {
@@ -140,9 +138,9 @@ double Dot(const float* a, const float* b, int64_t n) {
 // For each row b, query head h, query i:
 //   score_j = scale * q_i . k_j over visible keys j; p = softmax(score); out_i = sum_j p_j v_j
 //   lse (B, Hq, Tq) = log sum_j exp(score_j)
-void RefAttentionForward(const AttentionShape& s, const float* q, const float* k,
-                                    const float* v, const int32_t* q_segments,
-                                    const int32_t* kv_segments, float* out, float* lse) {
+void RefAttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                         const int32_t* q_segments, const int32_t* kv_segments, float* out,
+                         float* lse) {
   const AttentionIndex idx{s};
   std::vector<double> scores(static_cast<size_t>(s.kv_len));
   for (int64_t b = 0; b < s.batch; ++b) {
@@ -186,10 +184,9 @@ void RefAttentionForward(const AttentionShape& s, const float* q, const float* k
 // With p_ij = exp(score_ij - lse_i), dp_ij = dout_i . v_j, delta_i = dout_i . out_i,
 // ds_ij = p_ij (dp_ij - delta_i):
 //   dq_i += scale sum_j ds_ij k_j;  dk_j += scale sum_i ds_ij q_i;  dv_j += sum_i p_ij dout_i
-void RefAttentionBackward(const AttentionShape& s, const float* q, const float* k,
-                                     const float* v, const int32_t* q_segments,
-                                     const int32_t* kv_segments, const float* out, const float* lse,
-                                     const float* dout, float* dq, float* dk, float* dv) {
+void RefAttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                          const int32_t* q_segments, const int32_t* kv_segments, const float* out,
+                          const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   const AttentionIndex idx{s};
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.q_heads; ++h) {
@@ -233,7 +230,7 @@ void RefSwigluForward(const float* gate, const float* up, int64_t n, float* out)
 
 // silu'(g) = sig(g) * (1 + g * (1 - sig(g)))
 void RefSwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
-                                  float* dgate, float* dup) {
+                       float* dgate, float* dup) {
   for (int64_t i = 0; i < n; ++i) {
     const double g = gate[i];
     const double sig = Sigmoid(g);
@@ -263,8 +260,8 @@ void RefBiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias) 
 }
 
 // loss += sum over rows with a target of lse_r - logits[r, target_r]
-void RefCrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                       int64_t vocab, float* lse, double* loss_sum) {
+void RefCrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                            float* lse, double* loss_sum) {
   double total = 0.0;
   for (int64_t r = 0; r < n; ++r) {
     const float* row = logits + r * vocab;
@@ -280,9 +277,8 @@ void RefCrossEntropyForward(const float* logits, const int32_t* targets, int64_t
 }
 
 // dlogits (N, V) = scale * (softmax - onehot) on rows with a target, else 0
-void RefCrossEntropyBackward(const float* logits, const int32_t* targets,
-                                        const float* lse, int64_t n, int64_t vocab, float scale,
-                                        float* dlogits) {
+void RefCrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
+                             int64_t n, int64_t vocab, float scale, float* dlogits) {
   for (int64_t r = 0; r < n; ++r) {
     const float* row = logits + r * vocab;
     float* drow = dlogits + r * vocab;
@@ -298,7 +294,7 @@ void RefCrossEntropyBackward(const float* logits, const int32_t* targets,
 }
 
 void RefAdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
-                               float* v) {
+                    float* v) {
   for (int64_t j = 0; j < n; ++j) {
     if (s.decay) p[j] *= s.decay_factor;
     m[j] += s.one_minus_beta1 * (g[j] - m[j]);
@@ -313,6 +309,5 @@ double SumOfSquaresLoop(const float* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
   return sum;
 }
-
 
 }  // namespace air::engine

@@ -27,21 +27,19 @@ void RefRopeBackward(float* dx, int64_t n, int64_t heads, int64_t head_dim, cons
 void RefAttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
                          const int32_t* q_segments, const int32_t* kv_segments, float* out,
                          float* lse);
-void RefAttentionBackward(const AttentionShape& s, const float* q, const float* k,
-                          const float* v, const int32_t* q_segments, const int32_t* kv_segments,
-                          const float* out, const float* lse, const float* dout, float* dq,
-                          float* dk, float* dv);
+void RefAttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                          const int32_t* q_segments, const int32_t* kv_segments, const float* out,
+                          const float* lse, const float* dout, float* dq, float* dk, float* dv);
 void RefSwigluForward(const float* gate, const float* up, int64_t n, float* out);
 void RefSwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
                        float* dgate, float* dup);
 void RefAddInPlace(float* y, const float* x, int64_t n);
 void RefAddBias(float* y, const float* bias, int64_t rows, int64_t cols);
 void RefBiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias);
-void RefCrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                            int64_t vocab, float* lse, double* loss_sum);
+void RefCrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                            float* lse, double* loss_sum);
 void RefCrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
                              int64_t n, int64_t vocab, float scale, float* dlogits);
-void RefAdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
-                    float* v);
+void RefAdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m, float* v);
 
 }  // namespace air::engine
