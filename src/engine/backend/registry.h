@@ -2,7 +2,8 @@
 //
 //   reference  ops/cpu/reference_ops: plain loops, double sums — the ground truth
 //   fast       ops/cpu/fast_ops: blocked, vectorized, threaded CPU kernels at the level
-//              cpu_features.h selects (avx512, avx2 or generic; AIR_CPU_KERNELS caps it)
+//              cpu_features.h selects (avx512bf16, avx512, avx2 or generic; AIR_CPU_KERNELS
+//              caps it)
 //
 // A CUDA backend registers here next. Each registered backend declares its tolerances against
 // the reference; the op harness (tests/unit/engine_core/ops_harness_test.cc, ggml's
