@@ -3,6 +3,14 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
+#include "engine/ops/cpu/bf16_simd.h"
+
+// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
+// shift and convert intrinsics as uninitialized (a false positive; as in vec_math.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace air::engine {
 namespace {
@@ -14,7 +22,8 @@ constexpr int64_t kNR = 32;
 // registers; enough independent FMAs in flight to cover their latency on both FMA ports).
 constexpr int64_t kMR2 = 6;
 constexpr int64_t kNR2 = 16;
-
+static_assert(kBf16KernelMR == kMR && kBf16KernelNR == kNR,
+              "the bf16 kernel stores like the AVX-512 one");
 
 // acc holds rows of `nr_stride` floats (the kernel's NR).
 inline void StoreTile(const float* acc /* (MR, NR) */, const TileOut& out,
@@ -170,6 +179,57 @@ Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level) {
   if (level >= CpuKernels::kAvx512) return {MicroKernelAvx512, kMR, kNR};
   if (level >= CpuKernels::kAvx2) return {MicroKernelAvx2, kMR2, kNR2};
   return {MicroKernelGeneric, kMR, kNR};
+}
+
+// The bf16 kernel's rounding store (Bf16TileOut): masked 16-column vectors, full or partial.
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"), always_inline)) inline void
+StoreAccBf16Avx512(const __m512 (&acc)[kMR][2], const TileOut& out, const Bf16TileOut& dst) {
+  const __m512 beta = _mm512_set1_ps(out.beta);
+  for (int r = 0; r < out.mr; ++r) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int64_t cols = std::clamp<int64_t>(out.nr - 16 * h, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+      uint16_t* c16 = dst.c + r * dst.ldc + 16 * h;
+      __m512 v = acc[r][h];
+      if (!out.first_slice) {
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.c + r * out.ldc + 16 * h));
+      }
+      if (out.beta != 0.0f) {
+        const __m256i old = _mm256_maskz_loadu_epi16(mask, c16);
+        v = _mm512_fmadd_ps(beta, WidenBf16x16(_mm512_cvtepu16_epi32(old)), v);
+      }
+      _mm256_mask_storeu_epi16(c16, mask, _mm512_cvtepi32_epi16(RoundToBf16x16(v)));
+    }
+  }
+}
+
+// acc (8, 32) = sum_q ap[q] (8 pairs) . bp[q] (32 pairs): per step, two vectors of B pairs
+// and each row's A pair broadcast; vdpbf16ps adds both products of a pair into its fp32 lane.
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKernelAvx512Bf16(
+    int64_t kc, const uint32_t* a_panel, const uint32_t* b_panel, const TileOut& out,
+    const Bf16TileOut* round_to) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) {
+    acc[r][0] = _mm512_setzero_ps();
+    acc[r][1] = _mm512_setzero_ps();
+  }
+  const int64_t steps = (kc + 1) / 2;
+  const uint32_t* a = a_panel;
+  const uint32_t* b = b_panel;
+  for (int64_t q = 0; q < steps; ++q, a += kMR, b += kNR) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+  }
+  if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
+  StoreAccAvx512(acc, out);
 }
 
 }  // namespace air::engine

@@ -1,7 +1,9 @@
 // The micro-kernels of the packed CPU GEMMs (gemm_blocking.h): each multiplies an A panel
 // (MR rows) by a B panel (NR columns) over one K slice and adds the MR x NR product into C
-// through a TileOut. fp32 panels (fast_gemm.h) hold one value per K step: A as [p][r], B as
-// [p][c].
+// through a TileOut. fp32 panels (fast_gemm.h, and gemm_mixed.h's conversion paths) hold one
+// value per K step: A as [p][r], B as [p][c]. bf16 pair panels (gemm_mixed.h's avx512bf16
+// path) hold two K steps per 32-bit word, the even one in the low half: A as [q][r], B as
+// [q][c] (VNNI layout), an odd K padded with zeros.
 // Thread safety: pure functions of their arguments.
 #pragma once
 
@@ -34,5 +36,21 @@ struct Fp32MicroKernel {
 // The fp32 FMA kernel of a level: 8 x 32 with AVX-512 (avx512 and avx512bf16), 6 x 16 with
 // AVX2 + FMA, 8 x 32 portable loops.
 Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level);
+
+// Where the bf16 kernel rounds its result to when C is BF16 and the slice is K's last:
+// C16 = bf16(acc + partial + beta * C16), partial the fp32 sums of the earlier slices at
+// TileOut's c (none on the first slice), C16 read as fp32, beta from TileOut (0: C16 unread).
+struct Bf16TileOut {
+  uint16_t* c;
+  int64_t ldc;
+};
+
+// The vdpbf16ps kernel (AVX512-BF16 CPUs, with AVX512BW and VL): an 8 x 32 tile over kc K
+// steps (pair panels of ceil(kc / 2) words per row or column). `round_to` null: the result
+// goes to out as TileOut says; else to round_to as Bf16TileOut says.
+inline constexpr int64_t kBf16KernelMR = 8;
+inline constexpr int64_t kBf16KernelNR = 32;
+void MicroKernelAvx512Bf16(int64_t kc, const uint32_t* a_panel, const uint32_t* b_panel,
+                           const TileOut& out, const Bf16TileOut* round_to);
 
 }  // namespace air::engine

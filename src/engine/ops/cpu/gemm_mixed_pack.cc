@@ -1,0 +1,205 @@
+// Packing F32/BF16 operands into the bf16 GEMM's panels (see gemm_mixed_pack.h).
+#include "engine/ops/cpu/gemm_mixed_pack.h"
+
+#include <immintrin.h>
+
+// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
+// shift and convert intrinsics as uninitialized (a false positive; as in vec_math.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/ops/cpu/bf16_simd.h"
+
+namespace air::engine {
+namespace {
+
+// Element (lane w, step p) of the panel source, absolute indices, as bf16 bits.
+inline uint16_t Bf16At(const PanelSource& s, int64_t w, int64_t p) {
+  const int64_t index = s.k_contiguous ? w * s.ld + p : p * s.ld + w;
+  if (s.bf16) return static_cast<const uint16_t*>(s.data)[index];
+  return RoundToBf16(static_cast<const float*>(s.data)[index]);
+}
+
+// Pair panel, any source, one element at a time.
+void PackPairPanelScalar(const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc,
+                         uint32_t* dst) {
+  const int64_t lanes = std::min(width, s.lanes - w0), steps = (kc + 1) / 2;
+  for (int64_t q = 0; q < steps; ++q) {
+    uint32_t* row = dst + q * width;
+    const int64_t p = p0 + 2 * q;
+    const bool odd_tail = 2 * q + 1 >= kc;
+    for (int64_t w = 0; w < lanes; ++w) {
+      const uint32_t lo = Bf16At(s, w0 + w, p);
+      const uint32_t hi = odd_tail ? 0u : Bf16At(s, w0 + w, p + 1);
+      row[w] = lo | (hi << 16);
+    }
+    std::fill(row + lanes, row + width, 0u);
+  }
+}
+
+// Eight bf16 from src: as they are, or rounded from eight floats.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m128i Load8(
+    const uint16_t* src) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m128i Load8(
+    const float* src) {
+  const __m512 values = _mm512_castps256_ps512(_mm256_loadu_ps(src));
+  return _mm256_castsi256_si128(_mm512_cvtepi32_epi16(RoundToBf16x16(values)));
+}
+// Sixteen bf16 from src, the same way.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i Load16(
+    const uint16_t* src) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i Load16(
+    const float* src) {
+  return _mm512_cvtepi32_epi16(RoundToBf16x16(_mm512_loadu_ps(src)));
+}
+
+// Lanes contiguous in the source (A stored (K, M), B stored (K, N)): per pair of steps, the
+// two rows' lanes (all the panels', so that each row is read once and in full) interleaved
+// into words, 8 lanes at a time; a ragged last group one lane at a time.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesContiguous(
+    const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0, int64_t kc,
+    uint32_t* dst) {
+  const int64_t lanes = std::min(count, s.lanes - w0), steps = (kc + 1) / 2;
+  const int64_t full_lanes = lanes / 8 * 8, padded = (count + width - 1) / width * width;
+  const int64_t panel_words = steps * width;
+  const T* base = static_cast<const T*>(s.data) + p0 * s.ld + w0;
+  for (int64_t q = 0; q < steps; ++q) {
+    const T* row0 = base + 2 * q * s.ld;
+    const T* row1 = row0 + s.ld;
+    const bool odd_tail = 2 * q + 1 >= kc;
+    uint32_t* out = dst + q * width;  // lane w at out[(w / width) * panel_words + w % width]
+    for (int64_t w = 0; w < full_lanes; w += 8) {
+      const __m128i lo = Load8(row0 + w);
+      const __m128i hi = odd_tail ? _mm_setzero_si128() : Load8(row1 + w);
+      uint32_t* at = out + (w / width) * panel_words + w % width;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(at), _mm_unpacklo_epi16(lo, hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(at + 4), _mm_unpackhi_epi16(lo, hi));
+    }
+    for (int64_t w = full_lanes; w < padded; ++w) {
+      uint32_t word = 0;
+      if (w < lanes) {
+        const uint32_t hi = odd_tail ? 0u : Bf16At(s, w0 + w, p0 + 2 * q + 1);
+        word = Bf16At(s, w0 + w, p0 + 2 * q) | (hi << 16);
+      }
+      out[(w / width) * panel_words + w % width] = word;
+    }
+  }
+}
+
+// Transposes 8 x 8 words: r[i] holds lane i's words 0..7; out + j * stride gets word j of
+// lanes 0..7.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Transpose8x8(
+    const __m256i (&r)[8], uint32_t* out, int64_t stride) {
+  __m256i t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * stride),
+                        _mm256_permute2x128_si256(u[j], u[j + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (j + 4) * stride),
+                        _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
+  }
+}
+
+// K contiguous in the source (A stored (M, K), B stored (N, K)): a pair is one 32-bit word of
+// lane w's run, so the panel is the (lanes x words) block transposed, 8 x 8 words at a time.
+// A ragged last group of lanes, the words past a multiple of 8 and an odd kc's pad go one at
+// a time.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguous(
+    const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc, uint32_t* dst) {
+  const int64_t lanes = std::min(width, s.lanes - w0), blocked_steps = kc / 16 * 8;
+  const int64_t full_lanes = lanes / 8 * 8;
+  const T* base = static_cast<const T*>(s.data) + w0 * s.ld + p0;
+  for (int64_t wb = 0; wb < full_lanes; wb += 8) {
+    const T* rows = base + wb * s.ld;
+    for (int64_t qb = 0; qb < blocked_steps; qb += 8) {
+      __m256i r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) r[i] = Load16(rows + i * s.ld + 2 * qb);
+      Transpose8x8(r, dst + qb * width + wb, width);
+    }
+  }
+  if (full_lanes < width) {  // the ragged lanes and the padding lanes, for the blocked steps
+    for (int64_t q = 0; q < blocked_steps; ++q) {
+      for (int64_t w = full_lanes; w < width; ++w) {
+        uint32_t word = 0;
+        if (w < lanes) {
+          word = Bf16At(s, w0 + w, p0 + 2 * q) |
+                 (static_cast<uint32_t>(Bf16At(s, w0 + w, p0 + 2 * q + 1)) << 16);
+        }
+        dst[q * width + w] = word;
+      }
+    }
+  }
+  if (blocked_steps * 2 < kc) {
+    PackPairPanelScalar(s, width, w0, p0 + 2 * blocked_steps, kc - 2 * blocked_steps,
+                        dst + blocked_steps * width);
+  }
+}
+
+// One float panel (the conversion paths'; portable loops).
+void PackFloatPanel(const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc,
+                    float* dst) {
+  const int64_t lanes = std::min(width, s.lanes - w0);
+  if (lanes < width) std::fill(dst, dst + kc * width, 0.0f);
+  if (!s.k_contiguous) {  // each step reads `lanes` contiguous values
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t w = 0; w < lanes; ++w) dst[p * width + w] = WidenBf16(Bf16At(s, w0 + w, p0 + p));
+    }
+    return;
+  }
+  // Each lane's run of K is contiguous: read it in blocks that stay in L1.
+  constexpr int64_t kBlock = 64;
+  for (int64_t pb = 0; pb < kc; pb += kBlock) {
+    const int64_t pe = std::min(kc, pb + kBlock);
+    for (int64_t w = 0; w < lanes; ++w) {
+      for (int64_t p = pb; p < pe; ++p) dst[p * width + w] = WidenBf16(Bf16At(s, w0 + w, p0 + p));
+    }
+  }
+}
+
+}  // namespace
+
+void PackFloatPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                     int64_t kc, float* dst) {
+  for (int64_t w = 0; w < count; w += width) PackFloatPanel(s, width, w0 + w, p0, kc, dst + w * kc);
+}
+
+void PackPairPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                    int64_t kc, uint32_t* dst) {
+  if (!s.k_contiguous) {
+    if (s.bf16) return PackPairPanelsLanesContiguous<uint16_t>(s, width, w0, count, p0, kc, dst);
+    return PackPairPanelsLanesContiguous<float>(s, width, w0, count, p0, kc, dst);
+  }
+  const int64_t panel_words = (kc + 1) / 2 * width;
+  for (int64_t w = 0; w < count; w += width) {
+    uint32_t* panel = dst + w / width * panel_words;
+    if (s.bf16) {
+      PackPairPanelKContiguous<uint16_t>(s, width, w0 + w, p0, kc, panel);
+    } else {
+      PackPairPanelKContiguous<float>(s, width, w0 + w, p0, kc, panel);
+    }
+  }
+}
+
+}  // namespace air::engine
