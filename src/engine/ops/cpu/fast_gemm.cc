@@ -82,19 +82,23 @@ void RunFastGemm(ThreadPool* pool, GemmScratch& scratch, const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return ScaleOnly(g);
   const Fp32MicroKernel kernel = Fp32MicroKernelFor(SelectedCpuKernels());
-  BlockedGemmPlan<float> plan{g.m, g.n, g.k, kernel.mr, kernel.nr, kKC, 1, g.m, {}, {}, {}};
-  plan.pack_a = [&](int64_t i, int64_t rows, int64_t p0, int64_t kc, float* dst) {
-    for (int64_t r = 0; r < rows; r += kernel.mr) {
-      PackAPanel(g, kernel.mr, i + r, p0, kc, dst + r * kc);
-    }
-  };
-  plan.pack_b = [&](int64_t j, int64_t p0, int64_t kc, float* dst) {
-    PackBPanel(g, kernel.nr, j, p0, kc, dst);
-  };
-  plan.kernel = [&](const float* ap, const float* bp, const MicroTile& t) {
-    kernel.fn(t.kc, ap, bp, {g.c + t.i * g.ldc + t.j, g.ldc, t.mr, t.nr, g.beta, t.first_slice});
-  };
-  RunBlockedGemm(plan, pool, scratch.packed_a, scratch.packed_b);
+  const BlockedGemmShape shape{g.m, g.n, g.k, kernel.mr, kernel.nr, kKC, 1, g.m};
+  RunBlockedGemm<true>(
+      shape, pool, scratch.packed_a, scratch.packed_b,
+      [&](int64_t i, int64_t rows, int64_t p0, int64_t kc, float* dst) {
+        for (int64_t r = 0; r < rows; r += kernel.mr) {
+          PackAPanel(g, kernel.mr, i + r, p0, kc, dst + r * kc);
+        }
+      },
+      [&](int64_t j, int64_t cols, int64_t p0, int64_t kc, float* dst) {
+        for (int64_t c = 0; c < cols; c += kernel.nr) {
+          PackBPanel(g, kernel.nr, j + c, p0, kc, dst + c * kc);
+        }
+      },
+      [&](const float* ap, const float* bp, const MicroTile& t) {
+        kernel.fn(t.kc, ap, bp,
+                  {g.c + t.i * g.ldc + t.j, g.ldc, t.mr, t.nr, g.beta, t.first_slice});
+      });
 }
 
 }  // namespace

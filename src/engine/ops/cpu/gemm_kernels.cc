@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/ops/cpu/bf16_simd.h"
 
@@ -204,26 +205,43 @@ StoreAccBf16Avx512(const __m512 (&acc)[kMR][2], const TileOut& out, const Bf16Ti
   }
 }
 
-// acc (8, 32) = sum_q ap[q] (8 pairs) . bp[q] (32 pairs): per step, two vectors of B pairs
+// acc (8, 32) = sum_q A pairs (8 rows) . bp[q] (32 pairs): per step, two vectors of B pairs
 // and each row's A pair broadcast; vdpbf16ps adds both products of a pair into its fp32 lane.
+// The pad step of an odd kc reads only the low half of each row's word.
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKernelAvx512Bf16(
-    int64_t kc, const uint32_t* a_panel, const uint32_t* b_panel, const TileOut& out,
+    int64_t kc, const Bf16Rows& a, const uint32_t* b_panel, const TileOut& out,
     const Bf16TileOut* round_to) {
   __m512 acc[kMR][2];
+  const char* row[kMR];
 #pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r) {
     acc[r][0] = _mm512_setzero_ps();
     acc[r][1] = _mm512_setzero_ps();
+    row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
   }
-  const int64_t steps = (kc + 1) / 2;
-  const uint32_t* a = a_panel;
+  const int64_t full_steps = kc / 2;
   const uint32_t* b = b_panel;
-  for (int64_t q = 0; q < steps; ++q, a += kMR, b += kNR) {
+  int64_t offset = 0;
+  for (int64_t q = 0; q < full_steps; ++q, b += kNR, offset += a.step_bytes) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kMR; ++r) {
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      int32_t pair;
+      std::memcpy(&pair, row[r] + offset, sizeof pair);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(pair);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+  }
+  if (kc % 2 != 0) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      uint16_t low;
+      std::memcpy(&low, row[r] + offset, sizeof low);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(low);
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
     }

@@ -45,12 +45,22 @@ struct Bf16TileOut {
   int64_t ldc;
 };
 
+// Where the bf16 kernel reads op(A)'s pairs: the word of row r, step q at byte offset
+// r * row_bytes + q * step_bytes from data. A pair panel: (4, 4 * MR); the rows of a BF16 A
+// stored (M, K), K contiguous, from its column p0: (2 * lda, 4), read in place. Rows past
+// `rows` (a ragged last tile) are never read: the kernel reads row 0 for them.
+struct Bf16Rows {
+  const void* data;
+  int64_t row_bytes, step_bytes;
+  int64_t rows;
+};
+
 // The vdpbf16ps kernel (AVX512-BF16 CPUs, with AVX512BW and VL): an 8 x 32 tile over kc K
-// steps (pair panels of ceil(kc / 2) words per row or column). `round_to` null: the result
-// goes to out as TileOut says; else to round_to as Bf16TileOut says.
+// steps (a B pair panel of ceil(kc / 2) words per column). `round_to` null: the result goes
+// to out as TileOut says; else to round_to as Bf16TileOut says.
 inline constexpr int64_t kBf16KernelMR = 8;
 inline constexpr int64_t kBf16KernelNR = 32;
-void MicroKernelAvx512Bf16(int64_t kc, const uint32_t* a_panel, const uint32_t* b_panel,
+void MicroKernelAvx512Bf16(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
                            const TileOut& out, const Bf16TileOut* round_to);
 
 }  // namespace air::engine

@@ -10,7 +10,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <algorithm>
-#include <functional>
 
 #include "engine/ops/cpu/bf16_simd.h"
 #include "engine/ops/cpu/gemm_blocking.h"
@@ -106,19 +105,14 @@ void ScaleOnly(const Problem& g) {
   }
 }
 
-// Multiplies an A and a B panel over kc steps into a micro-tile: as TileOut says, or rounded
-// to a BF16 C as Bf16TileOut says (gemm_kernels.h).
+// A path's panels: packing (F32/BF16 sources into Word panels; none for A when its kernel
+// reads A in place), micro-tile and deepest K slice.
 template <typename Word>
-using MultiplyFn = std::function<void(int64_t kc, const Word* a_panel, const Word* b_panel,
-                                      const TileOut& out, const Bf16TileOut* round_to)>;
-
-// A path: its panels (Word; packing; tile; K slice) and its micro-kernel.
-template <typename Word>
-struct PathParts {
-  void (*pack)(const PanelSource&, int64_t, int64_t, int64_t, int64_t, int64_t, Word*);
-  MultiplyFn<Word> multiply;
+struct PathPanels {
+  using PackFn = void (*)(const PanelSource&, int64_t, int64_t, int64_t, int64_t, int64_t, Word*);
+  PackFn pack_a, pack_b;  // pack_a null: A read in place
   int64_t mr, nr;
-  int64_t kc;  // the deepest K slice
+  int64_t kc;
   int64_t k_per_word;
 };
 
@@ -130,10 +124,13 @@ int64_t SliceDepth(int64_t k, int64_t max_depth, int64_t k_per_word) {
   return (depth + k_per_word - 1) / k_per_word * k_per_word;
 }
 
-template <typename Word>
-void RunPath(const PathParts<Word>& parts, const Problem& g, ThreadPool* pool,
-             std::vector<std::vector<Word>>& packed_a, std::vector<Word>& packed_b,
-             std::vector<float>& staging) {
+// Runs a path. multiply(a_panel, b_panel, t, out, round_to) multiplies an A panel (null: A
+// read in place) and a B panel into the micro-tile t: as TileOut says, or rounded to a BF16 C
+// as Bf16TileOut says (gemm_kernels.h).
+template <typename Word, typename Multiply>
+void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Problem& g,
+             ThreadPool* pool, std::vector<std::vector<Word>>& packed_a,
+             std::vector<Word>& packed_b, std::vector<float>& staging) {
   const int64_t kc = SliceDepth(g.k, parts.kc, parts.k_per_word);
   const PanelSource a_src{g.a.data, g.a.bf16, g.a.ld, !g.a.trans, g.m};
   const PanelSource b_src{g.b.data, g.b.bf16, g.b.ld, g.b.trans, g.n};
@@ -147,38 +144,64 @@ void RunPath(const PathParts<Word>& parts, const Problem& g, ThreadPool* pool,
     const size_t size = static_cast<size_t>(row_block * stage_ld);
     if (staging.size() < size) staging.resize(size);
   }
-  BlockedGemmPlan<Word> plan{g.m,       g.n, g.k, parts.mr, parts.nr, kc, parts.k_per_word,
-                             row_block, {},  {},  {}};
-  plan.pack_a = [&](int64_t i, int64_t rows, int64_t p0, int64_t kc, Word* dst) {
-    parts.pack(a_src, parts.mr, i, rows, p0, kc, dst);
-  };
-  plan.pack_b = [&](int64_t j, int64_t p0, int64_t kc, Word* dst) {
-    parts.pack(b_src, parts.nr, j, parts.nr, p0, kc, dst);
-  };
+  const BlockedGemmShape shape{g.m, g.n, g.k, parts.mr, parts.nr, kc, parts.k_per_word, row_block};
   float* stage_data = staging.data();
-  plan.kernel = [&](const Word* ap, const Word* bp, const MicroTile& t) {
+  const auto pack_a = [&](int64_t i, int64_t rows, int64_t p0, int64_t depth, Word* dst) {
+    parts.pack_a(a_src, parts.mr, i, rows, p0, depth, dst);
+  };
+  const auto pack_b = [&](int64_t j, int64_t cols, int64_t p0, int64_t depth, Word* dst) {
+    parts.pack_b(b_src, parts.nr, j, cols, p0, depth, dst);
+  };
+  const auto kernel = [&](const Word* ap, const Word* bp, const MicroTile& t) {
     if (!g.c.bf16) {
       float* c = static_cast<float*>(g.c.data) + t.i * g.c.ld + t.j;
-      return parts.multiply(t.kc, ap, bp, {c, g.c.ld, t.mr, t.nr, g.beta, t.first_slice}, nullptr);
+      return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, g.beta, t.first_slice}, nullptr);
     }
     float* sums = staged ? stage_data + (t.i % row_block) * stage_ld + t.j % kGemmNBlock : nullptr;
     if (!t.last_slice) {
-      return parts.multiply(t.kc, ap, bp, {sums, stage_ld, t.mr, t.nr, 0.0f, t.first_slice},
-                            nullptr);
+      return multiply(ap, bp, t, {sums, stage_ld, t.mr, t.nr, 0.0f, t.first_slice}, nullptr);
     }
     const Bf16TileOut c{static_cast<uint16_t*>(g.c.data) + t.i * g.c.ld + t.j, g.c.ld};
-    parts.multiply(t.kc, ap, bp, {sums, stage_ld, t.mr, t.nr, g.beta, t.first_slice}, &c);
+    multiply(ap, bp, t, {sums, stage_ld, t.mr, t.nr, g.beta, t.first_slice}, &c);
   };
-  RunBlockedGemm(plan, pool, packed_a, packed_b);
+  if (parts.pack_a == nullptr) {
+    return RunBlockedGemm<false>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel);
+  }
+  RunBlockedGemm<true>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel);
 }
 
-// An fp32 kernel rounding to a BF16 C: its sums in a local tile, then FinishBf16Tile*.
-MultiplyFn<float> Fp32Multiply(const Fp32MicroKernel& kernel, bool avx512) {
-  return [kernel, avx512](int64_t kc, const float* ap, const float* bp, const TileOut& out,
-                          const Bf16TileOut* round_to) {
-    if (round_to == nullptr) return kernel.fn(kc, ap, bp, out);
+void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) return ScaleOnly(g);
+  if (path == GemmBf16Path::kAvx512Bf16) {
+    // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts.
+    const bool a_in_place = g.a.bf16 && !g.a.trans;
+    const PathPanels<uint32_t> parts{a_in_place ? nullptr : PackPairPanels,
+                                     PackPairPanels,
+                                     kBf16KernelMR,
+                                     kBf16KernelNR,
+                                     kPairKC,
+                                     2};
+    const auto multiply = [&](const uint32_t* ap, const uint32_t* bp, const MicroTile& t,
+                              const TileOut& out, const Bf16TileOut* round_to) {
+      Bf16Rows rows{ap, 4, 4 * kBf16KernelMR, t.mr};
+      if (a_in_place) {
+        rows = {static_cast<const uint16_t*>(g.a.data) + t.i * g.a.ld + t.p0, 2 * g.a.ld, 4, t.mr};
+      }
+      MicroKernelAvx512Bf16(t.kc, rows, bp, out, round_to);
+    };
+    return RunPath(parts, multiply, g, pool, scratch.pairs_a, scratch.pairs_b, scratch.staging);
+  }
+  // The fp32 kernels: a BF16 C's sums go to a local tile first, then FinishBf16Tile*.
+  const Fp32MicroKernel kernel = Fp32MicroKernelFor(LevelOf(path));
+  const bool avx512 = path >= GemmBf16Path::kAvx512;
+  const PathPanels<float> parts{PackFloatPanels, PackFloatPanels, kernel.mr,
+                                kernel.nr,       kFloatKC,        1};
+  const auto multiply = [&](const float* ap, const float* bp, const MicroTile& t,
+                            const TileOut& out, const Bf16TileOut* round_to) {
+    if (round_to == nullptr) return kernel.fn(t.kc, ap, bp, out);
     alignas(64) float tile[kMaxTile];
-    kernel.fn(kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
+    kernel.fn(t.kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
     const float* partial = out.first_slice ? nullptr : out.c;
     if (avx512) {
       return FinishBf16TileAvx512(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
@@ -186,21 +209,8 @@ MultiplyFn<float> Fp32Multiply(const Fp32MicroKernel& kernel, bool avx512) {
     }
     FinishBf16TileScalar(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr, out.beta);
   };
-}
-
-void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& g) {
-  if (g.m <= 0 || g.n <= 0) return;
-  if (g.k <= 0) return ScaleOnly(g);
-  if (path == GemmBf16Path::kAvx512Bf16) {
-    const PathParts<uint32_t> parts{
-        PackPairPanels, MicroKernelAvx512Bf16, kBf16KernelMR, kBf16KernelNR, kPairKC, 2};
-    return RunPath(parts, g, pool, scratch.pairs_a, scratch.pairs_b, scratch.staging);
-  }
-  const Fp32MicroKernel kernel = Fp32MicroKernelFor(LevelOf(path));
-  const PathParts<float> parts{PackFloatPanels, Fp32Multiply(kernel, path >= GemmBf16Path::kAvx512),
-                               kernel.mr,       kernel.nr,
-                               kFloatKC,        1};
-  RunPath(parts, g, pool, scratch.floats.packed_a, scratch.floats.packed_b, scratch.staging);
+  RunPath(parts, multiply, g, pool, scratch.floats.packed_a, scratch.floats.packed_b,
+          scratch.staging);
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 // differ; each path gives the same bits whatever the thread count or repeat.
 //
 // Paths (GemmBf16Path), chosen at run time from cpu_features.h's level:
-//   avx512bf16  vdpbf16ps on B packed in VNNI pairs along K, pairs of A broadcast
+//   avx512bf16  vdpbf16ps on B packed in VNNI pairs along K, pairs of A broadcast (a BF16 A
+//               stored (M, K) is read in place: its pairs are already 32-bit words)
 //   avx512      bf16 -> fp32 when packing, the fp32 FMA micro-kernel (AVX-512F)
 //   avx2        the same with AVX2 + FMA
 //   generic     the same with portable loops

@@ -68,28 +68,44 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesCon
     const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0, int64_t kc,
     uint32_t* dst) {
   const int64_t lanes = std::min(count, s.lanes - w0), steps = (kc + 1) / 2;
-  const int64_t full_lanes = lanes / 8 * 8, padded = (count + width - 1) / width * width;
-  const int64_t panel_words = steps * width;
+  const int64_t panels = (count + width - 1) / width, panel_words = steps * width;
   const T* base = static_cast<const T*>(s.data) + p0 * s.ld + w0;
+  // Rows this many steps ahead are fetched while these are packed (they would otherwise come
+  // from memory one row pair at a time: an LM head's weight is larger than the caches).
+  constexpr int64_t kAhead = 8;
+  const int64_t row_bytes = lanes * static_cast<int64_t>(sizeof(T));
   for (int64_t q = 0; q < steps; ++q) {
     const T* row0 = base + 2 * q * s.ld;
     const T* row1 = row0 + s.ld;
     const bool odd_tail = 2 * q + 1 >= kc;
-    uint32_t* out = dst + q * width;  // lane w at out[(w / width) * panel_words + w % width]
-    for (int64_t w = 0; w < full_lanes; w += 8) {
-      const __m128i lo = Load8(row0 + w);
-      const __m128i hi = odd_tail ? _mm_setzero_si128() : Load8(row1 + w);
-      uint32_t* at = out + (w / width) * panel_words + w % width;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(at), _mm_unpacklo_epi16(lo, hi));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(at + 4), _mm_unpackhi_epi16(lo, hi));
-    }
-    for (int64_t w = full_lanes; w < padded; ++w) {
-      uint32_t word = 0;
-      if (w < lanes) {
-        const uint32_t hi = odd_tail ? 0u : Bf16At(s, w0 + w, p0 + 2 * q + 1);
-        word = Bf16At(s, w0 + w, p0 + 2 * q) | (hi << 16);
+    if (2 * (q + kAhead) + 1 < kc) {
+      const char* ahead0 = reinterpret_cast<const char*>(row0 + 2 * kAhead * s.ld);
+      const char* ahead1 = ahead0 + s.ld * static_cast<int64_t>(sizeof(T));
+      for (int64_t byte = 0; byte < row_bytes; byte += 64) {
+        _mm_prefetch(ahead0 + byte, _MM_HINT_T0);
+        _mm_prefetch(ahead1 + byte, _MM_HINT_T0);
       }
-      out[(w / width) * panel_words + w % width] = word;
+    }
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int64_t first = panel * width;  // the panel's first lane
+      const int64_t valid = std::clamp<int64_t>(lanes - first, 0, width);
+      const int64_t full = valid / 8 * 8;
+      uint32_t* out = dst + panel * panel_words + q * width;
+      for (int64_t w = 0; w < full; w += 8) {
+        const __m128i lo = Load8(row0 + first + w);
+        const __m128i hi = odd_tail ? _mm_setzero_si128() : Load8(row1 + first + w);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w), _mm_unpacklo_epi16(lo, hi));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w + 4), _mm_unpackhi_epi16(lo, hi));
+      }
+      for (int64_t w = full; w < width; ++w) {
+        uint32_t word = 0;
+        if (w < valid) {
+          const int64_t lane = w0 + first + w;
+          const uint32_t hi = odd_tail ? 0u : Bf16At(s, lane, p0 + 2 * q + 1);
+          word = Bf16At(s, lane, p0 + 2 * q) | (hi << 16);
+        }
+        out[w] = word;
+      }
     }
   }
 }
@@ -132,10 +148,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguo
   const T* base = static_cast<const T*>(s.data) + w0 * s.ld + p0;
   for (int64_t wb = 0; wb < full_lanes; wb += 8) {
     const T* rows = base + wb * s.ld;
+    // The next 8 lanes' runs (this panel's or the next one's), fetched while these are packed.
+    const int64_t ahead = std::min<int64_t>(8, s.lanes - (w0 + wb + 8));
     for (int64_t qb = 0; qb < blocked_steps; qb += 8) {
       __m256i r[8];
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) r[i] = Load16(rows + i * s.ld + 2 * qb);
+      for (int64_t i = 0; i < ahead; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows + (8 + i) * s.ld + 2 * qb), _MM_HINT_T0);
+      }
       Transpose8x8(r, dst + qb * width + wb, width);
     }
   }
