@@ -219,6 +219,17 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKe
     acc[r][1] = _mm512_setzero_ps();
     row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
   }
+  // The C rows the store reads (partial sums, or beta * C), fetched while the tile computes.
+  const bool reads_f32 = !out.first_slice || (round_to == nullptr && out.beta != 0.0f);
+  for (int r = 0; r < a.rows; ++r) {
+    if (reads_f32) {
+      _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc + 16), _MM_HINT_T0);
+    }
+    if (round_to != nullptr && out.beta != 0.0f) {
+      _mm_prefetch(reinterpret_cast<const char*>(round_to->c + r * round_to->ldc), _MM_HINT_T0);
+    }
+  }
   const int64_t full_steps = kc / 2;
   const uint32_t* b = b_panel;
   int64_t offset = 0;

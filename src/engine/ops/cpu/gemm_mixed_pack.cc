@@ -61,50 +61,51 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m25
 }
 
 // Lanes contiguous in the source (A stored (K, M), B stored (K, N)): per pair of steps, the
-// two rows' lanes (all the panels', so that each row is read once and in full) interleaved
-// into words, 8 lanes at a time; a ragged last group one lane at a time.
+// two rows' lanes interleaved into words, 8 lanes at a time; a ragged last group one lane at
+// a time. In blocks of kBlock steps: the block's rows (all the panels' lanes, each row read
+// once and in full) stay in L1 while each panel gets its kBlock steps as one contiguous run
+// (the panels lie 4 KiB multiples apart: one step to each would thrash L1's sets).
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesContiguous(
     const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0, int64_t kc,
     uint32_t* dst) {
+  constexpr int64_t kBlock = 8;
   const int64_t lanes = std::min(count, s.lanes - w0), steps = (kc + 1) / 2;
   const int64_t panels = (count + width - 1) / width, panel_words = steps * width;
   const T* base = static_cast<const T*>(s.data) + p0 * s.ld + w0;
-  // Rows this many steps ahead are fetched while these are packed (they would otherwise come
-  // from memory one row pair at a time: an LM head's weight is larger than the caches).
-  constexpr int64_t kAhead = 8;
   const int64_t row_bytes = lanes * static_cast<int64_t>(sizeof(T));
-  for (int64_t q = 0; q < steps; ++q) {
-    const T* row0 = base + 2 * q * s.ld;
-    const T* row1 = row0 + s.ld;
-    const bool odd_tail = 2 * q + 1 >= kc;
-    if (2 * (q + kAhead) + 1 < kc) {
-      const char* ahead0 = reinterpret_cast<const char*>(row0 + 2 * kAhead * s.ld);
-      const char* ahead1 = ahead0 + s.ld * static_cast<int64_t>(sizeof(T));
-      for (int64_t byte = 0; byte < row_bytes; byte += 64) {
-        _mm_prefetch(ahead0 + byte, _MM_HINT_T0);
-        _mm_prefetch(ahead1 + byte, _MM_HINT_T0);
-      }
+  for (int64_t qb = 0; qb < steps; qb += kBlock) {
+    const int64_t q_end = std::min(steps, qb + kBlock);
+    // The next block's rows are fetched while this one is packed (an LM head's weight is
+    // larger than the caches: they would otherwise come from memory a row pair at a time).
+    for (int64_t p = 2 * q_end; p < std::min(kc, 2 * (q_end + kBlock)); ++p) {
+      const char* row = reinterpret_cast<const char*>(base + p * s.ld);
+      for (int64_t byte = 0; byte < row_bytes; byte += 64) _mm_prefetch(row + byte, _MM_HINT_T0);
     }
     for (int64_t panel = 0; panel < panels; ++panel) {
       const int64_t first = panel * width;  // the panel's first lane
       const int64_t valid = std::clamp<int64_t>(lanes - first, 0, width);
       const int64_t full = valid / 8 * 8;
-      uint32_t* out = dst + panel * panel_words + q * width;
-      for (int64_t w = 0; w < full; w += 8) {
-        const __m128i lo = Load8(row0 + first + w);
-        const __m128i hi = odd_tail ? _mm_setzero_si128() : Load8(row1 + first + w);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w), _mm_unpacklo_epi16(lo, hi));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w + 4), _mm_unpackhi_epi16(lo, hi));
-      }
-      for (int64_t w = full; w < width; ++w) {
-        uint32_t word = 0;
-        if (w < valid) {
-          const int64_t lane = w0 + first + w;
-          const uint32_t hi = odd_tail ? 0u : Bf16At(s, lane, p0 + 2 * q + 1);
-          word = Bf16At(s, lane, p0 + 2 * q) | (hi << 16);
+      for (int64_t q = qb; q < q_end; ++q) {
+        const T* row0 = base + 2 * q * s.ld + first;
+        const T* row1 = row0 + s.ld;
+        const bool odd_tail = 2 * q + 1 >= kc;
+        uint32_t* out = dst + panel * panel_words + q * width;
+        for (int64_t w = 0; w < full; w += 8) {
+          const __m128i lo = Load8(row0 + w);
+          const __m128i hi = odd_tail ? _mm_setzero_si128() : Load8(row1 + w);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w), _mm_unpacklo_epi16(lo, hi));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w + 4), _mm_unpackhi_epi16(lo, hi));
         }
-        out[w] = word;
+        for (int64_t w = full; w < width; ++w) {
+          uint32_t word = 0;
+          if (w < valid) {
+            const int64_t lane = w0 + first + w;
+            const uint32_t hi = odd_tail ? 0u : Bf16At(s, lane, p0 + 2 * q + 1);
+            word = Bf16At(s, lane, p0 + 2 * q) | (hi << 16);
+          }
+          out[w] = word;
+        }
       }
     }
   }
