@@ -4,9 +4,9 @@
 // and results, leading dimensions wider than the matrices, ragged m/n/k ending in partial
 // micro-tiles, odd K (the pad of a bf16 pair), several K slices (the fp32 staging of a BF16
 // C, over more than one row block), beta 0 over NaN, beta 1 and 0.5, K == 0, nothing written
-// outside C, F32 inputs rounded to nearest even, and bit-identical results across repeats,
-// thread counts, the serial entry point and a reused scratch. Each path's worst error is
-// printed; the bounds hold it within 10x of what was measured.
+// outside C, F32 inputs and BF16 results rounded to nearest even, and bit-identical results
+// across repeats, thread counts, the serial entry point and a reused scratch. Each path's
+// worst error is printed; the bounds hold it within 10x of what was measured.
 #include "engine/ops/cpu/gemm_mixed.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/dtype.h"
@@ -306,7 +307,8 @@ TEST_P(GemmBf16PathTest, StagedBf16ResultIsTheF32ResultRoundedOnce) {
 }
 
 // F32 inputs are rounded to bf16 to nearest, ties to even, as F32ToBf16: halfway values and
-// their neighbours, NaN-free, through both layouts of A (k == 1, B == 1: C is A rounded).
+// their neighbours (NaN-free), as A (C = A e0) and as B (C = e0' B), in both layouts of each,
+// 16 deep so that the vector packings see them.
 TEST_P(GemmBf16PathTest, RoundsF32InputsToNearestEven) {
   std::vector<float> values;
   for (float base : {1.0f, -3.0f, 1e-20f, 6e30f}) {
@@ -319,17 +321,59 @@ TEST_P(GemmBf16PathTest, RoundsF32InputsToNearestEven) {
       values.push_back(f);
     }
   }
-  const int64_t m = static_cast<int64_t>(values.size());
-  const float one = 1.0f;
+  const int64_t m = static_cast<int64_t>(values.size()), k = 16;
+  // x (m, k): every column the values, every row of x' the same: op(x)[i][p] = values[i].
+  std::vector<float> x(static_cast<size_t>(m * k)), xt(x.size());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) x[i * k + p] = xt[p * m + i] = values[i];
+  }
+  std::vector<float> e0(k, 0.0f);
+  e0[0] = 1.0f;
   GemmBf16Scratch scratch;
   for (bool trans : {false, true}) {
+    const GemmOperand values_op{trans ? xt.data() : x.data(), false, trans ? m : k, trans};
     std::vector<float> c(static_cast<size_t>(m), NAN);
-    // (m, 1) stored with ld 1, or transposed (1, m) with ld m: the same floats.
-    GemmBf16OnPath(path(), nullptr, scratch, m, 1, 1, {values.data(), false, trans ? m : 1, trans},
-                   {&one, false, 1, false}, 0.0f, {c.data(), false, 1});
+    GemmBf16OnPath(path(), nullptr, scratch, m, 1, k, values_op, {e0.data(), false, 1, false}, 0.0f,
+                   {c.data(), false, 1});  // C (m, 1) = op(x) e0
     for (int64_t i = 0; i < m; ++i) {
-      EXPECT_EQ(c[i], Bf16ToF32(F32ToBf16(values[i])))
-          << "trans " << trans << " value " << values[i];
+      EXPECT_EQ(c[i], Bf16ToF32(F32ToBf16(values[i]))) << "A, trans " << trans << ": " << values[i];
+    }
+    // op(B) (k, m) = op(x)': B stored (k, m) is x', transposed (m, k) is x.
+    const GemmOperand values_b{trans ? x.data() : xt.data(), false, trans ? k : m, trans};
+    std::fill(c.begin(), c.end(), NAN);
+    GemmBf16OnPath(path(), nullptr, scratch, 1, m, k, {e0.data(), false, k, false}, values_b, 0.0f,
+                   {c.data(), false, m});  // C (1, m) = e0' op(B)
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(c[i], Bf16ToF32(F32ToBf16(values[i]))) << "B, trans " << trans << ": " << values[i];
+    }
+  }
+}
+
+// A BF16 C is its fp32 sum rounded once, to nearest, ties to even, a NaN kept: sums x + y of
+// bf16 values that are exact in fp32 but fall on, below and above bf16 halfway points (k == 2,
+// B all ones: 16 equal columns, so that the vector stores see them), with beta 0 and with
+// beta 1 over a C that adds nothing (C == 0).
+TEST_P(GemmBf16PathTest, RoundsBf16ResultsToNearestEven) {
+  const std::vector<std::pair<float, float>> sums = {
+      {1.0f, 0x1p-8f},      {1.0f, 0x3p-9f},   {1.0f, 0x1p-9f},
+      {0x1.02p0f, 0x1p-8f}, {-1.0f, -0x1p-8f}, {-0x1.02p0f, -0x1p-8f},
+      {256.0f, 1.0f},       {257.0f, 0.5f},    {0x1.fep127f, 0x1p120f},
+      {NAN, 1.0f},          {3.0f, -3.0f},     {1e-30f, 0x1p-108f}};
+  const int64_t m = static_cast<int64_t>(sums.size()), n = 16;
+  std::vector<uint16_t> a;
+  for (auto [x, y] : sums) a.insert(a.end(), {F32ToBf16(x), F32ToBf16(y)});
+  const std::vector<uint16_t> ones(2 * n, F32ToBf16(1.0f));
+  GemmBf16Scratch scratch;
+  for (float beta : {0.0f, 1.0f}) {
+    std::vector<uint16_t> c(static_cast<size_t>(m * n), beta == 0.0f ? kBf16Sentinel : 0);
+    GemmBf16OnPath(path(), nullptr, scratch, m, n, 2, {a.data(), true, 2, false},
+                   {ones.data(), true, n, false}, beta, {c.data(), true, n});
+    for (int64_t i = 0; i < m; ++i) {
+      const float sum = Bf16ToF32(a[2 * i]) + Bf16ToF32(a[2 * i + 1]);
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(c[i * n + j], F32ToBf16(sum)) << "beta " << beta << ", column " << j << ": "
+                                                << sums[i].first << " + " << sums[i].second;
+      }
     }
   }
 }

@@ -89,6 +89,35 @@ __attribute__((target("avx512f,fma"))) void FinishBf16TileAvx512(const float* ti
                        {dst.c + vector_cols, dst.ldc}, mr, nr - vector_cols, beta);
 }
 
+// The same, 8 columns at a time (AVX2), the last columns of a row as the scalar one.
+__attribute__((target("avx2,fma"))) void FinishBf16TileAvx2(const float* tile, int64_t ld_tile,
+                                                            const float* partial,
+                                                            int64_t ld_partial,
+                                                            const Bf16TileOut& dst, int64_t mr,
+                                                            int64_t nr, float beta) {
+  const __m256 vbeta = _mm256_set1_ps(beta);
+  const int64_t vector_cols = nr / 8 * 8;
+  for (int64_t r = 0; r < mr; ++r) {
+    uint16_t* crow = dst.c + r * dst.ldc;
+    for (int64_t j = 0; j < vector_cols; j += 8) {
+      __m256 v = _mm256_loadu_ps(tile + r * ld_tile + j);
+      if (partial != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(partial + r * ld_partial + j));
+      if (beta != 0.0f) {
+        const __m128i old = _mm_loadu_si128(reinterpret_cast<const __m128i*>(crow + j));
+        v = _mm256_fmadd_ps(vbeta, WidenBf16x8(_mm256_cvtepu16_epi32(old)), v);
+      }
+      const __m256i bits = RoundToBf16x8(v);  // each below 0x10000: packs without saturating
+      const __m128i packed =
+          _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(crow + j), packed);
+    }
+  }
+  if (vector_cols == nr) return;
+  const float* partial_tail = partial == nullptr ? nullptr : partial + vector_cols;
+  FinishBf16TileScalar(tile + vector_cols, ld_tile, partial_tail, ld_partial,
+                       {dst.c + vector_cols, dst.ldc}, mr, nr - vector_cols, beta);
+}
+
 // K == 0: C = beta * C (beta == 0: zeros, whatever C held).
 void ScaleOnly(const Problem& g) {
   for (int64_t i = 0; i < g.m; ++i) {
@@ -194,18 +223,21 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   }
   // The fp32 kernels: a BF16 C's sums go to a local tile first, then FinishBf16Tile*.
   const Fp32MicroKernel kernel = Fp32MicroKernelFor(LevelOf(path));
-  const bool avx512 = path >= GemmBf16Path::kAvx512;
-  const PathPanels<float> parts{PackFloatPanels, PackFloatPanels, kernel.mr,
-                                kernel.nr,       kFloatKC,        1};
+  const auto pack = path >= GemmBf16Path::kAvx2 ? PackFloatPanelsAvx2 : PackFloatPanels;
+  const PathPanels<float> parts{pack, pack, kernel.mr, kernel.nr, kFloatKC, 1};
   const auto multiply = [&](const float* ap, const float* bp, const MicroTile& t,
                             const TileOut& out, const Bf16TileOut* round_to) {
     if (round_to == nullptr) return kernel.fn(t.kc, ap, bp, out);
     alignas(64) float tile[kMaxTile];
     kernel.fn(t.kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
     const float* partial = out.first_slice ? nullptr : out.c;
-    if (avx512) {
+    if (path >= GemmBf16Path::kAvx512) {
       return FinishBf16TileAvx512(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
                                   out.beta);
+    }
+    if (path == GemmBf16Path::kAvx2) {
+      return FinishBf16TileAvx2(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
+                                out.beta);
     }
     FinishBf16TileScalar(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr, out.beta);
   };

@@ -1,4 +1,4 @@
-// Packing F32/BF16 operands into the bf16 GEMM's panels (see gemm_mixed_pack.h).
+// Packing F32/BF16 operands into the bf16 GEMM's pair panels (see gemm_mixed_pack.h).
 #include "engine/ops/cpu/gemm_mixed_pack.h"
 
 #include <immintrin.h>
@@ -9,19 +9,11 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <algorithm>
-#include <cstring>
 
 #include "engine/ops/cpu/bf16_simd.h"
 
 namespace air::engine {
 namespace {
-
-// Element (lane w, step p) of the panel source, absolute indices, as bf16 bits.
-inline uint16_t Bf16At(const PanelSource& s, int64_t w, int64_t p) {
-  const int64_t index = s.k_contiguous ? w * s.ld + p : p * s.ld + w;
-  if (s.bf16) return static_cast<const uint16_t*>(s.data)[index];
-  return RoundToBf16(static_cast<const float*>(s.data)[index]);
-}
 
 // Pair panel, any source, one element at a time.
 void PackPairPanelScalar(const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc,
@@ -111,32 +103,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesCon
   }
 }
 
-// Transposes 8 x 8 words: r[i] holds lane i's words 0..7; out + j * stride gets word j of
-// lanes 0..7.
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Transpose8x8(
-    const __m256i (&r)[8], uint32_t* out, int64_t stride) {
-  __m256i t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * stride),
-                        _mm256_permute2x128_si256(u[j], u[j + 4], 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (j + 4) * stride),
-                        _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
-  }
-}
-
 // K contiguous in the source (A stored (M, K), B stored (N, K)): a pair is one 32-bit word of
 // lane w's run, so the panel is the (lanes x words) block transposed, 8 x 8 words at a time.
 // A ragged last group of lanes, the words past a multiple of 8 and an odd kc's pad go one at
@@ -179,33 +145,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguo
   }
 }
 
-// One float panel (the conversion paths'; portable loops).
-void PackFloatPanel(const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc,
-                    float* dst) {
-  const int64_t lanes = std::min(width, s.lanes - w0);
-  if (lanes < width) std::fill(dst, dst + kc * width, 0.0f);
-  if (!s.k_contiguous) {  // each step reads `lanes` contiguous values
-    for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t w = 0; w < lanes; ++w) dst[p * width + w] = WidenBf16(Bf16At(s, w0 + w, p0 + p));
-    }
-    return;
-  }
-  // Each lane's run of K is contiguous: read it in blocks that stay in L1.
-  constexpr int64_t kBlock = 64;
-  for (int64_t pb = 0; pb < kc; pb += kBlock) {
-    const int64_t pe = std::min(kc, pb + kBlock);
-    for (int64_t w = 0; w < lanes; ++w) {
-      for (int64_t p = pb; p < pe; ++p) dst[p * width + w] = WidenBf16(Bf16At(s, w0 + w, p0 + p));
-    }
-  }
-}
-
 }  // namespace
-
-void PackFloatPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
-                     int64_t kc, float* dst) {
-  for (int64_t w = 0; w < count; w += width) PackFloatPanel(s, width, w0 + w, p0, kc, dst + w * kc);
-}
 
 void PackPairPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
                     int64_t kc, uint32_t* dst) {

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "engine/ops/cpu/bf16_simd.h"
+
 namespace air::engine {
 
 struct PanelSource {
@@ -20,14 +22,25 @@ struct PanelSource {
   int64_t lanes;  // M for A, N for B
 };
 
+// Element (lane w, step p) of the source, absolute indices, as bf16 bits.
+inline uint16_t Bf16At(const PanelSource& s, int64_t w, int64_t p) {
+  const int64_t index = s.k_contiguous ? w * s.ld + p : p * s.ld + w;
+  if (s.bf16) return static_cast<const uint16_t*>(s.data)[index];
+  return RoundToBf16(static_cast<const float*>(s.data)[index]);
+}
+
 // Both pack lanes [w0, w0 + count) into ceil(count / width) consecutive panels of `width`
-// lanes (a multiple of 8: the micro-kernels' MR and NR).
-// Float panels: dst[p][w] (kc x width floats), the values rounded to bf16 and widened back.
+// lanes (the micro-kernel's MR or NR).
+// Float panels (gemm_mixed_pack_float.cc): dst[p][w] (kc x width floats), the values
+// rounded to bf16 and widened back. Portable loops, or AVX2 (for CPUs that have it).
 void PackFloatPanels(const PanelSource& src, int64_t width, int64_t w0, int64_t count, int64_t p0,
                      int64_t kc, float* dst);
+void PackFloatPanelsAvx2(const PanelSource& src, int64_t width, int64_t w0, int64_t count,
+                         int64_t p0, int64_t kc, float* dst);
 
-// Pair panels: dst[q][w] (ceil(kc / 2) x width words), bf16 of step 2q in the low half, 2q + 1
-// in the high. Uses AVX-512 (BW, VL): for CPUs that run the avx512bf16 path only.
+// Pair panels (gemm_mixed_pack.cc; width a multiple of 8): dst[q][w] (ceil(kc / 2) x width
+// words), bf16 of step 2q in the low half, 2q + 1 in the high. Uses AVX-512 (BW, VL): for
+// CPUs that run the avx512bf16 path only.
 void PackPairPanels(const PanelSource& src, int64_t width, int64_t w0, int64_t count, int64_t p0,
                     int64_t kc, uint32_t* dst);
 
