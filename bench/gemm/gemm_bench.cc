@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -105,12 +106,18 @@ int Fp32(const Clock& clock, int threads, int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     Shape s;
     if (!ParseShape(argv[i], false, s)) return 2;
-    const std::vector<float> a = RandomFloats(static_cast<size_t>(s.m * s.k), rng);
-    const std::vector<float> b = RandomFloats(static_cast<size_t>(s.k * s.n), rng);
-    std::vector<float> c(static_cast<size_t>(s.m * s.n));
+    View a, b, c;
+    auto a_buffer = ops.AllocateView(DType::kF32, {s.m * s.k}, &a);
+    auto b_buffer = ops.AllocateView(DType::kF32, {s.k * s.n}, &b);
+    auto c_buffer = ops.AllocateView(DType::kF32, {s.m * s.n}, &c);
+    if (!a_buffer.ok() || !b_buffer.ok() || !c_buffer.ok()) return 1;
+    const std::vector<float> a_values = RandomFloats(static_cast<size_t>(a.numel()), rng);
+    const std::vector<float> b_values = RandomFloats(static_cast<size_t>(b.numel()), rng);
+    std::copy(a_values.begin(), a_values.end(), a.f32());
+    std::copy(b_values.begin(), b_values.end(), b.f32());
     const long lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
     const double gflops = BestGflops(clock, 2.0 * s.m * s.n * s.k, [&] {
-      ops.Gemm(s.ta, s.tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+      ops.Gemm(s.ta, s.tb, s.m, s.n, s.k, a, lda, b, ldb, 0.0f, c, s.n);
     });
     std::printf("{\"shape\":\"%s\",\"gflops\":%.1f,\"kernels\":\"%s\"}\n", argv[i], gflops,
                 CpuKernelsName(SelectedCpuKernels()));

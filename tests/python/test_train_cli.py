@@ -164,7 +164,9 @@ def test_hyperparameters_path_and_set_overrides_dry_run(air, tmp, tiny):
     assert data_out["total_steps"] == 6
     assert data_out["warmup_steps"] == 1  # ceil(0.1 * 6)
     assert data_out["dataset_kind"] == "pre-tokenized JSONL"
-    assert any("bf16" in note for note in data_out["notes"])
+    # HF's bf16: true is FSDP's bf16 policy (as Accelerate sets it): params, reductions, buffers.
+    assert data_out["precision"] == {"param_dtype": "bfloat16", "reduce_dtype": "bfloat16",
+                                     "buffer_dtype": "bfloat16"}
     assert not (tmp / "out").exists()  # a dry run creates nothing
 
     code, envelope = air.json("train", "--dry-run", "--set", "max_steps=4",

@@ -6,13 +6,17 @@
 //   dP = dO @ V^T;  dS = P * (dP - rowsum(dO * O)) * scale
 //   dQ += dS @ K;  dK += dS^T @ Q;  dV += P^T @ dO
 // Forward tasks are (b, h, query block); backward tasks are (b, kv head) so that each task owns
-// the dK/dV rows it writes (no races, deterministic).
+// the dK/dV rows it writes (no races, deterministic). BF16 views are staged as fp32 for the
+// call (F32Input / F32Output: widened once, results rounded once).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "engine/ops/cpu/convert.h"
 #include "engine/ops/cpu/fast_ops.h"
+#include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/vec_math.h"
+#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 
@@ -45,9 +49,31 @@ void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, in
 
 }  // namespace
 
-void FastOps::AttentionForward(const AttentionShape& s, const float* q, const float* k,
-                               const float* v, const int32_t* q_segments,
-                               const int32_t* kv_segments, float* out, float* lse) const {
+void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, const View& k_view,
+                               const View& v_view, const View& q_seg, const View& kv_seg,
+                               const View& out_view, const View& lse_view) const {
+  const OpKind op = OpKind::kAttentionForward;
+  for (const auto& [x, name] : {std::pair{&q_view, "q"}, std::pair{&k_view, "k"},
+                                std::pair{&v_view, "v"}, std::pair{&out_view, "out"}}) {
+    CheckData(*this, op, *x, name);
+  }
+  CheckIndex(op, q_seg, "q_segments");
+  CheckIndex(op, kv_seg, "kv_segments");
+  CheckF32(op, lse_view, "lse");
+  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
+  CheckSize(op, q_view, q_size, "q");
+  CheckSize(op, out_view, q_size, "out");
+  CheckSize(op, k_view, kv_size, "k");
+  CheckSize(op, v_view, kv_size, "v");
+  if (!lse_view.empty()) CheckSize(op, lse_view, s.batch * s.q_heads * s.q_len, "lse");
+  const F32Input q_in(q_view), k_in(k_view), v_in(v_view);
+  F32Output out_stage(out_view, false);
+  const float *q = q_in.get(), *k = k_in.get(), *v = v_in.get();
+  float* out = out_stage.get();
+  float* lse = lse_view.empty() ? nullptr : lse_view.f32();
+  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
+  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
   const int64_t group = s.q_heads / s.kv_heads;
@@ -100,12 +126,43 @@ void FastOps::AttentionForward(const AttentionShape& s, const float* q, const fl
                      ob, q_stride);
     }
   });
+  out_stage.Store();
 }
 
-void FastOps::AttentionBackward(const AttentionShape& s, const float* q, const float* k,
-                                const float* v, const int32_t* q_segments,
-                                const int32_t* kv_segments, const float* out, const float* lse,
-                                const float* dout, float* dq, float* dk, float* dv) const {
+void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, const View& k_view,
+                                const View& v_view, const View& q_seg, const View& kv_seg,
+                                const View& out_view, const View& lse_view, const View& dout_view,
+                                const View& dq_view, const View& dk_view,
+                                const View& dv_view) const {
+  const OpKind op = OpKind::kAttentionBackward;
+  for (const auto& [x, name] :
+       {std::pair{&q_view, "q"}, std::pair{&k_view, "k"}, std::pair{&v_view, "v"},
+        std::pair{&out_view, "out"}, std::pair{&dout_view, "dout"}, std::pair{&dq_view, "dq"},
+        std::pair{&dk_view, "dk"}, std::pair{&dv_view, "dv"}}) {
+    CheckData(*this, op, *x, name);
+  }
+  CheckIndex(op, q_seg, "q_segments");
+  CheckIndex(op, kv_seg, "kv_segments");
+  CheckF32(op, lse_view, "lse");
+  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
+  CheckSize(op, q_view, q_size, "q");
+  CheckSize(op, out_view, q_size, "out");
+  CheckSize(op, dout_view, q_size, "dout");
+  CheckSize(op, dq_view, q_size, "dq");
+  CheckSize(op, k_view, kv_size, "k");
+  CheckSize(op, v_view, kv_size, "v");
+  CheckSize(op, dk_view, kv_size, "dk");
+  CheckSize(op, dv_view, kv_size, "dv");
+  CheckSize(op, lse_view, s.batch * s.q_heads * s.q_len, "lse");
+  const F32Input q_in(q_view), k_in(k_view), v_in(v_view), out_in(out_view), dout_in(dout_view);
+  F32Output dq_stage(dq_view, true), dk_stage(dk_view, true), dv_stage(dv_view, true);
+  const float *q = q_in.get(), *k = k_in.get(), *v = v_in.get(), *out = out_in.get();
+  const float* dout = dout_in.get();
+  float *dq = dq_stage.get(), *dk = dk_stage.get(), *dv = dv_stage.get();
+  const float* lse = lse_view.f32();
+  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
+  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;
@@ -167,6 +224,9 @@ void FastOps::AttentionBackward(const AttentionShape& s, const float* q, const f
       }
     }
   });
+  dq_stage.Store();
+  dk_stage.Store();
+  dv_stage.Store();
 }
 
 }  // namespace air::engine
