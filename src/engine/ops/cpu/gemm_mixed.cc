@@ -4,11 +4,6 @@
 
 #include <immintrin.h>
 
-// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
-// shift and convert intrinsics as uninitialized (a false positive; as in vec_math.cc).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <algorithm>
 
 #include "engine/ops/cpu/bf16_simd.h"
@@ -62,34 +57,8 @@ void FinishBf16TileScalar(const float* tile, int64_t ld_tile, const float* parti
   }
 }
 
-// The same, 16 columns at a time (AVX-512F), the last columns of a row as the scalar one.
-__attribute__((target("avx512f,fma"))) void FinishBf16TileAvx512(const float* tile, int64_t ld_tile,
-                                                                 const float* partial,
-                                                                 int64_t ld_partial,
-                                                                 const Bf16TileOut& dst, int64_t mr,
-                                                                 int64_t nr, float beta) {
-  const __m512 vbeta = _mm512_set1_ps(beta);
-  const int64_t vector_cols = nr / 16 * 16;
-  for (int64_t r = 0; r < mr; ++r) {
-    uint16_t* crow = dst.c + r * dst.ldc;
-    for (int64_t j = 0; j < vector_cols; j += 16) {
-      __m512 v = _mm512_loadu_ps(tile + r * ld_tile + j);
-      if (partial != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(partial + r * ld_partial + j));
-      if (beta != 0.0f) {
-        const __m256i old = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(crow + j));
-        v = _mm512_fmadd_ps(vbeta, WidenBf16x16(_mm512_cvtepu16_epi32(old)), v);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(crow + j),
-                          _mm512_cvtepi32_epi16(RoundToBf16x16(v)));
-    }
-  }
-  if (vector_cols == nr) return;
-  const float* partial_tail = partial == nullptr ? nullptr : partial + vector_cols;
-  FinishBf16TileScalar(tile + vector_cols, ld_tile, partial_tail, ld_partial,
-                       {dst.c + vector_cols, dst.ldc}, mr, nr - vector_cols, beta);
-}
-
-// The same, 8 columns at a time (AVX2), the last columns of a row as the scalar one.
+// The same, 8 columns at a time (AVX2: the avx2 and avx512 paths), the last columns of a row
+// as the scalar one.
 __attribute__((target("avx2,fma"))) void FinishBf16TileAvx2(const float* tile, int64_t ld_tile,
                                                             const float* partial,
                                                             int64_t ld_partial,
@@ -231,11 +200,7 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
     alignas(64) float tile[kMaxTile];
     kernel.fn(t.kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
     const float* partial = out.first_slice ? nullptr : out.c;
-    if (path >= GemmBf16Path::kAvx512) {
-      return FinishBf16TileAvx512(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
-                                  out.beta);
-    }
-    if (path == GemmBf16Path::kAvx2) {
+    if (path >= GemmBf16Path::kAvx2) {
       return FinishBf16TileAvx2(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
                                 out.beta);
     }
