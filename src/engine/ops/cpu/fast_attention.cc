@@ -91,16 +91,28 @@ void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int6
 }
 
 // Fills S (nq, nk) rows with scaled scores, setting invisible entries to -inf. `scores` holds
-// the raw dot products on entry.
+// the raw dot products on entry. AttentionVisible's rule, row by row: the causal and window
+// limits bound one contiguous run of visible keys (scaled in one pass); segments are checked
+// only inside it.
 void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
                   int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
                   float* scores) {
   for (int64_t r = 0; r < nq; ++r) {
     float* row = scores + r * nk;
-    for (int64_t c = 0; c < nk; ++c) {
-      row[c] = AttentionVisible(s, b, i0 + r, lo + c, q_segments, kv_segments) ? row[c] * s.scale
-                                                                               : kNegInf;
+    const int64_t q_abs = s.q_offset + i0 + r;
+    int64_t first = lo;
+    if (s.sliding_window > 0) first = std::max(first, q_abs - s.sliding_window + 1);
+    const int64_t c0 = std::min(nk, first - lo);
+    const int64_t c1 = std::max(c0, std::min(nk, q_abs - lo + 1));
+    std::fill(row, row + c0, kNegInf);
+    if (q_segments == nullptr) {
+      for (int64_t c = c0; c < c1; ++c) row[c] *= s.scale;
+    } else {
+      const int32_t mine = q_segments[b * s.q_len + i0 + r];
+      const int32_t* keys = kv_segments + b * s.kv_rows() + lo;
+      for (int64_t c = c0; c < c1; ++c) row[c] = keys[c] == mine ? row[c] * s.scale : kNegInf;
     }
+    std::fill(row + c1, row + nk, kNegInf);
   }
 }
 
