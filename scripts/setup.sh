@@ -25,7 +25,7 @@ BUILD_PACKAGES=(
 # What the tests add: unit tests, format check, git snapshots, the venv, the UI's browser
 # tests and chart, a real Slurm cluster.
 TEST_PACKAGES=(
-  git clang-format sqlite3 libgtest-dev libgmock-dev python3 python3-venv
+  git clang-format sqlite3 libgtest-dev libgmock-dev libdnnl-dev python3 python3-venv
   libjs-chart.js chromium chromium-driver slurm-wlm slurmctld slurmd munge
 )
 APT_PACKAGES=("${BUILD_PACKAGES[@]}")

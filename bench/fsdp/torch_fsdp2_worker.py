@@ -21,7 +21,7 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import LlamaForCausalLM
 
 
@@ -35,6 +35,8 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--max-grad-norm", type=float, default=1.0)
+    parser.add_argument("--bf16", action="store_true",
+                        help="MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -42,9 +44,13 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = LlamaForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    # FSDP2's mixed precision: bf16 parameters gathered and computed with, bf16 reduce-scatter,
+    # fp32 sharded masters and optimizer state (air's bf16: true).
+    policy = {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                reduce_dtype=torch.bfloat16)} if args.bf16 else {}
     for layer in model.model.layers:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, **policy)
+    fully_shard(model, **policy)
     model.train()
     named = list(model.named_parameters())
     opt = torch.optim.AdamW(
@@ -76,7 +82,10 @@ def main():
         loss_sum = 0.0
         for mb in micro:
             logits = model(input_ids=mb["input_ids"], position_ids=mb["position_ids"]).logits
-            ce = F.cross_entropy(logits[:, :-1].flatten(0, 1), mb["labels"][:, 1:].flatten(),
+            # In fp32 as transformers' loss computes it (logits.float()): a bf16 sum over the
+            # micro-batch's tokens would keep ~3 significant digits of the loss.
+            ce = F.cross_entropy(logits[:, :-1].float().flatten(0, 1),
+                                 mb["labels"][:, 1:].flatten(),
                                  ignore_index=-100, reduction="sum")
             (ce * (world / global_loss_tokens)).backward()
             loss_sum += ce.item()

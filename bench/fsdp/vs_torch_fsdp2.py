@@ -19,7 +19,10 @@ batches, same normalization: rounding only, ~1e-6), and the CPU model with the l
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/fsdp/vs_torch_fsdp2.py \
       [--layers 4 --hidden 256 --vocab 4096 --seq 256 --batch 2 --steps 10 --warmup 2
-       --repeats 2]
+       --repeats 2] [--bf16]
+--bf16 runs both sides in bf16 mixed precision (air `bf16: true`, FSDP2
+MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)); the losses then agree to bf16's
+precision, not fp32's.
 Each side runs --repeats times, interleaved (the machine is shared); the tokens/s are medians,
 the losses those of the first run of each (every run is deterministic).
 """
@@ -40,7 +43,8 @@ def run_torch(args, work, model_dir, prefix):
            "2", "--master-port", str(common.free_port()),
            str(pathlib.Path(__file__).with_name("torch_fsdp2_worker.py")), "--model",
            str(model_dir), "--batches", str(prefix), "--out", str(out), "--warmup",
-           str(args.warmup), "--threads", "1", "--lr", str(args.lr)]
+           str(args.warmup), "--threads", "1", "--lr", str(args.lr)] + (
+               ["--bf16"] if args.bf16 else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     if proc.returncode != 0:
         sys.exit(f"torchrun (FSDP2) failed ({proc.returncode}):\n{proc.stdout}\n"
@@ -53,6 +57,9 @@ def main():
     parser.add_argument("--batch", type=int, default=2, help="rows per rank per step")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved runs of each side")
+    parser.add_argument("--bf16", action="store_true",
+                        help="both sides in bf16 mixed precision: air bf16: true, FSDP2 "
+                             "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
     args = common.parse_timed(parser)
     total = args.steps + args.warmup
     print(common.machine_line())
@@ -69,7 +76,8 @@ def main():
             common.train_config(cfg, model_name=model_dir, dataset_name=data,
                                 output_dir=work / f"air_out_{i}", max_seq_len=args.seq,
                                 per_device_batch_size=args.batch, max_steps=total,
-                                learning_rate=args.lr, fsdp_sharding_strategy="FULL_SHARD")
+                                learning_rate=args.lr, fsdp_sharding_strategy="FULL_SHARD",
+                                bf16=args.bf16)
             airs.append(common.run_air(work, f"air_{i}", cfg, 2, 1,
                                        dump=prefix if i == 0 else None))
             torches.append(run_torch(args, work, model_dir, prefix))

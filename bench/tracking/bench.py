@@ -65,8 +65,10 @@ def rss_mib(pid):
     return float("nan")
 
 
-def measure(url, mode, n):
+def measure(url, mode, n, token=None):
     env = dict(os.environ, MLFLOW_TRACKING_URI=url, NO_PROXY="*", GIT_PYTHON_REFRESH="quiet")
+    if token:  # air server needs its token on every request (MLFLOW_TRACKING_TOKEN)
+        env["MLFLOW_TRACKING_TOKEN"] = token
     out = subprocess.run([sys.executable, "-c", CLIENT, mode, str(n)], env=env, check=True,
                          capture_output=True, text=True).stdout
     r = json.loads(out.strip().splitlines()[-1])
@@ -88,6 +90,7 @@ def main():
         air = subprocess.Popen([args.air, "-o", "json", "server"], env=dict(os.environ, AIR_HOME=str(home)),
                                stdout=subprocess.PIPE, text=True)
         air_url = json.loads(air.stdout.readline())["data"]["url"]
+        air_token = (home / "tracking" / "server.token").read_text().strip()
         port = free_port()
         mlflow_bin = os.path.join(os.path.dirname(sys.executable), "mlflow")
         peer = subprocess.Popen([mlflow_bin, "server", "--backend-store-uri",
@@ -98,11 +101,11 @@ def main():
         try:
             wait_health(peer_url, peer)
             for mode, n in (("unbatched", args.unbatched), ("batched", args.batched)):
-                a = measure(air_url, mode, n)
+                a = measure(air_url, mode, n, air_token)
                 m = measure(peer_url, mode, n)
                 print(f"{mode:9s} {n:7d} points: air server {a:10.0f} points/s, mlflow server "
                       f"(SQLite) {m:10.0f} points/s, ratio {a / m:.2f}x")
-            measure(air_url, "batched", args.memory_points)
+            measure(air_url, "batched", args.memory_points, air_token)
             print(f"air server RSS after {args.memory_points + args.batched + args.unbatched} "
                   f"stored points: {rss_mib(air.pid):.1f} MiB "
                   f"(air.db {os.path.getsize(home / 'air.db') / 2**20:.1f} MiB + WAL)")

@@ -1,20 +1,29 @@
 #!/usr/bin/env python3
-"""Training throughput: `air train` vs PyTorch + transformers on the same model, data and CPU.
+"""Training throughput: `air train` vs PyTorch + transformers on the same model, data and CPU,
+in fp32 and in bf16, all in one run.
 
-Both sides train the same random-initialized Llama (saved once by transformers, fp32) on the
+Every side trains the same random-initialized Llama (saved once by transformers, fp32) on the
 same micro-batches (pre-tokenized rows, every token a label, in the order air drew them:
-`air train --dump-batches`), with the same optimizer (AdamW, weight decay,
-global-norm clipping at 1.0), batch and sequence length, and the same number of threads:
-  air      `air train` (the native engine's fast CPU path); tokens/s from its metrics.jsonl
-           between the warm-up and the last step (model loading and saving excluded)
-  pytorch  transformers' LlamaForCausalLM (its default attention), torch.optim.AdamW and
-           clip_grad_norm_, timed over the same steps after the same warm-up
-It prints both throughputs, the air/pytorch ratio (> 1: air is faster), and the first and last
-losses of each side (the first agrees: same weights, same batch; later ones drift apart only by
-rounding, as the summation orders differ).
+`air train --dump-batches`), with the same optimizer (AdamW, weight decay, global-norm clipping
+at 1.0), batch and sequence length, and the same number of threads:
+  air fp32        `air train` (the native engine's fast CPU path)
+  air bf16        `air train` with `bf16: true` (bf16 parameters and activations, bf16 products
+                  with fp32 accumulation, fp32 masters and AdamW: docs/engine-training.md)
+  pytorch fp32    transformers' LlamaForCausalLM (its default attention), torch.optim.AdamW and
+                  clip_grad_norm_
+  pytorch bf16    the same under torch.autocast("cpu", dtype=torch.bfloat16) (fp32 weights,
+                  bf16 matmuls: PyTorch's bf16 path on a CPU; oneDNN's bf16 GEMM underneath)
+air's tokens/s come from its metrics.jsonl between the warm-up and the last step (loading and
+saving excluded); PyTorch's are timed over the same steps after the same warm-up. It prints every
+side's tokens/s and first/last loss, the ratios air bf16 / air fp32 and air / PyTorch's best
+(the faster of its fp32 and bf16), the training FLOP/s each side reaches (6 x matmul parameters
++ attention, per token) and the CPU's model and flags. --gemm-peak GFLOPS (the machine's
+measured bf16 GEMM peak, bench/gemm/bench.py --peak) adds the fraction of it air bf16 reaches.
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/train_step/bench.py \
-      [--layers 4 --hidden 256 --seq 256 --batch 4 --steps 12 --warmup 2 --threads 2]
+      [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 12 --warmup 2
+       --threads 2] [--dtype both|fp32|bf16] [--gemm-peak GFLOPS]
+  (the 56M vocab-32k shape: --layers 8 --hidden 512 --vocab 32000)
 AIR_CPU_KERNELS=avx2 (or generic) measures air's kernels for CPUs without AVX-512.
 """
 import argparse
@@ -56,16 +65,39 @@ def write_rows(args, path):
     return rows
 
 
-def run_air(args, air, model_dir, data, work):
-    out = work / "air_out"
-    cfg = work / "train.yaml"
+def cpu_description():
+    model, flags = "unknown CPU", []
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name") and model == "unknown CPU":
+            model = line.split(":", 1)[1].strip()
+        if line.startswith("flags") and not flags:
+            flags = line.split(":", 1)[1].split()
+    wanted = [f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma", "avx_vnni"))]
+    load = os.getloadavg()[0]
+    return f"{model}; {os.cpu_count()} CPUs; flags {' '.join(wanted)}; load {load:.1f}"
+
+
+def train_flops_per_token(args):
+    """6 x the matmul parameters (forward 2, backward 4) + causal attention's products."""
+    heads = max(1, args.hidden // 64)
+    kv = max(1, heads // 2) * 64
+    inter = args.hidden * 8 // 3 // 64 * 64 or 64
+    per_layer = args.hidden * (args.hidden * 2 + kv * 2) + 3 * args.hidden * inter
+    matmul = args.layers * per_layer + args.vocab * args.hidden
+    attention = args.layers * 2 * 2 * (args.seq / 2) * args.hidden  # QK^T and PV, causal half
+    return 3 * (2 * matmul + attention)
+
+
+def run_air(args, air, model_dir, data, work, bf16):
+    out = work / f"air_out_{bf16}"
+    cfg = work / f"train_{bf16}.yaml"
     cfg.write_text(
         f"model_name: {model_dir}\ndataset_name: {data}\noutput_dir: {out}\n"
         f"max_seq_len: {args.seq}\nper_device_batch_size: {args.batch}\n"
         f"gradient_accumulation_steps: 1\nlearning_rate: {args.lr}\n"
         f"max_steps: {args.steps + args.warmup}\nlr_scheduler_type: constant\n"
         "weight_decay: 0.01\nmax_grad_norm: 1.0\nlogging_steps: 1\nsave_steps: 0\n"
-        "seed: 0\nbf16: false\nactivation_checkpointing: false\n")
+        f"seed: 0\nbf16: {str(bf16).lower()}\nactivation_checkpointing: false\n")
     proc = subprocess.run([air, "train", "--config", str(cfg), "--threads", str(args.threads),
                            "--dump-batches", str(work / "batches.jsonl")],
                           capture_output=True, text=True)
@@ -81,7 +113,7 @@ def run_air(args, air, model_dir, data, work):
     return tokens / seconds, steps[0]["loss"], last["loss"]
 
 
-def run_pytorch(args, model_dir, batches_file):
+def run_pytorch(args, model_dir, batches_file, bf16):
     import torch
     from transformers import LlamaForCausalLM
     torch.set_num_threads(args.threads)
@@ -98,7 +130,8 @@ def run_pytorch(args, model_dir, batches_file):
         if step == args.warmup:
             start, tokens = time.perf_counter(), 0
         ids = torch.tensor(batches[step]["input_ids"])
-        loss = model(input_ids=ids, labels=torch.tensor(batches[step]["labels"])).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=ids, labels=torch.tensor(batches[step]["labels"])).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -111,7 +144,7 @@ def run_pytorch(args, model_dir, batches_file):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=4)
@@ -119,24 +152,49 @@ def main():
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--dtype", choices=["both", "fp32", "bf16"], default="both")
+    parser.add_argument("--gemm-peak", type=float, default=0.0,
+                        help="the machine's measured bf16 GEMM peak in GFLOP/s")
     args = parser.parse_args()
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
+    dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
+    results = {}
+    print(cpu_description())
     with tempfile.TemporaryDirectory(prefix="air_bench_train_") as tmp:
         work = pathlib.Path(tmp)
         model_dir, data = work / "model", work / "rows.jsonl"
         params = build_model(args, model_dir)
         write_rows(args, data)
         print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
-              f"{params / 1e6:.2f} M parameters, fp32; batch {args.batch} x {args.seq} tokens; "
+              f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
               f"{args.steps} timed steps after {args.warmup}; {args.threads} threads")
-        air_tps, air_first, air_last = run_air(args, air, model_dir, data, work)
-        torch_tps, torch_first, torch_last = run_pytorch(args, model_dir, work / "batches.jsonl")
-    print(f"{'':8} {'tokens/s':>10} {'first loss':>11} {'last loss':>10}")
-    print(f"{'air':8} {air_tps:10.0f} {air_first:11.4f} {air_last:10.4f}")
-    print(f"{'pytorch':8} {torch_tps:10.0f} {torch_first:11.4f} {torch_last:10.4f}")
-    print(f"ratio air/pytorch: {air_tps / torch_tps:.2f}x")
+        for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
+            results[("air", bf16)] = run_air(args, air, model_dir, data, work, bf16)
+        for bf16 in dtypes:
+            results[("pytorch", bf16)] = run_pytorch(args, model_dir, work / "batches.jsonl",
+                                                     bf16)
+    flops = train_flops_per_token(args)
+    print(f"{'':14} {'tokens/s':>10} {'GFLOP/s':>8} {'first loss':>11} {'last loss':>10}")
+    for (side, bf16), (tps, first, last) in results.items():
+        name = f"{side} {'bf16' if bf16 else 'fp32'}"
+        print(f"{name:14} {tps:10.0f} {tps * flops / 1e9:8.1f} {first:11.4f} {last:10.4f}")
+    torch_best = max(results[("pytorch", b)][0] for b in dtypes)
+    for bf16 in dtypes:
+        print(f"ratio air {'bf16' if bf16 else 'fp32'} / PyTorch's best: "
+              f"{results[('air', bf16)][0] / torch_best:.2f}x")
+    if len(dtypes) == 2:
+        print(f"ratio air bf16 / air fp32: "
+              f"{results[('air', True)][0] / results[('air', False)][0]:.2f}x; "
+              f"PyTorch bf16 autocast / fp32: "
+              f"{results[('pytorch', True)][0] / results[('pytorch', False)][0]:.2f}x")
+    if args.gemm_peak > 0 and True in dtypes:
+        reached = results[("air", True)][0] * flops / 1e9
+        print(f"air bf16 reaches {reached:.0f} GFLOP/s of training work: "
+              f"{100 * reached / args.gemm_peak:.0f}% of the measured bf16 GEMM peak "
+              f"({args.gemm_peak:.0f} GFLOP/s)")
+    print(cpu_description())
 
 
 if __name__ == "__main__":

@@ -111,14 +111,16 @@ Status CheckTrackingConfig(const std::string& path, const TrackingConfig& t) {
   return Status::Ok();
 }
 
-// tracking_server: {host, port, advertise_host}.
+// tracking_server: {host, port, advertise_host, artifact_max_file_size, artifact_max_run_size}.
 Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
                            TrackingServerConfig* out) {
+  static constexpr char kKeys[] =
+      "host, port, advertise_host, artifact_max_file_size, artifact_max_run_size";
   out->configured = true;
   if (block.IsScalar() && block.IsNull()) return Status::Ok();
   if (!block.IsMapping()) {
-    return InvalidArgument(fmt::format(
-        "{}: tracking_server: expected a mapping (host, port, advertise_host)", At(path, block)));
+    return InvalidArgument(
+        fmt::format("{}: tracking_server: expected a mapping ({})", At(path, block), kKeys));
   }
   for (const auto& [key_node, value] : block.entries) {
     const std::string& key = key_node.value;
@@ -139,10 +141,18 @@ Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
             At(path, value), text));
       }
       out->port = std::stoi(text);
+    } else if (key == "artifact_max_file_size" || key == "artifact_max_run_size") {
+      auto bytes = ParseByteSize(text);
+      if (!bytes.ok() || *bytes == 0) {
+        return InvalidArgument(fmt::format(
+            "{}: tracking_server.{}: {}", At(path, value), key,
+            bytes.ok() ? std::string("must be more than 0 bytes") : bytes.status().message()));
+      }
+      (key == "artifact_max_file_size" ? out->artifact_max_file_bytes
+                                       : out->artifact_max_run_bytes) = *bytes;
     } else {
-      return InvalidArgument(
-          fmt::format("{}: tracking_server: unknown key '{}'; valid: host, port, advertise_host",
-                      At(path, key_node), key));
+      return InvalidArgument(fmt::format("{}: tracking_server: unknown key '{}'; valid: {}",
+                                         At(path, key_node), key, kKeys));
     }
   }
   return Status::Ok();

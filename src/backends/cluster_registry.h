@@ -12,7 +12,8 @@
 //   tracking_token_secret: mlflow/token        # its credentials, as air secrets (scope/key):
 //   tracking_username_secret: mlflow/user      #   a Bearer token, or a basic-auth user and
 //   tracking_password_secret: mlflow/password  #   password
-//   tracking_server: {host: 0.0.0.0, port: 5005, advertise_host: login1}
+//   tracking_server: {host: 0.0.0.0, port: 5005, advertise_host: login1,
+//                     artifact_max_file_size: 5GiB, artifact_max_run_size: 50GiB}
 // The workload YAML never names a backend: the same file runs anywhere.
 // Thread safety: pure functions over values (the table of backends is constant).
 #pragma once
@@ -41,14 +42,17 @@ struct TrackingConfig {
 
 // `tracking_server:` of config.yaml: where the `air server` that air starts on demand listens,
 // and the address nodes use to reach it (docs/tracking.md; needed where nodes are other
-// machines, as on Slurm). Off loopback every request needs the server's generated token, which
-// nodes get as the secret MLFLOW_TRACKING_TOKEN.
+// machines, as on Slurm), and the artifact quotas it enforces (read at each upload). Every
+// request needs the server's generated token, which nodes get as the secret
+// MLFLOW_TRACKING_TOKEN.
 struct TrackingServerConfig {
   std::string host = "127.0.0.1";  // bind address
   int port = 0;                    // 0: the last one when free, else any
   std::string advertise_host;      // "" = host, or this machine's name when host is 0.0.0.0/::
-  bool configured = false;         // config.yaml has the block: a server started otherwise is
-                                   // restarted with these settings
+  uint64_t artifact_max_file_bytes = uint64_t{5} << 30;  // one artifact file
+  uint64_t artifact_max_run_bytes = uint64_t{50} << 30;  // all artifacts of one run
+  bool configured = false;  // config.yaml has the block: a server started otherwise is
+                            // restarted with these settings
 };
 
 struct ClusterConfig {

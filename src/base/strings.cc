@@ -92,6 +92,40 @@ std::string HumanBytes(uint64_t bytes) {
   return fmt::format("{:.1f} {}", v, kUnits[u]);
 }
 
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  static const std::pair<std::string_view, uint64_t> kUnits[] = {
+      {"", 1},
+      {"B", 1},
+      {"KB", 1000},
+      {"MB", 1000 * 1000},
+      {"GB", 1000 * 1000 * 1000},
+      {"TB", uint64_t{1000} * 1000 * 1000 * 1000},
+      {"KiB", uint64_t{1} << 10},
+      {"MiB", uint64_t{1} << 20},
+      {"GiB", uint64_t{1} << 30},
+      {"TiB", uint64_t{1} << 40}};
+  std::string_view trimmed = Trim(text);
+  size_t digits = 0;
+  while (digits < trimmed.size() && trimmed[digits] >= '0' && trimmed[digits] <= '9') ++digits;
+  const std::string_view unit = Trim(trimmed.substr(digits));
+  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const auto& u) { return u.first == unit; });
+  uint64_t value = 0;
+  bool overflow = digits > 20;
+  for (size_t i = 0; i < digits && !overflow; ++i) {
+    const uint64_t digit = static_cast<uint64_t>(trimmed[i] - '0');
+    overflow = value > (UINT64_MAX - digit) / 10;
+    value = value * 10 + digit;
+  }
+  if (digits == 0 || found == std::end(kUnits) || overflow || value > UINT64_MAX / found->second) {
+    return InvalidArgument(fmt::format(
+        "'{}' is not a size; use bytes or a number with KB, MB, GB, TB, KiB, MiB, GiB, TiB "
+        "(e.g. 2GB or 512MiB)",
+        text));
+  }
+  return value * found->second;
+}
+
 bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
   size_t i = 0;
   auto fail = [&](size_t at) {

@@ -1,5 +1,5 @@
 // Small string utilities shared by the spec, the CLI and the engine's config readers:
-// did-you-mean suggestions, splitting, trimming, joining, and human-readable sizes.
+// did-you-mean suggestions, splitting, trimming, joining, and sizes (human-readable, parsed).
 // Thread safety: pure functions.
 #pragma once
 
@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/status.h"
 
 namespace air {
 
@@ -28,6 +30,11 @@ bool EndsWith(std::string_view s, std::string_view suffix);
 
 // 1536 -> "1.5 KiB".
 std::string HumanBytes(uint64_t bytes);
+
+// "1000000", "500MB", "2GB", "1TB" (powers of 1000, as transformers' max_shard_size), "64KiB",
+// "1GiB", "2TiB" (powers of 1024) -> bytes. kInvalidArgument ("'x' is not a size; use ...") for
+// anything else, including a size past 2^64.
+Result<uint64_t> ParseByteSize(std::string_view text);
 
 // True when `s` is valid UTF-8 (no overlongs, no surrogates, at most U+10FFFF). On failure and
 // when `bad_offset` is given, it receives the byte offset of the first invalid sequence.

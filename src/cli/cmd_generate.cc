@@ -17,7 +17,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/io/hf_state_dict.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "engine/model/memory_check.h"
 #include "engine/train/generate.h"
 #include "engine/train/generation_eval.h"
@@ -25,7 +25,7 @@
 namespace air::cli {
 namespace {
 
-using engine::LlamaModel;
+using engine::CausalLm;
 using engine::Tokenizer;
 
 struct GenerateFlags {
@@ -78,7 +78,7 @@ class StreamingPrinter {
 struct LoadedModel {
   std::string dir;
   Tokenizer tokenizer;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<CausalLm> model;
 };
 
 Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
@@ -86,12 +86,12 @@ Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
   if (!model_dir.ok()) return model_dir.status().WithContext("--model");
   AIR_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(*model_dir, ctx.env));
   AIR_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(*model_dir));
-  AIR_RETURN_IF_ERROR(engine::CheckModelFitsInMemory(
-                          ctx.env, config, engine::kFloatsPerParameterForInference, "generation")
-                          .WithContext(*model_dir));
+  AIR_RETURN_IF_ERROR(
+      engine::CheckModelFitsInMemory(ctx.env, config, engine::InferenceBytes(), "generation")
+          .WithContext(*model_dir));
   AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
                        engine::CreateBackend({.kind = "fast", .num_threads = flags.threads}));
-  AIR_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<CausalLm> model,
                        engine::LoadHfModel(*model_dir, std::move(backend)));
   return LoadedModel{*model_dir, std::move(tokenizer), std::move(model)};
 }

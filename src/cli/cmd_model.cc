@@ -21,8 +21,10 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/io/hf_state_dict.h"
+#include "engine/io/state_dict_adapter.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
+#include "engine/model/model_factory.h"
 #include "spec/scalar_types.h"
 #include "spec/yaml_tree.h"
 
@@ -106,25 +108,6 @@ Result<json> ReadConfigFile(Env* env, const std::string& path) {
   return j;
 }
 
-// "1000000", "500MB", "2GB" (powers of 1000, as transformers' max_shard_size), "64MiB", "1GiB".
-Result<uint64_t> ParseByteSize(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    ++digits;
-  }
-  const std::string unit(Trim(std::string_view(text).substr(digits)));
-  static const std::map<std::string, uint64_t> kUnits = {
-      {"", 1},          {"B", 1},         {"KB", 1000},       {"MB", 1000000}, {"GB", 1000000000},
-      {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1ull << 30}};
-  auto it = kUnits.find(unit);
-  if (digits == 0 || it == kUnits.end()) {
-    return InvalidArgument("--max-shard-size: '" + text +
-                           "' is not a size; use bytes or a number with KB, MB, GB, KiB, MiB, "
-                           "GiB (e.g. 2GB)");
-  }
-  return std::stoull(text.substr(0, digits)) * it->second;
-}
-
 struct InitFlags {
   std::string config, out, dtype = "float32", max_shard_size, tokenizer;
   uint64_t seed = 0;
@@ -134,10 +117,9 @@ struct InitFlags {
 Status RunInit(CliContext& ctx, const InitFlags& f) {
   AIR_ASSIGN_OR_RETURN(json j, ReadConfigFile(ctx.env, f.config));
   AIR_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::ModelConfigFromJson(j, f.config));
-  AIR_RETURN_IF_ERROR(engine::CheckModelFitsInMemory(ctx.env, config,
-                                                     engine::kFloatsPerParameterForInference,
-                                                     "initialization")
-                          .WithContext("--config " + f.config));
+  AIR_RETURN_IF_ERROR(
+      engine::CheckModelFitsInMemory(ctx.env, config, engine::InferenceBytes(), "initialization")
+          .WithContext("--config " + f.config));
   engine::SaveOptions save;
   if (f.dtype == "bfloat16") {
     save.dtype = engine::DType::kBF16;
@@ -145,7 +127,9 @@ Status RunInit(CliContext& ctx, const InitFlags& f) {
     return InvalidArgument("--dtype: '" + f.dtype + "' is not supported; use float32 or bfloat16");
   }
   if (!f.max_shard_size.empty()) {
-    AIR_ASSIGN_OR_RETURN(save.max_shard_bytes, ParseByteSize(f.max_shard_size));
+    auto bytes = ParseByteSize(f.max_shard_size);
+    if (!bytes.ok()) return bytes.status().WithContext("--max-shard-size");
+    save.max_shard_bytes = *bytes;
   }
   for (const char* name :
        {"config.json", engine::kSafetensorsSingleName, engine::kSafetensorsIndexName}) {
@@ -158,7 +142,7 @@ Status RunInit(CliContext& ctx, const InitFlags& f) {
   // No compute needed: the reference backend (no thread pool) holds the weights.
   AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
                        engine::CreateBackend({.kind = "reference"}));
-  AIR_ASSIGN_OR_RETURN(auto model, engine::LlamaModel::Create(config, std::move(backend)));
+  AIR_ASSIGN_OR_RETURN(auto model, engine::CreateModel(config, std::move(backend)));
   model->InitWeights(f.seed);
   AIR_RETURN_IF_ERROR(engine::SaveHfModel(*model, f.out, save));
   std::vector<std::string> tokenizer_files;
@@ -195,7 +179,9 @@ Status RunInspect(CliContext& ctx, const std::string& name) {
   std::set<std::string> expected;
   std::set<std::string> dtypes;
   int64_t params = 0;
-  for (const auto& spec : engine::LlamaModel::ParameterSpecs(config)) {
+  const auto adapter = engine::StateDictAdapterFor(config);
+  for (auto spec : engine::LlamaModel::ParameterSpecs(config)) {
+    spec.name = adapter->ToHf(spec.name);  // checkpoints hold HF names
     expected.insert(spec.name);
     params += engine::NumElements(spec.shape);
     const engine::SafetensorsFile* file = nullptr;

@@ -8,8 +8,10 @@
 
 #include "cli/commands.h"
 #include "cli/run_watch.h"
+#include "runtime/layout.h"
 #include "runtime/submit.h"
 #include "runtime/submit_detail.h"
+#include "runtime/volumes.h"
 #include "spec/parser.h"
 #include "spec/plan.h"
 #include "spec/snapshot_scan.h"
@@ -115,6 +117,13 @@ void EmitSpecErrors(CliContext& ctx, const spec::LoadReport& report, const Statu
   EmitError(ctx, Status(summary.code(), summary.message() + "; nothing was started"));
 }
 
+Status DryRunVolumeLinks(CliContext& ctx, const spec::WorkloadSpec& workload) {
+  if (spec::FindVolumeReferences(workload).empty()) return Status::Ok();
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string root, runtime::VolumesRoot(layout, ctx.env));
+  return runtime::CheckVolumeLinks(workload, root);
+}
+
 void RunCommand(CliContext& ctx, const RunFlags& flags) {
   spec::LoadReport report;
   Result<spec::WorkloadSpec> loaded =
@@ -159,7 +168,13 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
                                     volume_problems.size() == 1 ? "" : "s")));
     return;
   }
-  if (!flags.dry_run) {
+  if (flags.dry_run) {
+    // What submit refuses about the spec itself is refused here too: a volume path through a
+    // symbolic link under the volume root. (What depends on the submitting machine, such as
+    // the backend's capabilities or mount namespaces, is checked at submit.)
+    Status links = DryRunVolumeLinks(ctx, workload);
+    if (!links.ok()) return EmitError(ctx, links);
+  } else {
     Status submitted =
         SubmitValidatedRun(ctx, workload, flags.watch, flags.watch_node, flags.backend);
     if (!submitted.ok()) EmitError(ctx, submitted);

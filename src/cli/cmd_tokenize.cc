@@ -15,7 +15,7 @@
 //                                                   bool} per line; prints {"text","ids",
 //                                                   "assistant_mask"} using the chat template
 //                                                   (--render-only: just {"text"})
-//   air tokenize --tokenizer DIR --dataset D --max-seq-len N
+//   air tokenize --tokenizer DIR --dataset D --max-seq-len N [--train-on-prompt]
 //                                                   the training examples of dataset D (file,
 //                                                   directory or hub id): {"input_ids","labels"}
 //                                                   per record, as the trainer gets them
@@ -50,6 +50,7 @@ struct TokenizeOptions {
   bool chat = false;
   bool render_only = false;
   bool summary = false;
+  bool train_on_prompt = false;
   int max_seq_len = 2048;
 };
 
@@ -151,6 +152,7 @@ Status RunDataset(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& 
   AIR_ASSIGN_OR_RETURN(auto records, engine::LoadRecords(files, ctx.env));
   engine::ExampleOptions options;
   options.max_seq_len = o.max_seq_len;
+  options.train_on_prompt = o.train_on_prompt;
   AIR_ASSIGN_OR_RETURN(auto built, engine::BuildExamples(records, tok, options));
   for (const auto& ex : built.examples) {
     *ctx.out << json{{"input_ids", ex.input_ids}, {"labels", ex.labels}}.dump() << "\n";
@@ -200,6 +202,8 @@ void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_flag("--decode", opts->decode, "input lines are id lists to decode");
   cmd->add_flag("--chat", opts->chat, "input lines are chat conversations");
   cmd->add_flag("--render-only", opts->render_only, "with --chat: only the rendered text");
+  cmd->add_flag("--train-on-prompt", opts->train_on_prompt,
+                "with --dataset: labels on every token, not only the responses");
   cmd->add_flag("--summary", opts->summary,
                 "with --input: print only line and token counts and the encoding time");
   cmd->add_option("text", opts->texts, "texts to encode");

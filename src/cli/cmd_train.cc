@@ -88,6 +88,10 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
       {"dataset_kind", prepared->dataset_kind},    {"examples", prepared->num_examples},
       {"total_steps", prepared->total_steps},      {"warmup_steps", prepared->warmup_steps},
       {"output_dir", prepared->config.output_dir}, {"notes", prepared->notes}};
+  const engine::fsdp::MixedPrecision& mp = prepared->config.precision;
+  data["precision"] = {{"param_dtype", engine::fsdp::TorchDTypeName(mp.param_dtype)},
+                       {"reduce_dtype", engine::fsdp::TorchDTypeName(mp.reduce_dtype)},
+                       {"buffer_dtype", engine::fsdp::TorchDTypeName(mp.buffer_dtype)}};
   if (flags.dry_run) {
     data["dry_run"] = true;
     return EmitData(ctx, data, plan + "\ndry run: parameters valid, nothing trained");

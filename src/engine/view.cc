@@ -41,6 +41,13 @@ View View::Rows(int64_t first, int64_t count) const {
               std::move(shape));
 }
 
+View View::Slice(int64_t first, int64_t count) const {
+  AIR_ENGINE_CHECK(first >= 0 && count >= 0 && first + count <= numel_,
+                   "element range outside the view");
+  return View(buffer_, byte_offset_ + static_cast<size_t>(first) * DTypeSize(dtype_), dtype_,
+              {count});
+}
+
 View View::Reshaped(Shape shape) const {
   AIR_ENGINE_CHECK(NumElements(shape) == numel_, "reshape must keep the element count");
   return View(buffer_, byte_offset_, dtype_, std::move(shape));
@@ -54,6 +61,11 @@ void* View::raw() const {
 float* View::f32() const {
   AIR_ENGINE_CHECK(buffer_ == nullptr || dtype_ == DType::kF32, "view is not F32");
   return static_cast<float*>(raw());
+}
+
+uint16_t* View::bf16() const {
+  AIR_ENGINE_CHECK(buffer_ == nullptr || dtype_ == DType::kBF16, "view is not BF16");
+  return static_cast<uint16_t*>(raw());
 }
 
 int32_t* View::i32() const {

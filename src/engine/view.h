@@ -74,12 +74,17 @@ class View {
 
   // Rows [first, first + count) along dimension 0 (a view of the same buffer).
   View Rows(int64_t first, int64_t count) const;
+  // Elements [first, first + count) of the view read as a flat array, shaped (count).
+  View Slice(int64_t first, int64_t count) const;
+  // The same elements, shaped (numel).
+  View Flat() const { return Reshaped({numel_}); }
   // The same elements under another shape of the same element count.
   View Reshaped(Shape shape) const;
 
   // Typed device addresses; each checks the dtype (a bf16 view is never read as fp32).
   // Null for an empty view.
   float* f32() const;
+  uint16_t* bf16() const;  // the raw bits of each bf16 element
   int32_t* i32() const;
   double* f64() const;
   void* raw() const;

@@ -1,5 +1,5 @@
 // The workers air launch runs on this node in one attempt: started through the project's
-// spawner (runtime/subprocess.h), each in its own process group with torchrun's environment,
+// spawner (base/subprocess.h), each in its own process group with torchrun's environment,
 // polled for their exits, and stopped together (SIGTERM, a grace period, SIGKILL) so that no
 // process of theirs is left.
 // Thread safety: owned and used by the launcher's thread.

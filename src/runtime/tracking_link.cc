@@ -21,11 +21,18 @@ namespace {
 
 constexpr int64_t kServerStartMicros = 20'000'000;
 
-// The server described by server.json answers /health (and its pid is alive).
-bool ServerAnswers(const tracking::ServerInfo& info) {
+// Air's credentials for its own server: the token of server.token.
+tracking::Credentials OwnCredentials(const tracking::ServerFiles& files, Env* env) {
+  tracking::Credentials credentials;
+  if (auto token = tracking::ServerToken(files, env); token.ok()) credentials.token = *token;
+  return credentials;
+}
+
+// The server described by server.json answers /health with our token (and its pid is alive).
+bool ServerAnswers(const tracking::ServerInfo& info, const tracking::Credentials& credentials) {
   if (info.pid > 0 && ::kill(static_cast<pid_t>(info.pid), 0) != 0 && errno == ESRCH) return false;
   tracking::HttpClient http;
-  auto response = http.Request("GET", info.url + "/health", "", {}, 2000);
+  auto response = http.Request("GET", info.url + "/health", "", credentials, 2000);
   return response.ok() && response->status == 200;
 }
 
@@ -62,7 +69,10 @@ Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) 
   AIR_ASSIGN_OR_RETURN(backends::ClusterConfig config,
                        backends::LoadClusterConfig(air_home, "", env));
   const backends::TrackingServerConfig& want = config.tracking_server;
-  if (auto info = tracking::ReadServerInfo(files, env); info && ServerAnswers(*info)) {
+  AIR_RETURN_IF_ERROR(env->CreateDirs(air_home, 0700));
+  // Created here before the server starts, so that both ends read the same one.
+  const tracking::Credentials credentials = OwnCredentials(files, env);
+  if (auto info = tracking::ReadServerInfo(files, env); info && ServerAnswers(*info, credentials)) {
     if (MatchesConfig(*info, want)) return info->url;
     StopServer(*info, env);
   }
@@ -78,13 +88,35 @@ Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) 
   // callers find it through server.json.
   int64_t deadline = env->MonotonicMicros() + kServerStartMicros;
   while (env->MonotonicMicros() < deadline) {
-    if (auto info = tracking::ReadServerInfo(files, env); info && ServerAnswers(*info)) {
+    if (auto info = tracking::ReadServerInfo(files, env);
+        info && ServerAnswers(*info, credentials)) {
       return info->url;
     }
     env->SleepMicros(50'000);
   }
   return Unavailable(fmt::format("the tracking server did not start within {} s; see {}",
                                  kServerStartMicros / 1'000'000, files.LogPath()));
+}
+
+Result<UiLogin> NewUiLogin(const std::string& air_home, Env* env) {
+  AIR_ASSIGN_OR_RETURN(std::string url, EnsureTrackingServer(air_home, env));
+  tracking::ServerFiles files(air_home);
+  AIR_ASSIGN_OR_RETURN(std::string token, tracking::ServerToken(files, env));
+  tracking::Credentials credentials;
+  credentials.token = token;
+  tracking::HttpClient http;
+  AIR_ASSIGN_OR_RETURN(tracking::HttpResponse response,
+                       http.Request("POST", url + "/api/air/ui-login", "{}", credentials, 10000));
+  auto body = nlohmann::json::parse(response.body, nullptr, false);
+  if (response.status != 200 || !body.is_object() || !body["code"].is_string()) {
+    return Unavailable(fmt::format("the air server at {} gave no login code (HTTP {}): {}", url,
+                                   response.status, response.body.substr(0, 300)));
+  }
+  UiLogin login;
+  login.url = url;
+  login.login_url = fmt::format("{}/login?code={}", url, body["code"].get<std::string>());
+  login.expires_in_s = body.value("expires_in_s", int64_t{0});
+  return login;
 }
 
 tracking::Credentials ExternalTracking::Credentials() const {
@@ -270,21 +302,20 @@ AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string
     auto info = tracking::ReadServerInfo(files, env);
     auto config_file = backends::LoadClusterConfig(air_home, "", env);
     if (url.ok() && info && config_file.ok()) {
-      // Bound off loopback (for nodes on other machines): the address they can reach, and the
-      // token as a secret (MLFLOW_TRACKING_TOKEN, sent by the mlflow client as Bearer).
+      // Bound off loopback (for nodes on other machines): the address they can reach. The
+      // token goes as a secret (MLFLOW_TRACKING_TOKEN, sent by the mlflow client as Bearer).
       uri = info->url;
       if (!tracking::IsLoopbackHost(info->host)) {
         uri =
             fmt::format("http://{}:{}", NodeHost(*info, config_file->tracking_server), info->port);
       }
-      if (info->token_required) {
-        auto token = tracking::ServerToken(files, env);
-        if (token.ok()) {
-          out.secret_env.emplace_back("MLFLOW_TRACKING_TOKEN", *token);
-        } else {
-          uri.clear();
-          out.warning = "tracking is off for this attempt: the server's token is unreadable";
-        }
+      // Every request needs the token, loopback included.
+      auto token = tracking::ServerToken(files, env);
+      if (token.ok()) {
+        out.secret_env.emplace_back("MLFLOW_TRACKING_TOKEN", *token);
+      } else {
+        uri.clear();
+        out.warning = "tracking is off for this attempt: the server's token is unreadable";
       }
     } else {
       out.warning = "tracking is off for this attempt: " +

@@ -34,6 +34,15 @@ namespace air::runtime {
 // restarting it when it runs with other settings than config.yaml's tracking_server).
 Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env);
 
+// A URL that logs a browser into the web UI once (`air ui`): the server (started if needed)
+// issues a one-time code, exchanged at /login for an HttpOnly, SameSite=Strict session cookie.
+struct UiLogin {
+  std::string url;        // the server, http://host:port
+  std::string login_url;  // <url>/login?code=...
+  int64_t expires_in_s = 0;
+};
+Result<UiLogin> NewUiLogin(const std::string& air_home, Env* env);
+
 // The external MLflow server a run is tracked on, and air's credentials for it.
 struct ExternalTracking {
   std::string uri;       // "" : air's own server
@@ -74,7 +83,7 @@ struct AttemptTracking {
 // is not running (with config.yaml's tracking_server settings); when it cannot start, nodes get
 // no MLFLOW_TRACKING_URI and the reason is returned in `warning` (the run goes on). Air's own
 // server bound off loopback is given to nodes by the address they can reach (advertise_host, or
-// this machine's name) and its token lands in `secret_env` (MLFLOW_TRACKING_TOKEN), which nodes
+// this machine's name). Its token lands in `secret_env` (MLFLOW_TRACKING_TOKEN), which nodes
 // get like any secret (injected, redacted, never in argv or launch files).
 AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string& air_home,
                                           int64_t run_id, const backends::TrackingConfig& config,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,26 +12,12 @@
 #include <cstring>
 
 #include "agent/volume_mounts.h"
+#include "base/rooted_dir.h"
 #include "runtime/submit_detail.h"
 #include "spec/volume_paths.h"
 
 namespace air::runtime {
 namespace {
-
-// The real path of `path`, or of its deepest existing ancestor with the rest appended.
-std::string ResolveExisting(const std::string& path) {
-  std::string head = path;
-  std::string tail;
-  while (!head.empty()) {
-    char buf[PATH_MAX];
-    if (::realpath(head.c_str(), buf) != nullptr) return std::string(buf) + tail;
-    size_t slash = head.rfind('/');
-    if (slash == std::string::npos) break;
-    tail = head.substr(slash) + tail;
-    head = head.substr(0, slash);
-  }
-  return path;
-}
 
 Status CheckWritable(const std::string& root, Env* env) {
   Status made = env->CreateDirs(root);
@@ -86,6 +73,7 @@ Status CheckSpecVolumes(const spec::WorkloadSpec& spec, const std::string& root,
   if (!problems.empty()) {
     return InvalidArgument(Where(spec, problems[0].field) + ": " + problems[0].message);
   }
+  AIR_RETURN_IF_ERROR(CheckVolumeLinks(spec, root));
   std::vector<std::vector<std::string>> volumes;
   for (const auto& ref : refs) {
     AIR_ASSIGN_OR_RETURN(std::vector<std::string> parts, spec::ParseVolumePath(ref.path));
@@ -124,8 +112,33 @@ Result<std::string> RunVolumesRoot(const spec::WorkloadSpec& spec, const std::st
   return root;
 }
 
-Result<std::string> HostPathOfVolume(std::string_view path, const std::string& root,
-                                     size_t min_depth) {
+Status CheckVolumeLinks(const spec::WorkloadSpec& spec, const std::string& root) {
+  std::vector<spec::VolumeReference> refs = spec::FindVolumeReferences(spec);
+  if (refs.empty()) return Status::Ok();
+  auto dir = RootedDir::Open(root, "/Volumes");
+  if (!dir.ok()) return Status::Ok();  // no root yet: nothing below it to follow
+  for (const auto& ref : refs) {
+    auto parts = spec::ParseVolumePath(ref.path);
+    if (!parts.ok()) continue;  // reported by CheckVolumeReferences
+    std::string rel;
+    for (const std::string& part : *parts) {
+      rel = rel.empty() ? part : rel + "/" + part;
+      auto st = dir->Lstat(rel);
+      if (!st.ok() || !*st) break;  // missing from here on (a link above it is refused below)
+      if (S_ISLNK((*st)->st_mode)) {
+        return InvalidArgument(fmt::format(
+            "{}: '{}' leads through the symbolic link /Volumes/{} (under the volume root {}); air "
+            "refuses links in volume paths, since one could send a node's writes outside the "
+            "volumes",
+            Where(spec, ref.field), ref.path, rel, root));
+      }
+      if (!S_ISDIR((*st)->st_mode)) break;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::string> VolumeRelativePath(std::string_view path, size_t min_depth) {
   AIR_ASSIGN_OR_RETURN(std::vector<std::string> parts, spec::ParseVolumePath(path));
   if (parts.size() < min_depth) {
     static const char* kNeeds[] = {"/Volumes", "/Volumes/<catalog>", "/Volumes/<catalog>/<schema>",
@@ -133,19 +146,9 @@ Result<std::string> HostPathOfVolume(std::string_view path, const std::string& r
     return InvalidArgument(fmt::format("'{}' is too short here: give at least {}", path,
                                        kNeeds[std::min<size_t>(min_depth, 3)]));
   }
-  std::string host = root;
-  for (const auto& part : parts) host += "/" + part;
-  if (parts.empty()) return host;
-  // The parent must stay inside the root even through symlinks a node created.
-  std::string parent = host.substr(0, host.rfind('/'));
-  std::string real_root = ResolveExisting(root);
-  std::string real_parent = ResolveExisting(parent);
-  if (real_parent != real_root && real_parent.rfind(real_root + "/", 0) != 0) {
-    return InvalidArgument(fmt::format(
-        "'{}' leads outside the volume root {} (through a symbolic link to {}); refusing it", path,
-        root, real_parent));
-  }
-  return host;
+  std::string rel;
+  for (const auto& part : parts) rel += (rel.empty() ? "" : "/") + part;
+  return rel;
 }
 
 }  // namespace air::runtime

@@ -55,7 +55,59 @@ Result<int64_t> ToInt(const json& v, const std::string& name) {
   return BadType(name, v, "an integer");
 }
 
+// Counts nesting over SAX events and stops the parse past the limit.
+class DepthCheck : public nlohmann::json_sax<json> {
+ public:
+  explicit DepthCheck(size_t max_depth) : max_depth_(max_depth) {}
+  bool too_deep() const { return too_deep_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return Enter(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return Leave(); }
+  bool start_array(std::size_t) override { return Enter(); }
+  bool end_array() override { return Leave(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override {
+    return false;
+  }
+
+ private:
+  bool Enter() {
+    if (++depth_ > max_depth_) too_deep_ = true;
+    return !too_deep_;
+  }
+  bool Leave() {
+    --depth_;
+    return true;
+  }
+  size_t max_depth_;
+  size_t depth_ = 0;
+  bool too_deep_ = false;
+};
+
 }  // namespace
+
+Result<json> ParseJsonObject(std::string_view text, size_t max_depth) {
+  DepthCheck check(max_depth);
+  const bool parsed = json::sax_parse(text, &check);
+  if (check.too_deep()) {
+    return InvalidArgument(
+        fmt::format("Malformed request: the JSON body is nested deeper than {} levels", max_depth));
+  }
+  json body = parsed ? json::parse(text, nullptr, false) : json(json::value_t::discarded);
+  if (body.is_discarded() || !body.is_object()) {
+    return InvalidArgument(
+        "Malformed request: the body is not a JSON object (send Content-Type: application/json "
+        "with a JSON object)");
+  }
+  return body;
+}
 
 json ExperimentJson(const tracking::Experiment& e) {
   json tags = json::array();

@@ -1,10 +1,12 @@
 // MLflow's tracking REST API (/api/2.0/mlflow/...) over TrackingStore: the endpoints the
 // mlflow Python client calls for experiments, runs, params, metrics, tags, search and metric
-// history (docs/tracking.md lists them). Each accepts its fields as a JSON body or a query
-// string; errors use MLflow's codes and messages.
+// history (docs/tracking.md lists them). Reads take their fields as a query string (GET) or a
+// JSON body (POST); writes only as a JSON body (POST), read within MLflow's 1 MB request limit
+// and parsed with a depth limit. Errors use MLflow's codes and messages.
 #include <fmt/format.h>
 
 #include <functional>
+#include <set>
 
 #include "base/strings.h"
 #include "server/mlflow_json.h"
@@ -21,8 +23,9 @@ using tracking::TrackingStore;
 
 using Handler = std::function<Result<json>(const Fields&, TrackingStore&)>;
 
-// The request's fields: its query parameters, overlaid by its JSON body.
-Result<json> RequestFields(const httplib::Request& req, size_t max_body) {
+// The request's fields: its query parameters, overlaid by its JSON body (moved in, never
+// copied: a body's values may be deep).
+Result<json> RequestFields(const httplib::Request& req, const std::string& body) {
   json fields = json::object();
   for (const auto& [key, value] : req.params) {
     if (fields.contains(key)) {
@@ -32,25 +35,15 @@ Result<json> RequestFields(const httplib::Request& req, size_t max_body) {
       fields[key] = value;
     }
   }
-  if (Trim(req.body).empty()) return fields;
-  if (req.body.size() > max_body) {
-    return InvalidArgument(
-        fmt::format("Batched logging API requests must be at most {} bytes, got {} bytes", max_body,
-                    req.body.size()));
-  }
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return InvalidArgument(
-        "Malformed request: the body is not a JSON object (send Content-Type: application/json "
-        "with a JSON object)");
-  }
-  for (auto& [key, value] : body.items()) fields[key] = value;
+  if (Trim(body).empty()) return fields;
+  AIR_ASSIGN_OR_RETURN(json parsed, ParseJsonObject(body));
+  for (auto it = parsed.begin(); it != parsed.end(); ++it) fields[it.key()] = std::move(*it);
   return fields;
 }
 
-void Serve(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
-           const Handler& handler) {
-  auto fields = RequestFields(req, tracking::kMaxBatchRequestBytes);
+void Serve(ServerContext& ctx, const httplib::Request& req, const std::string& body,
+           httplib::Response& res, const Handler& handler) {
+  auto fields = RequestFields(req, body);
   if (!fields.ok()) {
     SendError(res, 400, "MALFORMED_REQUEST", fields.status().message());
     return;
@@ -67,6 +60,21 @@ void Serve(ServerContext& ctx, const httplib::Request& req, httplib::Response& r
     return;
   }
   SendJson(res, *out);
+}
+
+// A POST or PATCH: the JSON body, read up to MLflow's request size limit.
+void ServeWithBody(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader, const Handler& handler) {
+  auto body = ReadBody(reader, res, tracking::kMaxBatchRequestBytes);
+  if (!body.ok()) {
+    std::string message = body.status().code() == ErrorCode::kResourceExhausted
+                              ? fmt::format("Batched logging API requests must be at most {} bytes",
+                                            tracking::kMaxBatchRequestBytes)
+                              : body.status().message();
+    SendError(res, 400, "MALFORMED_REQUEST", message);
+    return;
+  }
+  Serve(ctx, req, *body, res, handler);
 }
 
 Result<std::vector<tracking::KeyValue>> KeyValues(const Fields& f, const char* name) {
@@ -380,14 +388,38 @@ void RegisterMlflowRoutes(httplib::Server& http, ServerContext& ctx) {
          return json{{"models", json::array()}};
        }},
   };
+  // Reads answer GET (the mlflow client's choice) and POST; everything that changes state is
+  // POST (or PATCH) with a JSON body only, never a GET a page could trigger with a link.
+  const std::set<std::string> reads = {"experiments/get",
+                                       "experiments/get-by-name",
+                                       "experiments/search",
+                                       "experiments/list",
+                                       "runs/get",
+                                       "runs/search",
+                                       "metrics/get-history",
+                                       "logged-models/search"};
   for (const auto& [path, handler] : routes) {
+    const bool read = reads.count(path) != 0;
     for (const char* prefix : {"/api/2.0/mlflow/", "/ajax-api/2.0/mlflow/"}) {
-      auto serve = [&ctx, handler](const httplib::Request& req, httplib::Response& res) {
-        Serve(ctx, req, res, handler);
+      auto with_body = [&ctx, handler](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& reader) {
+        ServeWithBody(ctx, req, res, reader, handler);
       };
-      http.Get(prefix + path, serve);
-      http.Post(prefix + path, serve);
-      http.Patch(prefix + path, serve);
+      http.Post(prefix + path, with_body);
+      if (read) {
+        http.Get(prefix + path,
+                 [&ctx, handler](const httplib::Request& req, httplib::Response& res) {
+                   Serve(ctx, req, "", res, handler);
+                 });
+      } else {
+        http.Patch(prefix + path, with_body);
+        http.Get(prefix + path, [path](const httplib::Request&, httplib::Response& res) {
+          SendError(res, 405, "BAD_REQUEST",
+                    fmt::format("{} changes data: send it as POST with Content-Type: "
+                                "application/json",
+                                path));
+        });
+      }
     }
   }
   // MLflow 3's client asks what the server supports before downloading artifacts.

@@ -1,9 +1,9 @@
-// The server's lifecycle: one instance per AIR_HOME (flock), bind, server.json, auth, shutdown
-// on SIGTERM/SIGINT; and the shared JSON/error helpers.
+// The server's lifecycle: one instance per AIR_HOME (flock), bind, server.json, admission of
+// every request (server/access.h) on connections bounded per client (server/connections.h),
+// shutdown on SIGTERM/SIGINT; and the shared JSON/error/body helpers.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <sodium.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "server/connections.h"
 #include "server/server_internal.h"
 
 namespace air::server {
@@ -89,69 +90,65 @@ void SendError(httplib::Response& res, const Status& status) {
   SendError(res, HttpStatusFor(status), MlflowErrorCode(status), status.message());
 }
 
+void CloseAfter(httplib::Response& res) { res.set_header("Connection", "close"); }
+
+Result<std::string> ReadBody(const httplib::ContentReader& reader, httplib::Response& res,
+                             size_t max_bytes) {
+  std::string body;
+  bool too_large = false;
+  const bool read = reader([&](const char* data, size_t size) {
+    if (body.size() + size > max_bytes) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, size);
+    return true;
+  });
+  if (too_large) {
+    CloseAfter(res);
+    return ResourceExhausted(fmt::format("the request body is over {} bytes", max_bytes));
+  }
+  if (!read) {
+    CloseAfter(res);
+    return InvalidArgument("the request body could not be read in full");
+  }
+  return body;
+}
+
 namespace {
 
-// Constant-time comparison of the presented token with the expected one.
-bool TokenMatches(const std::string& presented, const std::string& expected) {
-  if (presented.size() != expected.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
-  }
-  return diff == 0;
-}
-
-// The password of an "Authorization: Basic base64(user:password)" header, or "".
-std::string BasicPassword(const std::string& auth) {
-  if (!StartsWith(auth, "Basic ")) return "";
-  std::string encoded = auth.substr(6);
-  std::string decoded(encoded.size(), '\0');
-  size_t length = 0;
-  if (sodium_base642bin(reinterpret_cast<unsigned char*>(decoded.data()), decoded.size(),
-                        encoded.c_str(), encoded.size(), nullptr, &length, nullptr,
-                        sodium_base64_VARIANT_ORIGINAL) != 0) {
-    return "";
-  }
-  decoded.resize(length);
-  size_t colon = decoded.find(':');
-  return colon == std::string::npos ? "" : decoded.substr(colon + 1);
-}
-
-bool Authorized(const httplib::Request& req, const std::string& token) {
-  if (token.empty()) return true;
-  std::string auth = req.get_header_value("Authorization");
-  if (StartsWith(auth, "Bearer ") && TokenMatches(auth.substr(7), token)) return true;
-  // Basic auth with the token as the password (any user name): MLFLOW_TRACKING_USERNAME and
-  // MLFLOW_TRACKING_PASSWORD for the mlflow client.
-  if (std::string password = BasicPassword(auth); !password.empty()) {
-    return TokenMatches(password, token);
-  }
-  // The browser UI passes the token once as ?token=...; it is then kept in a cookie.
-  if (req.has_param("token") && TokenMatches(req.get_param_value("token"), token)) return true;
-  std::string cookie = req.get_header_value("Cookie");
-  for (const std::string& part : Split(cookie, ';')) {
-    std::string_view kv = Trim(part);
-    if (StartsWith(kv, "air_token=") && TokenMatches(std::string(kv.substr(10)), token)) {
-      return true;
+// The names a Host header may carry besides loopback ones: the bound address, config.yaml's
+// advertise_host, and this machine's name (what nodes are given when it is bound to every
+// address).
+std::vector<std::string> ServerHostNames(const ServerOptions& options) {
+  std::vector<std::string> names = {options.host, options.advertise_host};
+  if (!tracking::IsLoopbackHost(options.host)) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
+      names.emplace_back(name);
+      std::string short_name(name);
+      if (size_t dot = short_name.find('.'); dot != std::string::npos) {
+        names.push_back(short_name.substr(0, dot));
+      }
     }
   }
-  return false;
+  return names;
 }
 
-// Holds AIR_HOME/tracking/server.lock for the server's lifetime.
-Result<int> LockServer(const tracking::ServerFiles& files) {
-  int fd = ::open(files.LockPath().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("open " + files.LockPath(), errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    ::close(fd);
-    if (err == EWOULDBLOCK) {
-      return AlreadyExists(
-          fmt::format("another air server already serves this AIR_HOME ({})", files.LockPath()));
-    }
-    return ErrnoStatus("flock " + files.LockPath(), err);
+void SendRefusal(httplib::Response& res, const Refusal& refusal) {
+  CloseAfter(res);
+  SendError(res, refusal.status, refusal.error_code, refusal.message);
+}
+
+// Holds AIR_HOME/tracking/server.lock for the server's lifetime (the one FileLock, through the
+// Env): tried once, never waited for.
+Result<FileLock> LockServer(const tracking::ServerFiles& files, Env* env) {
+  auto lock = env->LockFile(files.LockPath(), FileLock::Mode::kExclusive, [] { return true; });
+  if (!lock.ok() && lock.status().code() == ErrorCode::kCancelled) {
+    return AlreadyExists(
+        fmt::format("another air server already serves this AIR_HOME ({})", files.LockPath()));
   }
-  return fd;
+  return lock;
 }
 
 // The UI's files: $AIR_WEB_DIR, else an installed air's <prefix>/share/air/web beside its
@@ -173,31 +170,33 @@ std::string FindWebDir(Env* env) {
 Status RunServer(const ServerOptions& options, Env* env,
                  const std::function<void(const std::string& url)>& on_listening) {
   if (options.air_home.empty()) return InvalidArgument("AIR_HOME is empty");
-  if (!tracking::IsLoopbackHost(options.host) && options.token.empty()) {
+  if (options.token.empty()) {
     return InvalidArgument(
-        fmt::format("binding {} (not loopback) needs an access token; air server creates one in "
-                    "AIR_HOME/tracking/server.token",
-                    options.host));
+        "air server needs an access token (AIR_HOME/tracking/server.token; `air server` creates "
+        "it)");
   }
   tracking::ServerFiles files(options.air_home);
   AIR_RETURN_IF_ERROR(env->CreateDirs(options.air_home, 0700));
   AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
   AIR_RETURN_IF_ERROR(env->CreateDirs(files.ArtifactsDir(), 0700));
-  AIR_ASSIGN_OR_RETURN(int lock_fd, LockServer(files));
+  AIR_ASSIGN_OR_RETURN(FileLock lock, LockServer(files, env));  // released on every return
 
-  ServerContext ctx{options,
-                    env,
-                    options.air_home,
-                    files,
-                    DbPool(options.air_home + "/air.db", env),
-                    FindWebDir(env),
-                    "/usr/share/javascript/chart.js/chart.min.js"};
+  ServerContext ctx{
+      options,
+      env,
+      options.air_home,
+      files,
+      DbPool(options.air_home + "/air.db", env),
+      FindWebDir(env),
+      "/usr/share/javascript/chart.js/chart.min.js",
+      Access(options.token, ServerHostNames(options), !tracking::IsLoopbackHost(options.host), env),
+      {}};
   {
     // Creates and migrates the store before the first request.
     AIR_ASSIGN_OR_RETURN(auto lease, ctx.pool.Acquire());
   }
 
-  httplib::Server http;
+  LimitedServer http(options.limits);
   std::atomic<int64_t> last_request_us{env->MonotonicMicros()};
   const int threads = options.threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -205,20 +204,25 @@ Status RunServer(const ServerOptions& options, Env* env,
   // One small request per metric (log_metric): without TCP_NODELAY, Nagle's algorithm and the
   // client's delayed ACK add ~40 ms to each.
   http.set_tcp_nodelay(true);
-  http.set_payload_max_length(size_t{1} << 32);
+  // Every request is admitted (Host, token or session, browser rules) before its body is read;
+  // a client that sends "Expect: 100-continue" hears the refusal before sending the body.
   http.set_pre_routing_handler(
       [&ctx, &last_request_us](const httplib::Request& req, httplib::Response& res) {
-        last_request_us.store(ctx.env->MonotonicMicros());
-        if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-        if (!Authorized(req, ctx.options.token)) {
-          SendError(res, 401, "UNAUTHENTICATED",
-                    "this air server needs its access token: send 'Authorization: Bearer <token>' "
-                    "(MLFLOW_TRACKING_TOKEN for the mlflow client), or basic auth with the token "
-                    "as the password (MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)");
+        if (auto refusal = ctx.access.Admit(req)) {
+          SendRefusal(res, *refusal);
           return httplib::Server::HandlerResponse::Handled;
         }
+        // Only admitted requests keep an on-demand server from retiring.
+        last_request_us.store(ctx.env->MonotonicMicros());
         return httplib::Server::HandlerResponse::Unhandled;
       });
+  http.set_expect_100_continue_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (auto refusal = ctx.access.Admit(req)) {
+      SendRefusal(res, *refusal);
+      return refusal->status;
+    }
+    return 100;
+  });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404) {
@@ -247,6 +251,19 @@ Status RunServer(const ServerOptions& options, Env* env,
   RegisterArtifactRoutes(http, ctx);
   RegisterAirRoutes(http, ctx);
   RegisterWebRoutes(http, ctx);
+  // Any other request with a body is answered without reading it (httplib would otherwise read
+  // it whole into memory before finding no route).
+  auto no_route = [](const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader&) {
+    CloseAfter(res);
+    SendError(res, 404, "ENDPOINT_NOT_FOUND",
+              fmt::format("No API endpoint {} {} (docs/tracking.md lists what air serves)",
+                          req.method, req.path));
+  };
+  http.Post(".*", no_route);
+  http.Put(".*", no_route);
+  http.Patch(".*", no_route);
+  http.Delete(".*", no_route);
 
   int port = options.port;
   if (port == 0) {
@@ -263,7 +280,6 @@ Status RunServer(const ServerOptions& options, Env* env,
     port = -1;
   }
   if (port <= 0) {
-    ::close(lock_fd);
     return Unavailable(
         fmt::format("air server: cannot listen on {}:{}", options.host, options.port));
   }
@@ -275,7 +291,7 @@ Status RunServer(const ServerOptions& options, Env* env,
       options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
   if (url_host == "0.0.0.0") url_host = "127.0.0.1";
   info.url = fmt::format("http://{}:{}", url_host, port);
-  info.token_required = !options.token.empty();
+  info.token_required = true;
   AIR_RETURN_IF_ERROR(tracking::WriteServerInfo(files, info, env));
 
   // SIGTERM/SIGINT/SIGHUP stop the server; a thread waits for them, and checks once a second
@@ -312,7 +328,6 @@ Status RunServer(const ServerOptions& options, Env* env,
   bool ok = http.listen_after_bind();
   done.store(true);
   waiter.join();
-  ::close(lock_fd);
   if (!ok) return Unavailable("air server: the listening socket failed");
   return Status::Ok();
 }

@@ -1,9 +1,11 @@
 // `air server`: one HTTP server per AIR_HOME (cpp-httplib) serving MLflow's tracking REST API
 // over air's store (server/mlflow_routes.cc, server/artifact_routes.cc), air's own JSON API
 // (server/air_routes.cc) and the web UI (server/web_routes.cc, files from web/). It binds
-// 127.0.0.1 by default; bound to any other address every request must carry the access token
+// 127.0.0.1 by default. Every request, on loopback too, must carry the access token
 // (Authorization: Bearer, as the mlflow client sends MLFLOW_TRACKING_TOKEN; or basic auth with the
-// token as the password, MLFLOW_TRACKING_PASSWORD). While it runs it
+// token as the password, MLFLOW_TRACKING_PASSWORD) or a browser session from `air ui`'s login
+// link, name the server in its Host header, and obey the browser rules of server/access.h;
+// connections are bounded per client (server/connections.h). While it runs it
 // holds AIR_HOME/tracking/server.lock and describes itself in AIR_HOME/tracking/server.json
 // (tracking/server_files.h), which `air run` and `air ui` read to find it.
 // Thread safety: RunServer serves requests on a pool of threads, one store connection each.
@@ -17,12 +19,23 @@
 
 namespace air::server {
 
+// Per client (server/connections.h): connections held at once, and how long a read, a write
+// and an idle keep-alive connection may wait.
+struct ConnectionLimits {
+  int per_client = 32;
+  int read_timeout_s = 10;
+  int write_timeout_s = 10;
+  int keep_alive_timeout_s = 5;
+};
+
 struct ServerOptions {
   std::string air_home;
   std::string host = "127.0.0.1";
-  int port = 0;       // 0: the port it had last time when free, else any free port
-  std::string token;  // required on every request when non-empty (never logged)
-  int threads = 32;   // keep-alive clients hold a thread each
+  int port = 0;                // 0: the port it had last time when free, else any free port
+  std::string advertise_host;  // config.yaml's: a name the Host header may carry
+  std::string token;           // required on every request (never logged)
+  int threads = 64;            // keep-alive clients hold a thread each
+  ConnectionLimits limits;     // per client: connections, timeouts
   // > 0: exit after this long without a request while no run of AIR_HOME is live (the
   // on-demand daemon; the next command starts it again). Also exits when its server.json is
   // gone or names another process (AIR_HOME removed or taken over).

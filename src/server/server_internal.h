@@ -1,11 +1,14 @@
 // What the server's route files share: the context every handler reads (store connections,
-// AIR_HOME layout, options) and the helpers that answer in MLflow's JSON error format
-// ({"error_code": ..., "message": ...} with MLflow's HTTP status for the code).
-// Thread safety: ServerContext is shared by the handler threads; DbPool is internally locked.
+// AIR_HOME layout, options, access control, artifact uploads in flight), the helpers that answer
+// in MLflow's JSON error format ({"error_code": ..., "message": ...} with MLflow's HTTP status for
+// the code), and reading a request body within a size limit.
+// Thread safety: ServerContext is shared by the handler threads; DbPool, Access and
+// ArtifactReservations are internally locked.
 #pragma once
 
 #include <httplib.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 
 #include "base/env.h"
 #include "base/status.h"
+#include "server/access.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "tracking/server_files.h"
@@ -53,6 +57,20 @@ class DbPool {
   std::vector<std::unique_ptr<store::Store>> idle_;
 };
 
+// Bytes of artifact uploads in flight, per run ("<experiment_id>/<run_id>"), so that
+// concurrent uploads to one run cannot each fit its quota and together exceed it.
+class ArtifactReservations {
+ public:
+  std::mutex& mutex() { return mu_; }
+  // Both with mutex() held.
+  uint64_t InFlight(const std::string& run) const;
+  void Add(const std::string& run, int64_t bytes);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, uint64_t> bytes_;
+};
+
 struct ServerContext {
   ServerOptions options;
   Env* env = nullptr;
@@ -61,6 +79,8 @@ struct ServerContext {
   DbPool pool;
   std::string web_dir;       // the UI's files (web/)
   std::string chartjs_path;  // Debian libjs-chart.js
+  Access access;
+  ArtifactReservations reservations;
 };
 
 // MLflow's error_code for a Status, and its HTTP status.
@@ -72,6 +92,15 @@ void SendJson(httplib::Response& res, const nlohmann::json& body, int status = 2
 void SendError(httplib::Response& res, const Status& status);
 void SendError(httplib::Response& res, int http_status, const std::string& error_code,
                const std::string& message);
+
+// Marks the response as the connection's last: after a refusal the request's body may still be
+// unread on the socket.
+void CloseAfter(httplib::Response& res);
+
+// The request body, read through `reader` up to `max_bytes`. kResourceExhausted (and
+// CloseAfter) past the limit; kInvalidArgument when it cannot be read.
+Result<std::string> ReadBody(const httplib::ContentReader& reader, httplib::Response& res,
+                             size_t max_bytes);
 
 void RegisterMlflowRoutes(httplib::Server& server, ServerContext& ctx);
 void RegisterArtifactRoutes(httplib::Server& server, ServerContext& ctx);

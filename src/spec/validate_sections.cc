@@ -8,6 +8,7 @@
 #include "base/strings.h"
 #include "spec/base_environments.h"
 #include "spec/compute_shapes.h"
+#include "spec/exec_limits.h"
 #include "spec/scalar_types.h"
 #include "spec/validator.h"
 
@@ -71,6 +72,11 @@ void SpecValidator::Validate(const YamlNode& root, WorkloadSpec* spec) {
   if (const YamlNode* node = top.Get("parameters")) ValidateParameters(*node, spec);
   if (const YamlNode* node = top.Get("permissions")) ValidatePermissions(*node, spec);
   ValidateScalarFields(top, spec);
+  // Sizes the kernel would refuse at exec on every node (spec/exec_limits.h).
+  for (const ExecLimitProblem& problem : CheckExecLimits(*spec, ExecLimitsOfThisProcess())) {
+    diagnostics_->Add(spec->LocationOf(problem.field), problem.field, problem.message,
+                      spec->OriginOf(problem.field));
+  }
 }
 
 void SpecValidator::ValidateExperimentName(const YamlNode& node, WorkloadSpec* spec) {

@@ -69,6 +69,7 @@ bool SpecValidator::CheckVariableName(const YamlNode& key, const std::string& fi
 void SpecValidator::ValidateEnvVariables(const YamlNode& node, WorkloadSpec* spec) {
   MappingView view;
   if (!CheckMapping(node, "env_variables", {}, "NAME: value pairs", &view)) return;
+  Remember("env_variables", node, spec);
   for (size_t i = 0; i < view.values.size(); ++i) {
     const auto& [name, value] = view.values[i];
     std::string field = JoinField("env_variables", name);

@@ -5,7 +5,7 @@
 //                                    (its port is preferred on restart)
 //   AIR_HOME/tracking/server.lock    flock()ed by the running server: one server per AIR_HOME
 //   AIR_HOME/tracking/server.log     the detached server's stdout and stderr
-//   AIR_HOME/tracking/server.token   the access token (mode 0600) when bound off loopback
+//   AIR_HOME/tracking/server.token   the access token (mode 0600) every request needs
 //   AIR_HOME/tracking/artifacts/     run artifacts: <experiment_id>/<run_id>/artifacts/...
 //
 // Thread safety: pure functions and a value type.
@@ -33,15 +33,15 @@ struct ServerInfo {
   int64_t pid = 0;
   std::string host;
   int port = 0;
-  std::string url;  // http://host:port
-  bool token_required = false;
+  std::string url;             // http://host:port
+  bool token_required = true;  // always, since loopback is shared by every local user
 };
 
-// True for 127.0.0.0/8, ::1 and "localhost": a server bound elsewhere requires the token.
+// True for 127.0.0.0/8, ::1 and "localhost": only this machine can connect (but any user on it).
 bool IsLoopbackHost(const std::string& host);
 
-// The access token of a server bound off loopback (server.token), created when missing (32
-// random bytes, hex, mode 0600). Never printed or logged.
+// The server's access token (server.token), created when missing (32 random bytes, hex, mode
+// 0600). Never printed or logged.
 Result<std::string> ServerToken(const ServerFiles& files, Env* env);
 
 // nullopt when there is no (readable) server.json.

@@ -85,7 +85,8 @@ def test_bad_volume_paths_are_refused_at_submit(air, air_home, tmp_path):
     escape.mkdir(parents=True)
     (escape / "link").symlink_to("/etc")
     proc = air("volumes", "cp", tmp_path / "workload.yaml", "/Volumes/main/default/v/link/x")
-    assert proc.returncode == 2 and "outside the volume root" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "/Volumes/main/default/v/link' is a symbolic link" in \
+        proc.stderr, proc.stderr
     assert not os.path.exists("/etc/x")
 
 
@@ -132,3 +133,89 @@ def test_without_mount_namespaces_submit_names_the_path(air, air_home, tmp_path)
     proc = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", script],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc
+
+
+def leftovers(*roots):
+    return [p for root in roots for p in root.rglob("*") if ".air-tmp-" in p.name]
+
+
+def test_symlinks_under_the_volume_root_are_never_followed(air, air_home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("not for the volumes\n")
+    vol = air_home / "volumes" / "main" / "default" / "v"
+    (vol / "tree" / "deep").mkdir(parents=True)
+    (vol / "tree" / "a.txt").write_text("a")
+    (vol / "tree" / "deep" / "b.txt").write_text("b")
+    (vol / "tree" / "deep" / "escape").symlink_to(outside)  # planted by a node
+    (vol / "link").symlink_to(outside)
+    (vol / "secret_link").symlink_to(outside / "secret")
+    V = "/Volumes/main/default/v"
+
+    # ls shows links as links and never lists through them.
+    code, out = air.json("volumes", "ls", "-r", V)
+    assert code == 0, out
+    types = {e["name"]: e["type"] for e in out["data"]["entries"]}
+    assert types == {"link": "symlink", "secret_link": "symlink", "tree": "directory",
+                     "tree/a.txt": "file", "tree/deep": "directory", "tree/deep/b.txt": "file",
+                     "tree/deep/escape": "symlink"}, types
+    code, out = air.json("volumes", "ls", f"{V}/link")
+    assert code == 0 and [(e["name"], e["type"]) for e in out["data"]["entries"]] == \
+        [("link", "symlink")], out
+    for path in (f"{V}/link/secret", f"{V}/tree/deep/escape/secret"):
+        proc = air("volumes", "ls", path)
+        assert proc.returncode == 2 and "is a symbolic link" in proc.stderr, (path, proc.stderr)
+        assert "not for the volumes" not in proc.stdout
+
+    # cp never reads or writes through a link; cp -r of a tree holding one names it and
+    # copies nothing at all.
+    for src in (f"{V}/link/secret", f"{V}/secret_link"):
+        proc = air("volumes", "cp", src, tmp_path / "got")
+        assert proc.returncode == 2 and "symbolic link" in proc.stderr, (src, proc.stderr)
+    proc = air("volumes", "cp", "-r", f"{V}/tree", tmp_path / "copy")
+    assert proc.returncode == 2, proc.stderr
+    assert f"'{V}/tree/deep/escape' is a symbolic link" in proc.stderr, proc.stderr
+    assert "nothing was copied" in proc.stderr
+    assert not (tmp_path / "got").exists() and not (tmp_path / "copy").exists()
+    local = tmp_path / "local_tree"
+    (local / "sub").mkdir(parents=True)
+    (local / "sub" / "ok.txt").write_text("ok")
+    (local / "sub" / "out").symlink_to(outside)
+    proc = air("volumes", "cp", "-r", local, f"{V}/incoming")
+    assert proc.returncode == 2 and f"'{local}/sub/out' is a symbolic link" in proc.stderr
+    assert not (vol / "incoming").exists()
+    proc = air("volumes", "cp", local / "sub" / "ok.txt", f"{V}/link/planted.txt")
+    assert proc.returncode == 2 and not (outside / "planted.txt").exists()
+    # Without the link, the same tree copies whole, both ways.
+    (local / "sub" / "out").unlink()
+    air("volumes", "cp", "-r", local, f"{V}/incoming", check=True)
+    assert (vol / "incoming" / "sub" / "ok.txt").read_text() == "ok"
+    (vol / "tree" / "deep" / "escape").unlink()
+    air("volumes", "cp", "-r", f"{V}/tree", tmp_path / "copy", check=True)
+    assert (tmp_path / "copy" / "deep" / "b.txt").read_text() == "b"
+    assert leftovers(vol, tmp_path / "copy") == []
+
+    # rm never removes through a link; removing the link removes only the link.
+    proc = air("volumes", "rm", f"{V}/link/secret")
+    assert proc.returncode == 2 and "symbolic link" in proc.stderr
+    air("volumes", "rm", f"{V}/link", check=True)
+    air("volumes", "rm", f"{V}/secret_link", check=True)
+    (vol / "tree" / "deep" / "escape").symlink_to(outside)
+    air("volumes", "rm", "-r", V, check=True)
+    assert not vol.exists()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_text() == "not for the volumes\n"
+
+    # A spec whose volume path leads through a link: refused by --dry-run as by submit.
+    vol.mkdir(parents=True)
+    (vol / "ckpt").symlink_to(outside)
+    spec = write_spec(tmp_path, "echo x > $OUT", nodes=1,
+                      env_variables={"OUT": f"{V}/ckpt/out.txt"})
+    for dry in (["--dry-run"], []):
+        code, out = air.json("run", "-f", spec, *dry)
+        assert code == 2, out
+        message = out["error"]["message"]
+        assert "env_variables.OUT" in message and f"{V}/ckpt" in message, message
+        assert "symbolic link" in message
+    assert not (air_home / "runs").exists() or not any((air_home / "runs").iterdir())
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]

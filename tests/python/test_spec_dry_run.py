@@ -209,3 +209,30 @@ def test_snapshot_counts_honor_gitignore_and_git_revisions(air, air_home, tmp_pa
             "unknown revision: no branch 'mian'") in proc.stderr
     assert "(did you mean 'main'?)" in proc.stderr
     assert list(air_home.iterdir()) == []
+
+
+def test_commands_and_environments_past_the_kernels_limits_are_refused_with_their_size(
+        air, air_home, tmp_path):
+    """A 1 MB command or a 200 KB environment value would pass to every node and fail there at
+    exec (E2BIG, "cannot execute the shell"); the dry run and submit both refuse it, naming the
+    field and its size, and nothing is created."""
+    from runtime_jobs.helpers import write_spec
+    big_command = write_spec(tmp_path, "echo " + "x" * (1 << 20), nodes=1, filename="cmd.yaml")
+    big_env = write_spec(tmp_path, "true", nodes=1, filename="env.yaml",
+                         env_variables={"BLOB": "v" * (200 * 1024), "SMALL": "ok"})
+    for spec, field, size in [(big_command, "command", "is 1,048,581 bytes"),
+                              (big_env, "env_variables.BLOB", "is 204,800 bytes")]:
+        for dry in (["--dry-run"], []):
+            rc, out = air.json("run", "-f", spec, *dry)
+            assert rc == 2, out
+            error = out["error"]
+            assert [e["field"] for e in error["errors"]] == [field], error
+            message = error["errors"][0]["message"]
+            assert size in message and "MAX_ARG_STRLEN" in message, message
+            assert error["errors"][0]["line"] > 0
+    # Many values that fit one by one, but not together (ARG_MAX).
+    many = write_spec(tmp_path, "true", nodes=1, filename="many.yaml",
+                      env_variables={f"V{i}": "v" * 100000 for i in range(30)})
+    proc = air("run", "-f", many, "--dry-run")
+    assert proc.returncode == 2 and "env_variables" in proc.stderr and "ARG_MAX" in proc.stderr
+    assert list(air_home.iterdir()) == []

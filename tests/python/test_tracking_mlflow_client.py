@@ -1,16 +1,16 @@
 """The real, unmodified mlflow client (PyPI) against `air server`: experiments, runs resumed by
 id, params, 10,000 metric points, tags, an artifact, read back with MlflowClient; MLflow's
-errors; 8 concurrent writers; bad input; the token off loopback."""
+errors; 8 concurrent writers; bad input; the token off loopback. Every request carries the
+server's token (tests/python/test_server_security.py shows what happens without it)."""
+import functools
 import json
-import multiprocessing
 import os
 import socket
-import urllib.error
-import urllib.request
 
 import pytest
 
 from tracking_helpers import AirServer, run_mlflow
+from tracking_helpers import http as http3
 
 
 @pytest.fixture
@@ -21,16 +21,8 @@ def server(air_bin, air_home):
 
 
 def http(method, url, body=None, token=None, raw=None):
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+    status, data, _ = http3(method, url, body=body, token=token, raw=raw)
+    return status, data
 
 
 def test_mlflow_client_round_trip(server, tmp_path):
@@ -129,7 +121,8 @@ def test_eight_concurrent_writers_store_every_point_once(server):
         print(c.create_run(c.create_experiment("concurrent")).info.run_id)
     """, server.url)
     run_id = out.stdout.strip().splitlines()[-1]
-    env = dict(os.environ, MLFLOW_TRACKING_URI=server.url, NO_PROXY="*")
+    env = dict(os.environ, MLFLOW_TRACKING_URI=server.url, NO_PROXY="*",
+               MLFLOW_TRACKING_TOKEN=server.token)
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, run_id, f"w{i}"], env=env,
                                 stderr=subprocess.PIPE, text=True) for i in range(8)]
     for w in writers:
@@ -154,6 +147,7 @@ def test_eight_concurrent_writers_store_every_point_once(server):
 
 def test_bad_input_gets_mlflow_errors_and_stores_nothing(server):
     base = server.url + "/api/2.0/mlflow"
+    http = functools.partial(http_with_token, server.token)
     status, body = http("POST", base + "/runs/create", raw=b"{not json")
     assert status == 400 and json.loads(body)["error_code"] == "MALFORMED_REQUEST"
     status, body = http("GET", server.url + "/api/2.0/mlflow/no-such-endpoint")
@@ -188,10 +182,12 @@ def test_bad_input_gets_mlflow_errors_and_stores_nothing(server):
     status, body = http("GET", base + f"/metrics/get-history?run_id={run_id}&metric_key=special")
     assert [m["value"] for m in json.loads(body)["metrics"]] == ["NaN", -1.7976931348623157e308]
     # Artifact paths that would leave the artifact directory are refused.
+    port = int(server.url.rsplit(":", 1)[1])
     for path in ["0/../../../etc/passwd", "0/./x", "0/a/../../b"]:
-        with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as s:
+        with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(f"GET /api/2.0/mlflow-artifacts/artifacts/{path} HTTP/1.1\r\n"
-                      f"Host: x\r\nConnection: close\r\n\r\n".encode())
+                      f"Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {server.token}\r\n"
+                      f"Connection: close\r\n\r\n".encode())
             reply = b""
             while chunk := s.recv(65536):
                 reply += chunk
@@ -199,6 +195,10 @@ def test_bad_input_gets_mlflow_errors_and_stores_nothing(server):
         assert reply.split(b" ")[1] in (b"400", b"404"), reply[:200]
     status, body = http("GET", server.url + "/api/2.0/mlflow-artifacts/artifacts?path=../..")
     assert status == 400 and b"Invalid path" in body
+
+
+def http_with_token(token, method, url, body=None, raw=None):
+    return http(method, url, body=body, token=token, raw=raw)
 
 
 def test_token_required_off_loopback(air_bin, air_home):

@@ -68,7 +68,9 @@ def test_air_train_logs_and_survives_a_killed_tracking_server(air, air_home, tmp
     # The second training ran to the end and reported what it could not send.
     assert "tracking: 0 metric points sent, 20 not sent" in log, log[-3000:]
     # The next command starts the server again, on the same port; nothing stored is lost.
-    url = air("ui", check=True).stdout.strip().rstrip("/")
+    code, ui = air.json("ui")
+    assert code == 0, ui
+    url = ui["data"]["url"].rstrip("/")
     assert url == info["url"]
     after = history(url, run["mlflow_run_id"], "loss")
     assert after["status"] == "FINISHED"

@@ -1,11 +1,19 @@
 """The web UI in a real headless Chromium (Debian chromium + chromedriver, driven by selenium):
-the runs table lists a finished and a failed run; a run page shows both nodes' logs, the
-failure summary and a loss chart drawn from the run's metrics; a log line holding <script> is
-shown as text. AIR_UI_SCREENSHOT=path saves the run page (docs/tracking-ui.png)."""
+the browser logs in through `air ui --url-only`'s one-time link (an HttpOnly, SameSite=Strict
+cookie the page's scripts cannot read); the runs table lists a finished and a failed run; a run
+page shows both nodes' logs, the failure summary and a loss chart drawn from the run's metrics;
+a log line holding <script> is shown as text. A page on another origin, in the same logged-in
+browser, can neither read from nor write to the server (a form, an <img>, no-cors and CORS
+fetches), and a name pointed at 127.0.0.1 (DNS rebinding) is refused. AIR_UI_SCREENSHOT=path
+saves the run page (docs/tracking-ui.png)."""
+import functools
+import http.server as httpserver
+import json
 import os
 import re
 import shutil
 import sys
+import threading
 
 import pytest
 from selenium import webdriver
@@ -15,7 +23,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from runtime_jobs.helpers import submit, wait_terminal, write_spec
-from tracking_helpers import run_mlflow
+from tracking_helpers import http, run_mlflow, server_token
 
 LOG_METRICS = ("python -c \"import mlflow, os; mlflow.start_run(run_id=os.environ['MLFLOW_RUN_ID']); "
                "mlflow.log_param('lr', 0.01); "
@@ -29,8 +37,10 @@ def browser():
     assert chromium and driver_bin, "Debian chromium and chromium-driver are required"
     options = Options()
     options.binary_location = chromium
+    # evil.example resolves to this machine, as a DNS-rebinding page would make it.
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,1600"):
+                "--window-size=1280,1600", "--no-proxy-server",
+                "--host-resolver-rules=MAP evil.example 127.0.0.1"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_bin), options=options)
     yield driver
@@ -57,10 +67,17 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
     bad_run = wait_terminal(air, bad, timeout=120)
     assert ok_run["state"] == "SUCCEEDED", air("logs", ok, "--node", 0).stdout
     assert bad_run["state"] == "FAILED"
-    url = air("ui", check=True).stdout.strip()
+    login = air("ui", "--url-only", check=True).stdout.strip()
+    assert "/login?code=" in login and login.count("\n") == 0, login
+    url = login.split("login?")[0]
 
-    browser.get(url)
+    browser.get(login)  # redirected to the runs page, logged in
     wait_ready(browser)
+    assert browser.current_url == url
+    cookies = browser.get_cookies()
+    assert [(c["name"], c["httpOnly"], c["sameSite"]) for c in cookies] == \
+        [("air_session", True, "Strict")], cookies
+    assert browser.execute_script("return document.cookie") == ""
     rows = browser.find_elements(By.CSS_SELECTOR, "#runs tr")[1:]
     states = {r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[2].text
               for r in rows}
@@ -110,12 +127,15 @@ def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monk
     assert run["state"] == "SUCCEEDED", node_log
     link = printed_link(node_log)
     assert "/#/experiments/" in link and link.endswith("/runs/" + run["mlflow_run_id"]), link
+    login = air("ui", "--url-only", check=True).stdout.strip()
+    url = login.split("login?")[0]
+    browser.get(login)  # logged in: the session cookie goes along with the links below
+    wait_ready(browser)
     browser.get(link)
     wait_ready(browser)
     assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}")
     assert browser.current_url.endswith(f"/runs/{run_id}"), browser.current_url
 
-    url = air("ui", check=True).stdout.strip()
     client = run_mlflow("""
         import mlflow
         mlflow.set_experiment("straight-from-the-client")
@@ -132,3 +152,62 @@ def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monk
     points = browser.execute_script(
         "const c = Chart.getChart('chart-loss'); return c.data.datasets[0].data;")
     assert [p["x"] for p in points] == list(range(5))
+
+
+ATTACK_PAGE = """<!doctype html><html><body>
+<iframe name="sink"></iframe>
+<form id="form" method="POST" target="sink" enctype="text/plain"
+      action="{air}/api/2.0/mlflow/experiments/create">
+  <input name='{{"name": "evil-form", "x": "' value='"}}'>
+</form>
+<img src="{air}/api/2.0/mlflow/experiments/create?name=evil-img">
+<script>
+const results = {{}};
+window.results = results;
+const create = "{air}/api/2.0/mlflow/experiments/create";
+fetch(create, {{method: "POST", mode: "no-cors", credentials: "include",
+               headers: {{"Content-Type": "text/plain"}}, body: '{{"name": "evil-no-cors"}}'}})
+  .then(() => results.no_cors = "sent", () => results.no_cors = "error");
+fetch(create, {{method: "POST", credentials: "include",
+               headers: {{"Content-Type": "application/json"}}, body: '{{"name": "evil-cors"}}'}})
+  .then(r => results.cors = "read " + r.status, () => results.cors = "blocked");
+fetch("{air}/api/air/runs", {{credentials: "include"}})
+  .then(r => r.text()).then(t => results.read = t, () => results.read = "blocked");
+document.getElementById("form").submit();
+setTimeout(() => results.form = "submitted", 1000);
+</script></body></html>"""
+
+
+def test_other_origins_cannot_use_a_logged_in_session(air, air_home, tmp_path, browser):
+    login = air("ui", "--url-only", check=True).stdout.strip()
+    base = login.split("/login?")[0]
+    browser.get(login)
+    wait_ready(browser)
+    # Another site on this machine (another port: the same "site", so even a SameSite=Strict
+    # cookie goes along; the server's Origin rules are what refuse it).
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "attack.html").write_text(ATTACK_PAGE.format(air=base))
+    handler = functools.partial(httpserver.SimpleHTTPRequestHandler,
+                                directory=str(tmp_path / "www"))
+    attacker = httpserver.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{attacker.server_address[1]}/attack.html")
+        WebDriverWait(browser, 30).until(
+            lambda d: len(d.execute_script("return window.results") or {}) == 4)
+        results = browser.execute_script("return window.results")
+    finally:
+        attacker.shutdown()
+    # The simple requests went out (with the session cookie: same site); the others were
+    # stopped by the browser for want of CORS headers.
+    assert results["no_cors"] == "sent" and results["form"] == "submitted", results
+    assert results["cors"] == "blocked" and results["read"] == "blocked", results
+    status, body, _ = http("POST", base + "/api/2.0/mlflow/experiments/search",
+                           {"max_results": 100}, token=server_token(air_home))
+    assert status == 200
+    assert [e["name"] for e in json.loads(body)["experiments"]] == ["Default"], body
+    # DNS rebinding: the browser reaches this server under the page's own name.
+    port = base.rsplit(":", 1)[1]
+    browser.get(f"http://evil.example:{port}/api/air/runs")
+    text = browser.find_element(By.TAG_NAME, "body").text
+    assert "does not name this air server" in text and '"runs"' not in text, text

@@ -164,7 +164,9 @@ def test_hyperparameters_path_and_set_overrides_dry_run(air, tmp, tiny):
     assert data_out["total_steps"] == 6
     assert data_out["warmup_steps"] == 1  # ceil(0.1 * 6)
     assert data_out["dataset_kind"] == "pre-tokenized JSONL"
-    assert any("bf16" in note for note in data_out["notes"])
+    # HF's bf16: true is FSDP's bf16 policy (as Accelerate sets it): params, reductions, buffers.
+    assert data_out["precision"] == {"param_dtype": "bfloat16", "reduce_dtype": "bfloat16",
+                                     "buffer_dtype": "bfloat16"}
     assert not (tmp / "out").exists()  # a dry run creates nothing
 
     code, envelope = air.json("train", "--dry-run", "--set", "max_steps=4",
@@ -272,7 +274,7 @@ def test_plan_names_threads_and_cpu_kernels(air, tmp, tiny):
     assert "compute  CPU, fp32, 1 thread, generic kernels" in proc.stdout
     proc = air("train", "--config", cfg, "--dry-run", env=dict(os.environ, AIR_CPU_KERNELS="avx3"))
     assert proc.returncode == 0, proc.stderr
-    assert "AIR_CPU_KERNELS=avx3 is not one of avx512, avx2, generic; ignored" in proc.stdout
+    assert "AIR_CPU_KERNELS=avx3 is not one of avx512bf16, avx512, avx2, generic; ignored" in proc.stdout
 
 
 def test_chat_and_alpaca_datasets_train_through_the_tokenizer(air, tmp):

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -30,7 +29,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
 from helpers import explain, free_port, run_processes, submit, wait_terminal, write_spec  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
-from tracking_helpers import run_mlflow  # noqa: E402
+from tracking_helpers import http, run_mlflow, server_token  # noqa: E402
 
 STEPS = 40
 
@@ -282,8 +281,9 @@ def test_elastic_retry_continues_on_the_node_left_from_the_last_checkpoint(
     assert resumed and "(step 1" in resumed[0], logs  # checkpoint-10, or a later one
     # The retry names the lost node, the rule and the new size (the UI's timeline, air's API).
     url = air.json("ui")[1]["data"]["url"]
-    with urllib.request.urlopen(f"{url}api/air/runs/{run_id}", timeout=30) as page:
-        events = [e["message"] for e in json.loads(page.read())["events"]]
+    status, body, _ = http("GET", f"{url}api/air/runs/{run_id}", token=server_token(air_home))
+    assert status == 200, body
+    events = [e["message"] for e in json.loads(body)["events"]]
     assert any("attempt 0 lost 1 of its 2 nodes: node 1" in e and
                "continuing on the 1 node left (compute.min_nodes 1)" in e for e in events), events
     text = air("get", run_id).stdout

@@ -1,11 +1,16 @@
 """Helpers for the tracking tests: start `air server` (foreground, ephemeral port) and run a
-Python snippet with the real mlflow client against it."""
+Python snippet with the real mlflow client against it. Every request to an air server needs its
+token (AIR_HOME/tracking/server.token), loopback included: the snippet gets it as
+MLFLOW_TRACKING_TOKEN, as an air run's nodes do."""
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 
 
 class AirServer:
@@ -20,6 +25,7 @@ class AirServer:
             raise AssertionError(f"air server did not start: {self.proc.stderr.read()}")
         self.info = json.loads(line)["data"]
         self.url = self.info["url"]
+        self.token = server_token(air_home)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -28,11 +34,41 @@ class AirServer:
         return self.proc.returncode
 
 
+def server_token(air_home=None):
+    """The token of AIR_HOME's air server (default $AIR_HOME), or None when it has none yet."""
+    home = air_home or os.environ.get("AIR_HOME")
+    path = pathlib.Path(home) / "tracking" / "server.token" if home else None
+    return path.read_text().strip() if path and path.exists() else None
+
+
+def http(method, url, body=None, token=None, raw=None, headers=None, timeout=30):
+    """(status, body bytes, response headers) of one request; JSON bodies by default."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    all_headers = {"Content-Type": "application/json"}
+    if token:
+        all_headers["Authorization"] = f"Bearer {token}"
+    all_headers.update(headers or {})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={k: v for k, v in all_headers.items() if v is not None})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), e.headers
+
+
 def run_mlflow(code, tracking_uri, timeout=300, env=None, check=True):
-    """Runs `code` in a fresh interpreter with MLFLOW_TRACKING_URI set; returns stdout."""
+    """Runs `code` in a fresh interpreter with MLFLOW_TRACKING_URI set; returns stdout. Unless
+    `env` names credentials, the client sends $AIR_HOME's server token."""
     full_env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri,
                     GIT_PYTHON_REFRESH="quiet", MLFLOW_ENABLE_ASYNC_LOGGING="false",
                     NO_PROXY="*")
+    full_env.pop("MLFLOW_TRACKING_TOKEN", None)
+    if not any(k.startswith("MLFLOW_TRACKING_") and k != "MLFLOW_TRACKING_URI"
+               for k in (env or {})):
+        token = server_token()
+        if token:
+            full_env["MLFLOW_TRACKING_TOKEN"] = token
     full_env.update(env or {})
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
                           capture_output=True, text=True, timeout=timeout)

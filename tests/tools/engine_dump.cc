@@ -21,7 +21,7 @@
 #include "engine/backend/registry.h"
 #include "engine/io/hf_state_dict.h"
 #include "engine/io/safetensors.h"
-#include "engine/model/llama_model.h"
+#include "engine/train/activation_checkpointing.h"
 
 namespace {
 
@@ -75,11 +75,10 @@ struct Flags {
 };
 
 Status Run(const Flags& f) {
-  air::engine::ModelOptions options;
-  options.activation_checkpointing = f.checkpointing;
   AIR_ASSIGN_OR_RETURN(std::shared_ptr<air::engine::Backend> backend,
                        air::engine::CreateBackend({.kind = f.ops}));
-  AIR_ASSIGN_OR_RETURN(auto model, air::engine::LoadHfModel(f.model, backend, options));
+  AIR_ASSIGN_OR_RETURN(auto model, air::engine::LoadHfModel(f.model, backend));
+  air::engine::train::ApplyActivationCheckpointing(*model, f.checkpointing);
   if (!f.save.empty()) {
     air::engine::SaveOptions save;
     auto dtype = air::engine::ParseDType(f.save_dtype);
@@ -94,7 +93,7 @@ Status Run(const Flags& f) {
   air::engine::ForwardOptions fo;
   fo.return_logits = true;
   AIR_ASSIGN_OR_RETURN(auto result, model->Forward(batch, fo));
-  AIR_RETURN_IF_ERROR(model->Backward(1.0f));
+  AIR_RETURN_IF_ERROR(model->Backward());
 
   std::vector<Tensor> owned;
   owned.reserve(4 + model->parameters().size());
@@ -130,8 +129,9 @@ Status Run(const Flags& f) {
   }
   for (const auto& p : model->parameters()) owned.push_back(backend->ToHostTensor(p.grad));
   size_t first_grad = owned.size() - model->parameters().size();
-  for (const auto& p : model->parameters())
-    refs.push_back({"grad." + p.name, &owned[first_grad++]});
+  for (const std::string& name : air::engine::HfParameterNames(*model)) {
+    refs.push_back({"grad." + name, &owned[first_grad++]});  // by transformers' names
+  }
   return air::engine::WriteSafetensors(f.out, refs, air::engine::DType::kF32, {});
 }
 

@@ -1,5 +1,5 @@
 // Talking to Slurm through its own client commands (sbatch, scontrol, scancel): running them
-// (runtime/subprocess.h, no shell) and parsing what they print. Pure parsing is separate from
+// (base/subprocess.h, no shell) and parsing what they print. Pure parsing is separate from
 // running so it is unit-tested on recorded output (tests/unit/runtime/slurm_parse_test.cc).
 //
 // air reads job states with `scontrol show job -o` (one key=value record per line): it needs no

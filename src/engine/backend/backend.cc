@@ -1,6 +1,8 @@
 // Backend helpers built on the virtual memory calls (see backend.h).
 #include "engine/backend/backend.h"
 
+#include <vector>
+
 #include "engine/check.h"
 
 namespace air::engine {
@@ -21,10 +23,31 @@ double Backend::ReadScalar(const View& scalar) const {
 }
 
 Tensor Backend::ToHostTensor(const View& src) const {
-  AIR_ENGINE_CHECK(src.dtype() == DType::kF32, "ToHostTensor of a non-F32 view");
   Tensor out(src.shape());
-  if (!src.empty()) CopyToHost(out.data(), src);
+  if (src.empty()) return out;
+  if (src.dtype() == DType::kF32) {
+    CopyToHost(out.data(), src);
+    return out;
+  }
+  AIR_ENGINE_CHECK(src.dtype() == DType::kBF16 || src.dtype() == DType::kF16,
+                   "ToHostTensor of a view that is not a float dtype");
+  std::vector<uint16_t> bits(static_cast<size_t>(src.numel()));
+  CopyToHost(bits.data(), src);
+  DecodeToF32(src.dtype(), bits.data(), bits.size(), out.data());
   return out;
+}
+
+void Backend::FromHostTensor(const View& dst, const float* values) const {
+  if (dst.empty()) return;
+  if (dst.dtype() == DType::kF32) {
+    CopyToDevice(dst, values);
+    return;
+  }
+  AIR_ENGINE_CHECK(dst.dtype() == DType::kBF16 || dst.dtype() == DType::kF16,
+                   "FromHostTensor into a view that is not a float dtype");
+  std::vector<uint16_t> bits(static_cast<size_t>(dst.numel()));
+  EncodeFromF32(dst.dtype(), values, bits.size(), bits.data());
+  CopyToDevice(dst, bits.data());
 }
 
 }  // namespace air::engine

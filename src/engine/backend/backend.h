@@ -39,7 +39,7 @@ class Backend : public Ops {
   virtual void CopyToHost(void* dst, const View& src) const = 0;
   // dst <- src, both on this device, same dtype and element count.
   virtual void Copy(const View& dst, const View& src) const = 0;
-  // Every element of an F32 view = value.
+  // Every element of a float view (F32 or BF16) = value (rounded for BF16).
   virtual void Fill(const View& dst, float value) const = 0;
   // Every byte of the view = 0 (any dtype: 0.0, 0).
   virtual void Zero(const View& dst) const = 0;
@@ -52,8 +52,10 @@ class Backend : public Ops {
   Result<std::unique_ptr<Buffer>> AllocateView(DType dtype, const Shape& shape, View* view) const;
   // Reads one F64 device scalar (one copy: the only sync a caller of a loss or norm pays).
   double ReadScalar(const View& scalar) const;
-  // A host copy of an F32 view as a Tensor of the view's shape.
+  // A host copy of a float view (F32, BF16, F16) as an fp32 Tensor of the view's shape.
   Tensor ToHostTensor(const View& src) const;
+  // dst (a float view) <- dst.numel() fp32 host values, rounded to dst's dtype.
+  void FromHostTensor(const View& dst, const float* values) const;
 };
 
 }  // namespace air::engine

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "engine/data/harmony.h"
 #include "engine/data/jinja.h"
 #include "engine/data/utf8.h"
 
@@ -104,13 +105,15 @@ Result<std::vector<ChatMessage>> ParseChatMessages(const nlohmann::json& record,
 }
 
 ChatTemplate::ChatTemplate(std::shared_ptr<const jinja::JinjaTemplate> jinja,
-                           nlohmann::json special_tokens, std::optional<ChatTemplate> fallback)
+                           nlohmann::json special_tokens, std::optional<ChatTemplate> fallback,
+                           bool harmony)
     : family_(fallback ? fallback->family_ : Family::kJinja),
       bos_token_(fallback ? fallback->bos_token_ : ""),
       default_system_(fallback ? fallback->default_system_ : ""),
       jinja_(std::move(jinja)),
       special_tokens_(std::move(special_tokens)),
-      has_builtin_(fallback.has_value()) {}
+      has_builtin_(fallback.has_value()),
+      harmony_(harmony) {}
 
 namespace {
 
@@ -141,7 +144,7 @@ Result<ChatTemplate> ChatTemplate::ForTokenizer(const Tokenizer& tokenizer) {
     auto parsed = jinja::JinjaTemplate::Parse(tmpl);
     if (parsed.ok()) {
       ChatTemplate candidate(std::make_shared<const jinja::JinjaTemplate>(std::move(*parsed)),
-                             special, builtin);
+                             special, builtin, IsHarmonyTemplate(tmpl));
       // It must render a plain exchange, with and without the generation prompt.
       auto sample = candidate.RenderChecked({{"user", "Hi"}, {"assistant", "Hello"}}, false);
       auto prompt = candidate.RenderChecked({{"user", "Hi"}}, true);
@@ -176,6 +179,13 @@ Result<ChatTemplate> ChatTemplate::ForTokenizer(const Tokenizer& tokenizer) {
 Result<std::string> ChatTemplate::RenderChecked(const std::vector<ChatMessage>& messages,
                                                 bool add_generation_prompt) const {
   if (!jinja_) return RenderBuiltin(messages, add_generation_prompt);
+  AIR_ASSIGN_OR_RETURN(jinja::RenderedTemplate rendered,
+                       RenderJinja(messages, add_generation_prompt));
+  return std::move(rendered.text);
+}
+
+Result<jinja::RenderedTemplate> ChatTemplate::RenderJinja(const std::vector<ChatMessage>& messages,
+                                                          bool add_generation_prompt) const {
   nlohmann::json context = special_tokens_;
   nlohmann::json list = nlohmann::json::array();
   for (const ChatMessage& m : messages) {
@@ -198,9 +208,9 @@ Result<std::string> ChatTemplate::RenderChecked(const std::vector<ChatMessage>& 
   context["add_generation_prompt"] = add_generation_prompt;
   context["tools"] = nullptr;
   context["documents"] = nullptr;
-  auto text = jinja_->Render(context);
-  if (!text.ok()) return text.status().WithContext("chat_template");
-  return text;
+  auto rendered = jinja_->RenderWithGenerationSpans(context);
+  if (!rendered.ok()) return rendered.status().WithContext("chat_template");
+  return rendered;
 }
 
 std::string ChatTemplate::RenderText(const std::vector<ChatMessage>& messages,
@@ -236,6 +246,18 @@ Result<RenderedChat> ChatTemplate::Render(const std::vector<ChatMessage>& messag
                                           bool add_generation_prompt) const {
   if (messages.empty()) return InvalidArgument("a conversation needs at least one message");
   RenderedChat rendered;
+  if (jinja_ && (jinja_->has_generation_blocks() || harmony_)) {
+    AIR_ASSIGN_OR_RETURN(jinja::RenderedTemplate out, RenderJinja(messages, add_generation_prompt));
+    rendered.text = std::move(out.text);
+    if (jinja_->has_generation_blocks()) {
+      for (const auto& span : out.generation_spans) {
+        if (span.second > span.first) rendered.assistant_spans.push_back(span);
+      }
+    } else {
+      rendered.assistant_spans = HarmonyAssistantSpans(rendered.text);
+    }
+    return rendered;
+  }
   AIR_ASSIGN_OR_RETURN(rendered.text, RenderChecked(messages, add_generation_prompt));
   std::vector<ChatMessage> prefix;
   for (size_t i = 0; i < messages.size(); ++i) {

@@ -15,9 +15,15 @@
 // otherwise it picks a built-in family from the template's Llama 3 or ChatML markers (including
 // Qwen2's default system prompt) or, without a template, from the tokenizer's special tokens.
 //
-// Assistant spans come from rendering prefixes of the conversation: the text an assistant
-// message adds after the generation prompt — its content and end-of-turn token, without the
-// trailing newline — is its span. So the model learns to answer and to stop.
+// Assistant spans, in order of preference:
+//   - a template with {% generation %} blocks (TRL's training templates): the blocks' output, as
+//     transformers' return_assistant_tokens_mask reads them;
+//   - a harmony template (gpt-oss: <|start|>, <|channel|>, <|message|>): every message the
+//     assistant authored, <|start|> through its end token (harmony.h) — TRL's masks for it;
+//   - otherwise from rendering prefixes of the conversation: the text an assistant message adds
+//     after the generation prompt — its content and end-of-turn token, without the trailing
+//     newline — is its span.
+// So the model learns to answer and to stop.
 // Thread safety: immutable value; Render() is a pure function.
 #pragma once
 
@@ -70,8 +76,9 @@ class ChatTemplate {
 
   // A template rendered by the Jinja interpreter; `special_tokens` holds bos_token, eos_token,
   // ... for the template; `fallback` is the built-in family recognized in it, if any.
+  // `harmony`: the template writes harmony (IsHarmonyTemplate of its source).
   ChatTemplate(std::shared_ptr<const jinja::JinjaTemplate> jinja, nlohmann::json special_tokens,
-               std::optional<ChatTemplate> fallback);
+               std::optional<ChatTemplate> fallback, bool harmony = false);
 
   // The conversation's text. With add_generation_prompt the assistant header follows, so a
   // model continues with its answer. Errors come only from Jinja templates (raise_exception).
@@ -87,11 +94,15 @@ class ChatTemplate {
                               bool add_generation_prompt) const;
 
   Family family() const { return jinja_ ? Family::kJinja : family_; }
+  bool harmony() const { return harmony_; }
   const std::string& default_system() const { return default_system_; }
 
  private:
   std::string RenderBuiltin(const std::vector<ChatMessage>& messages,
                             bool add_generation_prompt) const;
+  // The Jinja template's rendering, with its {% generation %} spans.
+  Result<jinja::RenderedTemplate> RenderJinja(const std::vector<ChatMessage>& messages,
+                                              bool add_generation_prompt) const;
 
   Family family_;
   std::string bos_token_;
@@ -99,6 +110,7 @@ class ChatTemplate {
   std::shared_ptr<const jinja::JinjaTemplate> jinja_;
   nlohmann::json special_tokens_;
   bool has_builtin_ = true;
+  bool harmony_ = false;
 };
 
 // Python's str.strip() (and so Jinja's `trim`): removes Unicode white space at both ends.

@@ -44,7 +44,17 @@ struct Expr {
 };
 
 struct Node {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue, kBlock, kMacro };
+  enum class Kind {
+    kText,
+    kOutput,
+    kIf,
+    kFor,
+    kSet,
+    kBreak,
+    kContinue,
+    kGeneration,  // {% generation %}...{% endgeneration %}: rendered as its body, span recorded
+    kMacro
+  };
   Kind kind = Kind::kText;
   int line = 0;
   std::string text;  // kText
@@ -55,7 +65,7 @@ struct Node {
   std::vector<std::string> targets;  // kFor loop variables; kSet: {name} or {ns, attr}
   ExprPtr iterable;                  // kFor
   ExprPtr condition;                 // kFor "if" filter
-  std::vector<Node> body;            // kFor, kBlock, kMacro
+  std::vector<Node> body;            // kFor, kGeneration, kMacro
   std::string name;                  // kMacro
   std::vector<std::pair<std::string, ExprPtr>> parameters;  // kMacro (default may be null)
 };

@@ -143,7 +143,7 @@ class Parser {
       return Body({"endmacro"}, &node->body, &end, &end_tag);
     }
     if (keyword == "generation") {
-      node->kind = Node::Kind::kBlock;
+      node->kind = Node::Kind::kGeneration;
       AIR_RETURN_IF_ERROR(p.ExpectEnd());
       return Body({"endgeneration"}, &node->body, &end, &end_tag);
     }
@@ -162,6 +162,23 @@ class Parser {
 
 }  // namespace
 
+namespace {
+
+bool HasGeneration(const std::vector<Node>& nodes) {
+  for (const Node& node : nodes) {
+    if (node.kind == Node::Kind::kGeneration || HasGeneration(node.body) ||
+        HasGeneration(node.else_body)) {
+      return true;
+    }
+    for (const auto& [condition, body] : node.branches) {
+      if (HasGeneration(body)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<JinjaTemplate> JinjaTemplate::Parse(std::string_view source) {
   AIR_ASSIGN_OR_RETURN(std::vector<Segment> segments, Lex(source));
   Parser parser(std::move(segments));
@@ -170,6 +187,7 @@ Result<JinjaTemplate> JinjaTemplate::Parse(std::string_view source) {
   std::unique_ptr<ExprParser> end_tag;
   AIR_RETURN_IF_ERROR(parser.Body({}, body.get(), &end, &end_tag));
   JinjaTemplate t;
+  t.has_generation_blocks_ = HasGeneration(*body);
   t.body_ = std::move(body);
   return t;
 }

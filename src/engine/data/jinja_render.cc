@@ -29,6 +29,16 @@ class Renderer {
     }
   }
 
+  // Renders the template body into `out`, the template's output.
+  Result<Flow> ExecRoot(const std::vector<Node>& nodes, std::string* out) {
+    root_ = out;
+    return Exec(nodes, out);
+  }
+
+  std::vector<std::pair<size_t, size_t>> TakeGenerationSpans() {
+    return std::move(generation_spans_);
+  }
+
   Result<Flow> Exec(const std::vector<Node>& nodes, std::string* out) {
     for (const Node& node : nodes) {
       AIR_ASSIGN_OR_RETURN(Flow flow, ExecOne(node, out));
@@ -219,8 +229,15 @@ class Renderer {
         return Flow::kBreak;
       case Node::Kind::kContinue:
         return Flow::kContinue;
-      case Node::Kind::kBlock:
-        return Exec(node.body, out);
+      case Node::Kind::kGeneration: {
+        // As transformers' AssistantTracker: the span of the block's output in the rendered
+        // template (blocks inside a macro or a {% set %} capture render into a string that is not
+        // the template's output, so they record nothing).
+        const size_t begin = out->size();
+        AIR_ASSIGN_OR_RETURN(Flow flow, Exec(node.body, out));
+        if (out == root_) generation_spans_.emplace_back(begin, out->size());
+        return flow;
+      }
       case Node::Kind::kMacro:
         scopes_.back()[node.name] = MakeMacro(node);
         return Flow::kNormal;
@@ -315,16 +332,25 @@ class Renderer {
   }
 
   std::vector<std::unordered_map<std::string, Value>> scopes_;
+  const std::string* root_ = nullptr;  // the template's output
+  std::vector<std::pair<size_t, size_t>> generation_spans_;
 };
 
 }  // namespace
 
 Result<std::string> JinjaTemplate::Render(const nlohmann::json& context) const {
+  AIR_ASSIGN_OR_RETURN(RenderedTemplate rendered, RenderWithGenerationSpans(context));
+  return std::move(rendered.text);
+}
+
+Result<RenderedTemplate> JinjaTemplate::RenderWithGenerationSpans(
+    const nlohmann::json& context) const {
   Renderer renderer(context);
-  std::string out;
-  AIR_ASSIGN_OR_RETURN(Flow flow, renderer.Exec(*body_, &out));
+  RenderedTemplate rendered;
+  AIR_ASSIGN_OR_RETURN(Flow flow, renderer.ExecRoot(*body_, &rendered.text));
   (void)flow;
-  return out;
+  rendered.generation_spans = renderer.TakeGenerationSpans();
+  return rendered;
 }
 
 }  // namespace air::engine::jinja

@@ -1,4 +1,6 @@
-// FSDP over a LlamaModel's units (see fsdp.h for the strategies, slots and ordering).
+// FSDP over a CausalLm's units: setup, hooks and the gradient path (see fsdp.h for the
+// strategies, slots, ordering and mixed precision). Checkpoint access (gathering, shards) is in
+// fsdp_state.cc.
 #include "engine/fsdp/fsdp.h"
 
 #include <fmt/format.h>
@@ -17,14 +19,27 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-Fsdp::Fsdp(LlamaModel& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options,
+CommDType CommDTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return CommDType::kBF16;
+    case DType::kF16:
+      return CommDType::kF16;
+    default:
+      return CommDType::kF32;
+  }
+}
+
+Fsdp::Fsdp(CausalLm& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options,
            parallel::ProcessGroup* replicas)
     : model_(&model),
       group_(&group),
       replicas_(replicas),
       comm_(&comm),
       backend_(&model.backend()),
-      options_(options),
+      options_(std::move(options)),
+      strategy_(group.size() == 1 && replicas == nullptr ? ShardingStrategy::kNoShard
+                                                         : options_.strategy),
       rank_(group.rank()),
       world_(group.size()),
       root_(model.root_unit()) {}
@@ -40,11 +55,21 @@ Fsdp::~Fsdp() {
   model_->set_unit_hooks({});
 }
 
-Result<std::unique_ptr<Fsdp>> Fsdp::Apply(LlamaModel& model, parallel::ProcessGroup& group,
+Result<std::unique_ptr<Fsdp>> Fsdp::Apply(CausalLm& model, parallel::ProcessGroup& group,
                                           CommThread& comm, const FsdpOptions& options,
                                           parallel::ProcessGroup* replicas) {
   if ((options.strategy == ShardingStrategy::kHybridShard) != (replicas != nullptr)) {
     return InvalidArgument("HYBRID_SHARD, and only it, needs the group of replicas");
+  }
+  if (model.options().compute_dtype != options.precision.param_dtype) {
+    return InvalidArgument(fmt::format(
+        "FSDP with param_dtype {} needs a model that computes in it (the model computes in {})",
+        DTypeName(options.precision.param_dtype), DTypeName(model.options().compute_dtype)));
+  }
+  for (DType d : {options.precision.param_dtype, options.precision.reduce_dtype}) {
+    if (d != DType::kF32 && d != DType::kBF16) {
+      return InvalidArgument(fmt::format("FSDP communicates in F32 or BF16, not {}", DTypeName(d)));
+    }
   }
   std::unique_ptr<Fsdp> fsdp(new Fsdp(model, group, comm, options, replicas));
   AIR_RETURN_IF_ERROR(fsdp->Setup());
@@ -53,124 +78,154 @@ Result<std::unique_ptr<Fsdp>> Fsdp::Apply(LlamaModel& model, parallel::ProcessGr
 }
 
 Status Fsdp::Setup() {
-  const ShardingStrategy strategy = options_.strategy;
-  const bool sharded = strategy != ShardingStrategy::kNoShard;
-  std::vector<ParamGroup>& groups = model_->units();
-  if (sharded) {
+  if (strategy_ != ShardingStrategy::kNoShard) {
     for (const Parameter& p : model_->parameters()) {
       if (!p.trainable) {
         return FailedPrecondition(fmt::format(
             "{}: {} is frozen; frozen parameters (LoRA) are sharded by a later engine; use "
             "fsdp_sharding_strategy NO_SHARD for now",
-            ShardingStrategyName(strategy), p.name));
+            ShardingStrategyName(strategy_), p.name));
       }
     }
-  } else {
-    if (options_.load_unit) {  // every rank holds the whole model anyway
-      for (size_t i = 0; i < groups.size(); ++i) {
-        AIR_RETURN_IF_ERROR(options_.load_unit(static_cast<int>(i)));
-      }
-    }
-    AIR_RETURN_IF_ERROR(model_->ZeroGrads());
   }
+  const std::vector<ParamGroup>& groups = model_->units();
   units_.resize(groups.size());
-  int64_t layer_padded = 0, layer_shard = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     Unit& u = units_[i];
     u.numel = groups[i].numel;
-    u.shard = std::max<int64_t>(1, CeilDiv(u.numel, world_));
+    u.trainable = 0;
+    for (const Parameter* p : groups[i].params) u.trainable += p->trainable ? p->numel() : 0;
+    u.shard = strategy_ == ShardingStrategy::kNoShard
+                  ? u.numel
+                  : std::max<int64_t>(1, CeilDiv(u.numel, world_));
     u.slot = static_cast<int>(i) == root_ ? kRootSlot : static_cast<int>(i) % 2;
-    if (static_cast<int>(i) != root_) {
-      layer_padded = std::max(layer_padded, u.shard * world_);
-      layer_shard = std::max(layer_shard, u.shard);
-    }
   }
-  if (!sharded) {
-    views_ = train::ViewsOf(model_->parameters());
-    for (const Parameter& p : model_->parameters()) {
-      if (!p.trainable) continue;
-      int64_t offset = 0;
-      for (const Parameter* q : groups[static_cast<size_t>(p.unit)].params) {
-        if (q == &p) break;
-        offset += q->numel();
-      }
-      view_places_.push_back({p.unit, offset});
+  if (strategy_ != ShardingStrategy::kNoShard) AIR_RETURN_IF_ERROR(SetupSlots());
+  // Each unit in turn: loaded (when deferred), copied into this rank's storage, the model's copy
+  // dropped — one unit at a time is ever whole here.
+  for (size_t i = 0; i < groups.size(); ++i) AIR_RETURN_IF_ERROR(SetupUnit(static_cast<int>(i)));
+  options_.load_unit = nullptr;  // what it reads (the weight files) is gone after Apply
+  SetupOptimizerViews();
+  return Status::Ok();
+}
+
+Status Fsdp::SetupUnit(int unit) {
+  if (options_.load_unit) AIR_RETURN_IF_ERROR(options_.load_unit(unit));
+  Unit& u = units_[static_cast<size_t>(unit)];
+  const View full = model_->units()[static_cast<size_t>(unit)].values_view;  // F32, n
+  const Backend& b = *backend_;
+  if (strategy_ == ShardingStrategy::kNoShard) {
+    AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(DType::kF32, {u.numel}, &u.master));
+    b.Copy(u.master, full.Flat());
+    if (param_dtype() == DType::kF32) {
+      u.resident = u.master;
+    } else {
+      AIR_ASSIGN_OR_RETURN(u.resident_buffer,
+                           b.AllocateView(param_dtype(), {u.numel}, &u.resident));
+      b.Convert(u.master, u.resident);
     }
+    AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.trainable}, &u.grads));
+    b.Zero(u.grads);
+    if (world_ > 1 && reduce_dtype() != DType::kF32) {
+      AIR_ASSIGN_OR_RETURN(u.reduce_buffer,
+                           b.AllocateView(reduce_dtype(), {u.trainable}, &u.reduce_send));
+    }
+    model_->ReleaseUnitStorage(unit);
+    model_->BindUnit(unit, u.resident, u.grads);
     return Status::Ok();
   }
-
-  // Move each unit's parameters into this rank's storage, then drop the model's copy (a
-  // deferred model loads each unit just before: one unit at a time is ever whole here).
-  for (size_t i = 0; i < groups.size(); ++i) {
-    if (options_.load_unit) AIR_RETURN_IF_ERROR(options_.load_unit(static_cast<int>(i)));
-    Unit& u = units_[i];
-    const int64_t begin = std::min(u.numel, rank_ * u.shard);
-    const int64_t owned = std::min(u.shard, u.numel - begin);
-    const View full = groups[i].values_view;
-    if (gathers()) {
-      AIR_ASSIGN_OR_RETURN(u.values_buffer,
-                           backend_->AllocateView(DType::kF32, {u.shard}, &u.values));
-      backend_->Zero(u.values);
-      if (owned > 0) backend_->Copy(u.values.Rows(0, owned), full.Rows(begin, owned));
-    } else {
-      AIR_ASSIGN_OR_RETURN(u.values_buffer,
-                           backend_->AllocateView(DType::kF32, {u.shard * world_}, &u.values));
-      backend_->Zero(u.values);
-      backend_->Copy(u.values.Rows(0, u.numel), full);
-    }
-    AIR_ASSIGN_OR_RETURN(u.grad_shard_buffer,
-                         backend_->AllocateView(DType::kF32, {u.shard}, &u.grad_shard));
-    backend_->Zero(u.grad_shard);
-    model_->ReleaseUnitStorage(static_cast<int>(i));
+  const int64_t begin = std::min(u.numel, rank_ * u.shard);
+  const int64_t owned = std::min(u.shard, u.numel - begin);
+  if (strategy_ == ShardingStrategy::kShardGradOp) {
+    AIR_ASSIGN_OR_RETURN(u.resident_buffer,
+                         b.AllocateView(param_dtype(), {u.shard * world_}, &u.resident));
+    b.Zero(u.resident);
+    b.Convert(full.Flat(), u.resident.Slice(0, u.numel));
   }
+  if (strategy_ == ShardingStrategy::kShardGradOp && param_dtype() == DType::kF32) {
+    u.master = u.resident.Slice(rank_ * u.shard, u.shard);  // the resident copy is the master
+  } else {
+    AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(DType::kF32, {u.shard}, &u.master));
+    b.Zero(u.master);
+    if (owned > 0) b.Copy(u.master.Slice(0, owned), full.Flat().Slice(begin, owned));
+  }
+  AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.shard}, &u.grads));
+  b.Zero(u.grads);
+  model_->ReleaseUnitStorage(unit);
+  // Until a hook binds it, point the unit somewhere valid (stale values, no gradients).
+  model_->BindUnit(unit, Padded(unit).Slice(0, u.numel), View());
+  return Status::Ok();
+}
 
-  // Slots: two for the decoder layers, one for the root.
+Status Fsdp::SetupSlots() {
+  int64_t layer_padded = 0, layer_shard = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (static_cast<int>(i) == root_) continue;
+    layer_padded = std::max(layer_padded, units_[i].shard * world_);
+    layer_shard = std::max(layer_shard, units_[i].shard);
+  }
+  const Backend& b = *backend_;
   slots_.resize(3);
   for (int s = 0; s < 3; ++s) {
     const int64_t padded = s == kRootSlot ? units_[root_].shard * world_ : layer_padded;
     const int64_t shard = s == kRootSlot ? units_[root_].shard : layer_shard;
     if (padded == 0) continue;  // a model without decoder layers
-    const int64_t total = (gathers() ? padded : 0) + padded + shard;
     Slot& slot = slots_[static_cast<size_t>(s)];
-    View all;
-    AIR_ASSIGN_OR_RETURN(slot.buffer, backend_->AllocateView(DType::kF32, {total}, &all));
-    backend_->Zero(all);
-    int64_t at = 0;
     if (gathers()) {
-      slot.values = all.Rows(0, padded);
-      at = padded;
+      AIR_ASSIGN_OR_RETURN(slot.values_buffer,
+                           b.AllocateView(param_dtype(), {padded}, &slot.values));
+      b.Zero(slot.values);
     }
-    slot.grads = all.Rows(at, padded);
-    slot.reduced = all.Rows(at + padded, shard);
+    AIR_ASSIGN_OR_RETURN(slot.grads_buffer, b.AllocateView(DType::kF32, {padded}, &slot.grads));
+    b.Zero(slot.grads);
+    // One buffer for the conversions the collectives need: [gather_send | reduce_send | reduced].
+    const bool convert_gather = gathers() && param_dtype() != DType::kF32;
+    const bool convert_reduce = reduce_dtype() != DType::kF32;
+    const size_t gather_bytes =
+        convert_gather ? static_cast<size_t>(shard) * DTypeSize(param_dtype()) : 0;
+    const size_t send_bytes =
+        convert_reduce ? static_cast<size_t>(padded) * DTypeSize(reduce_dtype()) : 0;
+    const size_t align = 64;
+    const size_t send_at = (gather_bytes + align - 1) / align * align;
+    const size_t reduced_at = send_at + (send_bytes + align - 1) / align * align;
+    const size_t total = reduced_at + static_cast<size_t>(shard) * DTypeSize(reduce_dtype());
+    AIR_ASSIGN_OR_RETURN(slot.comm_buffer, b.Allocate(total));
+    if (convert_gather) slot.gather_send = View(slot.comm_buffer.get(), 0, param_dtype(), {shard});
+    if (convert_reduce) {
+      slot.reduce_send = View(slot.comm_buffer.get(), send_at, reduce_dtype(), {padded});
+    }
+    slot.reduced = View(slot.comm_buffer.get(), reduced_at, reduce_dtype(), {shard});
+    b.Zero(slot.reduced);
   }
+  return Status::Ok();
+}
 
-  // The optimizer's pieces: each parameter's part of [begin, begin + S).
+void Fsdp::SetupOptimizerViews() {
+  const std::vector<ParamGroup>& groups = model_->units();
   for (size_t i = 0; i < groups.size(); ++i) {
-    Unit& u = units_[i];
-    const int64_t lo = std::min(u.numel, rank_ * u.shard);
-    const int64_t hi = std::min(u.numel, lo + u.shard);
-    int64_t offset = 0;
+    const Unit& u = units_[i];
+    const bool whole = strategy_ == ShardingStrategy::kNoShard;
+    const int64_t lo = whole ? 0 : std::min(u.numel, rank_ * u.shard);
+    const int64_t hi = whole ? u.numel : std::min(u.numel, lo + u.shard);
+    int64_t offset = 0, grad_offset = 0;  // NO_SHARD's gradients hold the trainable ones only
     for (const Parameter* p : groups[i].params) {
       const int64_t start = std::max(offset, lo);
       const int64_t end = std::min(offset + p->numel(), hi);
-      if (end > start) {
+      if (p->trainable && end > start) {
         train::ParamView v;
         v.name = p->name;
         v.numel = end - start;
-        v.shape = {v.numel};
+        v.shape = whole ? p->shape : Shape{v.numel};
         v.decay = p->decay;
-        v.value = gathers() ? u.values.f32() + (start - lo) : u.values.f32() + start;
-        v.grad = u.grad_shard.f32() + (start - lo);
+        v.value = u.master.Slice(start - lo, v.numel);
+        v.grad = u.grads.Slice(whole ? grad_offset : start - lo, v.numel);
         views_.push_back(std::move(v));
         view_places_.push_back({static_cast<int>(i), start});
       }
       offset += p->numel();
+      grad_offset += p->trainable ? p->numel() : 0;
     }
-    // Until a hook binds it, point the unit somewhere valid (stale values, no gradients).
-    model_->BindUnit(static_cast<int>(i), Padded(static_cast<int>(i)).Rows(0, u.numel), View());
   }
-  options_.load_unit = nullptr;  // what it reads (the weight files) is gone after Apply
-  return Status::Ok();
 }
 
 void Fsdp::InstallHooks() {
@@ -183,17 +238,17 @@ void Fsdp::InstallHooks() {
 
 View Fsdp::SlotValues(int unit) const {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  return slots_[static_cast<size_t>(u.slot)].values.Rows(0, u.shard * world_);
+  return slots_[static_cast<size_t>(u.slot)].values.Slice(0, u.shard * world_);
 }
 
 View Fsdp::SlotGrads(int unit) const {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  return slots_[static_cast<size_t>(u.slot)].grads.Rows(0, u.shard * world_);
+  return slots_[static_cast<size_t>(u.slot)].grads.Slice(0, u.shard * world_);
 }
 
 View Fsdp::Padded(int unit) const {
   if (gathers()) return SlotValues(unit);
-  return units_[static_cast<size_t>(unit)].values;
+  return units_[static_cast<size_t>(unit)].resident;
 }
 
 void Fsdp::Record(const Status& s) {
@@ -205,11 +260,17 @@ void Fsdp::StartGather(int unit) {
   Slot& slot = slots_[static_cast<size_t>(u.slot)];
   if (slot.gathered_unit == unit) return;  // already there (or on its way)
   slot.gathered_unit = unit;
-  const float* send = u.values.f32();
-  float* recv = SlotValues(unit).f32();
+  View send = u.master;
+  if (param_dtype() != DType::kF32) {  // the fp32 master shard travels in param_dtype
+    send = slot.gather_send.Slice(0, u.shard);
+    backend_->Convert(u.master, send);
+  }
+  const void* send_data = send.raw();
+  void* recv = SlotValues(unit).raw();
   const size_t count = static_cast<size_t>(u.shard);
+  const CommDType dtype = CommDTypeOf(param_dtype());
   parallel::ProcessGroup* group = group_;
-  u.gather = comm_->Submit([=] { return group->AllGather(send, recv, count, CommDType::kF32); });
+  u.gather = comm_->Submit([=] { return group->AllGather(send_data, recv, count, dtype); });
 }
 
 void Fsdp::WaitGather(int unit) {
@@ -222,18 +283,25 @@ void Fsdp::WaitGather(int unit) {
 void Fsdp::StartReduce(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   Slot& slot = slots_[static_cast<size_t>(u.slot)];
-  const float* send = SlotGrads(unit).f32();
-  float* recv = slot.reduced.f32();
+  View send = SlotGrads(unit);
+  if (reduce_dtype() != DType::kF32) {  // gradients travel in reduce_dtype
+    const View converted = slot.reduce_send.Slice(0, u.shard * world_);
+    backend_->Convert(send, converted);
+    send = converted;
+  }
+  const void* send_data = send.raw();
+  void* recv = slot.reduced.Slice(0, u.shard).raw();
   const size_t count = static_cast<size_t>(u.shard);
+  const CommDType dtype = CommDTypeOf(reduce_dtype());
   parallel::ProcessGroup* group = group_;
   parallel::ProcessGroup* replicas =
       replicas_ != nullptr && replicas_->size() > 1 ? replicas_ : nullptr;
   slot.reduce_unit = unit;
   slot.reduce = comm_->Submit([=]() -> Status {
-    AIR_RETURN_IF_ERROR(group->ReduceScatter(send, recv, count, CommDType::kF32, ReduceOp::kSum));
+    AIR_RETURN_IF_ERROR(group->ReduceScatter(send_data, recv, count, dtype, ReduceOp::kSum));
     // HYBRID_SHARD: the node's shard sum, summed over the nodes.
     if (replicas != nullptr) {
-      AIR_RETURN_IF_ERROR(replicas->AllReduce(recv, count, CommDType::kF32, ReduceOp::kSum));
+      AIR_RETURN_IF_ERROR(replicas->AllReduce(recv, count, dtype, ReduceOp::kSum));
     }
     return Status::Ok();
   });
@@ -243,7 +311,7 @@ void Fsdp::FinishReduce(Slot& slot) {
   if (slot.reduce_unit < 0) return;
   Record(comm_->Wait(slot.reduce));
   Unit& u = units_[static_cast<size_t>(slot.reduce_unit)];
-  backend_->AddInPlace(u.grad_shard.f32(), slot.reduced.f32(), u.shard);
+  backend_->AddInPlace(u.grads, slot.reduced.Slice(0, u.shard));  // fp32 accumulation
   slot.reduce = 0;
   slot.reduce_unit = -1;
 }
@@ -254,22 +322,27 @@ void Fsdp::PrepareGrads(int unit) {
   FinishReduce(slot);  // the slot's gradient memory is about to be reused
   const View grads = SlotGrads(unit);
   backend_->Zero(grads);
-  model_->BindUnit(unit, Padded(unit).Rows(0, u.numel), grads.Rows(0, u.numel));
+  model_->BindUnit(unit, Padded(unit).Slice(0, u.numel), grads.Slice(0, u.numel));
 }
 
 void Fsdp::BeforeForward(int unit) {
-  switch (options_.strategy) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  switch (strategy_) {
     case ShardingStrategy::kFullShard:
     case ShardingStrategy::kHybridShard: {
       WaitGather(unit);
-      const Unit& u = units_[static_cast<size_t>(unit)];
-      model_->BindUnit(unit, SlotValues(unit).Rows(0, u.numel), View());
+      if (unit == root_) {
+        PrepareGrads(unit);  // the head's gradient is written during the forward
+      } else {
+        model_->BindUnit(unit, SlotValues(unit).Slice(0, u.numel), View());
+      }
       const int next = unit == root_ ? 0 : unit + 1;
       if (next < root_) StartGather(next);  // prefetch the next layer
       break;
     }
     case ShardingStrategy::kShardGradOp:
       WaitGather(unit);  // the post-step all-gather of this unit
+      if (unit == root_) PrepareGrads(unit);
       break;
     default:
       break;
@@ -277,17 +350,17 @@ void Fsdp::BeforeForward(int unit) {
 }
 
 void Fsdp::BeforeBackward(int unit) {
-  switch (options_.strategy) {
+  switch (strategy_) {
     case ShardingStrategy::kFullShard:
     case ShardingStrategy::kHybridShard: {
       WaitGather(unit);
-      PrepareGrads(unit);
+      if (unit != root_) PrepareGrads(unit);  // the root's were bound in its forward
       const int next = unit == root_ ? root_ - 1 : unit - 1;
       if (next >= 0) StartGather(next);  // prefetch the layer below
       break;
     }
     case ShardingStrategy::kShardGradOp:
-      PrepareGrads(unit);
+      if (unit != root_) PrepareGrads(unit);
       break;
     default:
       break;
@@ -295,18 +368,26 @@ void Fsdp::BeforeBackward(int unit) {
 }
 
 void Fsdp::AfterBackward(int unit) {
-  if (options_.strategy != ShardingStrategy::kNoShard) {
+  if (strategy_ != ShardingStrategy::kNoShard) {
     StartReduce(unit);
     return;
   }
-  if (!sync_gradients_) return;
-  const View grads = model_->units()[static_cast<size_t>(unit)].grads_view;
-  if (grads.empty()) return;  // nothing trainable in this unit
-  float* data = grads.f32();
-  const size_t count = static_cast<size_t>(grads.numel());
+  if (sync_gradients_ && world_ > 1) AllReduceGrads(unit);
+}
+
+void Fsdp::AllReduceGrads(int unit) {
+  Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.trainable == 0) return;  // nothing trainable in this unit
+  View data = u.grads;
+  if (reduce_dtype() != DType::kF32) {
+    backend_->Convert(u.grads, u.reduce_send);
+    data = u.reduce_send;
+  }
+  void* ptr = data.raw();
+  const size_t count = static_cast<size_t>(u.trainable);
+  const CommDType dtype = CommDTypeOf(reduce_dtype());
   parallel::ProcessGroup* group = group_;
-  units_[static_cast<size_t>(unit)].allreduce =
-      comm_->Submit([=] { return group->AllReduce(data, count, CommDType::kF32, ReduceOp::kSum); });
+  u.allreduce = comm_->Submit([=] { return group->AllReduce(ptr, count, dtype, ReduceOp::kSum); });
 }
 
 Result<double> Fsdp::SumOverShards(double local) const {
@@ -319,125 +400,47 @@ Result<double> Fsdp::SumOverShards(double local) const {
 
 Status Fsdp::ZeroGrads() {
   AIR_RETURN_IF_ERROR(FinishGradients());
-  if (options_.strategy == ShardingStrategy::kNoShard) return model_->ZeroGrads();
-  for (Unit& u : units_) backend_->Zero(u.grad_shard);
+  for (Unit& u : units_) backend_->Zero(u.grads);
   return error_;
 }
 
 Status Fsdp::FinishGradients() {
   for (Slot& s : slots_) FinishReduce(s);
   for (Unit& u : units_) {
+    if (u.allreduce == 0) continue;
     Record(comm_->Wait(u.allreduce));
     u.allreduce = 0;
+    // The all-reduced sum, in reduce_dtype, replaces this rank's fp32 gradient.
+    if (reduce_dtype() != DType::kF32) backend_->Convert(u.reduce_send, u.grads);
   }
   return error_;
 }
 
 Status Fsdp::AfterOptimizerStep() {
-  switch (options_.strategy) {
+  switch (strategy_) {
     case ShardingStrategy::kFullShard:
     case ShardingStrategy::kHybridShard:
       for (Slot& s : slots_) s.gathered_unit = -1;  // every gathered copy is stale now
       break;
     case ShardingStrategy::kShardGradOp:
       for (Unit& u : units_) {
-        float* all = u.values.f32();
-        const float* mine = all + rank_ * u.shard;
+        const View mine = u.resident.Slice(rank_ * u.shard, u.shard);
+        if (param_dtype() != DType::kF32) backend_->Convert(u.master, mine);
+        void* all = u.resident.raw();
+        const void* send = mine.raw();
         const size_t count = static_cast<size_t>(u.shard);
+        const CommDType dtype = CommDTypeOf(param_dtype());
         parallel::ProcessGroup* group = group_;
-        u.gather =
-            comm_->Submit([=] { return group->AllGather(mine, all, count, CommDType::kF32); });
+        u.gather = comm_->Submit([=] { return group->AllGather(send, all, count, dtype); });
       }
       break;
-    default:
+    case ShardingStrategy::kNoShard:
+      if (param_dtype() != DType::kF32) {
+        for (Unit& u : units_) backend_->Convert(u.master, u.resident);
+      }
       break;
   }
   return error_;
-}
-
-Result<std::vector<Tensor>> Fsdp::GatherFullParameters() {
-  std::vector<Parameter>& params = model_->parameters();
-  std::vector<Tensor> out;
-  if (rank_ == 0) out.resize(params.size());
-  std::vector<ParamGroup>& groups = model_->units();
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const int unit = static_cast<int>(i);
-    View full = groups[i].values_view;
-    if (options_.strategy != ShardingStrategy::kNoShard) {
-      WaitGather(unit);
-      full = Padded(unit).Rows(0, units_[i].numel);
-    }
-    AIR_RETURN_IF_ERROR(error_);
-    if (rank_ != 0) continue;
-    int64_t offset = 0;
-    for (const Parameter* p : groups[i].params) {
-      const View v(full.buffer(), full.byte_offset() + static_cast<size_t>(offset) * sizeof(float),
-                   DType::kF32, p->shape);
-      out[static_cast<size_t>(p - params.data())] = backend_->ToHostTensor(v);
-      offset += p->numel();
-    }
-  }
-  return out;
-}
-
-Fsdp::ShardRange Fsdp::Range(int unit) const {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  if (options_.strategy == ShardingStrategy::kNoShard) return {0, u.numel, u.numel};
-  return {std::min(u.numel, rank_ * u.shard), u.shard, u.numel};
-}
-
-View Fsdp::ShardView(int unit) const {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  switch (options_.strategy) {
-    case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kHybridShard:
-      return u.values;
-    case ShardingStrategy::kShardGradOp:
-      return u.values.Rows(rank_ * u.shard, u.shard);
-    default:
-      return model_->units()[static_cast<size_t>(unit)].values_view;
-  }
-}
-
-std::vector<float> Fsdp::ReadShard(int unit) const {
-  const View v = ShardView(unit);
-  std::vector<float> host(static_cast<size_t>(v.numel()));
-  backend_->CopyToHost(host.data(), v);
-  return host;
-}
-
-Status Fsdp::WriteShard(int unit, const std::vector<float>& values) {
-  Unit& u = units_[static_cast<size_t>(unit)];
-  AIR_RETURN_IF_ERROR(FinishGradients());
-  Record(comm_->Wait(u.gather));
-  u.gather = 0;
-  AIR_RETURN_IF_ERROR(error_);
-  const View v = ShardView(unit);
-  if (static_cast<int64_t>(values.size()) != v.numel()) {
-    return InvalidArgument(fmt::format("unit {}: a shard of {} values where {} were expected", unit,
-                                       values.size(), v.numel()));
-  }
-  backend_->CopyToDevice(v, values.data());
-  return Status::Ok();
-}
-
-FsdpMemory Fsdp::memory() const {
-  FsdpMemory m;
-  if (options_.strategy == ShardingStrategy::kNoShard) {
-    for (const ParamGroup& g : model_->units()) {
-      m.parameters += static_cast<int64_t>(g.values_view.bytes());
-      m.gradients += static_cast<int64_t>(g.grads_view.bytes());
-    }
-    return m;
-  }
-  for (const Unit& u : units_) {
-    m.parameters += static_cast<int64_t>(u.values.bytes());
-    m.gradients += static_cast<int64_t>(u.grad_shard.bytes());
-  }
-  for (const Slot& s : slots_) {
-    m.gather += s.buffer ? static_cast<int64_t>(s.buffer->bytes()) : 0;
-  }
-  return m;
 }
 
 }  // namespace air::engine::fsdp

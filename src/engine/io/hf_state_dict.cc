@@ -1,63 +1,86 @@
-// HF names <-> parameter views (see hf_state_dict.h).
+// HF checkpoints <-> parameter views through the state-dict adapter (see hf_state_dict.h).
 #include "engine/io/hf_state_dict.h"
 
 #include <vector>
 
 #include "engine/io/hf_config.h"
+#include "engine/io/state_dict_adapter.h"
+#include "engine/model/model_factory.h"
 
 namespace air::engine {
 
 namespace {
 
-Status LoadParameter(const WeightReader& reader, const Backend& backend, Parameter& p,
-                     Tensor& host) {
+Status LoadParameter(const WeightReader& reader, const StateDictAdapter& adapter,
+                     const Backend& backend, Parameter& p, Tensor& host) {
   host.ResizeZeroed(p.shape);
-  AIR_RETURN_IF_ERROR(reader.ReadInto(p.name, host));
-  backend.CopyToDevice(p.value, host.data());
+  AIR_RETURN_IF_ERROR(reader.ReadInto(adapter.ToHf(p.name), host));
+  backend.FromHostTensor(p.value, host.data());
   return Status::Ok();
 }
 
 }  // namespace
 
-Status LoadHfWeights(const WeightReader& reader, LlamaModel& model) {
+Status LoadHfWeights(const WeightReader& reader, CausalLm& model) {
+  const auto adapter = StateDictAdapterFor(model.config());
   Tensor host;
   for (Parameter& p : model.parameters()) {
-    AIR_RETURN_IF_ERROR(LoadParameter(reader, model.backend(), p, host));
+    AIR_RETURN_IF_ERROR(LoadParameter(reader, *adapter, model.backend(), p, host));
   }
   return Status::Ok();
 }
 
-Status LoadHfUnit(const WeightReader& reader, LlamaModel& model, int unit) {
+Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit) {
   ParamGroup& g = model.units()[static_cast<size_t>(unit)];
-  if (g.values == nullptr) {
+  if (g.values_view.empty() && g.numel > 0) {
     return FailedPrecondition("LoadHfUnit: " + g.name + " has no storage to load into");
   }
+  const auto adapter = StateDictAdapterFor(model.config());
   Tensor host;
   for (Parameter* p : g.params) {
-    AIR_RETURN_IF_ERROR(LoadParameter(reader, model.backend(), *p, host));
+    AIR_RETURN_IF_ERROR(LoadParameter(reader, *adapter, model.backend(), *p, host));
   }
   return Status::Ok();
 }
 
-Result<std::unique_ptr<LlamaModel>> LoadHfModel(const std::string& model_dir,
-                                                std::shared_ptr<Backend> backend,
-                                                const ModelOptions& options) {
+Result<std::unique_ptr<CausalLm>> LoadHfModel(const std::string& model_dir,
+                                              std::shared_ptr<Backend> backend,
+                                              const ModelOptions& options) {
   AIR_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
-  AIR_ASSIGN_OR_RETURN(auto model, LlamaModel::Create(config, std::move(backend), options));
+  AIR_ASSIGN_OR_RETURN(auto model, CreateModel(config, std::move(backend), options));
   AIR_ASSIGN_OR_RETURN(auto reader, WeightReader::Open(model_dir));
   AIR_RETURN_IF_ERROR(LoadHfWeights(*reader, *model));
   return model;
 }
 
-Status SaveHfModel(const LlamaModel& model, const std::string& dir, const SaveOptions& options) {
+std::vector<std::string> HfParameterNames(const CausalLm& model) {
+  const auto adapter = StateDictAdapterFor(model.config());
+  std::vector<std::string> names;
+  for (const Parameter& p : model.parameters()) names.push_back(adapter->ToHf(p.name));
+  return names;
+}
+
+Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
+                     const std::string& dir, const SaveOptions& options, Env* env) {
   const auto& params = model.parameters();
-  std::vector<Tensor> host;
-  host.reserve(params.size());
-  for (const Parameter& p : params) host.push_back(model.backend().ToHostTensor(p.value));
+  if (values.size() != params.size()) {
+    return Internal("SaveHfTensors: " + std::to_string(values.size()) + " tensors for " +
+                    std::to_string(params.size()) + " parameters");
+  }
+  const std::vector<std::string> names = HfParameterNames(model);
   std::vector<NamedTensorRef> refs;
   refs.reserve(params.size());
-  for (size_t i = 0; i < params.size(); ++i) refs.push_back({params[i].name, &host[i]});
-  return SaveHfCheckpoint(dir, model.config(), refs, options);
+  for (size_t i = 0; i < params.size(); ++i) refs.push_back({names[i], &values[i]});
+  return SaveHfCheckpoint(dir, model.config(), refs, options, env);
+}
+
+Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options,
+                   Env* env) {
+  std::vector<Tensor> host;
+  host.reserve(model.parameters().size());
+  for (const Parameter& p : model.parameters())
+    host.push_back(model.backend().ToHostTensor(p.value));
+  return SaveHfTensors(model, host, dir, options, env);
 }
 
 }  // namespace air::engine

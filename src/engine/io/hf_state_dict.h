@@ -1,43 +1,49 @@
-// The Hugging Face state-dict adapter (torchtitan's state_dict_adapter): maps the tensors of a
-// transformers checkpoint, by HF name, to the model's parameter views and back, so that file
-// formats stay out of the model. The model (engine/model) knows nothing of io; io knows the
-// model through this file only (one direction: no include cycle).
+// Hugging Face checkpoints <-> a model's parameter views, through the model's state-dict
+// adapter (io/state_dict_adapter.h: HF names live there, never in the model). The model
+// (engine/model) knows nothing of io; io knows models through CausalLm only.
 //
-// Today the model's parameter names are the HF names, so the mapping is the identity except
-// for tied embeddings (a stored lm_head.weight is ignored; the head is the embedding). A
-// converter that renames or reshapes (fused qkv, LoRA adapters saved under peft's names) goes
-// here, as a rule per name.
-//
-// Loading decodes each tensor on the host (BF16/F16 to fp32) and copies it to the parameter's
-// view through the backend; saving copies each view to the host and writes the checkpoint
-// (io/checkpoint.h).
+// Loading decodes each tensor on the host (BF16/F16 to fp32) and copies it into the parameter's
+// view through the backend (rounded to the view's dtype). Saving has one path whatever holds the
+// weights: host tensors of every parameter in the model's order — read from the model's own
+// storage (SaveHfModel) or gathered by FSDP unit by unit (the trainer) — are named by the adapter
+// and written by io/checkpoint.h.
 // Thread safety: functions; the model must not be driven concurrently.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "base/env.h"
 #include "base/status.h"
 #include "engine/io/checkpoint.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 
 namespace air::engine {
 
 // Loads every parameter from `reader`. A missing tensor or a shape mismatch is an error naming
-// the tensor, the file(s), the expected and actual shape.
-Status LoadHfWeights(const WeightReader& reader, LlamaModel& model);
+// the HF tensor, the file(s), the expected and actual shape.
+Status LoadHfWeights(const WeightReader& reader, CausalLm& model);
 // The same for the parameters of one unit (a decoder layer, or the root), which must have its
-// storage (LlamaModel::AllocateUnitStorage): FSDP's unit-at-a-time load.
-Status LoadHfUnit(const WeightReader& reader, LlamaModel& model, int unit);
+// storage (CausalLm::AllocateUnitStorage): FSDP's unit-at-a-time load.
+Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit);
 
 // Reads DIR/config.json and the safetensors weights in DIR (single or sharded) into a new model
-// on `backend`.
-Result<std::unique_ptr<LlamaModel>> LoadHfModel(const std::string& model_dir,
-                                                std::shared_ptr<Backend> backend,
-                                                const ModelOptions& options = {});
+// of the architecture config.json names, on `backend`.
+Result<std::unique_ptr<CausalLm>> LoadHfModel(const std::string& model_dir,
+                                              std::shared_ptr<Backend> backend,
+                                              const ModelOptions& options = {});
 
-// Writes a checkpoint transformers loads (config.json, weights, generation_config.json).
-Status SaveHfModel(const LlamaModel& model, const std::string& dir,
-                   const SaveOptions& options = {});
+// Writes a checkpoint transformers loads (config.json, weights, generation_config.json) from
+// `values`: one host tensor per parameter of `model`, in the model's order.
+Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
+                     const std::string& dir, const SaveOptions& options = {},
+                     Env* env = DefaultEnv());
+// SaveHfTensors of the model's own storage.
+Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options = {},
+                   Env* env = DefaultEnv());
+
+// The HF names of a model's parameters (in order), e.g. to check a checkpoint against them.
+std::vector<std::string> HfParameterNames(const CausalLm& model);
 
 }  // namespace air::engine

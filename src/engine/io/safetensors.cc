@@ -68,11 +68,13 @@ Result<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& 
   entry.name = name;
   const std::string dtype = dtype_it->get<std::string>();
   auto parsed = ParseDType(dtype);
-  if (!parsed) {
-    return InvalidArgument(where + ": dtype '" + dtype +
-                           "' is not supported (supported: " + SupportedDTypeNames() + ")");
+  entry.raw_u8 = dtype == "U8";
+  if (!parsed && !entry.raw_u8) {
+    return InvalidArgument(where + ": dtype '" + dtype + "' is not supported (supported: " +
+                           SupportedDTypeNames() + ", and U8 for packed MXFP4 blocks/scales)");
   }
-  entry.dtype = *parsed;
+  if (parsed) entry.dtype = *parsed;
+  const uint64_t element_bytes = entry.raw_u8 ? 1 : DTypeSize(entry.dtype);
   auto shape_it = e.find("shape");
   if (shape_it == e.end() || !shape_it->is_array()) {
     return DataLoss(where + ": missing 'shape' list");
@@ -100,7 +102,7 @@ Result<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& 
     return DataLoss(where + ": data_offsets [" + std::to_string(entry.begin) + ", " +
                     std::to_string(entry.end) + "] end before they begin");
   }
-  const uint64_t expected = numel * DTypeSize(entry.dtype);
+  const uint64_t expected = numel * element_bytes;
   if (entry.end - entry.begin != expected) {
     return DataLoss(where + ": shape " + ShapeToString(entry.shape) + " of " + dtype + " needs " +
                     std::to_string(expected) + " bytes but data_offsets span " +
@@ -214,9 +216,20 @@ const uint8_t* SafetensorsFile::RawData(const SafetensorsEntry& entry) const {
   return static_cast<const uint8_t*>(map_) + data_start_ + entry.begin;
 }
 
+namespace {
+
+Status RawU8NotAWeight(const std::string& path, const std::string& name) {
+  return InvalidArgument(path + ": tensor '" + name +
+                         "' is stored as U8 (packed bytes such as MXFP4 blocks or scales), not "
+                         "as a float weight (F32, BF16, F16)");
+}
+
+}  // namespace
+
 Result<Tensor> SafetensorsFile::ReadF32(const std::string& name) const {
   const SafetensorsEntry* e = Find(name);
   if (e == nullptr) return NotFound(path_ + ": no tensor named '" + name + "'");
+  if (e->raw_u8) return RawU8NotAWeight(path_, name);
   Tensor t(e->shape);
   DecodeToF32(e->dtype, RawData(*e), static_cast<size_t>(t.numel()), t.data());
   ReleasePages(*e);
@@ -226,6 +239,7 @@ Result<Tensor> SafetensorsFile::ReadF32(const std::string& name) const {
 Status SafetensorsFile::ReadInto(const std::string& name, Tensor& out) const {
   const SafetensorsEntry* e = Find(name);
   if (e == nullptr) return NotFound(path_ + ": no tensor named '" + name + "'");
+  if (e->raw_u8) return RawU8NotAWeight(path_, name);
   if (e->shape != out.shape()) {
     return InvalidArgument(path_ + ": tensor '" + name + "' has shape " + ShapeToString(e->shape) +
                            " but the model expects " + out.ShapeString());

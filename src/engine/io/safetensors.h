@@ -4,11 +4,14 @@
 // "data_offsets": [begin, end)}, "__metadata__": {str: str}}, then the data, offsets relative
 // to its start. SafetensorsFile::Open maps the file read-only and validates everything before
 // any tensor is handed out: the header length fits the file and a sane bound, the header is
-// valid UTF-8 JSON object, every dtype is F32/BF16/F16 (others are named in the error), every
+// valid UTF-8 JSON object, every dtype is F32/BF16/F16 or U8 (others are named in the error), every
 // shape is a list of non-negative integers, shape × dtype size equals the offset span, offsets
 // are in range, sorted by begin they are contiguous from 0 without holes or overlaps, and the
 // data ends exactly at the end of the file. Every error names the file and, where one is at
 // fault, the tensor.
+//
+// U8 entries are raw bytes, not weights: GPT-OSS keeps its MXFP4 expert weights as U8 `*_blocks`
+// and `*_scales` (io/mxfp4.h decodes them from RawData). ReadF32/ReadInto refuse them.
 //
 // Writing goes through base/atomic_file.h (a temporary file beside the target, fsynced and
 // renamed, through the Env), so a reader sees the old file or the new one, never a torn one.
@@ -31,7 +34,8 @@ namespace air::engine {
 
 struct SafetensorsEntry {
   std::string name;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // the float type, unless raw_u8
+  bool raw_u8 = false;        // stored as U8 (packed bytes, e.g. MXFP4 blocks and scales)
   Shape shape;
   uint64_t begin = 0;  // byte offsets relative to the data section
   uint64_t end = 0;
@@ -54,7 +58,8 @@ class SafetensorsFile {
   const SafetensorsEntry* Find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-  // The tensor converted to fp32. NotFound naming the file when absent.
+  // The tensor converted to fp32. NotFound naming the file when absent; InvalidArgument for a U8
+  // entry (raw bytes are not a float weight).
   Result<Tensor> ReadF32(const std::string& name) const;
   // Reads into `out`, whose shape must equal the stored shape (else InvalidArgument naming the
   // tensor, the file, the expected and the stored shape).

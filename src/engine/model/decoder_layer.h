@@ -9,11 +9,14 @@
 //   xn2 = RMSNorm(h) * w_post;  act = silu(xn2 Wg^T) * (xn2 Wu^T) (N, I)
 //   out = h + act Wd^T
 //
-// LayerWeights points into the model's Parameter list (views into the layer's unit buffer);
-// LayerActivations and LayerGradScratch are views into the model's workspace (laid out by
-// LayoutLayerActivations / LayoutLayerGradScratch once per batch shape), so a layer call
-// allocates, copies and zeroes nothing on the host: every step goes through the backend.
-// A frozen weight (Parameter::trainable false) gets no weight-gradient GEMM.
+// LayerWeights points into the model's Parameter list (views into the layer's unit buffer, in
+// whatever float dtype the unit is bound in); LayerActivations and LayerGradScratch are views
+// into the model's workspace, laid out once per batch shape: activations in the model's compute
+// dtype (F32, or BF16 under mixed precision) except the residual stream (x, h: F32 always, the
+// sum of every layer's output), per-row statistics in F32, gradient scratch in F32 (the residual
+// gradient and the sums of several products stay fp32). A layer call allocates,
+// copies and zeroes nothing on the host: every step goes through the backend. A frozen weight
+// (Parameter::trainable false) gets no weight-gradient GEMM.
 // Thread safety: functions over caller-owned views; one thread per layer call.
 #pragma once
 
@@ -27,60 +30,54 @@
 
 namespace air::engine {
 
+// A linear layer y = x W^T (+ b): the descriptor LoRA's converter attaches adapters to.
+struct Linear {
+  Parameter* weight = nullptr;  // (out, in) as in HF
+  Parameter* bias = nullptr;    // (out) or null
+};
+
 struct LayerWeights {
   Parameter* input_norm = nullptr;  // (C)
-  Parameter* q_proj = nullptr;      // (Hq*D, C)
-  Parameter* k_proj = nullptr;      // (Hkv*D, C)
-  Parameter* v_proj = nullptr;      // (Hkv*D, C)
-  Parameter* o_proj = nullptr;      // (C, Hq*D)
-  Parameter* q_bias = nullptr;      // (Hq*D) or null
-  Parameter* k_bias = nullptr;
-  Parameter* v_bias = nullptr;
-  Parameter* o_bias = nullptr;  // (C) or null
-  Parameter* q_norm = nullptr;  // (D) Qwen3, else null
+  Linear q, k, v, o;                // (Hq*D, C), (Hkv*D, C) x2, (C, Hq*D)
+  Parameter* q_norm = nullptr;      // (D) Qwen3, else null
   Parameter* k_norm = nullptr;
   Parameter* post_norm = nullptr;  // (C)
-  Parameter* gate_proj = nullptr;  // (I, C)
-  Parameter* up_proj = nullptr;    // (I, C)
-  Parameter* down_proj = nullptr;  // (C, I)
-  Parameter* gate_bias = nullptr;  // (I) or null (mlp_bias)
-  Parameter* up_bias = nullptr;
-  Parameter* down_bias = nullptr;  // (C) or null
+  Linear gate, up, down;           // (I, C) x2, (C, I)
 };
 
 // Per-batch inputs shared by all layers.
 struct LayerContext {
   const ModelConfig* config = nullptr;
   const Backend* backend = nullptr;
-  int64_t batch = 0;                // B
-  int64_t seq = 0;                  // T
-  const float* rope_cos = nullptr;  // (N, D/2), device
-  const float* rope_sin = nullptr;
-  const int32_t* segments = nullptr;  // (B, T) device, or null
+  int64_t batch = 0;  // B
+  int64_t seq = 0;    // T
+  View rope_cos;      // (N, D/2) F32
+  View rope_sin;
+  View segments;  // (B, T) I32, or empty
   int layer = 0;
   int64_t rows() const { return batch * seq; }
 };
 
 struct LayerActivations {
-  View x;                             // (N, C) layer input
+  View x;                             // (N, C) layer input (F32: the residual stream)
   View xn1, rstd1;                    // (N, C), (N)
   View q_raw, k_raw, rstd_q, rstd_k;  // Qwen3: projections before q/k norm, (N*H) rstd
   View q, k, v;                       // (N, Hq*D), (N, Hkv*D) x2, after norm and RoPE
   View att, lse;                      // (N, Hq*D), (B, Hq, T)
-  View h;                             // (N, C) after the attention residual
+  View h;                             // (N, C) after the attention residual (F32)
   View xn2, rstd2;                    // (N, C), (N)
   View gate, up, act;                 // (N, I) each
 };
 
-// Scratch gradients reused across layers during the backward.
+// Scratch gradients reused across layers during the backward (F32).
 struct LayerGradScratch {
   View dxn, dq, dk, dv, datt, dgate, dup, dact, dq_raw, dk_raw;
 };
 
-// Takes the views of one layer's activations for `batch` x `seq` tokens from `ws` (`x` too
-// unless with_input is false: then the caller sets it).
-void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, int64_t batch, int64_t seq,
-                            bool with_input, LayerActivations& acts);
+// Takes the views of one layer's activations for `batch` x `seq` tokens from `ws` in `dtype`
+// (`x` too unless with_input is false: then the caller sets it).
+void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
+                            int64_t seq, bool with_input, LayerActivations& acts);
 void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t rows, LayerGradScratch& g);
 
 // Runs the layer on acts.x (already set) and writes `out` (N, C); fills every other field of
@@ -88,22 +85,21 @@ void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t rows, L
 void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
                   const View& out);
 
-// Given the activations of this layer's forward, turns `dres` (N, C) from dL/d(out) into
+// Given the activations of this layer's forward, turns `dres` (N, C, F32) from dL/d(out) into
 // dL/d(x) in place, and accumulates the trainable parameters' gradients.
 void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
                    const View& dres, const LayerGradScratch& scratch);
 
-// y (N, out) = x (N, in) W^T (+ b); W (out, in) as in HF.
-void LinearForward(const Backend& ops, const float* x, int64_t rows, const Parameter& w,
-                   const Parameter* bias, float* y);
+// y (N, out) = x (N, in) W^T (+ b).
+void LinearForward(const Backend& ops, const View& x, const Linear& linear, const View& y);
 // dx (N, in) += or = dy W (accumulate selects beta); dW += dy^T x and db += colsum(dy) for the
-// trainable ones (a frozen W or b is skipped: no weight-gradient GEMM).
-void LinearBackward(const Backend& ops, const float* x, int64_t rows, const Parameter& w,
-                    const Parameter* bias, const float* dy, float* dx, bool accumulate_dx);
+// trainable ones (a frozen W or b is skipped: no weight-gradient GEMM). dx may be empty.
+void LinearBackward(const Backend& ops, const View& x, const Linear& linear, const View& dy,
+                    const View& dx, bool accumulate_dx);
 
 // The q/k/v projections with bias, Qwen3 norms and RoPE: writes acts.q/k/v (and q_raw/k_raw,
 // rstd_q/k when qk_norm) from `xn` (N, C). Shared by training and KV-cache decoding.
-void ProjectQkv(const LayerContext& ctx, const LayerWeights& w, const float* xn,
+void ProjectQkv(const LayerContext& ctx, const LayerWeights& w, const View& xn,
                 const LayerActivations& acts);
 
 // The MLP block and residual: from h (N, C) computes xn2, gate, up, act and out = h + down.

@@ -7,14 +7,14 @@
 
 #include "engine/model/llama_model.h"
 #include "engine/model/llama_model_impl.h"
-#include "engine/model/rope.h"
 
 namespace air::engine {
 
 Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                                        bool all_positions) {
-  const ModelConfig& c = config_;
-  const Backend& ops = *backend_;
+  const ModelConfig& c = config();
+  const Backend& ops = backend();
+  const DType dtype = options().compute_dtype;
   Impl& m = *impl_;
   if (cache.batch <= 0 || static_cast<int64_t>(cache.keys.size()) != c.num_layers ||
       static_cast<int64_t>(cache.values.size()) != c.num_layers) {
@@ -45,17 +45,18 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
   const int64_t rows = all_positions ? n : batch;  // rows that get logits
 
   // Device memory for this step (its own workspace: a training step's activations survive).
-  View ids, cos, sin, x, out, selected, normed, rstd, logits;
+  View ids, positions, cos, sin, x, out, selected, normed, rstd, logits;
   LayerActivations acts;
   AIR_RETURN_IF_ERROR(m.decode_workspace.Arrange([&](Workspace& ws) {
     ids = ws.Take(DType::kI32, {n});
+    positions = ws.Take(DType::kI32, {n});
     cos = ws.F32({n, c.head_dim / 2});
     sin = ws.F32({n, c.head_dim / 2});
-    x = ws.F32({n, dim});
+    x = ws.F32({n, dim});  // the residual stream, fp32 as in training
     out = ws.F32({n, dim});
-    LayoutLayerActivations(ws, c, batch, step, false, acts);
+    LayoutLayerActivations(ws, c, dtype, batch, step, false, acts);
     selected = ws.F32({rows, dim});
-    normed = ws.F32({rows, dim});
+    normed = ws.Take(dtype, {rows, dim});
     rstd = ws.F32({rows});
     logits = ws.F32({rows, c.vocab_size});
   }));
@@ -63,34 +64,33 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
   for (int64_t i = 0; i < n; ++i) {
     m.host_positions[i] = static_cast<int32_t>(cache.length + i % step);
   }
-  RopeTables(m.inv_freq, m.host_positions.data(), n, m.host_cos, m.host_sin);
   ops.CopyToDevice(ids, tokens.data());
-  ops.CopyToDevice(cos, m.host_cos.data());
-  ops.CopyToDevice(sin, m.host_sin.data());
+  ops.CopyToDevice(positions, m.host_positions.data());
+  ops.RopeTables(positions, m.inv_freq, cos, sin);
 
   LayerContext ctx;
   ctx.config = &c;
   ctx.backend = &ops;
   ctx.batch = batch;
   ctx.seq = step;
-  ctx.rope_cos = cos.f32();
-  ctx.rope_sin = sin.f32();
+  ctx.rope_cos = cos;
+  ctx.rope_sin = sin;
 
-  ops.EmbeddingForward(ids.i32(), n, m.embed->value.f32(), dim, x.f32());
+  ops.EmbeddingForward(ids, m.embed->value, x);
   for (int l = 0; l < c.num_layers; ++l) {
     ctx.layer = l;
     const LayerWeights& w = m.layers[l];
     acts.x = x;
-    ops.RmsNormForward(x.f32(), w.input_norm->value.f32(), n, dim,
-                       static_cast<float>(c.rms_norm_eps), acts.xn1.f32(), acts.rstd1.f32());
-    ProjectQkv(ctx, w, acts.xn1.f32(), acts);
+    ops.RmsNormForward(x, w.input_norm->value, static_cast<float>(c.rms_norm_eps), acts.xn1,
+                       acts.rstd1);
+    ProjectQkv(ctx, w, acts.xn1, acts);
     // Append k, v (B*step, Hkv*D) to the cache rows [length, length + step) of each batch row.
     const View keys = cache.keys[l].Reshaped({batch * cache.capacity, kv_dim});
     const View values = cache.values[l].Reshaped({batch * cache.capacity, kv_dim});
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t dst = b * cache.capacity + cache.length;
-      ops.Copy(keys.Rows(dst, step), acts.k.Rows(b * step, step));
-      ops.Copy(values.Rows(dst, step), acts.v.Rows(b * step, step));
+      ops.Convert(acts.k.Rows(b * step, step), keys.Rows(dst, step));
+      ops.Convert(acts.v.Rows(b * step, step), values.Rows(dst, step));
     }
     AttentionShape s;
     s.batch = batch;
@@ -103,11 +103,10 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     s.q_offset = cache.length;
     s.sliding_window = c.sliding_window(l);
     s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    ops.AttentionForward(s, acts.q.f32(), keys.f32(), values.f32(), nullptr, nullptr,
-                         acts.att.f32(), nullptr);
+    ops.AttentionForward(s, acts.q, keys, values, View(), View(), acts.att, View());
     // h = x + att Wo^T; then the MLP block.
-    LinearForward(ops, acts.att.f32(), n, *w.o_proj, w.o_bias, acts.h.f32());
-    ops.AddInPlace(acts.h.f32(), x.f32(), n * dim);
+    LinearForward(ops, acts.att, w.o, acts.h);
+    ops.AddInPlace(acts.h, x);
     MlpForward(ctx, w, acts, out);
     std::swap(x, out);
   }
@@ -118,10 +117,10 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     const int64_t src = all_positions ? r : r * step + step - 1;
     ops.Copy(selected.Rows(r, 1), x.Rows(src, 1));
   }
-  ops.RmsNormForward(selected.f32(), m.final_norm->value.f32(), rows, dim,
-                     static_cast<float>(c.rms_norm_eps), normed.f32(), rstd.f32());
-  ops.Gemm(false, true, rows, c.vocab_size, dim, normed.f32(), dim, m.lm_head->value.f32(), dim,
-           0.0f, logits.f32(), c.vocab_size);
+  ops.RmsNormForward(selected, m.final_norm->value, static_cast<float>(c.rms_norm_eps), normed,
+                     rstd);
+  ops.Gemm(false, true, rows, c.vocab_size, dim, normed, dim, m.lm_head->value, dim, 0.0f, logits,
+           c.vocab_size);
   Tensor host_logits = ops.ToHostTensor(logits);
   if (all_positions) host_logits.Reshape({batch, step, c.vocab_size});
   return host_logits;

@@ -41,34 +41,49 @@ std::optional<uint64_t> AvailableMemoryBytes(Env* env) {
   return std::nullopt;
 }
 
-Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, int floats_per_parameter,
+ParameterBytes InferenceBytes(DType dtype) {
+  ParameterBytes b;
+  b.whole = static_cast<double>(DTypeSize(dtype));
+  b.what = fmt::format("{} weights", DTypeName(dtype));
+  return b;
+}
+
+ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy) {
+  ParameterBytes b;
+  b.sharded = 16.0;  // fp32 master, gradient, AdamW m and v
+  b.what = "fp32 master weights, gradients and AdamW moments";
+  if (resident_copy && param_dtype != DType::kF32) {
+    b.whole = static_cast<double>(DTypeSize(param_dtype));
+    b.what += fmt::format(", a whole {} copy", DTypeName(param_dtype));
+  }
+  b.what += "; activations come on top";
+  return b;
+}
+
+Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, const ParameterBytes& bytes,
                               const std::string& purpose, const MemoryShare& share) {
   std::optional<uint64_t> available = AvailableMemoryBytes(env);
   if (!available) return Status::Ok();
   const double parameters = ParameterCount(config);
-  const double needed =
-      parameters * 4.0 * floats_per_parameter * share.per_rank * std::max(1, share.ranks_on_host);
+  const double per_parameter = bytes.sharded * share.per_rank + bytes.whole;
+  const double needed = parameters * per_parameter * std::max(1, share.ranks_on_host);
   if (needed <= static_cast<double>(*available)) return Status::Ok();
-  auto bytes = [](double b) {
+  auto human = [](double b) {
     return b >= 1.8e19 ? fmt::format("{:.3g} bytes", b) : HumanBytes(static_cast<uint64_t>(b));
   };
   const std::string shared = share.how.empty()
                                  ? std::string()
                                  : fmt::format(
-                                       "; {}: each rank holds {:.3g} of it, and {} rank{} share "
-                                       "this host",
+                                       "; {}: each rank holds {:.3g} of the sharded part, and {} "
+                                       "rank{} share this host",
                                        share.how, share.per_rank, share.ranks_on_host,
                                        share.ranks_on_host == 1 ? "" : "s");
   return ResourceExhausted(fmt::format(
-      "the model needs at least {} of memory for {} ({:.4g} parameters x {} fp32 value{} "
-      "each{}{}), but only {} is available; use a smaller model, more ranks to shard over, or a "
+      "the model needs at least {} of memory for {} ({:.4g} parameters x {:.3g} bytes each: "
+      "{}{}), but only {} is available; use a smaller model, more ranks to shard over, or a "
       "machine with more memory",
-      bytes(needed), purpose, parameters, floats_per_parameter,
-      floats_per_parameter == 1 ? "" : "s",
-      floats_per_parameter == kFloatsPerParameterForTraining
-          ? ": weights, gradients, AdamW moments; activations come on top"
-          : "",
-      shared, HumanBytes(*available)));
+      human(needed), purpose, parameters, per_parameter, bytes.what, shared,
+      HumanBytes(*available)));
 }
 
 }  // namespace air::engine

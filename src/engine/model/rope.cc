@@ -1,4 +1,4 @@
-// RoPE inverse frequencies and cos/sin tables (see rope.h).
+// RoPE inverse frequencies (see rope.h).
 #include "engine/model/rope.h"
 
 #include <cmath>
@@ -33,21 +33,6 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& config) {
     }
   }
   return inv_freq;
-}
-
-void RopeTables(const std::vector<float>& inv_freq, const int32_t* positions, int64_t n,
-                std::vector<float>& cos, std::vector<float>& sin) {
-  const int64_t half = static_cast<int64_t>(inv_freq.size());
-  cos.resize(static_cast<size_t>(n * half));
-  sin.resize(static_cast<size_t>(n * half));
-  for (int64_t t = 0; t < n; ++t) {
-    const float pos = static_cast<float>(positions[t]);
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = pos * inv_freq[static_cast<size_t>(i)];  // fp32 product, as torch
-      cos[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(double{angle}));
-      sin[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(double{angle}));
-    }
-  }
 }
 
 }  // namespace air::engine

@@ -1,22 +1,37 @@
 // Ops: the compute half of a Backend (engine/backend/backend.h: a backend owns memory and
 // computes over it, ggml's idea).
 //
-// Every op works on fp32, row-major, contiguous arrays passed as device addresses of the
-// backend's memory (View::f32(), View::i32(), which check the view's dtype) plus sizes; the
-// shapes are spelled out in the comments (`x (N, C)`). Scalar results (a loss sum, a squared
-// norm) are written to device scalars, never returned, so a GPU backend needs no sync per op.
-// An implementation is a folder under ops/: ops/cpu/reference_ops (clear loops, the ground
-// truth) and ops/cpu/fast_ops (blocked, vectorized, multithreaded; overrides what it speeds up
-// and inherits the rest). A CUDA backend will be a third. Every registered backend is tested
-// against the reference op by op with its own tolerances (backend/registry.h,
-// tests/unit/engine_core/ops_harness_test.cc) and every backward against finite differences.
+// Every op takes Views (engine/view.h) of the backend's own memory; each view carries its dtype
+// and shape, and the op reads its sizes from them (shapes are spelled out in the comments,
+// `x (N, C)`; a view may be any shape with that element count) except where an explicit size
+// says more (Gemm's leading dimensions, AttentionShape). An op's arguments play one of these
+// roles, and each role allows these dtypes:
+//   data      activations, weights and their gradients: F32 or BF16, each argument on its own
+//             (an op may read BF16 x and write an F32 y); the op computes in fp32 and rounds a
+//             BF16 output once (round to nearest even). Which data dtypes an op accepts on a
+//             backend is what Supports(op, dtype) says; everything else is fixed:
+//   stat      per-row statistics (rstd, log-sum-exp), RoPE tables: F32
+//   master    optimizer-owned fp32 state (AdamW's p, g, m, v; gradient norms and scaling): F32
+//   index     token ids, targets, positions, segments: I32
+//   scalar    one-element accumulators (a loss sum, a squared norm): F64, written on the device
+//             and read back with one copy, so a GPU backend needs no sync per op
+// A view of a dtype its role does not allow is a broken invariant (AIR_ENGINE_CHECK), not a
+// silent conversion: code that builds a model for a dtype asks Supports() first and reports an
+// unsupported combination as an error (CheckOpsSupport), so an op is never called with one.
+//
+// Implementations are folders under ops/: ops/cpu/reference_ops (clear loops, the ground truth:
+// BF16 arguments are widened to fp32, computed by the fp32 loops, and rounded back) and
+// ops/cpu/fast_ops (blocked, vectorized, threaded). A CUDA backend will be a third. Every
+// registered backend is tested against the fp32 reference op by op and dtype by dtype with its
+// own tolerances, and every backward against finite differences (backend/registry.h,
+// tests/unit/engine_core/ops_harness_test.cc, ops_gradcheck_test.cc).
 //
 // Conventions:
 //   - Forward ops write (overwrite) their outputs.
 //   - Backward ops ACCUMULATE (+=) into gradients of inputs and parameters, so a tensor that
 //     feeds two consumers (the residual stream, a tied embedding) simply receives both; the
 //     caller zeroes gradient buffers when a new accumulation starts. Exceptions say so.
-//   - Sizes are int64_t; token ids, positions and segment ids are int32_t.
+//   - Scalar results accumulate (+=) into their F64 view; the caller zeroes it.
 //
 // Thread safety: calls on one Ops object must not overlap (the fast path keeps per-worker
 // scratch space and its own thread pool, which one call uses fully); give each thread that
@@ -24,9 +39,61 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
+#include "base/status.h"
+#include "engine/view.h"
+
 namespace air::engine {
+
+// Every op, for Supports() and the harness.
+enum class OpKind {
+  kGemm,
+  kEmbeddingForward,
+  kEmbeddingBackward,
+  kRmsNormForward,
+  kRmsNormBackward,
+  kRopeTables,
+  kRopeForward,
+  kRopeBackward,
+  kAttentionForward,
+  kAttentionBackward,
+  kSwigluForward,
+  kSwigluBackward,
+  kAddInPlace,
+  kAddBias,
+  kBiasBackward,
+  kCrossEntropyForward,
+  kCrossEntropyBackward,
+  kAdamWUpdate,
+  kSumOfSquares,
+  kScale,
+  kConvert,
+};
+inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
+                                     OpKind::kEmbeddingForward,
+                                     OpKind::kEmbeddingBackward,
+                                     OpKind::kRmsNormForward,
+                                     OpKind::kRmsNormBackward,
+                                     OpKind::kRopeTables,
+                                     OpKind::kRopeForward,
+                                     OpKind::kRopeBackward,
+                                     OpKind::kAttentionForward,
+                                     OpKind::kAttentionBackward,
+                                     OpKind::kSwigluForward,
+                                     OpKind::kSwigluBackward,
+                                     OpKind::kAddInPlace,
+                                     OpKind::kAddBias,
+                                     OpKind::kBiasBackward,
+                                     OpKind::kCrossEntropyForward,
+                                     OpKind::kCrossEntropyBackward,
+                                     OpKind::kAdamWUpdate,
+                                     OpKind::kSumOfSquares,
+                                     OpKind::kScale,
+                                     OpKind::kConvert};
+// "Gemm", "RmsNormForward", ...
+const char* OpName(OpKind op);
 
 // Shape and masking of one attention call. Queries are the tokens being computed; keys and
 // values are the sequence they look at (the same tokens when training, the KV cache plus the
@@ -70,102 +137,119 @@ class Ops {
   // "reference" or "fast": which implementation this is (for logs and tests).
   virtual std::string name() const = 0;
 
-  // ---- matrix multiply -------------------------------------------------------------------
+  // Whether `op` accepts data arguments (see the roles above) of `dtype` on this backend.
+  virtual bool Supports(OpKind op, DType dtype) const = 0;
+
+  // ---- matrix multiply (a, b, c: data) ---------------------------------------------------
   // C (M, N) = op(A) @ op(B) + beta * C, where op(A) is (M, K) and op(B) is (K, N).
   //   trans_a == false: A is stored (M, K) with row stride lda; true: A is stored (K, M).
   //   trans_b == false: B is stored (K, N) with row stride ldb; true: B is stored (N, K).
-  // beta == 0 overwrites C (whatever it held, even NaN); beta == 1 accumulates.
+  // beta == 0 overwrites C (whatever it held, even NaN); beta == 1 accumulates. The views must
+  // hold every element the strides address. Precision: when A or B is BF16, every input element
+  // is rounded to bf16 (the other operand too), products are exact and sums fp32 (bf16 GEMM
+  // with fp32 accumulation); with both F32 the product is fp32.
   // A linear layer y = x W^T is Gemm(false, true, ...) with W stored (out, in) as in HF.
-  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                    int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
                     int64_t ldc) const = 0;
 
   // ---- embedding -------------------------------------------------------------------------
-  // out (N, C) = table[ids[n]] with table (V, C). ids are validated by the caller (0 <= id < V).
-  virtual void EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t dim,
-                                float* out) const = 0;
-  // dtable[ids[n]] += dout[n] for every n whose id != skip_id (nn.Embedding's padding_idx; pass
-  // -1 to skip nothing).
-  virtual void EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t dim,
-                                 int32_t skip_id, float* dtable) const = 0;
+  // out (N, C) = table (V, C) [ids (N)] (table, out: data). ids are validated by the caller.
+  virtual void EmbeddingForward(const View& ids, const View& table, const View& out) const = 0;
+  // dtable (V, C) [ids[n]] += dout (N, C) [n] for every n whose id != skip_id
+  // (nn.Embedding's padding_idx; -1 skips nothing). dout: data; dtable: master (F32).
+  virtual void EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
+                                 const View& dtable) const = 0;
 
   // ---- RMSNorm ---------------------------------------------------------------------------
-  // y (N, C) = x * rstd * w with rstd (N) = 1 / sqrt(mean(x^2) + eps), w (C). y may alias x.
-  virtual void RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                              float* y, float* rstd) const = 0;
-  // Given x, w, rstd from the forward and dy: dx += dL/dx, dw += dL/dw (dw may be null).
-  virtual void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                               int64_t rows, int64_t dim, float* dx, float* dw) const = 0;
+  // y (N, C) = x * rstd * w with rstd (N, stat) = 1 / sqrt(mean(x^2) + eps), w (C); C is
+  // w's element count. y may alias x.
+  virtual void RmsNormForward(const View& x, const View& w, float eps, const View& y,
+                              const View& rstd) const = 0;
+  // Given x, w, rstd from the forward and dy: dx += dL/dx (data), dw += dL/dw (F32; may be an
+  // empty view).
+  virtual void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
+                               const View& dx, const View& dw) const = 0;
 
   // ---- rotary position embedding (rotate-half, as HF) ------------------------------------
-  // x (N, H, D) in place: for each token n and head, pairs (i, i + D/2) for i < D/2 rotate by
-  // the angle whose cos/sin are cos[n, i], sin[n, i] (tables (N, D/2), built per token from its
-  // position: see model/rope.h). x1' = x1 cos - x2 sin; x2' = x2 cos + x1 sin.
-  virtual void RopeForward(float* x, int64_t n, int64_t heads, int64_t head_dim, const float* cos,
-                           const float* sin) const = 0;
+  // cos, sin (N, D/2) = cos/sin(positions[n] * inv_freq[i]) (positions: index; inv_freq (D/2),
+  // cos, sin: stat), the product in fp32 as transformers computes it: the tables RopeForward
+  // and RopeBackward read, built on the device from the batch's positions.
+  virtual void RopeTables(const View& positions, const View& inv_freq, const View& cos,
+                          const View& sin) const = 0;
+  // x (N, H, D) in place (data): for each token n and head, pairs (i, i + D/2) for i < D/2
+  // rotate by the angle whose cos/sin are cos[n, i], sin[n, i] (N and D/2 from the tables):
+  // x1' = x1 cos - x2 sin; x2' = x2 cos + x1 sin.
+  virtual void RopeForward(const View& x, const View& cos, const View& sin) const = 0;
   // The transpose of the rotation (angle negated), in place on dx (N, H, D). Not accumulating:
   // it maps the gradient w.r.t. the rotated x to the gradient w.r.t. the unrotated x.
-  virtual void RopeBackward(float* dx, int64_t n, int64_t heads, int64_t head_dim, const float* cos,
-                            const float* sin) const = 0;
+  virtual void RopeBackward(const View& dx, const View& cos, const View& sin) const = 0;
 
   // ---- causal self-attention with GQA, segments and sliding window -----------------------
-  // q (B, Tq, Hq, D), k and v (B, kv_rows, Hkv, D) (rows >= Tk used), q_segments (B, Tq) and
-  // kv_segments (B, kv_rows) or both null; out (B, Tq, Hq, D); lse (B, Hq, Tq) receives the
-  // log-sum-exp of each query's scaled, masked scores (needed by the backward; may be null).
-  // A query that sees no key (impossible with a causal mask unless segments disagree with
-  // themselves) gets a zero output.
-  virtual void AttentionForward(const AttentionShape& s, const float* q, const float* k,
-                                const float* v, const int32_t* q_segments,
-                                const int32_t* kv_segments, float* out, float* lse) const = 0;
-  // Given the forward's inputs, out, lse and dout (B, Tq, Hq, D): dq += ..., dk += ..., dv += ...
-  virtual void AttentionBackward(const AttentionShape& s, const float* q, const float* k,
-                                 const float* v, const int32_t* q_segments,
-                                 const int32_t* kv_segments, const float* out, const float* lse,
-                                 const float* dout, float* dq, float* dk, float* dv) const = 0;
+  // q (B, Tq, Hq, D), k and v (B, kv_rows, Hkv, D) (rows >= Tk used), out (B, Tq, Hq, D): data;
+  // q_segments (B, Tq) and kv_segments (B, kv_rows): index, or both empty views; lse
+  // (B, Hq, Tq): stat, receives the log-sum-exp of each query's scaled, masked scores (needed by
+  // the backward; may be empty). A query that sees no key gets a zero output. The softmax is
+  // fp32; with BF16 v the probabilities are rounded to bf16 for the P @ V product (as HF's eager
+  // attention casts them to the value dtype).
+  virtual void AttentionForward(const AttentionShape& s, const View& q, const View& k,
+                                const View& v, const View& q_segments, const View& kv_segments,
+                                const View& out, const View& lse) const = 0;
+  // Given the forward's inputs, out, lse and dout (B, Tq, Hq, D): dq += ..., dk += ...,
+  // dv += ... (data).
+  virtual void AttentionBackward(const AttentionShape& s, const View& q, const View& k,
+                                 const View& v, const View& q_segments, const View& kv_segments,
+                                 const View& out, const View& lse, const View& dout, const View& dq,
+                                 const View& dk, const View& dv) const = 0;
 
-  // ---- SwiGLU ----------------------------------------------------------------------------
-  // out (N) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), elementwise over n values.
-  virtual void SwigluForward(const float* gate, const float* up, int64_t n, float* out) const = 0;
+  // ---- SwiGLU (data) ---------------------------------------------------------------------
+  // out (n) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), elementwise.
+  virtual void SwigluForward(const View& gate, const View& up, const View& out) const = 0;
   // dgate += dout * up * silu'(gate); dup += dout * silu(gate).
-  virtual void SwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
-                              float* dgate, float* dup) const = 0;
+  virtual void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
+                              const View& dup) const = 0;
 
-  // ---- elementwise and bias --------------------------------------------------------------
+  // ---- elementwise and bias (data) -------------------------------------------------------
   // y (n) += x (n).
-  virtual void AddInPlace(float* y, const float* x, int64_t n) const = 0;
+  virtual void AddInPlace(const View& y, const View& x) const = 0;
   // y (N, C) += bias (C) on every row.
-  virtual void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) const = 0;
-  // dbias (C) += sum over rows of dy (N, C).
-  virtual void BiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias) const = 0;
+  virtual void AddBias(const View& y, const View& bias) const = 0;
+  // dbias (C, F32) += sum over rows of dy (N, C).
+  virtual void BiasBackward(const View& dy, const View& dbias) const = 0;
+  // dst = src element by element (same element count; any data dtypes: a cast, rounding to
+  // nearest even into BF16).
+  virtual void Convert(const View& src, const View& dst) const = 0;
 
   // ---- cross-entropy ---------------------------------------------------------------------
-  // logits (N, V), targets (N) with kIgnoreIndex (-100) for rows without loss. WRITES *loss_sum
-  // (a device scalar, e.g. an F64 view of the backend's memory: read it back with one copy when
-  // needed, so a GPU does not sync per call) = the SUM over rows with a target of
-  // -log softmax(logits)[target], accumulated in double; lse (N) receives each row's
-  // log-sum-exp (rows without a target too). Targets are validated by the caller (-100 or
-  // 0 <= t < V).
-  virtual void CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                   int64_t vocab, float* lse, double* loss_sum) const = 0;
+  // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.
+  // *loss_sum (scalar) += the SUM over rows with a target of -log softmax(logits)[target],
+  // accumulated in double; lse (N, stat) receives each row's log-sum-exp (rows without a target
+  // too). Targets are validated by the caller (-100 or 0 <= t < V).
+  virtual void CrossEntropyForward(const View& logits, const View& targets, const View& lse,
+                                   const View& loss_sum) const = 0;
   // dlogits (N, V) = scale * (softmax(logits) - onehot(target)) for rows with a target, 0 for
-  // the others. WRITES (does not accumulate) so dlogits may alias logits (saves N*V floats).
-  virtual void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
-                                    int64_t n, int64_t vocab, float scale,
-                                    float* dlogits) const = 0;
+  // the others. WRITES (does not accumulate) so dlogits may alias logits.
+  virtual void CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
+                                    float scale, const View& dlogits) const = 0;
 
-  // ---- optimizer -------------------------------------------------------------------------
-  // One AdamW update of n values, torch.optim.AdamW's per-element formula in fp32, in order:
+  // ---- optimizer (master) ----------------------------------------------------------------
+  // One AdamW update of p, g, m, v (n each), torch.optim.AdamW's per-element formula in fp32:
   //   p *= decay_factor (when decay); m += (1 - beta1) * (g - m);
   //   v = v * beta2 + (1 - beta2) * g * g; p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
   // Every implementation gives the same bits (no fused multiply-add, IEEE sqrt and division).
-  virtual void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
-                           float* v) const = 0;
-  // *sum (a device scalar) += the sum of x[i]^2 over n values, accumulated in double (the order
-  // may differ by implementation; fixed for a backend and thread count). Accumulating lets a
-  // global norm over many tensors stay on the device until one read.
-  virtual void SumOfSquares(const float* x, int64_t n, double* sum) const = 0;
-  // x (n) *= factor.
-  virtual void Scale(float* x, int64_t n, float factor) const = 0;
+  virtual void AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
+                           const View& v) const = 0;
+  // *sum (scalar) += the sum of x[i]^2, accumulated in double (the order may differ by
+  // implementation; fixed for a backend and thread count).
+  virtual void SumOfSquares(const View& x, const View& sum) const = 0;
+  // x *= factor.
+  virtual void Scale(const View& x, float factor) const = 0;
 };
+
+// OK when `ops` supports every op in `ops_needed` with data of `dtype`; else Unimplemented
+// naming the backend, the first missing op, the dtype and `purpose` ("bf16 training of
+// LlamaForCausalLM", ...).
+Status CheckOpsSupport(const Ops& ops, std::span<const OpKind> ops_needed, DType dtype,
+                       const std::string& purpose);
 
 }  // namespace air::engine

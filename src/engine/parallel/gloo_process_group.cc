@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "engine/dtype.h"
 #include "engine/parallel/tcp_store.h"
 
 namespace air::engine::parallel {
@@ -174,11 +176,10 @@ Status WithType(CommDType dtype, Fn&& fn) {
       return fn.template operator()<int64_t>();
     case CommDType::kBF16:
     case CommDType::kF16:
-      break;
+      return fn.template operator()<uint16_t>();  // moved as bits; sums take the half path
   }
   return Unimplemented(
-      fmt::format("{} collectives are not supported by the Gloo group yet (f32, f64, i32, i64 are)",
-                  CommDTypeName(dtype)));
+      fmt::format("{} collectives are not supported by the Gloo group", CommDTypeName(dtype)));
 }
 
 class GlooProcessGroup : public ProcessGroup {
@@ -193,6 +194,7 @@ class GlooProcessGroup : public ProcessGroup {
   const char* backend() const override { return "gloo"; }
 
   Status AllReduce(void* data, size_t count, CommDType dtype, ReduceOp op) override {
+    if (IsHalf(dtype)) return HalfAllReduce(data, count, dtype, op);
     return Run("all_reduce", count, dtype, [&]<typename T>() {
       gloo::AllreduceOptions opts(context_);
       opts.setOutput(static_cast<T*>(data), count);
@@ -222,6 +224,7 @@ class GlooProcessGroup : public ProcessGroup {
   // slot: correct and deterministic, at twice the traffic of a ring reduce-scatter.
   Status ReduceScatter(const void* send, void* recv, size_t count, CommDType dtype,
                        ReduceOp op) override {
+    if (IsHalf(dtype)) return HalfReduceScatter(send, recv, count, dtype, op);
     const size_t total = count * static_cast<size_t>(dist_.world_size);
     return Run("reduce_scatter", count, dtype, [&]<typename T>() {
       std::vector<T> work(static_cast<const T*>(send), static_cast<const T*>(send) + total);
@@ -261,6 +264,18 @@ class GlooProcessGroup : public ProcessGroup {
 
  private:
   uint32_t NextTag() { return tag_++; }
+
+  static bool IsHalf(CommDType dtype) {
+    return dtype == CommDType::kBF16 || dtype == CommDType::kF16;
+  }
+  // bf16/f16 reductions: every rank sends each rank the chunk it owns (all-to-all, in the half
+  // dtype: half the bytes of f32), and each rank reduces the W chunks it received in fp32, in
+  // rank order, rounding the result once — deterministic, and no rounding between partial sums
+  // (a ring would round at every hop).
+  Status HalfReduceScatter(const void* send, void* recv, size_t count, CommDType dtype,
+                           ReduceOp op);
+  // ReduceScatter over the count padded to a multiple of the world size, then an all-gather.
+  Status HalfAllReduce(void* data, size_t count, CommDType dtype, ReduceOp op);
 
   template <typename Body>
   Status Run(const char* op, size_t count, CommDType dtype, Body&& body) {
@@ -312,6 +327,55 @@ class GlooProcessGroup : public ProcessGroup {
     if (watcher_.joinable()) watcher_.join();
   }
 };
+
+Status GlooProcessGroup::HalfReduceScatter(const void* send, void* recv, size_t count,
+                                           CommDType dtype, ReduceOp op) {
+  const size_t world = static_cast<size_t>(dist_.world_size);
+  const DType half = dtype == CommDType::kBF16 ? DType::kBF16 : DType::kF16;
+  std::vector<uint16_t> in(static_cast<const uint16_t*>(send),
+                           static_cast<const uint16_t*>(send) + count * world);
+  std::vector<uint16_t> chunks(count * world);
+  Status moved = Run("reduce_scatter", count, dtype, [&]<typename T>() {
+    gloo::AlltoallOptions opts(context_);
+    opts.setInput(in.data(), in.size());
+    opts.setOutput(chunks.data(), chunks.size());
+    opts.setTag(NextTag());
+    opts.setTimeout(options_.timeout);
+    gloo::alltoall(opts);
+  });
+  AIR_RETURN_IF_ERROR(moved);
+  std::vector<float> acc(count), part(count);
+  DecodeToF32(half, chunks.data(), count, acc.data());
+  for (size_t r = 1; r < world; ++r) {
+    DecodeToF32(half, chunks.data() + r * count, count, part.data());
+    for (size_t i = 0; i < count; ++i) {
+      switch (op) {
+        case ReduceOp::kSum:
+          acc[i] += part[i];
+          break;
+        case ReduceOp::kMax:
+          acc[i] = std::max(acc[i], part[i]);
+          break;
+        case ReduceOp::kMin:
+          acc[i] = std::min(acc[i], part[i]);
+          break;
+      }
+    }
+  }
+  EncodeFromF32(half, acc.data(), count, recv);
+  return Status::Ok();
+}
+
+Status GlooProcessGroup::HalfAllReduce(void* data, size_t count, CommDType dtype, ReduceOp op) {
+  const size_t world = static_cast<size_t>(dist_.world_size);
+  const size_t shard = (count + world - 1) / world;
+  std::vector<uint16_t> padded(shard * world, 0), mine(shard);
+  std::memcpy(padded.data(), data, count * sizeof(uint16_t));
+  AIR_RETURN_IF_ERROR(HalfReduceScatter(padded.data(), mine.data(), shard, dtype, op));
+  AIR_RETURN_IF_ERROR(AllGather(mine.data(), padded.data(), shard, dtype));
+  std::memcpy(data, padded.data(), count * sizeof(uint16_t));
+  return Status::Ok();
+}
 
 // Waits for every rank's join key. On timeout the store's host publishes the missing ranks and
 // stays up until the ranks that did join have read them, so every rank names the same ones.
@@ -494,6 +558,7 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
 
 Result<std::unique_ptr<ProcessGroup>> CreateGlooProcessGroup(const DistEnv& dist,
                                                              const GlooOptions& options) {
+  if (dist.world_size == 1) return SingleProcessGroup();
   // Gloo writes to its sockets without MSG_NOSIGNAL: a dead peer would kill this process with
   // SIGPIPE before the collective could report it. (Process-wide; Python runs so by default.)
   ::signal(SIGPIPE, SIG_IGN);

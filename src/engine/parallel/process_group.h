@@ -4,6 +4,9 @@
 // next — plugs in without a copy. One implementation per transport: GlooProcessGroup (CPU, TCP)
 // now; an NCCL one slots in beside it behind this interface.
 //
+// Reductions in bf16/f16 (FSDP's reduce_dtype) move the half-precision values and accumulate
+// the ranks' contributions in fp32, in rank order, rounding the result once.
+//
 // Every call is collective: all ranks of the group make the same calls in the same order with
 // the same counts. A call that cannot finish (a peer died or stopped answering) returns an
 // error naming the lost rank within the group's timeout, and the group is then broken: later
@@ -13,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "base/status.h"
@@ -45,5 +49,9 @@ class ProcessGroup {
   virtual Status Broadcast(void* data, size_t count, CommDType dtype, int root) = 0;
   virtual Status Barrier() = 0;
 };
+
+// The group of one process (rank 0 of 1): collectives are copies, nothing is sent. It is what
+// one process trains with, so a single process and a sharded run take the same code path.
+std::unique_ptr<ProcessGroup> SingleProcessGroup();
 
 }  // namespace air::engine::parallel

@@ -55,8 +55,7 @@ void AdamW::Step(double lr) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamView& p = params_[i];
     scalars.decay = options_.weight_decay != 0.0 && p.decay;
-    backend_->AdamWUpdate(scalars, p.numel, p.value, p.grad, exp_avg_[i].f32(),
-                          exp_avg_sq_[i].f32());
+    backend_->AdamWUpdate(scalars, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i]);
   }
 }
 

@@ -15,7 +15,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Result<GenerateResult> Generate(LlamaModel& model, std::span<const int32_t> prompt,
+Result<GenerateResult> Generate(CausalLm& model, std::span<const int32_t> prompt,
                                 const GenerateOptions& options,
                                 const std::function<void(int32_t)>& on_token) {
   AIR_RETURN_IF_ERROR(ValidateSamplingOptions(options.sampling));

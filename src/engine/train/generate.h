@@ -1,5 +1,5 @@
-// Text generation with a LlamaModel and its KV cache: the prompt is fed once, then one token
-// per step through LlamaModel::ForwardStep, each chosen by a TokenSampler, until an end-of-
+// Text generation with a CausalLm and its KV cache: the prompt is fed once, then one token
+// per step through CausalLm::ForwardStep, each chosen by a TokenSampler, until an end-of-
 // sequence id or max_new_tokens. Used by `air generate` and by the trainer's sample generations.
 // Thread safety: drives one model from the calling thread.
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "engine/train/sampling.h"
 
 namespace air::engine::train {
@@ -29,7 +29,7 @@ struct GenerateResult {
 };
 
 // `on_token` (optional) sees each new token as it is chosen, for streaming output.
-Result<GenerateResult> Generate(LlamaModel& model, std::span<const int32_t> prompt,
+Result<GenerateResult> Generate(CausalLm& model, std::span<const int32_t> prompt,
                                 const GenerateOptions& options,
                                 const std::function<void(int32_t)>& on_token = nullptr);
 

@@ -49,7 +49,7 @@ bool ExactMatch(const std::string& generated, const std::string& expected) {
   return Trim(generated) == Trim(expected);
 }
 
-std::vector<int64_t> EndOfGenerationIds(const LlamaModel& model, const Tokenizer& tokenizer,
+std::vector<int64_t> EndOfGenerationIds(const CausalLm& model, const Tokenizer& tokenizer,
                                         bool chat) {
   std::vector<int64_t> ids = model.config().eos_token_ids;
   if (tokenizer.eos()) ids.push_back(tokenizer.eos()->id);

@@ -15,7 +15,7 @@
 #include "base/status.h"
 #include "engine/data/dataset.h"
 #include "engine/data/tokenizer.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 
 namespace air::engine::train {
 
@@ -34,7 +34,7 @@ bool ExactMatch(const std::string& generated, const std::string& expected);
 
 // The ids that end a generation: the model config's eos ids, the tokenizer's eos and, for chat
 // prompts, the chat template's end-of-turn token (<|eot_id|> or <|im_end|>) when it exists.
-std::vector<int64_t> EndOfGenerationIds(const LlamaModel& model, const Tokenizer& tokenizer,
+std::vector<int64_t> EndOfGenerationIds(const CausalLm& model, const Tokenizer& tokenizer,
                                         bool chat);
 
 }  // namespace air::engine::train

@@ -9,7 +9,7 @@ namespace air::engine::train {
 double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
                        const View& sum_slot) {
   backend.Zero(sum_slot);
-  for (const ParamView& p : params) backend.SumOfSquares(p.grad, p.numel, sum_slot.f64());
+  for (const ParamView& p : params) backend.SumOfSquares(p.grad, sum_slot);
   return backend.ReadScalar(sum_slot);
 }
 
@@ -35,7 +35,7 @@ double ClipToNorm(const std::vector<ParamView>& params, double total, double max
 }
 
 void ScaleGrads(const std::vector<ParamView>& params, float factor, const Backend& backend) {
-  for (const ParamView& p : params) backend.Scale(p.grad, p.numel, factor);
+  for (const ParamView& p : params) backend.Scale(p.grad, factor);
 }
 
 }  // namespace air::engine::train

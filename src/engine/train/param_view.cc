@@ -11,7 +11,8 @@ std::vector<ParamView> ViewsOf(std::vector<Parameter>& params) {
   for (Parameter& p : params) {
     if (!p.trainable) continue;
     AIR_ENGINE_CHECK(!p.grad.empty() || p.numel() == 0, "ViewsOf before the grads exist");
-    views.push_back(ParamView{p.name, p.shape, p.value.f32(), p.grad.f32(), p.numel(), p.decay});
+    AIR_ENGINE_CHECK(p.value.dtype() == DType::kF32, "ViewsOf a parameter that is not F32");
+    views.push_back(ParamView{p.name, p.shape, p.value.Flat(), p.grad.Flat(), p.numel(), p.decay});
   }
   return views;
 }

@@ -1,6 +1,6 @@
-// ParamView: what the optimizer and the clipper need to know about one trainable tensor — its
-// Hugging Face name, its shape, whether weight decay applies, and the device addresses of its
-// fp32 values and fp32 gradient (both `numel` floats, contiguous, in the memory of the model's
+// ParamView: what the optimizer and the clipper need to know about one trainable tensor (or a
+// rank's piece of one) — its name, its shape, whether weight decay applies, and views of its
+// fp32 master values and fp32 gradient (both `numel` floats, in the memory of the model's
 // backend: only that backend's ops may touch them). The model owns the memory; a ParamView is
 // valid as long as the model is alive and its gradient buffers are not laid out again
 // (ViewsOf() maps a model's trainable parameters; their grads must be allocated first, e.g.
@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "engine/model/parameter.h"
+#include "engine/view.h"
 
 namespace air::engine::train {
 
 struct ParamView {
-  std::string name;            // e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::string name;            // the model's, e.g. "layers.0.attention.wq.weight"
   std::vector<int64_t> shape;  // e.g. {out, in}
-  float* value = nullptr;
-  float* grad = nullptr;
+  View value;                  // F32, numel
+  View grad;                   // F32, numel
   int64_t numel = 0;
   // Weight decay is applied to matrices and embeddings (2+ dims), not to norms or biases (1 dim),
   // as transformers' Trainer does for Llama-family models.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "engine/io/hf_state_dict.h"
 #include "engine/io/safetensors.h"
 
 namespace air::engine::train {
@@ -42,9 +43,11 @@ Result<std::string> HashFile(Env* env, const std::string& path) {
   return std::string(hex);
 }
 
-nlohmann::json ParameterList(const LlamaModel& model) {
+// Every parameter's HF name and shape (what a checkpoint of another model differs in).
+nlohmann::json ParameterList(const CausalLm& model) {
   nlohmann::json out = nlohmann::json::array();
-  for (const Parameter& p : model.parameters()) out.push_back({p.name, p.shape});
+  const std::vector<std::string> names = HfParameterNames(model);
+  for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], model.parameters()[i].shape});
   return out;
 }
 
@@ -64,7 +67,7 @@ std::vector<float> UnitMoments(const StateLayout& layout, const AdamW& adam, int
 
 }  // namespace
 
-StateLayout WholeModelLayout(const LlamaModel& model) {
+StateLayout WholeModelLayout(const CausalLm& model) {
   StateLayout layout;
   const auto& units = model.units();
   std::map<const Parameter*, std::pair<int, int64_t>> where;  // parameter -> (unit, offset)
@@ -115,7 +118,7 @@ Status SaveRankState(Env* env, const std::string& dir, const StateLayout& layout
   return env->WriteFileAtomic(stem + ".json", sidecar.dump() + "\n");
 }
 
-Status CommitCheckpoint(Env* env, const std::string& dir, const LlamaModel& model,
+Status CommitCheckpoint(Env* env, const std::string& dir, const CausalLm& model,
                         const StateLayout& layout, const RunIdentity& identity,
                         const TrainPosition& position) {
   nlohmann::json units = nlohmann::json::array();
@@ -152,7 +155,7 @@ std::optional<std::string> LatestCheckpoint(Env* env, const std::string& output_
   return fmt::format("{}/checkpoint-{}", output_dir, best);
 }
 
-Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const LlamaModel& model,
+Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const CausalLm& model,
                                     const StateLayout& layout, const RunIdentity& identity,
                                     const WriteUnitFn& write_unit, AdamW& adam) {
   if (!env->FileExists(dir + "/" + kMarker)) {

@@ -31,7 +31,7 @@
 
 #include "base/env.h"
 #include "base/status.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "engine/train/adamw.h"
 
 namespace air::engine::train {
@@ -56,7 +56,7 @@ struct StateLayout {
 
 // One process (or a replica holding every unit whole): units [0, n), views = the model's
 // trainable parameters in model order.
-StateLayout WholeModelLayout(const LlamaModel& model);
+StateLayout WholeModelLayout(const CausalLm& model);
 
 // What a checkpoint records about the run, checked on resume.
 struct RunIdentity {
@@ -80,7 +80,7 @@ using WriteUnitFn = std::function<Status(int unit, const std::vector<float>& val
 Status SaveRankState(Env* env, const std::string& dir, const StateLayout& layout,
                      const ReadUnitFn& read_unit, const AdamW& adam);
 // Rank 0, after every rank's SaveRankState succeeded: trainer_state.json, then COMPLETE.
-Status CommitCheckpoint(Env* env, const std::string& dir, const LlamaModel& model,
+Status CommitCheckpoint(Env* env, const std::string& dir, const CausalLm& model,
                         const StateLayout& layout, const RunIdentity& identity,
                         const TrainPosition& position);
 
@@ -91,7 +91,7 @@ std::optional<std::string> LatestCheckpoint(Env* env, const std::string& output_
 // incompatible global batch or accumulation, a missing or corrupt file: an error naming the
 // file and what differs), writes this rank's ranges through write_unit and the moments into
 // `adam`, and returns where training resumes.
-Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const LlamaModel& model,
+Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const CausalLm& model,
                                     const StateLayout& layout, const RunIdentity& identity,
                                     const WriteUnitFn& write_unit, AdamW& adam);
 

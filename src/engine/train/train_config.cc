@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "base/strings.h"
 #include "spec/yaml_tree.h"
@@ -32,11 +33,20 @@ class ErrorList {
                                    : fmt::format("{}: {}: {}", where, field, message));
   }
   bool empty() const { return lines_.empty(); }
+  size_t size() const { return lines_.size(); }
   Status ToStatus() const { return InvalidArgument(Join(lines_, "\n")); }
 
  private:
   std::vector<std::string> lines_;
 };
+
+// The source of a "file:line:col" location ("file"), for locations of nested keys.
+std::string SourceOf(const std::string& where) {
+  const size_t last = where.rfind(':');
+  if (last == std::string::npos) return where;
+  const size_t before = where.rfind(':', last - 1);
+  return before == std::string::npos ? where : where.substr(0, before);
+}
 
 std::string Describe(const YamlNode& node) {
   if (node.IsSequence()) return "a list";
@@ -252,6 +262,83 @@ Setter HfFsdpField() {
   };
 }
 
+// One dtype of the mixed_precision map: float32 or bfloat16 (float16 is recognized, and refused:
+// the engine has no fp16 compute path).
+std::optional<DType> ReadPrecisionDType(const YamlNode& node, const std::string& where,
+                                        const std::string& key, ErrorList& errors) {
+  std::optional<DType> d = IsText(node) ? fsdp::ParseTorchDType(node.value) : std::nullopt;
+  if (!d) {
+    errors.Add(where, "mixed_precision." + key,
+               fmt::format("unknown dtype {}; valid: {}", Describe(node), fsdp::TorchDTypeNames()));
+    return std::nullopt;
+  }
+  if (*d == DType::kF16) {
+    errors.Add(where, "mixed_precision." + key,
+               fmt::format("float16 has no compute path in air's engine (no fp16 kernels, no loss "
+                           "scaling); valid: {}",
+                           fsdp::TorchDTypeNames()));
+    return std::nullopt;
+  }
+  return d;
+}
+
+Setter MixedPrecisionField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    if (IsText(g.node)) {  // Accelerate's mixed_precision: "bf16" | "no" | "fp32"
+      const std::string v = g.node.value;
+      if (v == "bf16" || v == "bfloat16") {
+        c.precision = fsdp::Bf16Policy();
+      } else if (v == "no" || v == "fp32" || v == "float32") {
+        c.precision = fsdp::MixedPrecision{};
+      } else {
+        errors.Add(g.where, "mixed_precision",
+                   fmt::format("expected bf16, no, or a map {{param_dtype, reduce_dtype, "
+                               "buffer_dtype}}, got {}{}",
+                               Describe(g.node),
+                               v == "fp16" || v == "float16"
+                                   ? " (fp16 has no compute path in air's engine)"
+                                   : ""));
+      }
+      return;
+    }
+    if (!g.node.IsMapping()) {
+      errors.Add(g.where, "mixed_precision",
+                 fmt::format("expected a map {{param_dtype, reduce_dtype, buffer_dtype}} or bf16, "
+                             "got {}",
+                             Describe(g.node)));
+      return;
+    }
+    static const std::vector<std::string> kKeys = {"param_dtype", "reduce_dtype", "buffer_dtype"};
+    fsdp::MixedPrecision mp;
+    bool reduce_given = false;
+    for (const auto& [key, value] : g.node.entries) {
+      const std::string name = key.IsScalar() ? key.value : "";
+      const std::string where =
+          key.location.line > 0
+              ? fmt::format("{}:{}:{}", SourceOf(g.where), key.location.line, key.location.column)
+              : g.where;
+      std::optional<DType> d;
+      if (name == "param_dtype" || name == "reduce_dtype" || name == "buffer_dtype") {
+        d = ReadPrecisionDType(value, where, name, errors);
+      } else {
+        errors.Add(where, "mixed_precision",
+                   fmt::format("unknown key '{}'{}; valid: {}", name, DidYouMeanSuffix(name, kKeys),
+                               Join(kKeys, ", ")));
+        continue;
+      }
+      if (!d) continue;
+      if (name == "param_dtype") mp.param_dtype = *d;
+      if (name == "reduce_dtype") {
+        mp.reduce_dtype = *d;
+        reduce_given = true;
+      }
+      if (name == "buffer_dtype") mp.buffer_dtype = *d;
+    }
+    if (!reduce_given) mp.reduce_dtype = mp.param_dtype;  // FSDP1: None takes param_dtype
+    c.precision = mp;
+  };
+}
+
 const std::vector<FieldSpec>& FieldSpecs() {
   static const std::vector<FieldSpec> kSpecs = [] {
     const Range positive{0, std::numeric_limits<double>::infinity(), false, true, "must be > 0"};
@@ -310,8 +397,12 @@ const std::vector<FieldSpec>& FieldSpecs() {
                           {0, 1e12, true, true, "must be >= 0 (0: save only at the end)"})});
     s.push_back({"resume_from_checkpoint", "", false, ResumeField()});
     s.push_back({"bf16", "", false, BoolField("bf16", &TrainConfig::bf16)});
+    s.push_back({"mixed_precision", "", false, MixedPrecisionField()});
     s.push_back({"activation_checkpointing", "", false,
                  BoolField("activation_checkpointing", &TrainConfig::activation_checkpointing)});
+    s.push_back(
+        {"fused_linear_cross_entropy", "", false,
+         BoolField("fused_linear_cross_entropy", &TrainConfig::fused_linear_cross_entropy)});
     s.push_back({"fsdp_sharding_strategy", "", false, ShardingStrategyField()});
     s.push_back({"fsdp", "", false, HfFsdpField()});
     s.push_back({"ddp_timeout", "", false,
@@ -444,6 +535,7 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
   }
 
   TrainConfig config;
+  std::set<std::string> failed;  // fields whose value was reported as an error
   for (const auto& spec : FieldSpecs()) {
     auto it = given.find(spec.name);
     if (it == given.end()) {
@@ -452,7 +544,9 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
       }
       continue;
     }
+    const size_t before = errors.size();
     spec.set(it->second, config, errors);
+    if (errors.size() > before) failed.insert(spec.name);
     config.sources[spec.name] = it->second.where;
   }
 
@@ -481,6 +575,21 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
                              fsdp::ShardingStrategyName(*o.strategy), named.where,
                              fsdp::ShardingStrategyName(*n)));
     }
+  }
+  // bf16 (HF) and mixed_precision (FSDP) say the same thing or only one is given.
+  if (given.count("bf16") && given.count("mixed_precision") && !failed.count("bf16") &&
+      !failed.count("mixed_precision")) {
+    const bool low = config.precision.param_dtype == DType::kBF16;
+    if (config.bf16 != low || (config.bf16 && config.precision.reduce_dtype != DType::kBF16)) {
+      errors.Add(given["mixed_precision"].where, "mixed_precision",
+                 fmt::format("says param_dtype {}, reduce_dtype {} but bf16 ({}) is {}; give one "
+                             "of them (bf16: true means bfloat16 parameters and reductions)",
+                             fsdp::TorchDTypeName(config.precision.param_dtype),
+                             fsdp::TorchDTypeName(config.precision.reduce_dtype),
+                             given["bf16"].where, config.bf16 ? "true" : "false"));
+    }
+  } else if (config.bf16) {
+    config.precision = fsdp::Bf16Policy();
   }
   if (!errors.empty()) return errors.ToStatus();
   return config;

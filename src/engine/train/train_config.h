@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/fsdp/mixed_precision.h"
 #include "engine/fsdp/sharding_strategy.h"
 
 namespace air::engine::train {
@@ -58,8 +59,17 @@ struct TrainConfig {
   std::string resume_from_checkpoint;
 
   // --- compute ---
-  bool bf16 = false;                      // see docs/engine-training.md for the CPU meaning
+  // HF's bf16: true = mixed_precision {param_dtype, reduce_dtype, buffer_dtype} all bfloat16
+  // (what Accelerate sets under FSDP); given together, the two must agree.
+  bool bf16 = false;
+  // FSDP1's MixedPrecision (fsdp/mixed_precision.h): `mixed_precision: {param_dtype: bfloat16,
+  // reduce_dtype: ..., buffer_dtype: ...}` (reduce_dtype defaults to param_dtype, buffer_dtype to
+  // float32, as FSDP1's do), or the string bf16 / no.
+  fsdp::MixedPrecision precision;
   bool activation_checkpointing = false;  // recompute each layer's activations in backward
+  // The head and loss fused and chunked (model/lm_head.h, Liger's FusedLinearCrossEntropy):
+  // never the N x V logits. false computes them whole (to measure what fusing saves).
+  bool fused_linear_cross_entropy = true;
 
   // --- several ranks (engine/fsdp) ---
   // fsdp_sharding_strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD/DDP, HYBRID_SHARD), or HF's

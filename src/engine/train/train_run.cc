@@ -14,12 +14,14 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/io/hf_state_dict.h"
-#include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
+#include "engine/model/model_factory.h"
 #include "engine/ops/cpu/cpu_features.h"
+#include "engine/ops/cpu/gemm_precision.h"
 #include "engine/ops/cpu/thread_pool.h"
 #include "engine/parallel/dist_env.h"
 #include "engine/parallel/gloo_process_group.h"
+#include "engine/train/activation_checkpointing.h"
 #include "engine/train/pretokenized_dataset.h"
 
 namespace air::engine::train {
@@ -214,11 +216,8 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   if (std::string problem = CpuKernelsSettingProblem(); !problem.empty()) {
     p.notes.push_back(problem);
   }
-  if (config.bf16) {
-    p.notes.push_back(
-        "bf16: the CPU engine has no bf16 kernels yet, so weights, activations, gradients and "
-        "optimizer state all stay fp32 (as numerically exact as the reference); the checkpoint is "
-        "saved in fp32");
+  if (config.precision.param_dtype == DType::kBF16) {
+    if (std::string how = CpuBf16Note(); !how.empty()) p.notes.push_back(how);
   }
   p.config = std::move(config);
   return p;
@@ -239,7 +238,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       "data     {} ({}, {} examples, {} micro-batches of {} per epoch, max_seq_len {}{})\n"
       "steps    {} optimizer steps x {} micro-batches, lr {} ({}, warmup {}), weight decay {}, "
       "clip {}\n"
-      "compute  CPU, fp32, {} thread{}, {} kernels\n"
+      "compute  CPU, {}, {} thread{}, {} kernels\n"
       "output   {}",
       p.model_dir, ArchitectureClassName(m.arch), m.num_layers, m.hidden_size, m.vocab_size,
       c.dataset_name, p.dataset_kind, p.num_examples, p.loader->batches_per_epoch(),
@@ -248,7 +247,8 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
                 : std::string(", padded, grouped by length"),
       p.total_steps, c.gradient_accumulation_steps, c.learning_rate,
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
-      threads, threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()), c.output_dir);
+      DescribePrecision(c.precision), threads, threads == 1 ? "" : "s",
+      CpuKernelsName(SelectedCpuKernels()), c.output_dir);
   if (p.dist.world_size > 1) {
     text += fmt::format("\nranks    {} ({}), {} over gloo, {} thread{} per rank", p.dist.world_size,
                         parallel::DescribeDistEnv(p.dist),
@@ -261,62 +261,56 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
 
 namespace {
 
-// The part of the training state (weights, gradients, two AdamW moments) each rank holds.
+// How the training state divides among the ranks: the fp32 master, gradients and moments are
+// sharded over the shard group (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD within a node);
+// NO_SHARD and a single process keep everything whole.
 MemoryShare TrainingShare(const PreparedTraining& p) {
   MemoryShare share;
   const int world = p.dist.world_size;
-  if (world <= 1) return share;
-  share.ranks_on_host = p.dist.local_world_size;
   const fsdp::ShardingStrategy s = p.config.sharding_strategy;
+  if (world <= 1 || s == fsdp::ShardingStrategy::kNoShard) return share;
+  share.ranks_on_host = p.dist.local_world_size;
   const int shards = s == fsdp::ShardingStrategy::kHybridShard ? p.dist.local_world_size : world;
-  switch (s) {
-    case fsdp::ShardingStrategy::kFullShard:
-    case fsdp::ShardingStrategy::kHybridShard:
-      share.per_rank = 1.0 / shards;
-      break;
-    case fsdp::ShardingStrategy::kShardGradOp:  // whole weights; gradients and moments sharded
-      share.per_rank = (1.0 + 3.0 / shards) / 4.0;
-      break;
-    case fsdp::ShardingStrategy::kNoShard:
-      share.per_rank = 1.0;
-      break;
-  }
+  share.per_rank = 1.0 / shards;
   share.how = fmt::format("{} over {} ranks", fsdp::ShardingStrategyName(s), shards);
   return share;
+}
+
+// Whether the strategy keeps a whole param_dtype copy resident (NO_SHARD and one process:
+// the compute copy; SHARD_GRAD_OP: the unsharded parameters).
+bool KeepsResidentCopy(const PreparedTraining& p) {
+  return p.dist.world_size <= 1 || p.config.sharding_strategy == fsdp::ShardingStrategy::kNoShard ||
+         p.config.sharding_strategy == fsdp::ShardingStrategy::kShardGradOp;
 }
 
 }  // namespace
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
-  AIR_RETURN_IF_ERROR(CheckModelFitsInMemory(env, p.model_config, kFloatsPerParameterForTraining,
-                                             "training", TrainingShare(p))
-                          .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
-  ModelOptions model_options;
-  model_options.activation_checkpointing = p.config.activation_checkpointing;
+  const fsdp::MixedPrecision& precision = p.config.precision;
+  AIR_RETURN_IF_ERROR(
+      CheckModelFitsInMemory(env, p.model_config,
+                             TrainingBytes(precision.param_dtype, KeepsResidentCopy(p)), "training",
+                             TrainingShare(p))
+          .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   AIR_ASSIGN_OR_RETURN(
       std::shared_ptr<Backend> backend,
       CreateBackend({.kind = "fast", .num_threads = ThreadsPerRank(p, options.num_threads)}));
   // Join the group before loading: a missing peer or a port in use is reported before the
-  // (possibly long) weight load.
-  std::unique_ptr<parallel::ProcessGroup> group;
+  // (possibly long) weight load. One process is a group of one.
   parallel::GlooOptions gloo;
   gloo.timeout = std::chrono::seconds(p.config.ddp_timeout);
-  if (p.dist.world_size > 1) {
-    AIR_ASSIGN_OR_RETURN(group, parallel::CreateGlooProcessGroup(p.dist, gloo));
-  }
-  // A sharding strategy loads one unit at a time during Fsdp::Apply and keeps its shard, so no
-  // rank ever holds the whole model; otherwise every unit is loaded now.
-  const bool load_by_unit =
-      group != nullptr && p.config.sharding_strategy != fsdp::ShardingStrategy::kNoShard;
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<WeightReader> weights;
-  if (load_by_unit) {
-    model_options.deferred_storage = true;
-    AIR_ASSIGN_OR_RETURN(model, LlamaModel::Create(p.model_config, backend, model_options));
-    AIR_ASSIGN_OR_RETURN(weights, WeightReader::Open(p.model_dir));
-  } else {
-    AIR_ASSIGN_OR_RETURN(model, LoadHfModel(p.model_dir, backend, model_options));
-  }
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ProcessGroup> group,
+                       parallel::CreateGlooProcessGroup(p.dist, gloo));
+  // The model is created without storage; FSDP loads one unit at a time and keeps this rank's
+  // part, so no rank ever holds the whole fp32 model beyond what its strategy keeps.
+  ModelOptions model_options;
+  model_options.compute_dtype = precision.param_dtype;
+  model_options.buffer_dtype = precision.buffer_dtype;
+  model_options.deferred_storage = true;
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<CausalLm> model,
+                       CreateModel(p.model_config, backend, model_options));
+  ApplyActivationCheckpointing(*model, p.config.activation_checkpointing);
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<WeightReader> weights, WeightReader::Open(p.model_dir));
   TrainerIo io;
   io.env = env;
   io.progress = options.progress;
@@ -325,47 +319,45 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   io.model_dir = p.model_dir;
   io.dump_batches_path = options.dump_batches_path;
   io.stop_requested = options.stop_requested;
-  std::unique_ptr<parallel::ProcessGroup> node_group, replica_group;  // HYBRID_SHARD's
-  std::unique_ptr<fsdp::CommThread> comm;
-  std::unique_ptr<fsdp::Fsdp> sharded;
-  if (group != nullptr) {
-    if (!io.dump_batches_path.empty()) {
-      io.dump_batches_path += fmt::format(".rank{}", p.dist.rank);
-    }
-    comm = std::make_unique<fsdp::CommThread>();
-    parallel::ProcessGroup* shard_group = group.get();
-    parallel::ProcessGroup* replicas = nullptr;
-    if (p.config.sharding_strategy == fsdp::ShardingStrategy::kHybridShard) {
-      // Shards within the node (its local ranks); replicas across the nodes (same local rank).
-      parallel::DistEnv in_node = p.dist, across = p.dist;
-      in_node.rank = p.dist.local_rank;
-      in_node.world_size = p.dist.local_world_size;
-      across.rank = p.dist.rank / p.dist.local_world_size;
-      across.world_size = p.dist.world_size / p.dist.local_world_size;
-      parallel::GlooOptions node_options = gloo, across_options = gloo;
-      node_options.sub_group = fmt::format("node{}", across.rank);
-      across_options.sub_group = fmt::format("local{}", p.dist.local_rank);
-      AIR_ASSIGN_OR_RETURN(node_group, parallel::CreateGlooProcessGroup(in_node, node_options));
-      AIR_ASSIGN_OR_RETURN(replica_group, parallel::CreateGlooProcessGroup(across, across_options));
-      shard_group = node_group.get();
-      replicas = replica_group.get();
-    }
-    fsdp::FsdpOptions fsdp_options{.strategy = p.config.sharding_strategy};
-    if (load_by_unit) {
-      fsdp_options.load_unit = [&](int unit) -> Status {
-        AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
-        return LoadHfUnit(*weights, *model, unit);
-      };
-    }
-    AIR_ASSIGN_OR_RETURN(sharded,
-                         fsdp::Fsdp::Apply(*model, *shard_group, *comm, fsdp_options, replicas));
-    weights.reset();
-    io.parallel = {.group = group.get(),
-                   .comm = comm.get(),
-                   .fsdp = sharded.get(),
-                   .rank = p.dist.rank,
-                   .world_size = p.dist.world_size};
+  if (p.dist.world_size > 1 && !io.dump_batches_path.empty()) {
+    io.dump_batches_path += fmt::format(".rank{}", p.dist.rank);
   }
+  std::unique_ptr<parallel::ProcessGroup> node_group, replica_group;  // HYBRID_SHARD's
+  auto comm = std::make_unique<fsdp::CommThread>();
+  parallel::ProcessGroup* shard_group = group.get();
+  parallel::ProcessGroup* replicas = nullptr;
+  fsdp::ShardingStrategy strategy = p.config.sharding_strategy;
+  if (strategy == fsdp::ShardingStrategy::kHybridShard && p.dist.world_size == 1) {
+    strategy = fsdp::ShardingStrategy::kFullShard;  // one process: nothing to replicate
+  }
+  if (strategy == fsdp::ShardingStrategy::kHybridShard) {
+    // Shards within the node (its local ranks); replicas across the nodes (same local rank).
+    parallel::DistEnv in_node = p.dist, across = p.dist;
+    in_node.rank = p.dist.local_rank;
+    in_node.world_size = p.dist.local_world_size;
+    across.rank = p.dist.rank / p.dist.local_world_size;
+    across.world_size = p.dist.world_size / p.dist.local_world_size;
+    parallel::GlooOptions node_options = gloo, across_options = gloo;
+    node_options.sub_group = fmt::format("node{}", across.rank);
+    across_options.sub_group = fmt::format("local{}", p.dist.local_rank);
+    AIR_ASSIGN_OR_RETURN(node_group, parallel::CreateGlooProcessGroup(in_node, node_options));
+    AIR_ASSIGN_OR_RETURN(replica_group, parallel::CreateGlooProcessGroup(across, across_options));
+    shard_group = node_group.get();
+    replicas = replica_group.get();
+  }
+  fsdp::FsdpOptions fsdp_options{.strategy = strategy, .precision = precision};
+  fsdp_options.load_unit = [&](int unit) -> Status {
+    AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
+    return LoadHfUnit(*weights, *model, unit);
+  };
+  AIR_ASSIGN_OR_RETURN(std::unique_ptr<fsdp::Fsdp> sharded,
+                       fsdp::Fsdp::Apply(*model, *shard_group, *comm, fsdp_options, replicas));
+  weights.reset();
+  io.parallel = {.group = group.get(),
+                 .comm = comm.get(),
+                 .fsdp = sharded.get(),
+                 .rank = p.dist.rank,
+                 .world_size = p.dist.world_size};
   Trainer trainer(model.get(), p.config, io);
   Result<TrainSummary> summary = trainer.Run(*p.loader);
   sharded.reset();  // before the thread and the groups it uses

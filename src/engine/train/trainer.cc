@@ -61,35 +61,25 @@ int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch) {
 }
 
 Status Trainer::SaveCheckpoint(const std::string& dir) const {
-  if (io_.parallel.fsdp != nullptr) {
-    // Gathered unit by unit; rank 0 holds one host copy of the model, the others none.
-    AIR_ASSIGN_OR_RETURN(std::vector<Tensor> full, io_.parallel.fsdp->GatherFullParameters());
-    Status written = Status::Ok();
-    if (lead()) {
-      std::vector<NamedTensorRef> refs;
-      const auto& params = model_->parameters();
-      for (size_t i = 0; i < params.size(); ++i) refs.push_back({params[i].name, &full[i]});
-      written = SaveHfCheckpoint(dir, model_->config(), refs, {}, io_.env);
-      if (written.ok() && !io_.model_dir.empty()) {
-        written = CopyTokenizerFiles(io_.model_dir, dir, io_.env).status();
-      }
+  // The fp32 master weights gathered unit by unit; rank 0 holds one host copy of the model, the
+  // others none, and writes it through the model's state-dict adapter (the one save path).
+  AIR_ASSIGN_OR_RETURN(std::vector<Tensor> full, io_.parallel.fsdp->GatherFullParameters());
+  Status written = Status::Ok();
+  if (lead()) {
+    written = SaveHfTensors(*model_, full, dir, {}, io_.env);
+    if (written.ok() && !io_.model_dir.empty()) {
+      written = CopyTokenizerFiles(io_.model_dir, dir, io_.env).status();
     }
-    // Everyone learns whether rank 0 managed: a failed save stops every rank, not just one.
-    double failed = written.ok() ? 0.0 : 1.0;
-    AIR_RETURN_IF_ERROR(SumOverRanks(&failed, 1));
-    AIR_RETURN_IF_ERROR(written);
-    if (failed > 0) return Internal(fmt::format("rank 0 could not write the checkpoint {}", dir));
-    return Status::Ok();
   }
-  AIR_RETURN_IF_ERROR(SaveHfModel(*model_, dir));
-  if (!io_.model_dir.empty()) {
-    AIR_RETURN_IF_ERROR(CopyTokenizerFiles(io_.model_dir, dir, io_.env).status());
-  }
+  // Everyone learns whether rank 0 managed: a failed save stops every rank, not just one.
+  double failed = written.ok() ? 0.0 : 1.0;
+  AIR_RETURN_IF_ERROR(SumOverRanks(&failed, 1));
+  AIR_RETURN_IF_ERROR(written);
+  if (failed > 0) return Internal(fmt::format("rank 0 could not write the checkpoint {}", dir));
   return Status::Ok();
 }
 
 Status Trainer::SumOverRanks(double* values, size_t n) const {
-  if (io_.parallel.comm == nullptr) return Status::Ok();
   parallel::ProcessGroup* group = io_.parallel.group;
   return io_.parallel.comm->Run([=] {
     return group->AllReduce(values, n, parallel::CommDType::kF64, parallel::ReduceOp::kSum);
@@ -100,7 +90,7 @@ Result<double> Trainer::ClipGradients(const std::vector<ParamView>& params,
                                       const View& norm_slot) const {
   const Backend& backend = model_->backend();
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  if (fsdp == nullptr || fsdp->gradients_replicated()) {
+  if (fsdp->gradients_replicated()) {
     return ClipGradNorm(params, config_.max_grad_norm, backend, norm_slot);
   }
   // Each rank holds a shard: the squared norms add up across the shards.
@@ -128,22 +118,26 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
   double global_tokens = static_cast<double>(out.loss_tokens);
   AIR_RETURN_IF_ERROR(SumOverRanks(&global_tokens, 1));
   const int64_t total_tokens = static_cast<int64_t>(global_tokens);
-  AIR_RETURN_IF_ERROR(fsdp != nullptr ? fsdp->ZeroGrads() : model_->ZeroGrads());
+  AIR_RETURN_IF_ERROR(fsdp->ZeroGrads());
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const TokenBatch& batch = micro_batches[i];
-    // One process skips a micro-batch that contributes nothing; ranks must all run the same
-    // collectives, so they compute it (with a zero scale) instead.
-    if (batch.CountLossTokens() == 0 && fsdp == nullptr) continue;
-    if (fsdp != nullptr) fsdp->set_sync_gradients(i + 1 == micro_batches.size());
-    AIR_ASSIGN_OR_RETURN(ForwardResult r, model_->Forward(batch));
-    out.loss_sum += r.loss_sum;
+    // Every rank runs every micro-batch (they take part in the same collectives), even one
+    // without loss tokens: its scale is then zero.
+    fsdp->set_sync_gradients(i + 1 == micro_batches.size());
     // d(mean over all N tokens)/d(param) = sum_i (n_i / N) * d(mean over micro-batch i).
-    const float scale = total_tokens > 0 ? static_cast<float>(static_cast<double>(r.loss_tokens) /
-                                                              static_cast<double>(total_tokens))
-                                         : 0.0f;
-    AIR_RETURN_IF_ERROR(model_->Backward(scale));
+    const int64_t tokens = batch.CountLossTokens();
+    const float scale =
+        total_tokens > 0
+            ? static_cast<float>(static_cast<double>(tokens) / static_cast<double>(total_tokens))
+            : 0.0f;
+    AIR_ASSIGN_OR_RETURN(
+        ForwardResult r,
+        model_->Forward(
+            batch, {.loss_scale = scale, .unfused_head = !config_.fused_linear_cross_entropy}));
+    out.loss_sum += r.loss_sum;
+    AIR_RETURN_IF_ERROR(model_->Backward());
   }
-  if (fsdp != nullptr) AIR_RETURN_IF_ERROR(fsdp->FinishGradients());
+  AIR_RETURN_IF_ERROR(fsdp->FinishGradients());
   // The step's loss and token counts over every rank.
   double sums[2] = {out.loss_sum, static_cast<double>(out.real_tokens)};
   AIR_RETURN_IF_ERROR(SumOverRanks(sums, 2));
@@ -168,15 +162,8 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   ProgressDisplay progress(io_.progress && lead() ? io_.progress : &discard, io_.progress_is_tty,
                            c.logging_steps);
 
-  model_->set_activation_checkpointing(c.activation_checkpointing);
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  std::vector<ParamView> params;
-  if (fsdp != nullptr) {
-    params = fsdp->OptimizerViews();  // this rank's shards
-  } else {
-    AIR_RETURN_IF_ERROR(model_->ZeroGrads());  // allocates the grads the views point into
-    params = ViewsOf(model_->parameters());
-  }
+  const std::vector<ParamView> params = fsdp->OptimizerViews();  // this rank's master shards
   const Backend& backend = model_->backend();
   AIR_ASSIGN_OR_RETURN(auto optimizer, AdamW::Create(params,
                                                      AdamWOptions{.beta1 = c.adam_beta1,
@@ -225,7 +212,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
     AIR_ASSIGN_OR_RETURN(const double grad_norm, ClipGradients(params, norm_slot));
     const double lr = schedule.LearningRate(step);
     optimizer->Step(lr);
-    if (fsdp != nullptr) AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());
+    AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());
 
     const double elapsed = SecondsSince(start);
     summary.steps = step + 1;
@@ -282,14 +269,15 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   }
   progress.Finish();
   summary.elapsed_s = SecondsSince(start);
-  if (fsdp != nullptr) {
+  if (io_.parallel.world_size > 1) {
     const fsdp::FsdpMemory held = fsdp->memory();
     summary.comm_s = fsdp->comm_seconds();
     summary.comm_wait_s = fsdp->wait_seconds();
     summary.parameter_bytes = held.parameters;
     summary.gradient_bytes = held.gradients;
     summary.gather_bytes = held.gather;
-    for (const ParamView& p : params) summary.optimizer_bytes += 2 * p.numel * 4;
+    for (const ParamView& p : params)
+      summary.optimizer_bytes += 2 * static_cast<int64_t>(p.value.bytes());
     const double mib = 1024.0 * 1024.0;
     progress.Note(fmt::format(
         "rank 0 of {}: {:.2f} s in collectives, {:.2f} s of it waited for by compute ({:.0f}% "

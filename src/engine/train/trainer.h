@@ -1,7 +1,8 @@
-// Trainer: the training loop of `air train` on one process — micro-batches from engine/data's
+// Trainer: the training loop of `air train` on one rank — micro-batches from engine/data's
 // DataLoader (packed or padded rows, shuffled by seed, endless epochs), forward and backward
-// through a LlamaModel, gradient accumulation, global-norm clipping, the learning-rate schedule,
-// AdamW, metrics, progress and checkpoints.
+// through a CausalLm sharded by FSDP over the ranks (one process is a group of one: the same
+// path), gradient accumulation, global-norm clipping, the learning-rate schedule, AdamW on the
+// fp32 master shards, metrics, progress and checkpoints.
 //
 // Loss normalization (gradient accumulation): an optimizer step takes G micro-batches. Let n_i
 // be the loss tokens (labels != -100 after the shift) of micro-batch i and N = sum n_i. Each
@@ -30,7 +31,7 @@
 #include "engine/data/data_loader.h"
 #include "engine/fsdp/comm_thread.h"
 #include "engine/fsdp/fsdp.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/causal_lm.h"
 #include "engine/train/adamw.h"
 #include "engine/train/sharded_checkpoint.h"
 #include "engine/train/step_metrics.h"
@@ -38,11 +39,11 @@
 
 namespace air::engine::train {
 
-// Several ranks: the model is sharded by `fsdp` over `group`, whose collectives all run on
-// `comm`. Each rank's DataLoader reads its own rows of every global batch; the trainer sums loss
-// tokens and losses over ranks, so every rank normalizes by the global count of loss tokens
-// (HF's average_tokens_across_devices) and the clipping norm is the global one. Only rank 0
-// writes metrics, progress and checkpoints. Null members: one process.
+// The ranks: the model is sharded by `fsdp` over `group`, whose collectives all run on `comm`
+// (all three required; one process passes a group of one). Each rank's DataLoader reads its own
+// rows of every global batch; the trainer sums loss tokens and losses over ranks, so every rank
+// normalizes by the global count of loss tokens (HF's average_tokens_across_devices) and the
+// clipping norm is the global one. Only rank 0 writes metrics, progress and checkpoints.
 struct TrainerParallel {
   parallel::ProcessGroup* group = nullptr;
   fsdp::CommThread* comm = nullptr;
@@ -91,13 +92,13 @@ int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch);
 
 class Trainer {
  public:
-  Trainer(LlamaModel* model, TrainConfig config, TrainerIo io)
+  Trainer(CausalLm* model, TrainConfig config, TrainerIo io)
       : model_(model), config_(std::move(config)), io_(std::move(io)) {}
 
   Result<TrainSummary> Run(DataLoader& loader);
 
-  // Writes a full checkpoint (weights, config, generation config, tokenizer files) into `dir`.
-  // Collective with several ranks: every unit is gathered, rank 0 writes.
+  // Writes a full checkpoint (fp32 master weights, config, generation config, tokenizer files)
+  // into `dir`. Collective: every unit is gathered, rank 0 writes.
   Status SaveCheckpoint(const std::string& dir) const;
   // SaveCheckpoint plus the resumable training state of every rank after `step` optimizer
   // steps (engine/train/sharded_checkpoint.h), committed last. Collective.
@@ -112,7 +113,7 @@ class Trainer {
   };
   // Zeroes the grads, then runs forward and scaled backward over the next G micro-batches.
   Result<AccumulatedStep> AccumulateGradients(DataLoader& loader, int step);
-  // Sums values[n] over ranks (F64) on the communication thread; a no-op for one process.
+  // Sums values[n] over ranks (F64) on the communication thread.
   Status SumOverRanks(double* values, size_t n) const;
   // The global gradient norm, clipped to max_grad_norm.
   Result<double> ClipGradients(const std::vector<ParamView>& params, const View& norm_slot) const;
@@ -128,7 +129,7 @@ class Trainer {
   // or an error naming `what` when another rank failed.
   Status AgreeOnStatus(const Status& local, const std::string& what) const;
 
-  LlamaModel* model_;
+  CausalLm* model_;
   TrainConfig config_;
   TrainerIo io_;
 };

@@ -8,7 +8,6 @@ namespace air::engine::train {
 
 StateLayout Trainer::Layout(const std::vector<ParamView>& params) const {
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  if (fsdp == nullptr) return WholeModelLayout(*model_);
   StateLayout layout;
   const bool replicated = fsdp->gradients_replicated();
   // A replicated model is saved once (as one shard of the whole), by rank 0.
@@ -27,7 +26,7 @@ StateLayout Trainer::Layout(const std::vector<ParamView>& params) const {
 
 RunIdentity Trainer::Identity() const {
   RunIdentity id;
-  id.strategy = io_.parallel.fsdp != nullptr
+  id.strategy = io_.parallel.world_size > 1
                     ? fsdp::ShardingStrategyName(io_.parallel.fsdp->strategy())
                     : "single";
   id.global_batch_rows =
@@ -53,17 +52,9 @@ Status Trainer::SaveTrainingCheckpoint(const std::string& dir, int step, const D
   AIR_RETURN_IF_ERROR(SaveCheckpoint(dir));
   const StateLayout layout = Layout(optimizer.params());
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  const bool writes =
-      fsdp == nullptr || (fsdp->gradients_replicated() ? lead() : fsdp->writes_state());
   Status saved = Status::Ok();
-  if (writes) {
-    ReadUnitFn read = [&](int unit) -> std::vector<float> {
-      if (fsdp != nullptr) return fsdp->ReadShard(unit);
-      const View v = model_->units()[static_cast<size_t>(unit)].values_view;
-      std::vector<float> host(static_cast<size_t>(v.numel()));
-      model_->backend().CopyToHost(host.data(), v);
-      return host;
-    };
+  if (fsdp->writes_state()) {
+    ReadUnitFn read = [&](int unit) { return fsdp->ReadShard(unit); };
     saved = SaveRankState(env, dir, layout, read, optimizer);
   }
   AIR_RETURN_IF_ERROR(AgreeOnStatus(saved, "writing its part of " + dir));
@@ -96,11 +87,8 @@ Result<int> Trainer::MaybeResume(DataLoader& loader, AdamW& optimizer,
                                        config_.Where("resume_from_checkpoint"), dir));
   }
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  WriteUnitFn write = [&](int unit, const std::vector<float>& values) -> Status {
-    if (fsdp != nullptr) return fsdp->WriteShard(unit, values);
-    model_->backend().CopyToDevice(model_->units()[static_cast<size_t>(unit)].values_view,
-                                   values.data());
-    return Status::Ok();
+  WriteUnitFn write = [&](int unit, const std::vector<float>& values) {
+    return fsdp->WriteShard(unit, values);
   };
   Result<TrainPosition> position =
       LoadRankState(env, dir, *model_, Layout(params), Identity(), write, optimizer);
@@ -108,7 +96,7 @@ Result<int> Trainer::MaybeResume(DataLoader& loader, AdamW& optimizer,
                       ? Status::Ok()
                       : position.status().WithContext(config_.Where("resume_from_checkpoint"));
   AIR_RETURN_IF_ERROR(AgreeOnStatus(loaded, "loading " + dir));
-  if (fsdp != nullptr) AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());  // regather
+  AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());  // the compute copies from the masters
   AIR_RETURN_IF_ERROR(loader.Seek(position->micro_batches));
   progress.Note(fmt::format("resumed from {} (step {})", dir, position->step));
   return position->step;

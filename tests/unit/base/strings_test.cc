@@ -45,5 +45,20 @@ TEST(HumanBytesTest, PicksUnit) {
   EXPECT_EQ(HumanBytes(3ull << 30), "3.0 GiB");
 }
 
+TEST(ParseByteSizeTest, DecimalAndBinaryUnits) {
+  EXPECT_EQ(*ParseByteSize("1000000"), 1000000u);
+  EXPECT_EQ(*ParseByteSize("40KB"), 40000u);
+  EXPECT_EQ(*ParseByteSize("2GB"), 2000000000u);
+  EXPECT_EQ(*ParseByteSize("64MiB"), 64u << 20);
+  EXPECT_EQ(*ParseByteSize(" 5 GiB "), 5ull << 30);
+  EXPECT_EQ(*ParseByteSize("1TiB"), 1ull << 40);
+  for (const char* bad :
+       {"", "GiB", "5 gigs", "-1", "1.5GB", "99999999999999999999TB", "18446744073709551616"}) {
+    auto parsed = ParseByteSize(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("is not a size"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace air

@@ -51,13 +51,15 @@ TEST(MemoryCheckTest, RefusesAModelBeyondTheAvailableMemory) {
   ASSERT_TRUE(available.has_value());  // Linux: /proc/meminfo has MemAvailable
   EXPECT_GT(*available, 0u);
   ModelConfig small = Config(Architecture::kLlama, 2, true);
-  EXPECT_TRUE(CheckModelFitsInMemory(env, small, kFloatsPerParameterForTraining, "training").ok());
+  EXPECT_TRUE(
+      CheckModelFitsInMemory(env, small, TrainingBytes(DType::kF32, false), "training").ok());
   ModelConfig huge = small;
   huge.vocab_size = int64_t{1} << 40;  // 3.5e13 parameters: never fits
-  Status s = CheckModelFitsInMemory(env, huge, kFloatsPerParameterForTraining, "training");
+  Status s = CheckModelFitsInMemory(env, huge, TrainingBytes(DType::kF32, false), "training");
   EXPECT_EQ(s.code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("needs at least"));
-  EXPECT_THAT(s.message(), HasSubstr("for training (3.518e+13 parameters x 4 fp32 values"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("for training (3.518e+13 parameters x 16 bytes each: fp32 master weights"));
   EXPECT_THAT(s.message(), HasSubstr("is available"));
 }
 
@@ -69,15 +71,21 @@ TEST(MemoryCheckTest, ShardingDividesTheNeedAndRanksOnAHostAddUp) {
   // About four times the available memory for training (16 bytes per parameter).
   ModelConfig c = Config(Architecture::kLlama, 1, true);
   c.vocab_size = static_cast<int64_t>(static_cast<double>(*available) / 4.0 / 32.0);
-  EXPECT_FALSE(CheckModelFitsInMemory(env, c, kFloatsPerParameterForTraining, "training").ok());
+  EXPECT_FALSE(CheckModelFitsInMemory(env, c, TrainingBytes(DType::kF32, false), "training").ok());
   MemoryShare sixteen{.per_rank = 1.0 / 16, .ranks_on_host = 1, .how = "FULL_SHARD over 16"};
   EXPECT_TRUE(
-      CheckModelFitsInMemory(env, c, kFloatsPerParameterForTraining, "training", sixteen).ok());
+      CheckModelFitsInMemory(env, c, TrainingBytes(DType::kF32, false), "training", sixteen).ok());
   sixteen.ranks_on_host = 16;  // all sixteen on this host: the whole need again
-  Status s = CheckModelFitsInMemory(env, c, kFloatsPerParameterForTraining, "training", sixteen);
+  Status s = CheckModelFitsInMemory(env, c, TrainingBytes(DType::kF32, false), "training", sixteen);
   EXPECT_EQ(s.code(), ErrorCode::kResourceExhausted);
-  EXPECT_THAT(s.message(), HasSubstr("FULL_SHARD over 16: each rank holds 0.0625 of it, and 16 "
-                                     "ranks share this host"));
+  EXPECT_THAT(s.message(), HasSubstr("FULL_SHARD over 16: each rank holds 0.0625 of the sharded "
+                                     "part, and 16 ranks share this host"));
+  // A whole bf16 copy per rank (NO_SHARD, SHARD_GRAD_OP) is not divided by the sharding.
+  const ParameterBytes bf16 = TrainingBytes(DType::kBF16, true);
+  EXPECT_EQ(bf16.sharded, 16.0);
+  EXPECT_EQ(bf16.whole, 2.0);
+  EXPECT_THAT(bf16.what, HasSubstr("a whole BF16 copy"));
+  EXPECT_EQ(TrainingBytes(DType::kF32, true).whole, 0.0);  // the fp32 master is the copy
 }
 
 }  // namespace

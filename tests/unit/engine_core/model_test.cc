@@ -1,9 +1,10 @@
 // LlamaModel end to end on tiny random models of every architecture: a model-level finite
-// difference check, activation checkpointing (bit-identical gradients), gradient accumulation,
-// KV-cache decoding against the full forward, fast vs reference ops, save/load round trips and
-// the load errors (missing tensor, shape mismatch), the FSDP units (flat buffers, hooks), frozen
-// parameters, and no allocation in the step loop. Parity with transformers itself is in
-// tests/python/test_engine_parity.py.
+// difference check, activation checkpointing applied from outside (bit-identical gradients),
+// gradient accumulation, KV-cache decoding against the full forward, fast vs reference ops, the
+// fused chunked head against the unfused one, bf16 compute against fp32, save/load round trips
+// through the state-dict adapter and the load errors (missing tensor, shape mismatch), the FSDP
+// units (flat buffers, hooks), frozen parameters, and no allocation in the step loop. Parity with
+// transformers itself is in tests/python/test_engine_parity.py.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,8 +12,11 @@
 
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_state_dict.h"
+#include "engine/io/state_dict_adapter.h"
 #include "engine/model/llama_model.h"
+#include "engine/model/lm_head.h"
 #include "engine/ops/cpu/reference_ops.h"
+#include "engine/train/activation_checkpointing.h"
 #include "test_util.h"
 
 namespace air::engine {
@@ -48,8 +52,8 @@ ModelConfig TinyConfig(Architecture arch) {
 }
 
 std::unique_ptr<LlamaModel> TinyModel(Architecture arch, const std::string& ops = "reference",
-                                      uint64_t seed = 1) {
-  auto model = LlamaModel::Create(TinyConfig(arch), MakeBackend(ops));
+                                      uint64_t seed = 1, const ModelOptions& options = {}) {
+  auto model = LlamaModel::Create(TinyConfig(arch), MakeBackend(ops), options);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   (*model)->InitWeights(seed);
   // Non-trivial norm weights and biases, so their gradients are checked for real.
@@ -91,7 +95,7 @@ TEST_P(ModelPerArch, GradientsMatchFiniteDifferencesOfTheLoss) {
   const TokenBatch batch = TinyBatch();
   ASSERT_TRUE(model->ZeroGrads().ok());
   ASSERT_TRUE(model->Forward(batch).ok());
-  ASSERT_TRUE(model->Backward(1.0f).ok());
+  ASSERT_TRUE(model->Backward().ok());
   const float eps = 2e-3f;
   double checked = 0, worst = 0;
   std::mt19937_64 rng(5);
@@ -100,9 +104,9 @@ TEST_P(ModelPerArch, GradientsMatchFiniteDifferencesOfTheLoss) {
       const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(p.value.numel()));
       const float saved = Host(p.value)[i];
       Host(p.value)[i] = saved + eps;
-      const double up = model->Forward(batch, {false, false})->loss;
+      const double up = model->Forward(batch, {.training = false})->loss;
       Host(p.value)[i] = saved - eps;
-      const double down = model->Forward(batch, {false, false})->loss;
+      const double down = model->Forward(batch, {.training = false})->loss;
       Host(p.value)[i] = saved;
       const double numeric = (up - down) / (2.0 * eps);
       const double err = std::fabs(numeric - Host(p.grad)[i]) / (std::fabs(numeric) + 1e-3);
@@ -118,16 +122,16 @@ TEST_P(ModelPerArch, GradientsMatchFiniteDifferencesOfTheLoss) {
 TEST_P(ModelPerArch, ActivationCheckpointingGivesBitIdenticalGradients) {
   auto plain = TinyModel(GetParam(), "fast");
   auto ckpt = TinyModel(GetParam(), "fast");
-  ckpt->set_activation_checkpointing(true);
+  train::ApplyActivationCheckpointing(*ckpt, true);
   const TokenBatch batch = TinyBatch();
   ASSERT_TRUE(plain->ZeroGrads().ok());
   ASSERT_TRUE(ckpt->ZeroGrads().ok());
-  auto a = plain->Forward(batch);
-  auto b = ckpt->Forward(batch);
+  auto a = plain->Forward(batch, {.loss_scale = 0.5f});
+  auto b = ckpt->Forward(batch, {.loss_scale = 0.5f});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->loss, b->loss);
-  ASSERT_TRUE(plain->Backward(0.5f).ok());
-  ASSERT_TRUE(ckpt->Backward(0.5f).ok());
+  ASSERT_TRUE(plain->Backward().ok());
+  ASSERT_TRUE(ckpt->Backward().ok());
   for (size_t i = 0; i < plain->parameters().size(); ++i) {
     const Parameter& p = plain->parameters()[i];
     const Parameter& q = ckpt->parameters()[i];
@@ -143,7 +147,7 @@ TEST_P(ModelPerArch, KvCacheDecodingMatchesTheFullForward) {
   batch.batch_size = 2;
   batch.seq_len = 11;
   for (int i = 0; i < 22; ++i) batch.input_ids.push_back((i * 17 + 3) % 50);
-  auto full = model->Forward(batch, {false, true});
+  auto full = model->Forward(batch, {.training = false, .return_logits = true});
   ASSERT_TRUE(full.ok());
   KvCache cache = std::move(model->NewKvCache(2, 11)).value();
   const int64_t vocab = model->config().vocab_size;
@@ -216,9 +220,10 @@ TEST(Model, GradientAccumulationEqualsTheWholeBatch) {
     micro.labels = slice(batch.labels);
     micro.position_ids = slice(batch.position_ids);
     micro.segment_ids = slice(batch.segment_ids);
-    auto r = parts->Forward(micro);
+    const float scale = static_cast<float>(micro.CountLossTokens()) / static_cast<float>(total);
+    auto r = parts->Forward(micro, {.loss_scale = scale});
     ASSERT_TRUE(r.ok());
-    ASSERT_TRUE(parts->Backward(static_cast<float>(r->loss_tokens) / total).ok());
+    ASSERT_TRUE(parts->Backward().ok());
   }
   for (size_t i = 0; i < whole->parameters().size(); ++i) {
     const Parameter& p = whole->parameters()[i];
@@ -230,23 +235,38 @@ TEST(Model, GradientAccumulationEqualsTheWholeBatch) {
   }
 }
 
-TEST(Model, ParametersCarryHfNamesShapesAndDecayFlags) {
+TEST(Model, ParametersCarryTheModelsNamesAndTheAdapterMapsThemToHf) {
   auto model = TinyModel(Architecture::kQwen3);
   const auto& params = model->parameters();
-  EXPECT_EQ(params.front().name, "model.embed_tokens.weight");
-  EXPECT_EQ(params.back().name, "lm_head.weight");
-  Parameter* q_norm = model->FindParameter("model.layers.1.self_attn.q_norm.weight");
+  EXPECT_EQ(params.front().name, "tok_embeddings.weight");
+  EXPECT_EQ(params.back().name, "output.weight");
+  const auto adapter = StateDictAdapterFor(model->config());
+  for (const Parameter& p : params) {
+    const std::string hf = adapter->ToHf(p.name);
+    EXPECT_EQ(adapter->FromHf(hf), p.name) << p.name << " -> " << hf;
+  }
+  EXPECT_EQ(adapter->ToHf("tok_embeddings.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(adapter->ToHf("output.weight"), "lm_head.weight");
+  EXPECT_EQ(adapter->ToHf("layers.1.attention.q_norm.weight"),
+            "model.layers.1.self_attn.q_norm.weight");
+  EXPECT_EQ(adapter->ToHf("layers.0.feed_forward.w1.weight"),
+            "model.layers.0.mlp.gate_proj.weight");
+  EXPECT_EQ(adapter->ToHf("layers.0.feed_forward.w3.weight"), "model.layers.0.mlp.up_proj.weight");
+  EXPECT_EQ(adapter->ToHf("layers.0.ffn_norm.weight"),
+            "model.layers.0.post_attention_layernorm.weight");
+  EXPECT_EQ(adapter->FromHf("model.layers.0.self_attn.rotary_emb.inv_freq"), std::nullopt);
+  Parameter* q_norm = model->FindParameter("layers.1.attention.q_norm.weight");
   ASSERT_NE(q_norm, nullptr);
   EXPECT_EQ(q_norm->value.shape(), Shape{12});
   EXPECT_EQ(q_norm->layer, 1);
   EXPECT_FALSE(q_norm->decay);
-  Parameter* q = model->FindParameter("model.layers.0.self_attn.q_proj.weight");
+  Parameter* q = model->FindParameter("layers.0.attention.wq.weight");
   EXPECT_EQ(q->value.shape(), (Shape{48, 32}));
   EXPECT_TRUE(q->decay);
   auto tied = TinyModel(Architecture::kLlama);
-  EXPECT_EQ(tied->FindParameter("lm_head.weight"), nullptr);
-  EXPECT_NE(tied->FindParameter("model.layers.0.mlp.down_proj.bias"), nullptr);
-  EXPECT_NE(tied->FindParameter("model.layers.0.self_attn.o_proj.bias"), nullptr);
+  EXPECT_EQ(tied->FindParameter("output.weight"), nullptr);
+  EXPECT_NE(tied->FindParameter("layers.0.feed_forward.w2.bias"), nullptr);
+  EXPECT_NE(tied->FindParameter("layers.0.attention.wo.bias"), nullptr);
 }
 
 TEST(Model, BadBatchesAndCallOrderAreErrors) {
@@ -264,7 +284,7 @@ TEST(Model, BadBatchesAndCallOrderAreErrors) {
   b.segment_ids.pop_back();
   EXPECT_THAT(model->Forward(b).status().message(), HasSubstr("segment_ids has 17 values"));
   // An evaluation forward allows no backward.
-  ASSERT_TRUE(model->Forward(TinyBatch(), {false, false}).ok());
+  ASSERT_TRUE(model->Forward(TinyBatch(), {.training = false}).ok());
   EXPECT_EQ(model->Backward().code(), ErrorCode::kFailedPrecondition);
 }
 
@@ -292,7 +312,7 @@ TEST(Model, PaddingTokenEmbeddingGetsNoGradient) {
   b.labels = b.input_ids;  // even with labels on the padding, its embedding row stays frozen
   ASSERT_TRUE(model->Forward(b).ok());
   ASSERT_TRUE(model->Backward().ok());
-  const Parameter* embed = model->FindParameter("model.embed_tokens.weight");
+  const Parameter* embed = model->FindParameter("tok_embeddings.weight");
   for (int64_t j = 0; j < c.hidden_size; ++j) EXPECT_EQ(Host(embed->grad)[j], 0.0f);
   EXPECT_NE(Host(embed->grad)[3 * c.hidden_size], 0.0f);
   // InitWeights zeroes the padding row, as HF does.
@@ -319,7 +339,7 @@ TEST(Model, ParametersAreViewsIntoOneFlatBufferPerUnit) {
   ASSERT_TRUE(model->ZeroGrads().ok());
   const auto& units = model->units();
   ASSERT_EQ(units.size(), 3u);  // two layers + root
-  EXPECT_EQ(units[0].name, "model.layers.0");
+  EXPECT_EQ(units[0].name, "layers.0");
   EXPECT_EQ(units[model->root_unit()].name, "root");
   int64_t total = 0;
   for (const ParamGroup& g : units) {
@@ -337,9 +357,9 @@ TEST(Model, ParametersAreViewsIntoOneFlatBufferPerUnit) {
     total += g.numel;
   }
   EXPECT_EQ(total, model->NumParameters());
-  EXPECT_EQ(model->FindParameter("model.layers.1.mlp.up_proj.weight")->unit, 1);
-  EXPECT_EQ(model->FindParameter("model.norm.weight")->unit, model->root_unit());
-  EXPECT_EQ(model->FindParameter("lm_head.weight")->unit, model->root_unit());
+  EXPECT_EQ(model->FindParameter("layers.1.feed_forward.w3.weight")->unit, 1);
+  EXPECT_EQ(model->FindParameter("norm.weight")->unit, model->root_unit());
+  EXPECT_EQ(model->FindParameter("output.weight")->unit, model->root_unit());
 }
 
 TEST(Model, FrozenParametersGetNoGradientNoGemmAndNoOptimizerState) {
@@ -347,12 +367,10 @@ TEST(Model, FrozenParametersGetNoGradientNoGemmAndNoOptimizerState) {
   // memory, and shrinks the unit's gradient buffer by exactly their size.
   auto all = TinyModel(Architecture::kLlama, "fast");
   auto frozen = TinyModel(Architecture::kLlama, "fast");
-  const std::vector<std::string> names = {"model.layers.0.self_attn.q_proj.weight",
-                                          "model.layers.0.self_attn.q_proj.bias",
-                                          "model.layers.1.mlp.down_proj.weight",
-                                          "model.layers.1.input_layernorm.weight",
-                                          "model.embed_tokens.weight",
-                                          "model.norm.weight"};
+  const std::vector<std::string> names = {
+      "layers.0.attention.wq.weight",    "layers.0.attention.wq.bias",
+      "layers.1.feed_forward.w2.weight", "layers.1.attention_norm.weight",
+      "tok_embeddings.weight",           "norm.weight"};
   int64_t frozen_numel = 0;
   for (const std::string& name : names) {
     ASSERT_TRUE(frozen->SetTrainable(name, false).ok()) << name;
@@ -380,9 +398,9 @@ TEST(Model, FrozenParametersGetNoGradientNoGemmAndNoOptimizerState) {
     EXPECT_EQ(MaxAbsDiff(HostTensor(p.grad), HostTensor(q.grad)), 0.0f) << p.name;
   }
   // Unfreezing lays the gradient buffer out again with room for it.
-  ASSERT_TRUE(frozen->SetTrainable("model.norm.weight", true).ok());
+  ASSERT_TRUE(frozen->SetTrainable("norm.weight", true).ok());
   ASSERT_TRUE(frozen->ZeroGrads().ok());
-  EXPECT_FALSE(frozen->FindParameter("model.norm.weight")->grad.empty());
+  EXPECT_FALSE(frozen->FindParameter("norm.weight")->grad.empty());
 }
 
 // A reference backend that counts its allocations.
@@ -398,9 +416,8 @@ class CountingBackend : public ReferenceOps {
 TEST(Model, TheStepLoopAllocatesNothingAfterItsFirstStep) {
   auto backend = std::make_shared<CountingBackend>();
   for (bool checkpointing : {false, true}) {
-    auto model = std::move(LlamaModel::Create(TinyConfig(Architecture::kQwen3), backend,
-                                              {.activation_checkpointing = checkpointing}))
-                     .value();
+    auto model = std::move(LlamaModel::Create(TinyConfig(Architecture::kQwen3), backend)).value();
+    train::ApplyActivationCheckpointing(*model, checkpointing);
     model->InitWeights(2);
     auto step = [&] {
       ASSERT_TRUE(model->ZeroGrads().ok());
@@ -481,9 +498,9 @@ TEST(Model, LoadErrorsNameTensorFileAndShapes) {
   std::vector<Tensor> host;
   for (const Parameter& p : model->parameters()) host.push_back(HostTensor(p.value));
   std::vector<NamedTensorRef> refs;
+  const std::vector<std::string> names = HfParameterNames(*model);
   for (size_t i = 0; i < host.size(); ++i) {
-    const std::string& name = model->parameters()[i].name;
-    if (name != "model.layers.1.self_attn.k_proj.bias") refs.push_back({name, &host[i]});
+    if (names[i] != "model.layers.1.self_attn.k_proj.bias") refs.push_back({names[i], &host[i]});
   }
   const std::string file = dir / "model.safetensors";
   ASSERT_TRUE(WriteSafetensors(file, refs, DType::kF32, {}).ok());
@@ -517,6 +534,94 @@ TEST(Model, ShardIndexErrorsNameTheIndex) {
   testing::WriteBytes(index, "{\"weight_map\": 3}");
   EXPECT_THAT(WeightReader::Open(dir.path()).status().message(),
               AllOf(HasSubstr(index), HasSubstr("weight_map")));
+}
+
+// The fused, chunked head (lm_head.h) gives what the unfused (N, V) product gives: the same loss
+// sums and gradients up to the GEMM's blocking over rows. HeadChunkRows is at least 64 rows, so a
+// vocabulary large enough that a 128 MiB chunk holds fewer rows than the batch shows the
+// chunking: 1.2M logits a row cut a 300-row batch into chunks of 64 (5 chunks).
+TEST(Model, FusedChunkedHeadEqualsTheUnfusedHead) {
+  EXPECT_EQ(HeadChunkRows(300, 1200000), 64);
+  EXPECT_EQ(HeadChunkRows(300, 32000), 300);
+  EXPECT_EQ(HeadChunkRows(8192, 128256), 261);
+  ModelConfig c = TinyConfig(Architecture::kQwen2);
+  c.vocab_size = 1200000;  // 5 chunks of 64 rows for 300 tokens
+  c.hidden_size = 16;
+  c.intermediate_size = 16;
+  c.num_layers = 1;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.layer_sliding_window.assign(1, 0);
+  auto fused = std::move(LlamaModel::Create(c, MakeBackend("fast"))).value();
+  auto unfused = std::move(LlamaModel::Create(c, MakeBackend("fast"))).value();
+  fused->InitWeights(4);
+  unfused->InitWeights(4);
+  TokenBatch b;
+  b.batch_size = 3;
+  b.seq_len = 100;
+  for (int i = 0; i < 300; ++i) b.input_ids.push_back(static_cast<int32_t>((i * 7919) % 1200000));
+  b.labels = b.input_ids;
+  b.labels[17] = kIgnoreIndex;
+  ASSERT_TRUE(fused->ZeroGrads().ok());
+  ASSERT_TRUE(unfused->ZeroGrads().ok());
+  auto a = fused->Forward(b);
+  auto u = unfused->Forward(b, {.unfused_head = true});
+  ASSERT_TRUE(a.ok() && u.ok());
+  const double loss_err = std::fabs(a->loss - u->loss) / u->loss;
+  std::printf("[fused head] relative loss difference %.3g\n", loss_err);
+  EXPECT_LT(loss_err, 1e-6);
+  ASSERT_TRUE(fused->Backward().ok());
+  ASSERT_TRUE(unfused->Backward().ok());
+  double worst = 0.0;
+  for (size_t i = 0; i < fused->parameters().size(); ++i) {
+    Tensor d = HostTensor(fused->parameters()[i].grad);
+    const Tensor gu = HostTensor(unfused->parameters()[i].grad);
+    for (int64_t j = 0; j < d.numel(); ++j) d[j] -= gu[j];
+    const double err = L2Norm(d) / std::max(L2Norm(gu), 1e-30);
+    worst = std::max(worst, err);
+  }
+  std::printf("[fused head] worst relative gradient difference %.3g\n", worst);
+  EXPECT_LT(worst, 1e-4);
+}
+
+// A model computing in bf16 (bf16 activations, weights rounded to bf16 in every product, fp32
+// norms, softmax and loss) against the same model in fp32: the loss and the gradients agree to
+// bf16's precision. The measured differences are printed; the bounds are about 10x them.
+TEST(Model, Bf16ComputeStaysCloseToFp32) {
+  for (const char* ops : {"reference", "fast"}) {
+    auto f32 = TinyModel(Architecture::kQwen2, ops, 3);
+    auto bf16 = TinyModel(Architecture::kQwen2, ops, 3, {.compute_dtype = DType::kBF16});
+    const TokenBatch batch = TinyBatch();
+    ASSERT_TRUE(f32->ZeroGrads().ok());
+    ASSERT_TRUE(bf16->ZeroGrads().ok());
+    auto a = f32->Forward(batch);
+    auto b = bf16->Forward(batch);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
+    const double loss_err = std::fabs(a->loss - b->loss) / a->loss;
+    ASSERT_TRUE(f32->Backward().ok());
+    ASSERT_TRUE(bf16->Backward().ok());
+    double worst = 0.0;
+    for (size_t i = 0; i < f32->parameters().size(); ++i) {
+      const Tensor ga = HostTensor(f32->parameters()[i].grad);
+      Tensor d = HostTensor(bf16->parameters()[i].grad);
+      for (int64_t j = 0; j < d.numel(); ++j) d[j] -= ga[j];
+      worst = std::max(worst, L2Norm(d) / std::max(L2Norm(ga), 1e-20));
+    }
+    std::printf(
+        "[bf16 vs fp32, %s] relative loss difference %.3g, worst relative gradient "
+        "difference %.3g\n",
+        ops, loss_err, worst);
+    EXPECT_LT(loss_err, 2e-2) << ops;
+    EXPECT_LT(worst, 3e-1) << ops;
+    EXPECT_GT(loss_err + worst, 0.0) << ops << ": bf16 did not change anything";
+  }
+}
+
+TEST(Model, AComputeDtypeWithoutKernelsIsAnError) {
+  auto f16 = LlamaModel::Create(TinyConfig(Architecture::kQwen2), MakeBackend("fast"),
+                                {.compute_dtype = DType::kF16});
+  EXPECT_EQ(f16.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(f16.status().message(), HasSubstr("F32 or BF16, not F16"));
 }
 
 }  // namespace

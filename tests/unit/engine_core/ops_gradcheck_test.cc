@@ -1,15 +1,19 @@
-// Finite-difference checks of every backward op of ReferenceOps (and of LinearBackward): for a
-// fixed random projection r, L(inputs) = sum(r * op(inputs)) is differentiated numerically
-// (central differences, the loss summed in double) and compared with the op's backward fed
-// dy = r. The fast path is checked against the reference by ops_harness_test.cc.
+// Finite-difference checks of every backward op (and of LinearBackward) on every registered
+// backend: for a fixed random projection r, L(inputs) = sum(r * op(inputs)) is differentiated
+// numerically (central differences of the backend's own forward, the loss summed in double) and
+// compared with the backend's backward fed dy = r. In F32: finite differences need the
+// precision (the bf16 paths are held to the fp32 reference by ops_harness_test.cc).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <functional>
+#include <memory>
 
+#include "engine/backend/registry.h"
 #include "engine/data/batch.h"
 #include "engine/model/decoder_layer.h"
-#include "engine/ops/cpu/reference_ops.h"
+#include "op_test_util.h"
 #include "test_util.h"
 
 namespace air::engine {
@@ -50,27 +54,45 @@ double RelativeError(const std::vector<double>& numeric, const std::vector<float
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
 }
 
-class GradCheck : public ::testing::Test {
+class GradCheck : public ::testing::TestWithParam<RegisteredBackend> {
  protected:
-  ReferenceOps ops_;
+  void SetUp() override {
+    backend_ = testing::MakeBackend(GetParam().options.kind, GetParam().options.num_threads);
+  }
+  // A fresh F32 view of `host` in the backend's memory (kept alive with the test).
+  View Up(const std::vector<float>& host, Shape shape = {}) { return arrays().F32(host, shape); }
+  std::vector<float> Down(const View& v) { return arrays().Get(v); }
+  testing::DeviceArrays& arrays() {
+    if (!arrays_) arrays_ = std::make_unique<testing::DeviceArrays>(*backend_);
+    return *arrays_;
+  }
+  std::shared_ptr<Backend> backend_;
+  std::unique_ptr<testing::DeviceArrays> arrays_;
 };
 
-TEST_F(GradCheck, RmsNorm) {
-  const int64_t rows = 3, dim = 8;
-  auto x = RandomVector(rows * dim, 1), w = RandomVector(dim, 2), r = RandomVector(rows * dim, 3);
-  std::vector<float> y(rows * dim), rstd(rows);
-  auto loss = [&] {
-    ops_.RmsNormForward(x.data(), w.data(), rows, dim, 1e-5f, y.data(), rstd.data());
-    return Project(y, r);
-  };
-  loss();
-  std::vector<float> dx(rows * dim), dw(dim);
-  ops_.RmsNormBackward(x.data(), w.data(), rstd.data(), r.data(), rows, dim, dx.data(), dw.data());
-  EXPECT_LT(RelativeError(NumericGrad(x, loss), dx), kTolerance);
-  EXPECT_LT(RelativeError(NumericGrad(w, loss), dw), kTolerance);
+std::string BackendName(const ::testing::TestParamInfo<RegisteredBackend>& info) {
+  std::string name = info.param.name;
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
 }
 
-TEST_F(GradCheck, Rope) {
+TEST_P(GradCheck, RmsNorm) {
+  const int64_t rows = 3, dim = 8;
+  auto x = RandomVector(rows * dim, 1), w = RandomVector(dim, 2), r = RandomVector(rows * dim, 3);
+  const View y = Up(std::vector<float>(rows * dim), {rows, dim}),
+             rstd = Up(std::vector<float>(rows));
+  auto loss = [&] {
+    backend_->RmsNormForward(Up(x, {rows, dim}), Up(w), 1e-5f, y, rstd);
+    return Project(Down(y), r);
+  };
+  loss();
+  const View dx = Up(std::vector<float>(rows * dim)), dw = Up(std::vector<float>(dim));
+  backend_->RmsNormBackward(Up(x, {rows, dim}), Up(w), rstd, Up(r), dx, dw);
+  EXPECT_LT(RelativeError(NumericGrad(x, loss), Down(dx)), kTolerance);
+  EXPECT_LT(RelativeError(NumericGrad(w, loss), Down(dw)), kTolerance);
+}
+
+TEST_P(GradCheck, Rope) {
   const int64_t n = 3, heads = 2, dim = 8;
   auto x = RandomVector(n * heads * dim, 4), r = RandomVector(n * heads * dim, 5);
   auto angles = RandomVector(n * dim / 2, 6, 2.0f);
@@ -79,14 +101,15 @@ TEST_F(GradCheck, Rope) {
     cos[i] = std::cos(angles[i]);
     sin[i] = std::sin(angles[i]);
   }
+  const View cv = Up(cos, {n, dim / 2}), sv = Up(sin, {n, dim / 2});
   auto loss = [&] {
-    std::vector<float> y = x;
-    ops_.RopeForward(y.data(), n, heads, dim, cos.data(), sin.data());
-    return Project(y, r);
+    const View y = Up(x);
+    backend_->RopeForward(y, cv, sv);
+    return Project(Down(y), r);
   };
-  std::vector<float> dx = r;
-  ops_.RopeBackward(dx.data(), n, heads, dim, cos.data(), sin.data());
-  EXPECT_LT(RelativeError(NumericGrad(x, loss), dx), kTolerance);
+  const View dx = Up(r);
+  backend_->RopeBackward(dx, cv, sv);
+  EXPECT_LT(RelativeError(NumericGrad(x, loss), Down(dx)), kTolerance);
 }
 
 struct AttentionGradCase {
@@ -94,151 +117,155 @@ struct AttentionGradCase {
   bool segments;
 };
 
-class AttentionGradCheck : public GradCheck,
-                           public ::testing::WithParamInterface<AttentionGradCase> {};
-
-TEST_P(AttentionGradCheck, QueryKeyValue) {
-  const auto p = GetParam();
-  AttentionShape s;
-  s.batch = 2;
-  s.q_len = s.kv_len = 6;
-  s.q_heads = p.q_heads;
-  s.kv_heads = p.kv_heads;
-  s.head_dim = 4;
-  s.sliding_window = p.window;
-  s.scale = 0.5f;
-  const size_t qn = static_cast<size_t>(s.batch * s.q_len * s.q_heads * s.head_dim);
-  const size_t kvn = static_cast<size_t>(s.batch * s.kv_len * s.kv_heads * s.head_dim);
-  auto q = RandomVector(qn, 7), k = RandomVector(kvn, 8), v = RandomVector(kvn, 9);
-  auto r = RandomVector(qn, 10);
-  std::vector<int32_t> seg = {1, 1, 2, 2, 2, 3, 1, 1, 1, 1, 0, 0};
-  const int32_t* segs = p.segments ? seg.data() : nullptr;
-  std::vector<float> out(qn), lse(static_cast<size_t>(s.batch * s.q_heads * s.q_len));
-  auto loss = [&] {
-    ops_.AttentionForward(s, q.data(), k.data(), v.data(), segs, segs, out.data(), lse.data());
-    return Project(out, r);
-  };
-  loss();
-  std::vector<float> dq(qn), dk(kvn), dv(kvn);
-  ops_.AttentionBackward(s, q.data(), k.data(), v.data(), segs, segs, out.data(), lse.data(),
-                         r.data(), dq.data(), dk.data(), dv.data());
-  EXPECT_LT(RelativeError(NumericGrad(q, loss), dq), kTolerance);
-  EXPECT_LT(RelativeError(NumericGrad(k, loss), dk), kTolerance);
-  EXPECT_LT(RelativeError(NumericGrad(v, loss), dv), kTolerance);
+TEST_P(GradCheck, Attention) {
+  for (const AttentionGradCase& p :
+       {AttentionGradCase{2, 2, 0, false}, AttentionGradCase{4, 2, 0, false},
+        AttentionGradCase{2, 1, 3, false}, AttentionGradCase{2, 1, 0, true}}) {
+    AttentionShape s;
+    s.batch = 2;
+    s.q_len = s.kv_len = 6;
+    s.q_heads = p.q_heads;
+    s.kv_heads = p.kv_heads;
+    s.head_dim = 4;
+    s.sliding_window = p.window;
+    s.scale = 0.5f;
+    const size_t qn = static_cast<size_t>(s.batch * s.q_len * s.q_heads * s.head_dim);
+    const size_t kvn = static_cast<size_t>(s.batch * s.kv_len * s.kv_heads * s.head_dim);
+    auto q = RandomVector(qn, 7), k = RandomVector(kvn, 8), v = RandomVector(kvn, 9);
+    auto r = RandomVector(qn, 10);
+    const std::vector<int32_t> seg = {1, 1, 2, 2, 2, 3, 1, 1, 1, 1, 0, 0};
+    const View segs = p.segments ? arrays().I32(seg) : View();
+    const View out = Up(std::vector<float>(qn));
+    const View lse = Up(std::vector<float>(static_cast<size_t>(s.batch * s.q_heads * s.q_len)));
+    auto loss = [&] {
+      backend_->AttentionForward(s, Up(q), Up(k), Up(v), segs, segs, out, lse);
+      return Project(Down(out), r);
+    };
+    loss();
+    const View dq = Up(std::vector<float>(qn)), dk = Up(std::vector<float>(kvn));
+    const View dv = Up(std::vector<float>(kvn));
+    backend_->AttentionBackward(s, Up(q), Up(k), Up(v), segs, segs, out, lse, Up(r), dq, dk, dv);
+    const std::string what = "heads " + std::to_string(p.q_heads) + "/" +
+                             std::to_string(p.kv_heads) + " window " + std::to_string(p.window);
+    EXPECT_LT(RelativeError(NumericGrad(q, loss), Down(dq)), kTolerance) << what;
+    EXPECT_LT(RelativeError(NumericGrad(k, loss), Down(dk)), kTolerance) << what;
+    EXPECT_LT(RelativeError(NumericGrad(v, loss), Down(dv)), kTolerance) << what;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Masks, AttentionGradCheck,
-                         ::testing::Values(AttentionGradCase{2, 2, 0, false},
-                                           AttentionGradCase{4, 2, 0, false},
-                                           AttentionGradCase{2, 1, 3, false},
-                                           AttentionGradCase{2, 1, 0, true}));
-
-TEST_F(GradCheck, Swiglu) {
+TEST_P(GradCheck, Swiglu) {
   const int64_t n = 16;
   auto g = RandomVector(n, 11, 2.0f), u = RandomVector(n, 12), r = RandomVector(n, 13);
-  std::vector<float> out(n);
+  const View out = Up(std::vector<float>(n));
   auto loss = [&] {
-    ops_.SwigluForward(g.data(), u.data(), n, out.data());
-    return Project(out, r);
+    backend_->SwigluForward(Up(g), Up(u), out);
+    return Project(Down(out), r);
   };
-  std::vector<float> dg(n), du(n);
-  ops_.SwigluBackward(g.data(), u.data(), r.data(), n, dg.data(), du.data());
-  EXPECT_LT(RelativeError(NumericGrad(g, loss), dg), kTolerance);
-  EXPECT_LT(RelativeError(NumericGrad(u, loss), du), kTolerance);
+  const View dg = Up(std::vector<float>(n)), du = Up(std::vector<float>(n));
+  backend_->SwigluBackward(Up(g), Up(u), Up(r), dg, du);
+  EXPECT_LT(RelativeError(NumericGrad(g, loss), Down(dg)), kTolerance);
+  EXPECT_LT(RelativeError(NumericGrad(u, loss), Down(du)), kTolerance);
 }
 
-TEST_F(GradCheck, CrossEntropyWithIgnoredRows) {
+TEST_P(GradCheck, CrossEntropyWithIgnoredRows) {
   const int64_t n = 4, vocab = 7;
   auto logits = RandomVector(n * vocab, 14, 2.0f);
-  const std::vector<int32_t> targets = {3, kIgnoreIndex, 0, 6};
-  std::vector<float> lse(n);
+  const View targets = arrays().I32({3, kIgnoreIndex, 0, 6});
+  const View lse = Up(std::vector<float>(n));
   const float scale = 0.7f;
   auto loss = [&] {
-    double sum = 0.0;
-    ops_.CrossEntropyForward(logits.data(), targets.data(), n, vocab, lse.data(), &sum);
-    return scale * sum;
+    const View sum = arrays().F64(0.0);
+    backend_->CrossEntropyForward(Up(logits, {n, vocab}), targets, lse, sum);
+    return scale * arrays().Scalar(sum);
   };
   loss();
-  std::vector<float> d(n * vocab);
-  ops_.CrossEntropyBackward(logits.data(), targets.data(), lse.data(), n, vocab, scale, d.data());
-  EXPECT_LT(RelativeError(NumericGrad(logits, loss), d), kTolerance);
+  const View d = Up(std::vector<float>(n * vocab), {n, vocab});
+  backend_->CrossEntropyBackward(Up(logits, {n, vocab}), targets, lse, scale, d);
+  EXPECT_LT(RelativeError(NumericGrad(logits, loss), Down(d)), kTolerance);
 }
 
-TEST_F(GradCheck, EmbeddingSkipsThePaddingRow) {
+TEST_P(GradCheck, EmbeddingSkipsThePaddingRow) {
   const int64_t vocab = 5, dim = 3, n = 6;
   auto table = RandomVector(vocab * dim, 15);
-  const std::vector<int32_t> ids = {1, 4, 1, 0, 2, 4};
+  const View ids = arrays().I32({1, 4, 1, 0, 2, 4});
   auto r = RandomVector(n * dim, 16);
-  std::vector<float> out(n * dim);
+  const View out = Up(std::vector<float>(n * dim), {n, dim});
   auto loss = [&] {
-    ops_.EmbeddingForward(ids.data(), n, table.data(), dim, out.data());
-    return Project(out, r);
+    backend_->EmbeddingForward(ids, Up(table, {vocab, dim}), out);
+    return Project(Down(out), r);
   };
-  std::vector<float> dtable(vocab * dim);
-  ops_.EmbeddingBackward(ids.data(), n, r.data(), dim, /*skip_id=*/-1, dtable.data());
-  EXPECT_LT(RelativeError(NumericGrad(table, loss), dtable), kTolerance);
-  std::vector<float> skipped(vocab * dim);
-  ops_.EmbeddingBackward(ids.data(), n, r.data(), dim, /*skip_id=*/4, skipped.data());
-  for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(skipped[4 * dim + c], 0.0f);
-  EXPECT_EQ(skipped[1 * dim], dtable[1 * dim]);
+  const View dtable = Up(std::vector<float>(vocab * dim), {vocab, dim});
+  backend_->EmbeddingBackward(ids, Up(r, {n, dim}), /*skip_id=*/-1, dtable);
+  EXPECT_LT(RelativeError(NumericGrad(table, loss), Down(dtable)), kTolerance);
+  const View skipped = Up(std::vector<float>(vocab * dim), {vocab, dim});
+  backend_->EmbeddingBackward(ids, Up(r, {n, dim}), /*skip_id=*/4, skipped);
+  const auto got = Down(skipped), all = Down(dtable);
+  for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(got[4 * dim + c], 0.0f);
+  EXPECT_EQ(got[1 * dim], all[1 * dim]);
 }
 
-TEST_F(GradCheck, LinearWithBias) {
-  const int64_t rows = 3, in = 5, out = 4;
-  // The weights live in a buffer of the reference backend (host memory); the test reads and
-  // pokes them through Host().
-  View wv_all, wg_all, bv_all, bg_all;
-  auto wv_buf = ops_.AllocateView(DType::kF32, {out, in}, &wv_all);
-  auto wg_buf = ops_.AllocateView(DType::kF32, {out, in}, &wg_all);
-  auto bv_buf = ops_.AllocateView(DType::kF32, {out}, &bv_all);
-  auto bg_buf = ops_.AllocateView(DType::kF32, {out}, &bg_all);
-  ASSERT_TRUE(wv_buf.ok() && wg_buf.ok() && bv_buf.ok() && bg_buf.ok());
-  const auto w_init = RandomVector(out * in, 17), b_init = RandomVector(out, 18);
-  ops_.CopyToDevice(wv_all, w_init.data());
-  ops_.CopyToDevice(bv_all, b_init.data());
-  ops_.Zero(wg_all);
-  ops_.Zero(bg_all);
-  Parameter w{"w", {out, in}};
-  w.value = wv_all;
-  w.grad = wg_all;
-  Parameter b{"b", {out}};
-  b.value = bv_all;
-  b.grad = bg_all;
-  auto x = RandomVector(rows * in, 19), r = RandomVector(rows * out, 20);
-  std::vector<float> y(rows * out);
+TEST_P(GradCheck, BiasAndAddInPlace) {
+  const int64_t rows = 3, cols = 5;
+  auto y0 = RandomVector(rows * cols, 21), b = RandomVector(cols, 22),
+       x = RandomVector(rows * cols, 23);
+  auto r = RandomVector(rows * cols, 24);
   auto loss = [&] {
-    LinearForward(ops_, x.data(), rows, w, &b, y.data());
-    return Project(y, r);
+    const View y = Up(y0, {rows, cols});
+    backend_->AddBias(y, Up(b));
+    backend_->AddInPlace(y, Up(x, {rows, cols}));
+    return Project(Down(y), r);
   };
-  std::vector<float> dx(rows * in);
-  LinearBackward(ops_, x.data(), rows, w, &b, r.data(), dx.data(), false);
+  const View db = Up(std::vector<float>(cols));
+  backend_->BiasBackward(Up(r, {rows, cols}), db);
+  EXPECT_LT(RelativeError(NumericGrad(b, loss), Down(db)), kTolerance);
+  std::vector<float> dx(r.begin(), r.end());  // d(y + x)/dx = 1: the gradient is r itself
   EXPECT_LT(RelativeError(NumericGrad(x, loss), dx), kTolerance);
-  auto as_vector = [](const View& v) {
-    auto span = testing::Host(v);
-    return std::vector<float>(span.begin(), span.end());
+}
+
+TEST_P(GradCheck, LinearWithBias) {
+  const int64_t rows = 3, in = 5, out = 4;
+  const auto w_init = RandomVector(out * in, 17), b_init = RandomVector(out, 18);
+  Parameter w{"w", {out, in}};
+  w.value = Up(w_init, {out, in});
+  w.grad = Up(std::vector<float>(out * in), {out, in});
+  Parameter b{"b", {out}};
+  b.value = Up(b_init);
+  b.grad = Up(std::vector<float>(out));
+  const Linear linear{&w, &b};
+  auto x = RandomVector(rows * in, 19), r = RandomVector(rows * out, 20);
+  const View y = Up(std::vector<float>(rows * out), {rows, out});
+  auto loss = [&] {
+    LinearForward(*backend_, Up(x, {rows, in}), linear, y);
+    return Project(Down(y), r);
   };
-  std::vector<float> wv = as_vector(w.value);
+  const View dx = Up(std::vector<float>(rows * in), {rows, in});
+  LinearBackward(*backend_, Up(x, {rows, in}), linear, Up(r, {rows, out}), dx, false);
+  EXPECT_LT(RelativeError(NumericGrad(x, loss), Down(dx)), kTolerance);
+  std::vector<float> wv = w_init;
   auto wloss = [&] {
-    std::copy(wv.begin(), wv.end(), testing::Host(w.value).begin());
+    backend_->CopyToDevice(w.value, wv.data());
     return loss();
   };
-  EXPECT_LT(RelativeError(NumericGrad(wv, wloss), as_vector(w.grad)), kTolerance);
-  std::vector<float> bv = as_vector(b.value);
+  EXPECT_LT(RelativeError(NumericGrad(wv, wloss), Down(w.grad)), kTolerance);
+  std::vector<float> bv = b_init;
   auto bloss = [&] {
-    std::copy(bv.begin(), bv.end(), testing::Host(b.value).begin());
+    backend_->CopyToDevice(b.value, bv.data());
     return loss();
   };
-  EXPECT_LT(RelativeError(NumericGrad(bv, bloss), as_vector(b.grad)), kTolerance);
+  EXPECT_LT(RelativeError(NumericGrad(bv, bloss), Down(b.grad)), kTolerance);
   // A frozen weight gets no weight-gradient GEMM (its gradient view may be empty) and the same
   // input gradient (the finite differences above left a perturbed weight behind: restore it).
-  std::copy(wv.begin(), wv.end(), testing::Host(w.value).begin());
-  std::copy(bv.begin(), bv.end(), testing::Host(b.value).begin());
+  backend_->CopyToDevice(w.value, w_init.data());
+  backend_->CopyToDevice(b.value, b_init.data());
   w.trainable = false;
   w.grad = View();
-  std::vector<float> dx_frozen(rows * in);
-  LinearBackward(ops_, x.data(), rows, w, &b, r.data(), dx_frozen.data(), false);
-  EXPECT_EQ(dx_frozen, dx);
+  const View dx_frozen = Up(std::vector<float>(rows * in), {rows, in});
+  LinearBackward(*backend_, Up(x, {rows, in}), linear, Up(r, {rows, out}), dx_frozen, false);
+  EXPECT_EQ(Down(dx_frozen), Down(dx));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, GradCheck, ::testing::ValuesIn(RegisteredBackends(2)),
+                         BackendName);
 
 }  // namespace
 }  // namespace air::engine

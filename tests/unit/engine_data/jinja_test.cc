@@ -134,3 +134,39 @@ TEST(JinjaTest, PathologicalTemplatesAreErrorsNotCrashes) {
 
 }  // namespace
 }  // namespace air::engine::jinja
+
+namespace air::engine::jinja {
+namespace {
+
+// {% generation %} blocks: where their output lands in the template's text (transformers'
+// AssistantTracker), nothing from blocks rendered into a macro's or a set block's string.
+TEST(JinjaTest, GenerationBlocksReportTheirSpans) {
+  auto t = JinjaTemplate::Parse(
+      "{%- for m in messages -%}<{{ m.role }}>"
+      "{%- if m.role == 'assistant' %}{% generation %}{{ m.content }}</s>{% endgeneration %}"
+      "{%- else %}{{ m.content }}{% endif -%}{%- endfor -%}"
+      "{%- macro inner() %}{% generation %}hidden{% endgeneration %}{% endmacro -%}"
+      "{%- set captured %}{% generation %}also hidden{% endgeneration %}{% endset -%}"
+      "{{ inner() }}");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->has_generation_blocks());
+  nlohmann::json context = {{"messages",
+                             {{{"role", "user"}, {"content", "hi"}},
+                              {{"role", "assistant"}, {"content", "yo"}},
+                              {{"role", "user"}, {"content", "more"}},
+                              {{"role", "assistant"}, {"content", "ok"}}}}};
+  auto rendered = t->RenderWithGenerationSpans(context);
+  ASSERT_TRUE(rendered.ok()) << rendered.status().ToString();
+  const std::string& text = rendered->text;
+  EXPECT_EQ(text, "<user>hi<assistant>yo</s><user>more<assistant>ok</s>hidden");
+  std::vector<std::string> spans;
+  for (auto [begin, end] : rendered->generation_spans)
+    spans.push_back(text.substr(begin, end - begin));
+  EXPECT_EQ(spans, (std::vector<std::string>{"yo</s>", "ok</s>"}));
+  auto plain = JinjaTemplate::Parse("{{ 'no blocks' }}");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_generation_blocks());
+}
+
+}  // namespace
+}  // namespace air::engine::jinja

@@ -9,6 +9,8 @@
 #include <filesystem>
 
 #include "engine/backend/registry.h"
+#include "engine/model/llama_model.h"
+#include "engine/parallel/process_group.h"
 #include "engine/train/pretokenized_dataset.h"
 #include "engine/train/sharded_checkpoint.h"
 #include "engine/train/trainer.h"
@@ -83,8 +85,14 @@ class CheckpointFaultTest : public ::testing::Test {
     options.shuffle = false;
     auto loader = DataLoader::Create(Examples(), 0, options);
     EXPECT_TRUE(loader.ok()) << loader.status().ToString();
+    // One process: FSDP over a group of one, the path `air train` takes.
+    auto group = parallel::SingleProcessGroup();
+    fsdp::CommThread comm;
+    auto sharded = fsdp::Fsdp::Apply(*model, *group, comm, {.precision = config.precision});
+    if (!sharded.ok()) return sharded.status();
     TrainerIo io;
     io.env = env;
+    io.parallel = {.group = group.get(), .comm = &comm, .fsdp = sharded->get()};
     Trainer trainer(model.get(), config, io);
     return trainer.Run(*loader);
   }

@@ -5,6 +5,8 @@
 // Covers every strategy, uneven shards (3 ranks: padded tails), the prefetch and slot reuse
 // across micro-batches, activation checkpointing under FULL_SHARD, the sharded gradient norm and
 // the consolidated gather. The measured differences are printed; the bound is 10x of them.
+// bf16 mixed precision: W ranks against one rank (a group of one, the same path) with the same
+// policy — bf16 all-gathers and bf16 reduce-scatters with fp32 accumulation.
 // Also: a deferred model loaded unit by unit never holds the whole model on a rank.
 #include "engine/fsdp/fsdp.h"
 
@@ -16,6 +18,7 @@
 
 #include "base/env.h"
 #include "engine/backend/registry.h"
+#include "engine/model/llama_model.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/adamw.h"
@@ -81,32 +84,51 @@ constexpr double kMaxNorm = 0.5;  // small enough that clipping acts
 train::AdamWOptions Adam() { return {.weight_decay = 0.1}; }
 double Lr(int step) { return 0.01 / (1 + step); }
 
-// One process over every rank's rows: the oracle.
-std::vector<Tensor> TrainOneProcess(int world, bool checkpointing) {
-  auto model = TinyModel();
-  model->set_activation_checkpointing(checkpointing);
-  EXPECT_TRUE(model->ZeroGrads().ok());
-  auto params = train::ViewsOf(model->parameters());
+std::unique_ptr<LlamaModel> TinyModel(const MixedPrecision& precision) {
+  auto model = LlamaModel::Create(
+      TinyConfig(), *CreateBackend({.kind = "reference"}),
+      {.compute_dtype = precision.param_dtype, .buffer_dtype = precision.buffer_dtype});
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  (*model)->InitWeights(7);
+  return std::move(*model);
+}
+
+// One process over every rank's rows: the oracle. It trains through FSDP over a group of one,
+// the path every single-process run takes.
+std::vector<Tensor> TrainOneProcess(int world, bool checkpointing,
+                                    const MixedPrecision& precision = {}) {
+  auto model = TinyModel(precision);
+  model->set_checkpointed_layers(std::vector<bool>(3, checkpointing));
+  auto group = parallel::SingleProcessGroup();
+  CommThread comm;
+  auto fsdp = Fsdp::Apply(*model, *group, comm,
+                          {.strategy = ShardingStrategy::kFullShard, .precision = precision});
+  EXPECT_TRUE(fsdp.ok()) << fsdp.status().ToString();
+  Fsdp& f = **fsdp;
+  EXPECT_EQ(f.effective_strategy(), ShardingStrategy::kNoShard);  // nothing to shard
+  const auto& params = f.OptimizerViews();
   auto adam = train::AdamW::Create(params, Adam(), model->backend());
   View slot;
   auto slot_buffer = model->backend().AllocateView(DType::kF64, {1}, &slot);
   for (int step = 0; step < kSteps; ++step) {
     const double n = static_cast<double>(LossTokens(step, world));
-    EXPECT_TRUE(model->ZeroGrads().ok());
+    EXPECT_TRUE(f.ZeroGrads().ok());
     for (int m = 0; m < kMicro; ++m) {
       for (int r = 0; r < world; ++r) {
-        auto f = model->Forward(BatchFor(step, m, r));
-        EXPECT_TRUE(f.ok());
-        EXPECT_TRUE(model->Backward(static_cast<float>(f->loss_tokens / n)).ok());
+        const TokenBatch batch = BatchFor(step, m, r);
+        const float scale = static_cast<float>(batch.CountLossTokens() / n);
+        EXPECT_TRUE(model->Forward(batch, {.loss_scale = scale}).ok());
+        EXPECT_TRUE(model->Backward().ok());
       }
     }
+    EXPECT_TRUE(f.FinishGradients().ok());
     train::ClipGradNorm(params, kMaxNorm, model->backend(), slot);
     (*adam)->Step(Lr(step));
+    EXPECT_TRUE(f.AfterOptimizerStep().ok());
   }
-  std::vector<Tensor> out;
-  for (const Parameter& p : model->parameters())
-    out.push_back(model->backend().ToHostTensor(p.value));
-  return out;
+  auto full = f.GatherFullParameters();
+  EXPECT_TRUE(full.ok());
+  return *full;
 }
 
 // Rank `rank` of a `world`-rank Gloo group on this host (one thread of this test per rank).
@@ -124,16 +146,17 @@ Result<std::unique_ptr<parallel::ProcessGroup>> JoinGroup(int rank, int world, i
 
 // Rank `rank` of `world` under `strategy`; rank 0 returns the gathered weights.
 std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy strategy,
-                              bool checkpointing, Status* failure) {
+                              bool checkpointing, const MixedPrecision& precision,
+                              Status* failure) {
   auto group = JoinGroup(rank, world, port);
   if (!group.ok()) {
     *failure = group.status();
     return {};
   }
-  auto model = TinyModel();
-  model->set_activation_checkpointing(checkpointing);
+  auto model = TinyModel(precision);
+  model->set_checkpointed_layers(std::vector<bool>(3, checkpointing));
   CommThread comm;
-  auto fsdp = Fsdp::Apply(*model, **group, comm, {.strategy = strategy});
+  auto fsdp = Fsdp::Apply(*model, **group, comm, {.strategy = strategy, .precision = precision});
   if (!fsdp.ok()) {
     *failure = fsdp.status();
     return {};
@@ -148,9 +171,11 @@ std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy st
     EXPECT_TRUE(f.ZeroGrads().ok());
     for (int m = 0; m < kMicro; ++m) {
       f.set_sync_gradients(m + 1 == kMicro);
-      auto out = model->Forward(BatchFor(step, m, rank));
+      const TokenBatch batch = BatchFor(step, m, rank);
+      auto out =
+          model->Forward(batch, {.loss_scale = static_cast<float>(batch.CountLossTokens() / n)});
       EXPECT_TRUE(out.ok());
-      EXPECT_TRUE(model->Backward(static_cast<float>(out->loss_tokens / n)).ok());
+      EXPECT_TRUE(model->Backward().ok());
     }
     EXPECT_TRUE(f.FinishGradients().ok()) << f.status().ToString();
     double squared = train::SquaredGradNorm(params, model->backend(), slot);
@@ -187,10 +212,39 @@ double MaxRelativeDiff(const std::vector<Tensor>& a, const std::vector<Tensor>& 
   return worst;
 }
 
+// Per tensor ||a - b|| / ||b||, the worst over tensors.
+double MaxL2RelativeDiff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double num = 0, den = 1e-60;
+    for (int64_t k = 0; k < a[i].numel(); ++k) {
+      const double d = static_cast<double>(a[i][k]) - b[i][k];
+      num += d * d;
+      den += static_cast<double>(b[i][k]) * b[i][k];
+    }
+    worst = std::max(worst, std::sqrt(num / den));
+  }
+  return worst;
+}
+
+enum class Policy { kFp32, kBf16ParamsFp32Reduce, kBf16 };
+
+MixedPrecision PolicyOf(Policy p) {
+  switch (p) {
+    case Policy::kBf16ParamsFp32Reduce:
+      return {.param_dtype = DType::kBF16, .reduce_dtype = DType::kF32};
+    case Policy::kBf16:
+      return Bf16Policy();
+    default:
+      return {};
+  }
+}
+
 struct Case {
   ShardingStrategy strategy;
   int world;
   bool checkpointing;
+  Policy policy = Policy::kFp32;
 };
 
 class FsdpTest : public ::testing::TestWithParam<Case> {};
@@ -199,29 +253,42 @@ TEST_P(FsdpTest, MatchesOneProcessOnAllRows) {
   const Case c = GetParam();
   auto port = DefaultEnv()->PickFreePort();
   ASSERT_TRUE(port.ok());
+  const MixedPrecision precision = PolicyOf(c.policy);
   std::vector<std::vector<Tensor>> results(static_cast<size_t>(c.world));
   std::vector<Status> failures(static_cast<size_t>(c.world));
   std::vector<std::thread> ranks;
   for (int r = 0; r < c.world; ++r) {
     ranks.emplace_back([&, r] {
       results[static_cast<size_t>(r)] =
-          TrainRank(r, c.world, *port, c.strategy, c.checkpointing, &failures[r]);
+          TrainRank(r, c.world, *port, c.strategy, c.checkpointing, precision, &failures[r]);
     });
   }
   for (auto& t : ranks) t.join();
   for (const Status& s : failures) ASSERT_TRUE(s.ok()) << s.ToString();
   for (int r = 1; r < c.world; ++r) EXPECT_TRUE(results[static_cast<size_t>(r)].empty());
-  const std::vector<Tensor> oracle = TrainOneProcess(c.world, c.checkpointing);
+  const std::vector<Tensor> oracle = TrainOneProcess(c.world, c.checkpointing, precision);
   ASSERT_EQ(results[0].size(), oracle.size());
   const double diff = MaxRelativeDiff(results[0], oracle);
-  std::printf("%s, %d ranks%s: max relative weight difference %.3g after %d steps\n",
+  const double l2 = MaxL2RelativeDiff(results[0], oracle);
+  const char* policy[] = {"", ", bf16 params + fp32 reductions", ", bf16"};
+  std::printf("%s, %d ranks%s%s: max relative weight difference %.3g (L2 %.3g) after %d steps\n",
               ShardingStrategyName(c.strategy), c.world, c.checkpointing ? ", checkpointing" : "",
-              diff, kSteps);
-  // Only the summation order differs (ranks sum in Gloo's ring order): float rounding.
-  EXPECT_LT(diff, 1e-5);
+              policy[static_cast<int>(c.policy)], diff, l2, kSteps);
+  if (c.policy != Policy::kBf16) {
+    // Only the summation order of the reductions differs (ranks sum in Gloo's order; the
+    // one-rank run accumulates micro-batches in its gradient buffer): float rounding. bf16
+    // parameters are gathered exactly (the same bf16 values one rank computes with).
+    EXPECT_LT(diff, 1e-5);
+  } else {
+    // Gradients also travel in bf16 (rounded once per reduction) where one rank's never do.
+    // AdamW's first steps move every weight by about lr whatever the gradient's size, so an
+    // element whose gradient is near zero can flip its update's sign: the per-element maximum
+    // is large by construction; the L2 difference measures the run.
+    EXPECT_LT(l2, 1e-1);
+  }
   // And training moved the weights (a no-op FSDP would fail here).
   const std::vector<Tensor> initial = [] {
-    auto m = TinyModel();
+    auto m = TinyModel(MixedPrecision{});
     std::vector<Tensor> out;
     for (const Parameter& p : m->parameters()) out.push_back(m->backend().ToHostTensor(p.value));
     return out;
@@ -229,39 +296,77 @@ TEST_P(FsdpTest, MatchesOneProcessOnAllRows) {
   EXPECT_GT(MaxRelativeDiff(results[0], initial), 1e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, FsdpTest,
-                         ::testing::Values(Case{ShardingStrategy::kFullShard, 2, false},
-                                           Case{ShardingStrategy::kFullShard, 3, true},
-                                           Case{ShardingStrategy::kShardGradOp, 2, false},
-                                           Case{ShardingStrategy::kShardGradOp, 3, false},
-                                           Case{ShardingStrategy::kNoShard, 2, false},
-                                           Case{ShardingStrategy::kNoShard, 3, false}));
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, FsdpTest,
+    ::testing::Values(Case{ShardingStrategy::kFullShard, 2, false},
+                      Case{ShardingStrategy::kFullShard, 3, true},
+                      Case{ShardingStrategy::kShardGradOp, 2, false},
+                      Case{ShardingStrategy::kShardGradOp, 3, false},
+                      Case{ShardingStrategy::kNoShard, 2, false},
+                      Case{ShardingStrategy::kNoShard, 3, false},
+                      Case{ShardingStrategy::kFullShard, 3, true, Policy::kBf16ParamsFp32Reduce},
+                      Case{ShardingStrategy::kShardGradOp, 2, false, Policy::kBf16ParamsFp32Reduce},
+                      Case{ShardingStrategy::kFullShard, 2, false, Policy::kBf16},
+                      Case{ShardingStrategy::kFullShard, 3, true, Policy::kBf16},
+                      Case{ShardingStrategy::kShardGradOp, 3, false, Policy::kBf16},
+                      Case{ShardingStrategy::kNoShard, 2, false, Policy::kBf16}));
 
-TEST(FsdpMemoryTest, FullShardHoldsAboutOneNthOfTheParameters) {
-  // One rank of a group of one is enough to check the bookkeeping of the shard sizes.
-  parallel::DistEnv dist;
-  auto group = parallel::CreateGlooProcessGroup(dist, {});
-  ASSERT_TRUE(group.ok()) << group.status().ToString();
-  auto model = TinyModel();
-  const int64_t whole = model->NumParameters() * 4;
+TEST(FsdpMemoryTest, AGroupOfOneHoldsTheWholeMasterAndABf16ComputeCopy) {
+  for (bool bf16 : {false, true}) {
+    const MixedPrecision precision = bf16 ? Bf16Policy() : MixedPrecision{};
+    auto group = parallel::SingleProcessGroup();
+    auto model = TinyModel(precision);
+    const int64_t n = model->NumParameters();
+    CommThread comm;
+    auto fsdp = Fsdp::Apply(*model, *group, comm,
+                            {.strategy = ShardingStrategy::kFullShard, .precision = precision});
+    ASSERT_TRUE(fsdp.ok()) << fsdp.status().ToString();
+    // fp32 master (4 bytes) plus, under bf16, the bf16 copy the model computes with (2 bytes).
+    EXPECT_EQ((*fsdp)->memory().parameters, n * (bf16 ? 6 : 4));
+    EXPECT_EQ((*fsdp)->memory().gradients, n * 4);
+    for (const ParamGroup& g : model->units()) EXPECT_TRUE(g.external);
+    for (const Parameter& p : model->parameters()) {
+      EXPECT_EQ(p.value.dtype(), bf16 ? DType::kBF16 : DType::kF32) << p.name;
+    }
+  }
+}
+
+TEST(FsdpApplyTest, TheModelMustComputeInTheParamDtype) {
+  auto group = parallel::SingleProcessGroup();
+  auto model = TinyModel(MixedPrecision{});
   CommThread comm;
-  auto fsdp = Fsdp::Apply(*model, **group, comm, {.strategy = ShardingStrategy::kFullShard});
-  ASSERT_TRUE(fsdp.ok());
-  EXPECT_EQ((*fsdp)->memory().parameters, whole);  // W = 1: a shard is everything
-  for (const ParamGroup& g : model->units()) EXPECT_TRUE(g.external);
+  auto fsdp = Fsdp::Apply(*model, *group, comm, {.precision = Bf16Policy()});
+  ASSERT_FALSE(fsdp.ok());
+  EXPECT_NE(fsdp.status().message().find("param_dtype BF16"), std::string::npos)
+      << fsdp.status().ToString();
 }
 
 TEST(FsdpApplyTest, FrozenParametersNeedNoShard) {
-  parallel::DistEnv dist;
-  auto group = parallel::CreateGlooProcessGroup(dist, {});
-  ASSERT_TRUE(group.ok());
-  auto model = TinyModel();
-  ASSERT_TRUE(model->SetTrainable("model.layers.0.mlp.up_proj.weight", false).ok());
-  CommThread comm;
-  auto fsdp = Fsdp::Apply(*model, **group, comm, {.strategy = ShardingStrategy::kFullShard});
-  ASSERT_FALSE(fsdp.ok());
-  EXPECT_NE(fsdp.status().message().find("model.layers.0.mlp.up_proj.weight"), std::string::npos);
-  EXPECT_NE(fsdp.status().message().find("NO_SHARD"), std::string::npos);
+  auto port = DefaultEnv()->PickFreePort();
+  ASSERT_TRUE(port.ok());
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto group = JoinGroup(r, 2, *port);
+      if (!group.ok()) {
+        results[r] = group.status();
+        return;
+      }
+      auto model = TinyModel();
+      EXPECT_TRUE(model->SetTrainable("layers.0.feed_forward.w3.weight", false).ok());
+      CommThread comm;
+      results[r] =
+          Fsdp::Apply(*model, **group, comm, {.strategy = ShardingStrategy::kFullShard}).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("layers.0.feed_forward.w3.weight"), std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("NO_SHARD"), std::string::npos);
+  }
 }
 
 // Counts the bytes of a backend's live buffers and their peak: one rank's memory.

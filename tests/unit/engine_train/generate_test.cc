@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend/registry.h"
+#include "engine/model/llama_model.h"
 
 namespace air::engine::train {
 namespace {

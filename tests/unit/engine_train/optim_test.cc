@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
+#include <memory>
 #include <vector>
 
 #include "engine/ops/cpu/reference_ops.h"
@@ -23,11 +25,22 @@ struct NormSlot {
   std::unique_ptr<Buffer> buffer;
 };
 
+// An F32 view of a host vector (the reference backend's memory is host memory): a borrowed
+// buffer (no owner: nothing is freed), kept for the life of the test program.
+air::engine::View Borrow(std::vector<float>& host) {
+  static std::deque<std::unique_ptr<Buffer>> borrowed;
+  borrowed.push_back(
+      std::make_unique<Buffer>(nullptr, Device{}, host.data(), host.size() * sizeof(float)));
+  return air::engine::View(borrowed.back().get(), 0, DType::kF32,
+                           {static_cast<int64_t>(host.size())});
+}
+
 ParamView View(const std::string& name, std::vector<int64_t> shape, std::vector<float>& value,
                std::vector<float>& grad) {
   const bool decay = shape.size() >= 2;
   return ParamView{
-      name, std::move(shape), value.data(), grad.data(), static_cast<int64_t>(value.size()), decay};
+      name, std::move(shape), Borrow(value), Borrow(grad), static_cast<int64_t>(value.size()),
+      decay};
 }
 
 TEST(AdamWTest, FirstStepByHand) {

@@ -265,5 +265,61 @@ TEST(TrainConfigTest, AnAliasBombIsAClearError) {
   EXPECT_THAT(set, HasSubstr("seed: the value is not valid YAML"));
 }
 
+// Mixed precision: HF's bf16 flag, FSDP1's MixedPrecision map (reduce_dtype defaults to
+// param_dtype, buffer_dtype to float32), Accelerate's string, and the errors: an unknown dtype
+// (the valid list), float16 (no compute path), an unknown key, and bf16 disagreeing.
+TEST(TrainConfigTest, MixedPrecisionFromBf16OrTheFsdpMap) {
+  auto none = ParseTrainConfig(kMinimal, "cfg.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->precision.enabled());
+  auto hf = ParseTrainConfig(std::string(kMinimal) + "bf16: true\n", "cfg.yaml");
+  ASSERT_TRUE(hf.ok());
+  EXPECT_EQ(hf->precision, fsdp::Bf16Policy());
+  EXPECT_EQ(hf->precision.buffer_dtype, DType::kBF16);  // as Accelerate sets it for FSDP1
+  auto map = ParseTrainConfig(std::string(kMinimal) +
+                                  "mixed_precision:\n  param_dtype: bfloat16\n"
+                                  "  reduce_dtype: float32\n",
+                              "cfg.yaml");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  EXPECT_EQ(map->precision.param_dtype, DType::kBF16);
+  EXPECT_EQ(map->precision.reduce_dtype, DType::kF32);
+  EXPECT_EQ(map->precision.buffer_dtype, DType::kF32);
+  auto defaulted = ParseTrainConfig(
+      std::string(kMinimal) + "mixed_precision: {param_dtype: torch.bfloat16}\n", "cfg.yaml");
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status().ToString();
+  EXPECT_EQ(defaulted->precision.reduce_dtype, DType::kBF16);  // FSDP1: None -> param_dtype
+  auto accelerate = ParseTrainConfig(std::string(kMinimal) + "mixed_precision: bf16\n", "cfg.yaml");
+  ASSERT_TRUE(accelerate.ok());
+  EXPECT_EQ(accelerate->precision, fsdp::Bf16Policy());
+  // Given together, bf16 and mixed_precision must agree.
+  auto agree = ParseTrainConfig(
+      std::string(kMinimal) + "bf16: true\nmixed_precision: {param_dtype: bf16}\n", "cfg.yaml");
+  EXPECT_TRUE(agree.ok()) << agree.status().ToString();
+}
+
+TEST(TrainConfigTest, MixedPrecisionErrorsNameTheKeyAndWhatIsValid) {
+  std::string e = ErrorOf(std::string(kMinimal) + "mixed_precision: {param_dtype: bfloat17}\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:4:19: mixed_precision.param_dtype: unknown dtype "
+                           "'bfloat17'; valid: float32 (fp32), bfloat16 (bf16)"));
+  e = ErrorOf(std::string(kMinimal) + "mixed_precision:\n  param_dtype: float16\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:5:3: mixed_precision.param_dtype: float16 has no compute "
+                           "path"));
+  e = ErrorOf(std::string(kMinimal) + "mixed_precision: {param_type: bfloat16}\n");
+  EXPECT_THAT(e, HasSubstr("mixed_precision: unknown key 'param_type' (did you mean "
+                           "'param_dtype'?); valid: param_dtype, reduce_dtype, buffer_dtype"));
+  e = ErrorOf(std::string(kMinimal) + "mixed_precision: fp16\n");
+  EXPECT_THAT(e, HasSubstr("fp16 has no compute path"));
+  e = ErrorOf(std::string(kMinimal) +
+              "bf16: true\nmixed_precision: {param_dtype: float32, reduce_dtype: float32}\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:5:1: mixed_precision: says param_dtype float32, "
+                           "reduce_dtype float32 but bf16 (cfg.yaml:4:1) is true"));
+  e = ErrorOf(std::string(kMinimal) + "mixed_precision: [bf16]\n");
+  EXPECT_THAT(e, HasSubstr("mixed_precision: expected a map"));
+  // A bad map is one error, not also a disagreement with bf16.
+  e = ErrorOf(std::string(kMinimal) + "bf16: true\nmixed_precision: {param_dtype: bf9}\n");
+  EXPECT_THAT(e, HasSubstr("unknown dtype 'bf9'"));
+  EXPECT_THAT(e, Not(HasSubstr("give one of them")));
+}
+
 }  // namespace
 }  // namespace air::engine::train

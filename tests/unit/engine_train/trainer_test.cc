@@ -15,6 +15,8 @@
 
 #include "engine/backend/registry.h"
 #include "engine/io/hf_state_dict.h"
+#include "engine/model/llama_model.h"
+#include "engine/parallel/process_group.h"
 #include "engine/train/pretokenized_dataset.h"
 
 namespace air::engine::train {
@@ -110,19 +112,20 @@ TEST(LossNormalizationTest, AccumulatedMicroBatchesEqualOneBatchOfBoth) {
 
   auto model = TinyModel();
   ASSERT_TRUE(model->ZeroGrads().ok());
-  auto r1 = model->Forward(first);
+  auto r1 = model->Forward(first, {.loss_scale = static_cast<float>(double(n1) / double(n1 + n2))});
   ASSERT_TRUE(r1.ok()) << r1.status().ToString();
-  ASSERT_TRUE(model->Backward(static_cast<float>(double(n1) / double(n1 + n2))).ok());
-  auto r2 = model->Forward(second);
+  ASSERT_TRUE(model->Backward().ok());
+  auto r2 =
+      model->Forward(second, {.loss_scale = static_cast<float>(double(n2) / double(n1 + n2))});
   ASSERT_TRUE(r2.ok());
-  ASSERT_TRUE(model->Backward(static_cast<float>(double(n2) / double(n1 + n2))).ok());
+  ASSERT_TRUE(model->Backward().ok());
   std::vector<Tensor> accumulated = Grads(*model);
   const double accumulated_loss = (r1->loss_sum + r2->loss_sum) / double(n1 + n2);
 
   ASSERT_TRUE(model->ZeroGrads().ok());
   auto r = model->Forward(both);
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE(model->Backward(1.0f).ok());
+  ASSERT_TRUE(model->Backward().ok());
   std::vector<Tensor> single = Grads(*model);
 
   EXPECT_NEAR(accumulated_loss, r->loss, 1e-6 * r->loss);
@@ -174,8 +177,14 @@ class TrainerTest : public ::testing::Test {
     options.seed = static_cast<uint64_t>(config.seed);
     auto loader = DataLoader::Create(std::move(examples), 0, options);
     EXPECT_TRUE(loader.ok()) << loader.status().ToString();
+    // One process: FSDP over a group of one, the path `air train` takes.
+    auto group = parallel::SingleProcessGroup();
+    fsdp::CommThread comm;
+    auto sharded = fsdp::Fsdp::Apply(*model, *group, comm, {.precision = config.precision});
+    EXPECT_TRUE(sharded.ok()) << sharded.status().ToString();
     TrainerIo io;
     io.env = DefaultEnv();
+    io.parallel = {.group = group.get(), .comm = &comm, .fsdp = sharded->get()};
     Trainer trainer(model.get(), config, io);
     auto summary = trainer.Run(*loader);
     EXPECT_TRUE(summary.ok()) << summary.status().ToString();
@@ -187,9 +196,9 @@ class TrainerTest : public ::testing::Test {
     for (std::string line; std::getline(lines, line);) {
       result.metrics.push_back(nlohmann::json::parse(line));
     }
-    for (const Parameter& p : model->parameters()) {
-      result.weights.push_back(model->backend().ToHostTensor(p.value));
-    }
+    auto full = (*sharded)->GatherFullParameters();  // the fp32 master weights
+    EXPECT_TRUE(full.ok());
+    result.weights = std::move(*full);
     return result;
   }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/check.h"
+#include "engine/dtype.h"
 
 namespace air::engine {
 
@@ -39,6 +40,11 @@ void CpuBackend::Copy(const View& dst, const View& src) const {
 }
 
 void CpuBackend::Fill(const View& dst, float value) const {
+  if (dst.dtype() == DType::kBF16) {
+    uint16_t* p = dst.bf16();
+    std::fill(p, p + dst.numel(), F32ToBf16(value));
+    return;
+  }
   float* p = dst.f32();
   std::fill(p, p + dst.numel(), value);
 }

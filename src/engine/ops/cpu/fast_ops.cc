@@ -1,12 +1,18 @@
-// FastOps: the threaded fp32 row-wise ops and the GEMM entry point (see fast_ops.h). Attention
-// lives in fast_attention.cc.
+// FastOps: construction, support, the GEMM entry point, RMSNorm and cross-entropy (see
+// fast_ops.h). The elementwise and embedding/RoPE ops are in fast_rowwise.cc, attention in
+// fast_attention.cc, the optimizer's ops in fast_optimizer.cc.
 #include "engine/ops/cpu/fast_ops.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "engine/data/batch.h"
+#include "engine/dtype.h"
+#include "engine/ops/cpu/convert.h"
+#include "engine/ops/cpu/gemm_mixed.h"
+#include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/vec_math.h"
+#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 
@@ -15,13 +21,72 @@ FastOps::FastOps(int num_threads)
   const auto threads = static_cast<size_t>(pool_->num_threads());
   attention_scratch_.resize(threads);
   gemm_serial_scratch_.resize(threads);
+  gemm_bf16_serial_scratch_.resize(threads);
+  attention_staging_.resize(threads);
   row_scratch_.resize(threads);
+  f32_scratch_.resize(3 * threads);
 }
 
-void FastOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+bool FastOps::Supports(OpKind op, DType dtype) const {
+  if (dtype == DType::kF32) return true;
+  return dtype == DType::kBF16 && !IsMasterStateOp(op);
+}
+
+const float* FastOps::WeightF32(const View& w) const {
+  if (w.dtype() == DType::kF32) return w.f32();
+  if (static_cast<int64_t>(weight_scratch_.size()) < w.numel()) {
+    weight_scratch_.resize(static_cast<size_t>(w.numel()));
+  }
+  LoadF32(w, 0, w.numel(), weight_scratch_.data());
+  return weight_scratch_.data();
+}
+
+float* FastOps::Scratch(int thread, int slot, int64_t n) const {
+  std::vector<float>& buffer = f32_scratch_[static_cast<size_t>(3 * thread + slot)];
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+
+void FastOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                   int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
                    int64_t ldc) const {
-  FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  const OpKind op = OpKind::kGemm;
+  CheckData(*this, op, c, "c");
+  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
+  if (k > 0) {
+    CheckData(*this, op, a, "a");
+    CheckData(*this, op, b, "b");
+    CheckSize(op, a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), "a");
+    CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
+  }
+  // A BF16 operand makes it a bf16 product (gemm_mixed.h: vdpbf16ps where the CPU has it).
+  if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
+    const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
+    const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
+    const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+    GemmBf16(*pool_, gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
+    return;
+  }
+  if (c.dtype() == DType::kF32) {
+    FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
+             k > 0 ? b.f32() : nullptr, ldb, beta, c.f32(), ldc);
+    return;
+  }
+  GemmStaged(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+// An fp32 product into a BF16 C (or a BF16 C scaled by beta when K is 0): the fp32 kernel on an
+// fp32 staging of C, rounded once.
+void FastOps::GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                         int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
+                         int64_t ldc) const {
+  const int64_t c_span = MatrixSpan(m, n, ldc);
+  float* c32 = Scratch(0, 2, c_span);
+  // Loaded even for beta 0: a strided C's gaps between rows are staged and written back too.
+  LoadF32(c, 0, c_span, c32);
+  FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
+           k > 0 ? b.f32() : nullptr, ldb, beta, c32, ldc);
+  StoreF32(c32, c, 0, c_span);
 }
 
 namespace {
@@ -30,11 +95,20 @@ int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int6
 }  // namespace
 
 // y (N, C) = w * x * rstd, rows spread over threads.
-void FastOps::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                             float* y, float* rstd) const {
-  pool_->ParallelFor(rows, MinRows(dim), [&](int64_t begin, int64_t end, int) {
+void FastOps::RmsNormForward(const View& x, const View& w, float eps, const View& y,
+                             const View& rstd) const {
+  const OpKind op = OpKind::kRmsNormForward;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, y, "y");
+  CheckF32(op, rstd, "rstd");
+  CheckSameSize(op, x, y, "x, y");
+  const int64_t dim = w.numel(), rows = x.numel() / dim;
+  CheckSize(op, rstd, rows, "rstd");
+  const float* w_copy = WeightF32(w);
+  pool_->ParallelFor(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* xr = x + r * dim;
+      const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       float partial[8] = {};
       int64_t c = 0;
       for (; c + 8 <= dim; c += 8) {
@@ -44,17 +118,30 @@ void FastOps::RmsNormForward(const float* x, const float* w, int64_t rows, int64
       for (float p : partial) sum_sq += p;
       for (; c < dim; ++c) sum_sq += static_cast<double>(xr[c]) * xr[c];
       const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / dim + eps));
-      rstd[r] = inv;
-      float* yr = y + r * dim;
-      for (c = 0; c < dim; ++c) yr[c] = w[c] * (xr[c] * inv);
+      rstd.f32()[r] = inv;
+      float* yr = WriteF32(y, r * dim, Scratch(thread, 1, dim));
+      for (c = 0; c < dim; ++c) yr[c] = w_copy[c] * (xr[c] * inv);
+      CommitF32(yr, y, r * dim, dim);
     }
   });
 }
 
 // dx += rstd * w * dy - rstd^3 / C * x * sum(w * dy * x); dw += dy * x * rstd (per-thread
 // partial sums, added in thread order so the result is deterministic).
-void FastOps::RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                              int64_t rows, int64_t dim, float* dx, float* dw) const {
+void FastOps::RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
+                              const View& dx, const View& dw) const {
+  const OpKind op = OpKind::kRmsNormBackward;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, dy, "dy");
+  CheckData(*this, op, dx, "dx");
+  CheckF32(op, rstd, "rstd");
+  CheckF32(op, dw, "dw");
+  CheckSameSize(op, x, dy, "x, dy");
+  CheckSameSize(op, x, dx, "x, dx");
+  const int64_t dim = w.numel(), rows = x.numel() / dim;
+  CheckSize(op, rstd, rows, "rstd");
+  const float* w_copy = WeightF32(w);
   const int64_t min_rows = MinRows(dim);
   const int64_t chunks =
       std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, rows / min_rows));
@@ -64,77 +151,81 @@ void FastOps::RmsNormBackward(const float* x, const float* w, const float* rstd,
   pool_->ParallelFor(rows, min_rows, [&](int64_t begin, int64_t end, int thread) {
     double* dw_partial = row_scratch_[static_cast<size_t>(thread)].data();
     for (int64_t r = begin; r < end; ++r) {
-      const float* xr = x + r * dim;
-      const float* dyr = dy + r * dim;
-      const float inv = rstd[r];
+      const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
+      const float* dyr = ReadF32(dy, r * dim, dim, Scratch(thread, 1, dim));
+      const float inv = rstd.f32()[r];
       double dot = 0.0;
-      for (int64_t c = 0; c < dim; ++c) dot += w[c] * dyr[c] * xr[c];
+      for (int64_t c = 0; c < dim; ++c) dot += w_copy[c] * dyr[c] * xr[c];
       const float coef = static_cast<float>(static_cast<double>(inv) * inv * inv * dot / dim);
-      float* dxr = dx + r * dim;
+      float* dxr = WriteF32(dx, r * dim, Scratch(thread, 2, dim));
+      if (dx.dtype() != DType::kF32) LoadF32(dx, r * dim, dim, dxr);  // dx accumulates
       for (int64_t c = 0; c < dim; ++c) {
-        dxr[c] += inv * w[c] * dyr[c] - coef * xr[c];
+        dxr[c] += inv * w_copy[c] * dyr[c] - coef * xr[c];
         dw_partial[c] += dyr[c] * xr[c] * inv;
       }
+      CommitF32(dxr, dx, r * dim, dim);
     }
   });
-  if (dw == nullptr) return;
+  if (dw.empty()) return;
   for (int64_t c = 0; c < dim; ++c) {
     double sum = 0.0;
     for (int64_t t = 0; t < chunks; ++t) sum += row_scratch_[static_cast<size_t>(t)][c];
-    dw[c] += static_cast<float>(sum);
+    dw.f32()[c] += static_cast<float>(sum);
   }
-}
-
-void FastOps::SwigluForward(const float* gate, const float* up, int64_t n, float* out) const {
-  pool_->ParallelFor(n, 1 << 14, [&](int64_t begin, int64_t end, int) {
-    SwigluForwardRange(gate + begin, up + begin, end - begin, out + begin);
-  });
-}
-
-void FastOps::SwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
-                             float* dgate, float* dup) const {
-  pool_->ParallelFor(n, 1 << 14, [&](int64_t begin, int64_t end, int) {
-    SwigluBackwardRange(gate + begin, up + begin, dout + begin, end - begin, dgate + begin,
-                        dup + begin);
-  });
 }
 
 // Per-row log-sum-exp in fp32 with a double accumulator for the sum of exponentials; the loss
 // sum is added in thread order.
-void FastOps::CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                  int64_t vocab, float* lse, double* loss_sum) const {
+void FastOps::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
+                                  const View& loss_sum) const {
+  const OpKind op = OpKind::kCrossEntropyForward;
+  CheckData(*this, op, logits, "logits");
+  CheckIndex(op, targets, "targets");
+  CheckF32(op, lse, "lse");
+  CheckScalar(op, loss_sum, "loss_sum");
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  CheckSize(op, lse, n, "lse");
   std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
   pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
     double total = 0.0;
     for (int64_t r = begin; r < end; ++r) {
-      const float* row = logits + r * vocab;
+      const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
       float max_logit = row[0];
       for (int64_t c = 1; c < vocab; ++c) max_logit = std::max(max_logit, row[c]);
       const double sum = ExpShifted(row, max_logit, 1.0f, vocab, nullptr);
       const double row_lse = max_logit + std::log(sum);
-      lse[r] = static_cast<float>(row_lse);
-      if (targets[r] != kIgnoreIndex) total += row_lse - row[targets[r]];
+      lse.f32()[r] = static_cast<float>(row_lse);
+      const int32_t target = targets.i32()[r];
+      if (target != kIgnoreIndex) total += row_lse - row[target];
     }
     partial[static_cast<size_t>(thread)] = total;
   });
   double total = 0.0;
   for (double p : partial) total += p;
-  *loss_sum = total;
+  *loss_sum.f64() += total;
 }
 
-void FastOps::CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
-                                   int64_t n, int64_t vocab, float scale, float* dlogits) const {
-  pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int) {
+void FastOps::CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
+                                   float scale, const View& dlogits) const {
+  const OpKind op = OpKind::kCrossEntropyBackward;
+  CheckData(*this, op, logits, "logits");
+  CheckData(*this, op, dlogits, "dlogits");
+  CheckIndex(op, targets, "targets");
+  CheckF32(op, lse, "lse");
+  CheckSameSize(op, logits, dlogits, "logits, dlogits");
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* row = logits + r * vocab;
-      float* drow = dlogits + r * vocab;
-      if (targets[r] == kIgnoreIndex) {
+      const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
+      float* drow = WriteF32(dlogits, r * vocab, Scratch(thread, 1, vocab));
+      const int32_t target = targets.i32()[r];
+      if (target == kIgnoreIndex) {
         std::fill(drow, drow + vocab, 0.0f);
-        continue;
+      } else {
+        ExpShifted(row, lse.f32()[r], scale, vocab, drow);
+        drow[target] -= scale;
       }
-      const float row_lse = lse[r];
-      ExpShifted(row, row_lse, scale, vocab, drow);
-      drow[targets[r]] -= scale;
+      CommitF32(drow, dlogits, r * vocab, vocab);
     }
   });
 }

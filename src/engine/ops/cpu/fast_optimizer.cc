@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "engine/ops/cpu/fast_ops.h"
+#include "engine/ops/cpu/reference_loops.h"
+#include "engine/ops/cpu/reference_ops.h"
+#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 namespace {
@@ -106,18 +109,32 @@ __attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t 
 
 }  // namespace
 
-void FastOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
-                          float* v) const {
+void FastOps::AdamWUpdate(const AdamWScalars& s, const View& pv, const View& gv, const View& mv,
+                          const View& vv) const {
+  const OpKind op = OpKind::kAdamWUpdate;
+  for (const auto& [x, name] :
+       {std::pair{&pv, "p"}, std::pair{&gv, "g"}, std::pair{&mv, "m"}, std::pair{&vv, "v"}}) {
+    CheckF32(op, *x, name);
+    CheckSameSize(op, pv, *x, name);
+  }
+  const int64_t n = pv.numel();
+  float *p = pv.f32(), *m = mv.f32(), *v = vv.f32();
+  const float* g = gv.f32();
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
     if (UseAvx512()) return AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin);
     int64_t done = 0;
     if (UseAvx2()) done = AdamWAvx2(s, end - begin, p + begin, g + begin, m + begin, v + begin);
     const int64_t at = begin + done;
-    ReferenceOps::AdamWUpdate(s, end - at, p + at, g + at, m + at, v + at);
+    RefAdamWUpdate(s, end - at, p + at, g + at, m + at, v + at);
   });
 }
 
-void FastOps::SumOfSquares(const float* x, int64_t n, double* sum_out) const {
+void FastOps::SumOfSquares(const View& xv, const View& sum_view) const {
+  CheckF32(OpKind::kSumOfSquares, xv, "x");
+  CheckScalar(OpKind::kSumOfSquares, sum_view, "sum");
+  const float* x = xv.f32();
+  const int64_t n = xv.numel();
+  double* sum_out = sum_view.f64();
   std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int thread) {
     const float* chunk = x + begin;
@@ -137,7 +154,10 @@ void FastOps::SumOfSquares(const float* x, int64_t n, double* sum_out) const {
   *sum_out += total;
 }
 
-void FastOps::Scale(float* x, int64_t n, float factor) const {
+void FastOps::Scale(const View& xv, float factor) const {
+  CheckF32(OpKind::kScale, xv, "x");
+  float* x = xv.f32();
+  const int64_t n = xv.numel();
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
     for (int64_t j = begin; j < end; ++j) x[j] *= factor;
   });

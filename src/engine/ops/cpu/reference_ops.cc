@@ -1,322 +1,370 @@
-// ReferenceOps: straightforward loops for every op (see reference_ops.h and ops/ops.h).
+// ReferenceOps: every op as its fp32 loop (reference_loops.cc) on fp32 staging of its views —
+// BF16 inputs widened exactly, BF16 outputs rounded once (see reference_ops.h).
 #include "engine/ops/cpu/reference_ops.h"
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
-#include "engine/data/batch.h"
+#include "engine/dtype.h"
+#include "engine/ops/cpu/convert.h"
+#include "engine/ops/cpu/reference_loops.h"
+#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 
-// C (M, N) = op(A) (M, K) @ op(B) (K, N) + beta * C, each dot product in double.
-void ReferenceOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                        int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+bool IsMasterStateOp(OpKind op) {
+  return op == OpKind::kAdamWUpdate || op == OpKind::kSumOfSquares || op == OpKind::kScale;
+}
+
+bool ReferenceOps::Supports(OpKind op, DType dtype) const {
+  if (dtype == DType::kF32) return true;
+  return dtype == DType::kBF16 && !IsMasterStateOp(op);
+}
+
+void RopeAngle(int32_t position, float inv_freq, float* cos_out, float* sin_out) {
+  const float angle = static_cast<float>(position) * inv_freq;  // fp32 product, as torch
+  *cos_out = static_cast<float>(std::cos(double{angle}));
+  *sin_out = static_cast<float>(std::sin(double{angle}));
+}
+
+namespace {
+
+// An operand of a bf16 GEMM: widened when BF16; an F32 operand rounded to bf16 and widened
+// back, since the other operand's dtype makes the whole product bf16 (ops.h).
+std::vector<float> Bf16Operand(const View& v, int64_t elements) {
+  std::vector<float> out(static_cast<size_t>(elements));
+  LoadF32(v, 0, elements, out.data());
+  if (v.dtype() == DType::kF32) {
+    for (float& x : out) x = Bf16ToF32(F32ToBf16(x));
+  }
+  return out;
+}
+
+const int32_t* IndexOrNull(const View& v) { return v.empty() ? nullptr : v.i32(); }
+
+}  // namespace
+
+void ReferenceOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                        int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
                         int64_t ldc) const {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (int64_t p = 0; p < k; ++p) {
-        const float a_ip = trans_a ? a[p * lda + i] : a[i * lda + p];
-        const float b_pj = trans_b ? b[j * ldb + p] : b[p * ldb + j];
-        sum += static_cast<double>(a_ip) * b_pj;
-      }
-      float& out = c[i * ldc + j];
-      out = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(sum + beta * out);
-    }
+  const OpKind op = OpKind::kGemm;
+  CheckData(*this, op, c, "c");
+  const int64_t a_span = trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda);
+  const int64_t b_span = trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb);
+  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
+  if (k > 0) {
+    CheckData(*this, op, a, "a");
+    CheckData(*this, op, b, "b");
+    CheckSize(op, a, a_span, "a");
+    CheckSize(op, b, b_span, "b");
   }
+  std::vector<float> a32, b32;
+  if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
+    a32 = Bf16Operand(a, a_span);
+    b32 = Bf16Operand(b, b_span);
+  } else if (k > 0) {
+    a32.resize(static_cast<size_t>(a_span));
+    b32.resize(static_cast<size_t>(b_span));
+    LoadF32(a, 0, a_span, a32.data());
+    LoadF32(b, 0, b_span, b32.data());
+  }
+  // Only C's addressed elements are staged (a strided C keeps what lies between its rows).
+  F32Output c32(c.Slice(0, MatrixSpan(m, n, ldc)), /*load=*/true);
+  RefGemm(trans_a, trans_b, m, n, k, a32.data(), lda, b32.data(), ldb, beta, c32.get(), ldc);
+  c32.Store();
 }
 
-// out (N, C) = table (V, C) [ids (N)]
-void ReferenceOps::EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t dim,
-                                    float* out) const {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = table + static_cast<int64_t>(ids[i]) * dim;
-    for (int64_t c = 0; c < dim; ++c) out[i * dim + c] = row[c];
-  }
+void ReferenceOps::EmbeddingForward(const View& ids, const View& table, const View& out) const {
+  const OpKind op = OpKind::kEmbeddingForward;
+  CheckIndex(op, ids, "ids");
+  CheckData(*this, op, table, "table");
+  CheckData(*this, op, out, "out");
+  const int64_t n = ids.numel(), dim = table.dim(-1);
+  CheckSize(op, out, n * dim, "out");
+  F32Input t(table);
+  F32Output o(out, false);
+  RefEmbeddingForward(ids.i32(), n, t.get(), dim, o.get());
+  o.Store();
 }
 
-// dtable (V, C) [ids[n]] += dout (N, C) [n]
-void ReferenceOps::EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t dim,
-                                     int32_t skip_id, float* dtable) const {
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] == skip_id) continue;
-    float* row = dtable + static_cast<int64_t>(ids[i]) * dim;
-    for (int64_t c = 0; c < dim; ++c) row[c] += dout[i * dim + c];
-  }
+void ReferenceOps::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
+                                     const View& dtable) const {
+  const OpKind op = OpKind::kEmbeddingBackward;
+  CheckIndex(op, ids, "ids");
+  CheckData(*this, op, dout, "dout");
+  CheckF32(op, dtable, "dtable");
+  const int64_t n = ids.numel(), dim = dtable.dim(-1);
+  CheckSize(op, dout, n * dim, "dout");
+  F32Input d(dout);
+  RefEmbeddingBackward(ids.i32(), n, d.get(), dim, skip_id, dtable.f32());
 }
 
-// y (N, C) = w (C) * x (N, C) * rstd (N),  rstd = 1 / sqrt(mean_c x^2 + eps)
-void ReferenceOps::RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim,
-                                  float eps, float* y, float* rstd) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    double sum_sq = 0.0;
-    for (int64_t c = 0; c < dim; ++c) sum_sq += static_cast<double>(xr[c]) * xr[c];
-    const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / dim + eps));
-    rstd[r] = inv;
-    for (int64_t c = 0; c < dim; ++c) y[r * dim + c] = w[c] * (xr[c] * inv);
-  }
+void ReferenceOps::RmsNormForward(const View& x, const View& w, float eps, const View& y,
+                                  const View& rstd) const {
+  const OpKind op = OpKind::kRmsNormForward;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, y, "y");
+  CheckF32(op, rstd, "rstd");
+  const int64_t dim = w.numel(), rows = x.numel() / dim;
+  CheckSameSize(op, x, y, "x, y");
+  CheckSize(op, rstd, rows, "rstd");
+  F32Input xs(x), ws(w);
+  F32Output ys(y, false);
+  RefRmsNormForward(xs.get(), ws.get(), rows, dim, eps, ys.get(), rstd.f32());
+  ys.Store();
 }
 
-// With g = w * dy:  dx = rstd * g - rstd^3 / C * x * sum_c(g * x);  dw += dy * x * rstd
-void ReferenceOps::RmsNormBackward(const float* x, const float* w, const float* rstd,
-                                   const float* dy, int64_t rows, int64_t dim, float* dx,
-                                   float* dw) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    const float* dyr = dy + r * dim;
-    const double inv = rstd[r];
-    double dot = 0.0;  // sum_c w * dy * x
-    for (int64_t c = 0; c < dim; ++c) dot += static_cast<double>(w[c]) * dyr[c] * xr[c];
-    const double coef = inv * inv * inv * dot / static_cast<double>(dim);
-    for (int64_t c = 0; c < dim; ++c) {
-      dx[r * dim + c] += static_cast<float>(inv * w[c] * dyr[c] - coef * xr[c]);
-      if (dw != nullptr) dw[c] += static_cast<float>(static_cast<double>(dyr[c]) * xr[c] * inv);
-    }
-  }
+void ReferenceOps::RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
+                                   const View& dx, const View& dw) const {
+  const OpKind op = OpKind::kRmsNormBackward;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, dy, "dy");
+  CheckData(*this, op, dx, "dx");
+  CheckF32(op, rstd, "rstd");
+  CheckF32(op, dw, "dw");
+  const int64_t dim = w.numel(), rows = x.numel() / dim;
+  CheckSameSize(op, x, dy, "x, dy");
+  CheckSameSize(op, x, dx, "x, dx");
+  CheckSize(op, rstd, rows, "rstd");
+  if (!dw.empty()) CheckSize(op, dw, dim, "dw");
+  F32Input xs(x), ws(w), dys(dy);
+  F32Output dxs(dx, true);
+  RefRmsNormBackward(xs.get(), ws.get(), rstd.f32(), dys.get(), rows, dim, dxs.get(),
+                     dw.empty() ? nullptr : dw.f32());
+  dxs.Store();
 }
 
-// x (N, H, D): (x1, x2) = (x[:D/2], x[D/2:]) -> (x1 cos - x2 sin, x2 cos + x1 sin), per token
-// with cos/sin (N, D/2).
-void ReferenceOps::RopeForward(float* x, int64_t n, int64_t heads, int64_t head_dim,
-                               const float* cos, const float* sin) const {
-  const int64_t half = head_dim / 2;
+void ReferenceOps::RopeTables(const View& positions, const View& inv_freq, const View& cos,
+                              const View& sin) const {
+  const OpKind op = OpKind::kRopeTables;
+  CheckIndex(op, positions, "positions");
+  CheckF32(op, inv_freq, "inv_freq");
+  CheckF32(op, cos, "cos");
+  CheckF32(op, sin, "sin");
+  const int64_t n = positions.numel(), half = inv_freq.numel();
+  CheckSize(op, cos, n * half, "cos");
+  CheckSize(op, sin, n * half, "sin");
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + (t * heads + h) * head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        const float c = cos[t * half + i], s = sin[t * half + i];
-        const float x1 = v[i], x2 = v[i + half];
-        v[i] = x1 * c - x2 * s;
-        v[i + half] = x2 * c + x1 * s;
-      }
-    }
-  }
-}
-
-// The transposed rotation: (d1, d2) -> (d1 cos + d2 sin, d2 cos - d1 sin).
-void ReferenceOps::RopeBackward(float* dx, int64_t n, int64_t heads, int64_t head_dim,
-                                const float* cos, const float* sin) const {
-  const int64_t half = head_dim / 2;
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = dx + (t * heads + h) * head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        const float c = cos[t * half + i], s = sin[t * half + i];
-        const float d1 = v[i], d2 = v[i + half];
-        v[i] = d1 * c + d2 * s;
-        v[i + half] = d2 * c - d1 * s;
-      }
+    for (int64_t i = 0; i < half; ++i) {
+      RopeAngle(positions.i32()[t], inv_freq.f32()[i], &cos.f32()[t * half + i],
+                &sin.f32()[t * half + i]);
     }
   }
 }
 
 namespace {
 
-// Row pointers into the attention tensors: q/out (B, Tq, Hq, D), k/v (B, rows, Hkv, D).
-struct AttentionIndex {
-  const AttentionShape& s;
-  int64_t q_row(int64_t b, int64_t i, int64_t h) const {
-    return ((b * s.q_len + i) * s.q_heads + h) * s.head_dim;
-  }
-  int64_t kv_row(int64_t b, int64_t j, int64_t h) const {
-    const int64_t kv_head = h / (s.q_heads / s.kv_heads);
-    return ((b * s.kv_rows() + j) * s.kv_heads + kv_head) * s.head_dim;
-  }
+// N and heads of a RoPE call: the tables are (N, D/2), x is (N, H, D).
+struct RopeDims {
+  int64_t n, heads, head_dim;
 };
 
-double Dot(const float* a, const float* b, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
-  return sum;
+RopeDims RopeShape(OpKind op, const View& x, const View& cos, const View& sin) {
+  CheckF32(op, cos, "cos");
+  CheckF32(op, sin, "sin");
+  CheckSameSize(op, cos, sin, "cos, sin");
+  const int64_t n = cos.dim(0), head_dim = 2 * cos.dim(-1);
+  const int64_t heads = n > 0 ? x.numel() / (n * head_dim) : 0;
+  CheckSize(op, x, n * heads * head_dim, "x");
+  return {n, heads, head_dim};
 }
 
 }  // namespace
 
-// For each row b, query head h, query i:
-//   score_j = scale * q_i . k_j over visible keys j; p = softmax(score); out_i = sum_j p_j v_j
-//   lse (B, Hq, Tq) = log sum_j exp(score_j)
-void ReferenceOps::AttentionForward(const AttentionShape& s, const float* q, const float* k,
-                                    const float* v, const int32_t* q_segments,
-                                    const int32_t* kv_segments, float* out, float* lse) const {
-  const AttentionIndex idx{s};
-  std::vector<double> scores(static_cast<size_t>(s.kv_len));
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.q_heads; ++h) {
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const float* qi = q + idx.q_row(b, i, h);
-        double max_score = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < s.kv_len; ++j) {
-          if (!AttentionVisible(s, b, i, j, q_segments, kv_segments)) {
-            scores[j] = -std::numeric_limits<double>::infinity();
-            continue;
-          }
-          scores[j] = s.scale * Dot(qi, k + idx.kv_row(b, j, h), s.head_dim);
-          max_score = std::max(max_score, scores[j]);
-        }
-        float* oi = out + idx.q_row(b, i, h);
-        for (int64_t d = 0; d < s.head_dim; ++d) oi[d] = 0.0f;
-        float* lse_i = lse ? lse + (b * s.q_heads + h) * s.q_len + i : nullptr;
-        if (max_score == -std::numeric_limits<double>::infinity()) {  // nothing visible
-          if (lse_i) *lse_i = -std::numeric_limits<float>::infinity();
-          continue;
-        }
-        double denom = 0.0;
-        for (int64_t j = 0; j < s.kv_len; ++j) {
-          scores[j] = std::exp(scores[j] - max_score);  // exp(-inf) = 0 for masked keys
-          denom += scores[j];
-        }
-        std::vector<double> acc(static_cast<size_t>(s.head_dim), 0.0);
-        for (int64_t j = 0; j < s.kv_len; ++j) {
-          if (scores[j] == 0.0) continue;
-          const float* vj = v + idx.kv_row(b, j, h);
-          for (int64_t d = 0; d < s.head_dim; ++d) acc[d] += scores[j] * vj[d];
-        }
-        for (int64_t d = 0; d < s.head_dim; ++d) oi[d] = static_cast<float>(acc[d] / denom);
-        if (lse_i) *lse_i = static_cast<float>(max_score + std::log(denom));
-      }
-    }
-  }
+void ReferenceOps::RopeForward(const View& x, const View& cos, const View& sin) const {
+  CheckData(*this, OpKind::kRopeForward, x, "x");
+  const RopeDims d = RopeShape(OpKind::kRopeForward, x, cos, sin);
+  F32Output xs(x, true);
+  RefRopeForward(xs.get(), d.n, d.heads, d.head_dim, cos.f32(), sin.f32());
+  xs.Store();
 }
 
-// With p_ij = exp(score_ij - lse_i), dp_ij = dout_i . v_j, delta_i = dout_i . out_i,
-// ds_ij = p_ij (dp_ij - delta_i):
-//   dq_i += scale sum_j ds_ij k_j;  dk_j += scale sum_i ds_ij q_i;  dv_j += sum_i p_ij dout_i
-void ReferenceOps::AttentionBackward(const AttentionShape& s, const float* q, const float* k,
-                                     const float* v, const int32_t* q_segments,
-                                     const int32_t* kv_segments, const float* out, const float* lse,
-                                     const float* dout, float* dq, float* dk, float* dv) const {
-  const AttentionIndex idx{s};
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.q_heads; ++h) {
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const float lse_i = lse[(b * s.q_heads + h) * s.q_len + i];
-        if (std::isinf(lse_i)) continue;  // saw nothing, contributes nothing
-        const float* qi = q + idx.q_row(b, i, h);
-        const float* doi = dout + idx.q_row(b, i, h);
-        const double delta = Dot(doi, out + idx.q_row(b, i, h), s.head_dim);
-        float* dqi = dq + idx.q_row(b, i, h);
-        for (int64_t j = 0; j < s.kv_len; ++j) {
-          if (!AttentionVisible(s, b, i, j, q_segments, kv_segments)) continue;
-          const float* kj = k + idx.kv_row(b, j, h);
-          const float* vj = v + idx.kv_row(b, j, h);
-          const double p = std::exp(s.scale * Dot(qi, kj, s.head_dim) - lse_i);
-          const double ds = p * (Dot(doi, vj, s.head_dim) - delta);
-          float* dkj = dk + idx.kv_row(b, j, h);
-          float* dvj = dv + idx.kv_row(b, j, h);
-          for (int64_t d = 0; d < s.head_dim; ++d) {
-            dqi[d] += static_cast<float>(s.scale * ds * kj[d]);
-            dkj[d] += static_cast<float>(s.scale * ds * qi[d]);
-            dvj[d] += static_cast<float>(p * doi[d]);
-          }
-        }
-      }
-    }
-  }
+void ReferenceOps::RopeBackward(const View& dx, const View& cos, const View& sin) const {
+  CheckData(*this, OpKind::kRopeBackward, dx, "dx");
+  const RopeDims d = RopeShape(OpKind::kRopeBackward, dx, cos, sin);
+  F32Output xs(dx, true);
+  RefRopeBackward(xs.get(), d.n, d.heads, d.head_dim, cos.f32(), sin.f32());
+  xs.Store();
 }
 
 namespace {
-inline double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s, const View& q,
+                    const View& k, const View& v, const View& q_segments, const View& kv_segments) {
+  CheckData(ops, op, q, "q");
+  CheckData(ops, op, k, "k");
+  CheckData(ops, op, v, "v");
+  CheckIndex(op, q_segments, "q_segments");
+  CheckIndex(op, kv_segments, "kv_segments");
+  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
+  CheckSize(op, q, q_size, "q");
+  CheckSize(op, k, kv_size, "k");
+  CheckSize(op, v, kv_size, "v");
+  if (q_segments.empty() != kv_segments.empty()) {
+    CheckSize(op, q_segments.empty() ? q_segments : kv_segments, 1, "segments (give both)");
+  }
+}
+
 }  // namespace
 
-// out (n) = silu(gate) * up
-void ReferenceOps::SwigluForward(const float* gate, const float* up, int64_t n, float* out) const {
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = gate[i];
-    out[i] = static_cast<float>(g * Sigmoid(g) * up[i]);
+void ReferenceOps::AttentionForward(const AttentionShape& s, const View& q, const View& k,
+                                    const View& v, const View& q_segments, const View& kv_segments,
+                                    const View& out, const View& lse) const {
+  const OpKind op = OpKind::kAttentionForward;
+  CheckAttention(*this, op, s, q, k, v, q_segments, kv_segments);
+  CheckData(*this, op, out, "out");
+  CheckF32(op, lse, "lse");
+  CheckSize(op, out, s.batch * s.q_len * s.q_heads * s.head_dim, "out");
+  if (!lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
+  F32Input qs(q), ks(k), vs(v);
+  F32Output os(out, false);
+  RefAttentionForward(s, qs.get(), ks.get(), vs.get(), IndexOrNull(q_segments),
+                      IndexOrNull(kv_segments), os.get(), lse.empty() ? nullptr : lse.f32());
+  os.Store();
+}
+
+void ReferenceOps::AttentionBackward(const AttentionShape& s, const View& q, const View& k,
+                                     const View& v, const View& q_segments, const View& kv_segments,
+                                     const View& out, const View& lse, const View& dout,
+                                     const View& dq, const View& dk, const View& dv) const {
+  const OpKind op = OpKind::kAttentionBackward;
+  CheckAttention(*this, op, s, q, k, v, q_segments, kv_segments);
+  CheckData(*this, op, out, "out");
+  CheckData(*this, op, dout, "dout");
+  CheckData(*this, op, dq, "dq");
+  CheckData(*this, op, dk, "dk");
+  CheckData(*this, op, dv, "dv");
+  CheckF32(op, lse, "lse");
+  CheckSameSize(op, q, dq, "q, dq");
+  CheckSameSize(op, k, dk, "k, dk");
+  CheckSameSize(op, v, dv, "v, dv");
+  F32Input qs(q), ks(k), vs(v), os(out), dos(dout);
+  F32Output dqs(dq, true), dks(dk, true), dvs(dv, true);
+  RefAttentionBackward(s, qs.get(), ks.get(), vs.get(), IndexOrNull(q_segments),
+                       IndexOrNull(kv_segments), os.get(), lse.f32(), dos.get(), dqs.get(),
+                       dks.get(), dvs.get());
+  dqs.Store();
+  dks.Store();
+  dvs.Store();
+}
+
+void ReferenceOps::SwigluForward(const View& gate, const View& up, const View& out) const {
+  const OpKind op = OpKind::kSwigluForward;
+  CheckData(*this, op, gate, "gate");
+  CheckData(*this, op, up, "up");
+  CheckData(*this, op, out, "out");
+  CheckSameSize(op, gate, up, "gate, up");
+  CheckSameSize(op, gate, out, "gate, out");
+  F32Input g(gate), u(up);
+  F32Output o(out, false);
+  RefSwigluForward(g.get(), u.get(), gate.numel(), o.get());
+  o.Store();
+}
+
+void ReferenceOps::SwigluBackward(const View& gate, const View& up, const View& dout,
+                                  const View& dgate, const View& dup) const {
+  const OpKind op = OpKind::kSwigluBackward;
+  for (const auto& [v, name] :
+       {std::pair{&gate, "gate"}, std::pair{&up, "up"}, std::pair{&dout, "dout"},
+        std::pair{&dgate, "dgate"}, std::pair{&dup, "dup"}}) {
+    CheckData(*this, op, *v, name);
+    CheckSameSize(op, gate, *v, name);
   }
+  F32Input g(gate), u(up), d(dout);
+  F32Output dg(dgate, true), du(dup, true);
+  RefSwigluBackward(g.get(), u.get(), d.get(), gate.numel(), dg.get(), du.get());
+  dg.Store();
+  du.Store();
 }
 
-// silu'(g) = sig(g) * (1 + g * (1 - sig(g)))
-void ReferenceOps::SwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
-                                  float* dgate, float* dup) const {
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = gate[i];
-    const double sig = Sigmoid(g);
-    dgate[i] += static_cast<float>(dout[i] * up[i] * sig * (1.0 + g * (1.0 - sig)));
-    dup[i] += static_cast<float>(dout[i] * g * sig);
+void ReferenceOps::AddInPlace(const View& y, const View& x) const {
+  CheckData(*this, OpKind::kAddInPlace, y, "y");
+  CheckData(*this, OpKind::kAddInPlace, x, "x");
+  CheckSameSize(OpKind::kAddInPlace, y, x, "y, x");
+  F32Input xs(x);
+  F32Output ys(y, true);
+  RefAddInPlace(ys.get(), xs.get(), y.numel());
+  ys.Store();
+}
+
+void ReferenceOps::AddBias(const View& y, const View& bias) const {
+  CheckData(*this, OpKind::kAddBias, y, "y");
+  CheckData(*this, OpKind::kAddBias, bias, "bias");
+  const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
+  F32Input b(bias);
+  F32Output ys(y, true);
+  RefAddBias(ys.get(), b.get(), rows, cols);
+  ys.Store();
+}
+
+void ReferenceOps::BiasBackward(const View& dy, const View& dbias) const {
+  CheckData(*this, OpKind::kBiasBackward, dy, "dy");
+  CheckF32(OpKind::kBiasBackward, dbias, "dbias");
+  const int64_t cols = dbias.numel(), rows = cols > 0 ? dy.numel() / cols : 0;
+  F32Input d(dy);
+  RefBiasBackward(d.get(), rows, cols, dbias.f32());
+}
+
+void ReferenceOps::Convert(const View& src, const View& dst) const {
+  CheckData(*this, OpKind::kConvert, src, "src");
+  CheckData(*this, OpKind::kConvert, dst, "dst");
+  CheckSameSize(OpKind::kConvert, src, dst, "src, dst");
+  F32Input s(src);
+  StoreF32(s.get(), dst, 0, dst.numel());
+}
+
+void ReferenceOps::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
+                                       const View& loss_sum) const {
+  const OpKind op = OpKind::kCrossEntropyForward;
+  CheckData(*this, op, logits, "logits");
+  CheckIndex(op, targets, "targets");
+  CheckF32(op, lse, "lse");
+  CheckScalar(op, loss_sum, "loss_sum");
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  CheckSize(op, lse, n, "lse");
+  F32Input l(logits);
+  RefCrossEntropyForward(l.get(), targets.i32(), n, vocab, lse.f32(), loss_sum.f64());
+}
+
+void ReferenceOps::CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
+                                        float scale, const View& dlogits) const {
+  const OpKind op = OpKind::kCrossEntropyBackward;
+  CheckData(*this, op, logits, "logits");
+  CheckData(*this, op, dlogits, "dlogits");
+  CheckIndex(op, targets, "targets");
+  CheckF32(op, lse, "lse");
+  CheckSameSize(op, logits, dlogits, "logits, dlogits");
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  F32Input l(logits);
+  F32Output d(dlogits, false);
+  RefCrossEntropyBackward(l.get(), targets.i32(), lse.f32(), n, vocab, scale, d.get());
+  d.Store();
+}
+
+void ReferenceOps::AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
+                               const View& v) const {
+  const OpKind op = OpKind::kAdamWUpdate;
+  for (const auto& [x, name] :
+       {std::pair{&p, "p"}, std::pair{&g, "g"}, std::pair{&m, "m"}, std::pair{&v, "v"}}) {
+    CheckF32(op, *x, name);
+    CheckSameSize(op, p, *x, name);
   }
+  RefAdamWUpdate(s, p.numel(), p.f32(), g.f32(), m.f32(), v.f32());
 }
 
-void ReferenceOps::AddInPlace(float* y, const float* x, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+void ReferenceOps::SumOfSquares(const View& x, const View& sum) const {
+  CheckF32(OpKind::kSumOfSquares, x, "x");
+  CheckScalar(OpKind::kSumOfSquares, sum, "sum");
+  *sum.f64() += SumOfSquaresLoop(x.f32(), x.numel());
 }
 
-// y (N, C) += bias (C)
-void ReferenceOps::AddBias(float* y, const float* bias, int64_t rows, int64_t cols) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] += bias[c];
-  }
-}
-
-// dbias (C) += sum_r dy (N, C)
-void ReferenceOps::BiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias) const {
-  for (int64_t c = 0; c < cols; ++c) {
-    double sum = 0.0;
-    for (int64_t r = 0; r < rows; ++r) sum += dy[r * cols + c];
-    dbias[c] += static_cast<float>(sum);
-  }
-}
-
-// loss = sum over rows with a target of lse_r - logits[r, target_r]
-void ReferenceOps::CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n,
-                                       int64_t vocab, float* lse, double* loss_sum) const {
-  double total = 0.0;
-  for (int64_t r = 0; r < n; ++r) {
-    const float* row = logits + r * vocab;
-    double max_logit = row[0];
-    for (int64_t c = 1; c < vocab; ++c) max_logit = std::max(max_logit, double{row[c]});
-    double sum = 0.0;
-    for (int64_t c = 0; c < vocab; ++c) sum += std::exp(row[c] - max_logit);
-    const double row_lse = max_logit + std::log(sum);
-    lse[r] = static_cast<float>(row_lse);
-    if (targets[r] != kIgnoreIndex) total += row_lse - row[targets[r]];
-  }
-  *loss_sum = total;
-}
-
-// dlogits (N, V) = scale * (softmax - onehot) on rows with a target, else 0
-void ReferenceOps::CrossEntropyBackward(const float* logits, const int32_t* targets,
-                                        const float* lse, int64_t n, int64_t vocab, float scale,
-                                        float* dlogits) const {
-  for (int64_t r = 0; r < n; ++r) {
-    const float* row = logits + r * vocab;
-    float* drow = dlogits + r * vocab;
-    if (targets[r] == kIgnoreIndex) {
-      for (int64_t c = 0; c < vocab; ++c) drow[c] = 0.0f;
-      continue;
-    }
-    for (int64_t c = 0; c < vocab; ++c) {
-      const double p = std::exp(static_cast<double>(row[c]) - lse[r]);
-      drow[c] = static_cast<float>(scale * (p - (c == targets[r] ? 1.0 : 0.0)));
-    }
-  }
-}
-
-void ReferenceOps::AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
-                               float* v) const {
-  for (int64_t j = 0; j < n; ++j) {
-    if (s.decay) p[j] *= s.decay_factor;
-    m[j] += s.one_minus_beta1 * (g[j] - m[j]);
-    v[j] = v[j] * s.beta2 + s.one_minus_beta2 * g[j] * g[j];
-    const float denom = std::sqrt(v[j]) / s.bias_correction2_sqrt + s.eps;
-    p[j] -= s.step_size * (m[j] / denom);
-  }
-}
-
-double SumOfSquaresLoop(const float* x, int64_t n) {
-  double sum = 0.0;
-  for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
-  return sum;
-}
-
-void ReferenceOps::SumOfSquares(const float* x, int64_t n, double* sum) const {
-  *sum += SumOfSquaresLoop(x, n);
-}
-
-void ReferenceOps::Scale(float* x, int64_t n, float factor) const {
-  for (int64_t j = 0; j < n; ++j) x[j] *= factor;
+void ReferenceOps::Scale(const View& x, float factor) const {
+  CheckF32(OpKind::kScale, x, "x");
+  float* p = x.f32();
+  for (int64_t j = 0; j < x.numel(); ++j) p[j] *= factor;
 }
 
 }  // namespace air::engine

@@ -1,6 +1,8 @@
-// ReferenceOps: the CPU ground truth for every op in engine/ops/ops.h — plain loops, one
-// thread, accumulation in double where a sum runs long, shapes in comments. Fast paths and
-// future backends are tested against it; read it to learn what an op computes.
+// ReferenceOps: the CPU ground truth for every op in engine/ops/ops.h — plain fp32 loops, one
+// thread, accumulation in double where a sum runs long, shapes in comments. BF16 data is widened
+// to fp32 (exactly), computed by the same loops and rounded back once per output element, so
+// the reference of a bf16 op is "the fp32 op on the bf16 inputs". Fast paths and future backends
+// are tested against it; read reference_loops.cc to learn what an op computes.
 // Thread safety: stateless; safe from any number of threads.
 #pragma once
 
@@ -11,52 +13,49 @@ namespace air::engine {
 class ReferenceOps : public CpuBackend {
  public:
   std::string name() const override { return "reference"; }
+  // Every op on F32; every op but the master-state ones (AdamW, SumOfSquares, Scale) on BF16.
+  bool Supports(OpKind op, DType dtype) const override;
 
-  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-            int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-            int64_t ldc) const override;
-
-  void EmbeddingForward(const int32_t* ids, int64_t n, const float* table, int64_t dim,
-                        float* out) const override;
-  void EmbeddingBackward(const int32_t* ids, int64_t n, const float* dout, int64_t dim,
-                         int32_t skip_id, float* dtable) const override;
-
-  void RmsNormForward(const float* x, const float* w, int64_t rows, int64_t dim, float eps,
-                      float* y, float* rstd) const override;
-  void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                       int64_t rows, int64_t dim, float* dx, float* dw) const override;
-
-  void RopeForward(float* x, int64_t n, int64_t heads, int64_t head_dim, const float* cos,
-                   const float* sin) const override;
-  void RopeBackward(float* dx, int64_t n, int64_t heads, int64_t head_dim, const float* cos,
-                    const float* sin) const override;
-
-  void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                        const int32_t* q_segments, const int32_t* kv_segments, float* out,
-                        float* lse) const override;
-  void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                         const int32_t* q_segments, const int32_t* kv_segments, const float* out,
-                         const float* lse, const float* dout, float* dq, float* dk,
-                         float* dv) const override;
-
-  void SwigluForward(const float* gate, const float* up, int64_t n, float* out) const override;
-  void SwigluBackward(const float* gate, const float* up, const float* dout, int64_t n,
-                      float* dgate, float* dup) const override;
-
-  void AddInPlace(float* y, const float* x, int64_t n) const override;
-  void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) const override;
-  void BiasBackward(const float* dy, int64_t rows, int64_t cols, float* dbias) const override;
-
-  void CrossEntropyForward(const float* logits, const int32_t* targets, int64_t n, int64_t vocab,
-                           float* lse, double* loss_sum) const override;
-  void CrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
-                            int64_t n, int64_t vocab, float scale, float* dlogits) const override;
-
-  void AdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
-                   float* v) const override;
-  void SumOfSquares(const float* x, int64_t n, double* sum) const override;
-  void Scale(float* x, int64_t n, float factor) const override;
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+            const View& b, int64_t ldb, float beta, const View& c, int64_t ldc) const override;
+  void EmbeddingForward(const View& ids, const View& table, const View& out) const override;
+  void EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
+                         const View& dtable) const override;
+  void RmsNormForward(const View& x, const View& w, float eps, const View& y,
+                      const View& rstd) const override;
+  void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
+                       const View& dx, const View& dw) const override;
+  void RopeTables(const View& positions, const View& inv_freq, const View& cos,
+                  const View& sin) const override;
+  void RopeForward(const View& x, const View& cos, const View& sin) const override;
+  void RopeBackward(const View& dx, const View& cos, const View& sin) const override;
+  void AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                        const View& q_segments, const View& kv_segments, const View& out,
+                        const View& lse) const override;
+  void AttentionBackward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                         const View& q_segments, const View& kv_segments, const View& out,
+                         const View& lse, const View& dout, const View& dq, const View& dk,
+                         const View& dv) const override;
+  void SwigluForward(const View& gate, const View& up, const View& out) const override;
+  void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
+                      const View& dup) const override;
+  void AddInPlace(const View& y, const View& x) const override;
+  void AddBias(const View& y, const View& bias) const override;
+  void BiasBackward(const View& dy, const View& dbias) const override;
+  void Convert(const View& src, const View& dst) const override;
+  void CrossEntropyForward(const View& logits, const View& targets, const View& lse,
+                           const View& loss_sum) const override;
+  void CrossEntropyBackward(const View& logits, const View& targets, const View& lse, float scale,
+                            const View& dlogits) const override;
+  void AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
+                   const View& v) const override;
+  void SumOfSquares(const View& x, const View& sum) const override;
+  void Scale(const View& x, float factor) const override;
 };
+
+// Whether an op's data role exists at all: the master-state ops take F32 only (their inputs
+// are fp32 master weights, gradients and moments on every backend).
+bool IsMasterStateOp(OpKind op);
 
 // sum of x[j]^2 in double, in index order (the reference's loop, reused by the fast path).
 double SumOfSquaresLoop(const float* x, int64_t n);
@@ -74,5 +73,10 @@ inline bool AttentionVisible(const AttentionShape& s, int64_t b, int64_t qi, int
   }
   return true;
 }
+
+// cos/sin of one RoPE angle as every CPU implementation computes it: the fp32 product of the
+// position and the inverse frequency (as transformers' matmul gives), then cos/sin in double,
+// rounded to fp32.
+void RopeAngle(int32_t position, float inv_freq, float* cos_out, float* sin_out);
 
 }  // namespace air::engine

@@ -1,0 +1,72 @@
+// The fused, chunked linear + cross-entropy head (see lm_head.h).
+#include "engine/model/lm_head.h"
+
+#include <algorithm>
+
+namespace air::engine {
+
+int64_t HeadChunkRows(int64_t n, int64_t vocab) {
+  constexpr int64_t kChunkBytes = int64_t{128} << 20;
+  const int64_t rows = kChunkBytes / (std::max<int64_t>(1, vocab) * 4);
+  return std::max<int64_t>(1, std::min(n, std::max<int64_t>(64, rows)));
+}
+
+HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused) {
+  HeadViews v;
+  v.logits = ws.F32({unfused ? n : HeadChunkRows(n, vocab), vocab});
+  v.lse = ws.F32({n});
+  v.loss_sum = ws.Take(DType::kF64, {1});
+  return v;
+}
+
+namespace {
+
+// Rows [r0, r0 + rows) of one chunk: logits = xf W^T, then the loss (added to loss_sum) and the
+// per-row lse.
+void ChunkLoss(const Backend& ops, const View& xf, const Parameter& head, const View& targets,
+               const HeadViews& views, int64_t r0, int64_t rows, View* logits) {
+  const int64_t dim = head.shape[1], vocab = head.shape[0];
+  *logits = views.logits.Rows(0, rows);
+  ops.Gemm(false, true, rows, vocab, dim, xf.Rows(r0, rows), dim, head.value, dim, 0.0f, *logits,
+           vocab);
+  ops.CrossEntropyForward(*logits, targets.Slice(r0, rows), views.lse.Slice(r0, rows),
+                          views.loss_sum);
+}
+
+}  // namespace
+
+void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& head,
+                         const View& targets, float per_token, const HeadViews& views, bool unfused,
+                         const View& dxf) {
+  const int64_t n = targets.numel(), dim = head.shape[1], vocab = head.shape[0];
+  const int64_t chunk = unfused ? n : views.logits.dim(0);
+  ops.Zero(views.loss_sum);
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t rows = std::min(chunk, n - r0);
+    View logits;
+    ChunkLoss(ops, xf, head, targets, views, r0, rows, &logits);
+    // dlogits (rows, V) = per_token * (softmax - onehot), written over the logits.
+    ops.CrossEntropyBackward(logits, targets.Slice(r0, rows), views.lse.Slice(r0, rows), per_token,
+                             logits);
+    // dW (V, C) += dlogits^T xf;  dxf (rows, C) = dlogits W
+    if (head.trainable) {
+      ops.Gemm(true, false, vocab, dim, rows, logits, vocab, xf.Rows(r0, rows), dim, 1.0f,
+               head.grad, dim);
+    }
+    ops.Gemm(false, false, rows, dim, vocab, logits, vocab, head.value, dim, 0.0f,
+             dxf.Rows(r0, rows), dim);
+  }
+}
+
+void HeadForward(const Backend& ops, const View& xf, const Parameter& head, const View& targets,
+                 const HeadViews& views, bool unfused) {
+  const int64_t n = targets.numel();
+  const int64_t chunk = unfused ? n : views.logits.dim(0);
+  ops.Zero(views.loss_sum);
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    View logits;
+    ChunkLoss(ops, xf, head, targets, views, r0, std::min(chunk, n - r0), &logits);
+  }
+}
+
+}  // namespace air::engine

@@ -1,0 +1,46 @@
+// The language-model head and its loss, shared by the models: logits = xf W^T (N, V) from the
+// final norm's output xf (N, C), cross-entropy against the shifted targets, and — in a training
+// forward — the gradients, fused and chunked as Liger-Kernel's FusedLinearCrossEntropy does:
+// for each chunk of rows, logits (rows, V, fp32) -> loss and lse -> dlogits written over them
+// -> dxf (rows, C) = dlogits W and dW += dlogits^T xf. Only one chunk of logits ever exists, never
+// the N x V matrix (vocab 128k x 8k tokens would be 4 GiB of fp32). The loss and softmax are
+// fp32 whatever the compute dtype.
+// The unfused path (one (N, V) product; needed when the caller wants the logits) computes the
+// same values with a different summation order in nothing but the GEMM blocking.
+// Thread safety: functions over caller-owned views.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/backend/backend.h"
+#include "engine/model/parameter.h"
+#include "engine/workspace.h"
+
+namespace air::engine {
+
+// Rows per chunk of the fused head: the chunk's fp32 logits stay under ~128 MiB, at least 64
+// rows (the weight-gradient product reads and writes all of dW once per chunk, so chunks must
+// not get small), at most n.
+int64_t HeadChunkRows(int64_t n, int64_t vocab);
+
+struct HeadViews {
+  View logits;    // (chunk rows, V) F32: one chunk, or (N, V) for the unfused head
+  View lse;       // (N) F32
+  View loss_sum;  // F64 scalar
+};
+
+// Takes the head's views for n rows from `ws` (`unfused`: room for all n rows of logits).
+HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused);
+
+// Training: loss_sum (zeroed here) = the summed token loss; dxf (N, C, F32) = d(per_token *
+// loss_sum)/dxf (written); head.grad += its gradient when the head is trainable. `xf` (N, C) is
+// the final norm's output, `targets` (N) I32 with -100 for rows without loss.
+void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& head,
+                         const View& targets, float per_token, const HeadViews& views, bool unfused,
+                         const View& dxf);
+// Evaluation: loss_sum (zeroed here) only; with `keep_logits` the unfused head leaves the
+// (N, V) logits in views.logits.
+void HeadForward(const Backend& ops, const View& xf, const Parameter& head, const View& targets,
+                 const HeadViews& views, bool unfused);
+
+}  // namespace air::engine
