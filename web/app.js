@@ -250,3 +250,9 @@ async function route() {
 }
 
 route();
+// A link pasted into a tab already showing the UI changes only the hash (the MLflow client's
+// /#/experiments/E/runs/R): route again without a reload.
+window.addEventListener("hashchange", () => {
+  document.body.dataset.ready = "";
+  route();
+});

@@ -131,9 +131,10 @@ def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monk
     url = login.split("login?")[0]
     browser.get(login)  # logged in: the session cookie goes along with the links below
     wait_ready(browser)
-    browser.get(link)
+    browser.get(link)  # the UI shows the runs list at /: only the hash changes
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}"))
     wait_ready(browser)
-    assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}")
     assert browser.current_url.endswith(f"/runs/{run_id}"), browser.current_url
 
     client = run_mlflow("""
