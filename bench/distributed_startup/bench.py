@@ -29,6 +29,8 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "bench"))
+import cpu_info  # noqa: E402 (the machine line every benchmark prints)
 MB = 1 << 20
 
 
@@ -128,19 +130,6 @@ def timed(call, iterations, expect):
     return statistics.median(times)
 
 
-def cpu_model() -> str:
-    """lscpu's model name and the vector extensions that matter here."""
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model, flags = "unknown", []
-    for line in out.splitlines():
-        if line.startswith("Model name"):
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("Flags"):
-            have = line.split(":", 1)[1].split()
-            flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in have]
-    return f"{model} [{' '.join(flags) or 'no AVX2'}]"
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=5)
@@ -165,9 +154,7 @@ def main():
         start = time.perf_counter()
         cloudpickle.loads(blob)
         loads_s = time.perf_counter() - start
-    load = os.getloadavg()[0]
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs, load average {load:.1f}); median of {n}; "
-          f"2 ranks, one machine")
+    print(f"CPU: {cpu_info.describe()}; median of {n}; 2 ranks, one machine")
     for label, r in rows.items():
         print(f"{label:>16}: air {r['air']:.3f} s | mp.spawn {r['mp.spawn']:.3f} s | "
               f"torchrun {r['torchrun']:.3f} s | air/mp.spawn {r['air'] / r['mp.spawn']:.2f}x | "
