@@ -151,20 +151,7 @@ void LlamaModel::InitWeights(uint64_t seed) {
 }
 
 Result<KvCache> LlamaModel::NewKvCache(int64_t batch, int64_t capacity) const {
-  const ModelConfig& c = config();
-  KvCache cache;
-  cache.batch = batch;
-  cache.capacity = capacity;
-  const DType dtype = options().compute_dtype;
-  const Shape shape{batch, capacity, c.num_kv_heads, c.head_dim};
-  const size_t layer_bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
-  const auto layers = static_cast<size_t>(c.num_layers);
-  AIR_ASSIGN_OR_RETURN(cache.storage, backend().Allocate(2 * layers * layer_bytes));
-  for (size_t l = 0; l < layers; ++l) {
-    cache.keys.emplace_back(cache.storage.get(), 2 * l * layer_bytes, dtype, shape);
-    cache.values.emplace_back(cache.storage.get(), (2 * l + 1) * layer_bytes, dtype, shape);
-  }
-  return cache;
+  return AllocateKvCache(backend(), config(), options().compute_dtype, batch, capacity);
 }
 
 }  // namespace air::engine

@@ -7,10 +7,14 @@
 //   dQ += dS @ K;  dK += dS^T @ Q;  dV += P^T @ dO
 // Forward tasks are (b, h, query block); backward tasks are (b, kv head) so that each task owns
 // the dK/dV rows it writes (no races, deterministic). BF16 views are staged as fp32 for the
-// call (F32Input / F32Output: widened once, results rounded once).
+// call (F32Input / F32Output: widened once, results rounded once). Sinks (GPT-OSS) join each
+// row's max and denominator in the forward; the backward's P comes from the lse, which includes
+// them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a separate pass per head
+// (SinkGradients) so that no two tasks write the same dsink.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "engine/ops/cpu/convert.h"
 #include "engine/ops/cpu/fast_ops.h"
@@ -47,11 +51,40 @@ void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, in
   }
 }
 
+// The sinks of a call as fp32 (empty when the view is).
+std::vector<float> SinkValues(const View& sinks) {
+  std::vector<float> values(static_cast<size_t>(sinks.numel()));
+  if (!sinks.empty()) LoadF32(sinks, 0, sinks.numel(), values.data());
+  return values;
+}
+
+// dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
+// double (rows that saw nothing, lse = -inf, have no sink and add nothing).
+void SinkGradients(const AttentionShape& s, const float* sinks, const float* out, const float* dout,
+                   const float* lse, float* dsinks) {
+  const int64_t q_stride = s.q_heads * s.head_dim;
+  for (int64_t h = 0; h < s.q_heads; ++h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t i = 0; i < s.q_len; ++i) {
+        const float l = lse[(b * s.q_heads + h) * s.q_len + i];
+        if (l == kNegInf) continue;
+        const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
+        double delta = 0.0;
+        for (int64_t d = 0; d < s.head_dim; ++d) delta += dout[off + d] * out[off + d];
+        sum += std::exp(static_cast<double>(sinks[h]) - l) * delta;
+      }
+    }
+    dsinks[h] -= static_cast<float>(sum);
+  }
+}
+
 }  // namespace
 
 void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, const View& k_view,
-                               const View& v_view, const View& q_seg, const View& kv_seg,
-                               const View& out_view, const View& lse_view) const {
+                               const View& v_view, const View& sinks_view, const View& q_seg,
+                               const View& kv_seg, const View& out_view,
+                               const View& lse_view) const {
   const OpKind op = OpKind::kAttentionForward;
   for (const auto& [x, name] : {std::pair{&q_view, "q"}, std::pair{&k_view, "k"},
                                 std::pair{&v_view, "v"}, std::pair{&out_view, "out"}}) {
@@ -60,6 +93,10 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
   CheckIndex(op, q_seg, "q_segments");
   CheckIndex(op, kv_seg, "kv_segments");
   CheckF32(op, lse_view, "lse");
+  if (!sinks_view.empty()) {
+    CheckData(*this, op, sinks_view, "sinks");
+    CheckSize(op, sinks_view, s.q_heads, "sinks");
+  }
   const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
   const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
   CheckSize(op, q_view, q_size, "q");
@@ -67,6 +104,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
   CheckSize(op, k_view, kv_size, "k");
   CheckSize(op, v_view, kv_size, "v");
   if (!lse_view.empty()) CheckSize(op, lse_view, s.batch * s.q_heads * s.q_len, "lse");
+  const std::vector<float> sinks = SinkValues(sinks_view);
   const F32Input q_in(q_view), k_in(k_view), v_in(v_view);
   F32Output out_stage(out_view, false);
   const float *q = q_in.get(), *k = k_in.get(), *v = v_in.get();
@@ -94,10 +132,11 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
       const float* vb = v + (b * s.kv_rows() + lo) * kv_stride + (h / group) * s.head_dim;
       float* ob = out + (b * s.q_len + i0) * q_stride + h * s.head_dim;
       float* lse_b = lse ? lse + (b * s.q_heads + h) * s.q_len + i0 : nullptr;
+      const float sink = sinks.empty() ? kNegInf : sinks[static_cast<size_t>(h)];
       if (nk <= 0) {
         for (int64_t r = 0; r < nq; ++r) {
           std::fill(ob + r * q_stride, ob + r * q_stride + s.head_dim, 0.0f);
-          if (lse_b) lse_b[r] = kNegInf;
+          if (lse_b) lse_b[r] = sink;  // all weight on the sink, or nothing seen
         }
         continue;
       }
@@ -109,14 +148,15 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
       MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
-        float max_score = kNegInf;
+        float max_score = sink;
         for (int64_t c = 0; c < nk; ++c) max_score = std::max(max_score, row[c]);
-        if (max_score == kNegInf) {  // nothing visible: zero output
+        if (max_score == kNegInf) {  // nothing visible, no sink: zero output
           std::fill(row, row + nk, 0.0f);
           if (lse_b) lse_b[r] = kNegInf;
           continue;
         }
-        const double denom = ExpShifted(row, max_score, 1.0f, nk, row);
+        const double denom = ExpShifted(row, max_score, 1.0f, nk, row) +
+                             (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
         const float inv = static_cast<float>(1.0 / denom);
         for (int64_t c = 0; c < nk; ++c) row[c] *= inv;
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
@@ -130,10 +170,10 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
 }
 
 void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, const View& k_view,
-                                const View& v_view, const View& q_seg, const View& kv_seg,
-                                const View& out_view, const View& lse_view, const View& dout_view,
-                                const View& dq_view, const View& dk_view,
-                                const View& dv_view) const {
+                                const View& v_view, const View& sinks_view, const View& q_seg,
+                                const View& kv_seg, const View& out_view, const View& lse_view,
+                                const View& dout_view, const View& dq_view, const View& dk_view,
+                                const View& dv_view, const View& dsinks_view) const {
   const OpKind op = OpKind::kAttentionBackward;
   for (const auto& [x, name] :
        {std::pair{&q_view, "q"}, std::pair{&k_view, "k"}, std::pair{&v_view, "v"},
@@ -155,6 +195,12 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, con
   CheckSize(op, dk_view, kv_size, "dk");
   CheckSize(op, dv_view, kv_size, "dv");
   CheckSize(op, lse_view, s.batch * s.q_heads * s.q_len, "lse");
+  CheckF32(op, dsinks_view, "dsinks");
+  if (!sinks_view.empty()) {
+    CheckData(*this, op, sinks_view, "sinks");
+    CheckSize(op, sinks_view, s.q_heads, "sinks");
+  }
+  if (!dsinks_view.empty()) CheckSize(op, dsinks_view, s.q_heads, "dsinks");
   const F32Input q_in(q_view), k_in(k_view), v_in(v_view), out_in(out_view), dout_in(dout_view);
   F32Output dq_stage(dq_view, true), dk_stage(dk_view, true), dv_stage(dv_view, true);
   const float *q = q_in.get(), *k = k_in.get(), *v = v_in.get(), *out = out_in.get();
@@ -224,6 +270,10 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, con
       }
     }
   });
+  if (!sinks_view.empty() && !dsinks_view.empty()) {
+    const std::vector<float> sinks = SinkValues(sinks_view);
+    SinkGradients(s, sinks.data(), out, dout, lse, dsinks_view.f32());
+  }
   dq_stage.Store();
   dk_stage.Store();
   dv_stage.Store();
