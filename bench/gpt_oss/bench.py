@@ -24,7 +24,9 @@ import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench" / "train_step"))
+import cpu_info  # noqa: E402  (bench/cpu_info.py: the machine line)
 import bench as train_step  # noqa: E402  (bench/train_step/bench.py: the runners)
 
 
@@ -74,7 +76,7 @@ def main():
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
-    print(train_step.cpu_description())
+    print(cpu_info.describe())
     results = {}
     with tempfile.TemporaryDirectory(prefix="air_bench_gpt_oss_") as tmp:
         work = pathlib.Path(tmp)
@@ -101,7 +103,7 @@ def main():
                    if b == bf16 and side != "air")
         print(f"ratio air {name} / PyTorch {name}'s best ({best[1]}): "
               f"{results[('air', bf16)][0] / best[0]:.2f}x")
-    print(train_step.cpu_description())
+    print(cpu_info.describe())
 
 
 if __name__ == "__main__":
