@@ -2,13 +2,12 @@
 // Forward/Backward are in gpt_oss_forward.cc, decoding in gpt_oss_decode.cc; the storage of
 // parameters and units is CausalLm's; HF names are io's GPT-OSS adapter's.
 #include <cmath>
-#include <numbers>
-#include <random>
 
 #include "engine/dtype.h"
 #include "engine/model/gpt_oss_config.h"
 #include "engine/model/gpt_oss_model_impl.h"
 #include "engine/model/rope.h"
+#include "engine/model/weight_init.h"
 
 namespace air::engine {
 
@@ -142,33 +141,14 @@ void GptOssModel::FindWeights() {
 }
 
 void GptOssModel::InitWeights(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  // Box-Muller on 53-bit uniforms: the same numbers on every platform.
-  auto uniform = [&rng] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };
-  auto normal = [&] {
-    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * std::numbers::pi * uniform());
-  };
-  const double stddev = config().initializer_range;
-  const int64_t pad = config().pad_token_id;
-  std::vector<float> host;
-  for (Parameter& p : parameters()) {
-    // transformers' _init_weights: norms one; Linear and expert biases zero; weights, sinks,
-    // the router's weight and bias normal(0, initializer_range).
-    const bool is_norm = p.name.ends_with("norm.weight");
+  // transformers' _init_weights: norms one; Linear and expert biases zero; weights, sinks, the
+  // router's weight and bias normal(0, initializer_range).
+  InitWeightsLikeTransformers(*this, seed, impl_->embed, [](const Parameter& p) {
+    if (p.name.ends_with("norm.weight")) return InitRule::kOne;
     const bool zero = (p.name.ends_with(".bias") && !p.name.ends_with("moe.router.bias")) ||
                       p.name.ends_with("mlp1_bias") || p.name.ends_with("mlp2_bias");
-    host.assign(static_cast<size_t>(p.numel()), 0.0f);
-    if (is_norm) {
-      std::fill(host.begin(), host.end(), 1.0f);
-    } else if (!zero) {
-      for (float& v : host) v = static_cast<float>(stddev * normal());
-    }
-    if (&p == impl_->embed && pad >= 0 && pad < config().vocab_size) {
-      std::fill(host.begin() + pad * config().hidden_size,
-                host.begin() + (pad + 1) * config().hidden_size, 0.0f);
-    }
-    backend().FromHostTensor(p.value, host.data());
-  }
+    return zero ? InitRule::kZero : InitRule::kNormal;
+  });
 }
 
 Result<KvCache> GptOssModel::NewKvCache(int64_t batch, int64_t capacity) const {

@@ -12,6 +12,7 @@
 #include "engine/ops/cpu/convert.h"
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/reference_loops.h"
+#include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/op_checks.h"
 
 namespace air::engine {
@@ -136,17 +137,7 @@ void FastOps::RouterTopKBackward(const View& indices, const View& weights, const
 
 void FastOps::MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
                           const View& row_of_slot) const {
-  const OpKind op = OpKind::kMoeDispatch;
-  for (const auto& [v, name] :
-       {std::pair{&indices, "indices"}, std::pair{&offsets, "offsets"},
-        std::pair{&token_of_row, "token_of_row"}, std::pair{&row_of_slot, "row_of_slot"}}) {
-    CheckIndex(op, *v, name);
-  }
-  CheckSameSize(op, indices, token_of_row, "indices, token_of_row");
-  CheckSameSize(op, indices, row_of_slot, "indices, row_of_slot");
-  const int64_t k = TopK(indices), n = indices.numel() / k;
-  RefMoeDispatch(indices.i32(), n, k, offsets.numel() - 1, offsets.i32(), token_of_row.i32(),
-                 row_of_slot.i32());
+  CpuMoeDispatch(indices, offsets, token_of_row, row_of_slot);
 }
 
 void FastOps::MoeGather(const View& x, const View& token_of_row, const View& grouped) const {

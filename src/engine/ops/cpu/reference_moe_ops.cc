@@ -69,8 +69,8 @@ void ReferenceOps::RouterTopKBackward(const View& indices, const View& weights,
   d.Store();
 }
 
-void ReferenceOps::MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
-                               const View& row_of_slot) const {
+void CpuMoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                    const View& row_of_slot) {
   const OpKind op = OpKind::kMoeDispatch;
   for (const auto& [v, name] :
        {std::pair{&indices, "indices"}, std::pair{&offsets, "offsets"},
@@ -82,6 +82,11 @@ void ReferenceOps::MoeDispatch(const View& indices, const View& offsets, const V
   const int64_t k = TopK(indices), n = indices.numel() / k;
   RefMoeDispatch(indices.i32(), n, k, offsets.numel() - 1, offsets.i32(), token_of_row.i32(),
                  row_of_slot.i32());
+}
+
+void ReferenceOps::MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                               const View& row_of_slot) const {
+  CpuMoeDispatch(indices, offsets, token_of_row, row_of_slot);
 }
 
 void ReferenceOps::MoeGather(const View& x, const View& token_of_row, const View& grouped) const {

@@ -95,4 +95,9 @@ inline bool AttentionVisible(const AttentionShape& s, int64_t b, int64_t qi, int
 // rounded to fp32, then the fp32 product with `scale` (YaRN's attention factor).
 void RopeAngle(int32_t position, float inv_freq, float scale, float* cos_out, float* sin_out);
 
+// Ops::MoeDispatch's checks and its counting sort on the calling thread: the whole op for every
+// CPU backend (N*k small integers; ReferenceOps and FastOps both call it).
+void CpuMoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                    const View& row_of_slot);
+
 }  // namespace air::engine
