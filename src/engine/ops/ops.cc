@@ -53,6 +53,24 @@ const char* OpName(OpKind op) {
       return "Scale";
     case OpKind::kConvert:
       return "Convert";
+    case OpKind::kClampedSwigluForward:
+      return "ClampedSwigluForward";
+    case OpKind::kClampedSwigluBackward:
+      return "ClampedSwigluBackward";
+    case OpKind::kRouterTopK:
+      return "RouterTopK";
+    case OpKind::kRouterTopKBackward:
+      return "RouterTopKBackward";
+    case OpKind::kMoeDispatch:
+      return "MoeDispatch";
+    case OpKind::kMoeGather:
+      return "MoeGather";
+    case OpKind::kMoeGatherBackward:
+      return "MoeGatherBackward";
+    case OpKind::kMoeCombine:
+      return "MoeCombine";
+    case OpKind::kMoeCombineBackward:
+      return "MoeCombineBackward";
   }
   return "?";
 }

@@ -360,6 +360,8 @@ const std::vector<FieldSpec>& FieldSpecs() {
         {"per_device_batch_size", "", false,
          IntField("per_device_batch_size", &TrainConfig::per_device_batch_size, at_least_one)});
     s.push_back({"packing", "", false, BoolField("packing", &TrainConfig::packing)});
+    s.push_back({"train_on_prompt", "", false,
+                 BoolField("train_on_prompt", &TrainConfig::train_on_prompt)});
     s.push_back({"gradient_accumulation_steps", "", false,
                  IntField("gradient_accumulation_steps", &TrainConfig::gradient_accumulation_steps,
                           at_least_one)});
