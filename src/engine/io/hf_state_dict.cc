@@ -21,16 +21,18 @@ Status LoadParameter(const WeightReader& reader, const StateDictAdapter& adapter
 
 }  // namespace
 
-Status LoadHfWeights(const WeightReader& reader, CausalLm& model) {
+Status LoadHfWeights(const WeightReader& reader, CausalLm& model, const ParameterFilter& only) {
   const auto adapter = StateDictAdapterFor(model.config());
   Tensor host;
   for (Parameter& p : model.parameters()) {
+    if (only && !only(p)) continue;
     AIR_RETURN_IF_ERROR(LoadParameter(reader, *adapter, model.backend(), p, host));
   }
   return Status::Ok();
 }
 
-Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit) {
+Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit,
+                  const ParameterFilter& only) {
   ParamGroup& g = model.units()[static_cast<size_t>(unit)];
   if (g.values_view.empty() && g.numel > 0) {
     return FailedPrecondition("LoadHfUnit: " + g.name + " has no storage to load into");
@@ -38,6 +40,7 @@ Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit) {
   const auto adapter = StateDictAdapterFor(model.config());
   Tensor host;
   for (Parameter* p : g.params) {
+    if (only && !only(*p)) continue;
     AIR_RETURN_IF_ERROR(LoadParameter(reader, *adapter, model.backend(), *p, host));
   }
   return Status::Ok();

@@ -10,6 +10,7 @@
 // Thread safety: functions; the model must not be driven concurrently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,12 +21,17 @@
 
 namespace air::engine {
 
-// Loads every parameter from `reader`. A missing tensor or a shape mismatch is an error naming
-// the HF tensor, the file(s), the expected and actual shape.
-Status LoadHfWeights(const WeightReader& reader, CausalLm& model);
+// Which parameters a load reads (every one when empty): a converter's own parameters (LoRA's
+// adapters) are not in the base model's files.
+using ParameterFilter = std::function<bool(const Parameter&)>;
+
+// Loads every parameter (that `only` accepts) from `reader`. A missing tensor or a shape
+// mismatch is an error naming the HF tensor, the file(s), the expected and actual shape.
+Status LoadHfWeights(const WeightReader& reader, CausalLm& model, const ParameterFilter& only = {});
 // The same for the parameters of one unit (a decoder layer, or the root), which must have its
 // storage (CausalLm::AllocateUnitStorage): FSDP's unit-at-a-time load.
-Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit);
+Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit,
+                  const ParameterFilter& only = {});
 
 // Reads DIR/config.json and the safetensors weights in DIR (single or sharded) into a new model
 // of the architecture config.json names, on `backend`.
