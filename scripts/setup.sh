@@ -14,7 +14,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache git clang-format
   libyaml-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libsqlite3-dev sqlite3 libsodium-dev libpcre2-dev libicu-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libdnnl-dev
   python3 python3-venv
   libgloo-dev libcpp-httplib-dev libcurl4-openssl-dev libjs-chart.js chromium chromium-driver
   slurm-wlm slurmctld slurmd munge

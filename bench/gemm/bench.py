@@ -1,23 +1,42 @@
 #!/usr/bin/env python3
-"""GEMM throughput: the engine's fast CPU matrix multiply vs torch.mm, same shapes and threads.
+"""GEMM throughput: the engine's fast CPU matrix multiplies vs torch.mm, same shapes and threads.
 
-The shapes are the products of one training step of a small Llama (1024 tokens, hidden 256,
-MLP 640, vocab 4096): the forward X W^T, the input gradient dY W, the weight gradient dY^T X,
-the LM head, plus a square 2048 product. air runs build/bin/air_gemm_bench (bench/gemm/
-gemm_bench.cc, FastOps::Gemm); PyTorch runs torch.mm on the same operands' shapes and layouts.
+Two tables, one run, the CPU's model and flags and the load average printed first:
 
-  $(scripts/venv.sh)/bin/python bench/gemm/bench.py [--threads 2]
-  AIR_CPU_KERNELS=avx2 ... measures the AVX2 kernel instead of the AVX-512 one.
+fp32  The products of one training step of a small Llama (1024 tokens, hidden 256, MLP 640,
+      vocab 4096): the forward X W^T, the input gradient dY W, the weight gradient dY^T X,
+      the LM head, plus a square 2048 product. air: FastOps::Gemm; PyTorch: torch.mm on fp32.
+bf16  The products of one training step of bench/train_step's 4 x 512 Llama (1024 tokens =
+      batch 4 x seq 256, hidden 512, 8 heads of 64 with 4 KV heads, MLP 1344) with the 56M
+      model's 32k vocabulary (the LM head whole and a 256-row chunk, as a chunked
+      linear + cross-entropy runs it), in the trainer's dtypes: A and B bf16; the forward
+      and the input gradients write a bf16 C, the weight gradients accumulate into an fp32 C
+      (beta 1). Columns: air's GemmBf16 (gemm_mixed.h, the path the CPU selects), oneDNN's bf16
+      matmul (Debian's libdnnl 2.6, bench/gemm/onednn_gemm.h; measured here only: air's
+      kernel runs at 0.9-1.1x of it on Zen 4, so the engine does not link it), torch.mm on
+      bf16 tensors (PyTorch's own oneDNN 3.x; its C is bf16 always, no beta), air's fp32
+      FastGemm and torch.mm on fp32 on the same shapes; the ratios air bf16 / torch bf16,
+      air bf16 / air fp32 and air bf16 / oneDNN; each GEMM as a fraction of the machine's
+      peak, measured by register-only loops (vdpbf16ps for bf16, fp32 FMA).
+Every figure is the best of three 0.25 s windows after a warm-up (other load only slows a
+window down), on the same thread count for every side; on a machine that other work keeps
+busy, `--threads 1 --clock cpu` times the windows in the measuring thread's CPU time instead
+(every side runs in the calling thread then), which time slicing does not inflate.
+
+  $(scripts/venv.sh)/bin/python bench/gemm/bench.py [--threads 2] [--table fp32|bf16|both]
+      [--clock wall|cpu]
+  AIR_CPU_KERNELS=avx512|avx2|generic ... caps air's kernels (the bf16 conversion paths).
 """
 import argparse
 import json
 import os
 import pathlib
+import platform
 import subprocess
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHAPES = [  # (what, m, n, k, trans_a, trans_b)
+FP32_SHAPES = [  # (what, m, n, k, trans_a, trans_b)
     ("X W^T (MLP up)", 1024, 640, 256, 0, 1),
     ("X W^T (MLP down)", 1024, 256, 640, 0, 1),
     ("LM head", 1024, 4096, 256, 0, 1),
@@ -25,38 +44,129 @@ SHAPES = [  # (what, m, n, k, trans_a, trans_b)
     ("dY^T X (weight grad)", 640, 256, 1024, 1, 0),
     ("square 2048", 2048, 2048, 2048, 0, 0),
 ]
+T, H, KV, F, V, CHUNK = 1024, 512, 256, 1344, 32000, 256
+BF16_SHAPES = [  # (what, m, n, k, trans_a, trans_b, C dtype, beta)
+    ("X W^T q, o proj", T, H, H, 0, 1, "bf16", 0),
+    ("X W^T k, v proj", T, KV, H, 0, 1, "bf16", 0),
+    ("X W^T MLP gate/up", T, F, H, 0, 1, "bf16", 0),
+    ("X W^T MLP down", T, H, F, 0, 1, "bf16", 0),
+    ("X W^T LM head", T, V, H, 0, 1, "bf16", 0),
+    ("X W^T LM head chunk", CHUNK, V, H, 0, 1, "bf16", 0),
+    ("dY W MLP down", T, F, H, 0, 0, "bf16", 0),
+    ("dY W MLP gate/up", T, H, F, 0, 0, "bf16", 0),
+    ("dY W LM head chunk", CHUNK, H, V, 0, 0, "bf16", 0),
+    ("dY^T X MLP gate/up", F, H, T, 1, 0, "f32", 1),
+    ("dY^T X MLP down", H, F, T, 1, 0, "f32", 1),
+    ("dY^T X LM head chunk", V, H, CHUNK, 1, 0, "f32", 1),
+]
+FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_bf16",
+         "amx_tile")
 
 
-def torch_gflops(m, n, k, ta, tb):
+def cpu_description():
+    model, flags = platform.processor() or "unknown", set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    shown = " ".join(f for f in FLAGS if f in flags) or "none of " + " ".join(FLAGS)
+    return f"CPU: {model}, {os.cpu_count()} CPUs; flags: {shown}"
+
+
+CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def best_gflops(flops, run, clock):
+    run()
+    best = 0.0
+    for _ in range(3):
+        reps, start = 0, clock()
+        while clock() - start < 0.25:
+            run()
+            reps += 1
+        best = max(best, flops * reps / (clock() - start) / 1e9)
+    return best
+
+
+def torch_gflops(m, n, k, ta, tb, dtype, clock):
     import torch
-    a = torch.randn(k, m) if ta else torch.randn(m, k)
-    b = torch.randn(n, k) if tb else torch.randn(k, n)
+    a = (torch.randn(k, m) if ta else torch.randn(m, k)).to(dtype)
+    b = (torch.randn(n, k) if tb else torch.randn(k, n)).to(dtype)
     lhs, rhs = (a.t() if ta else a), (b.t() if tb else b)
-    torch.mm(lhs, rhs)
-    reps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < 0.5:
-        torch.mm(lhs, rhs)
-        reps += 1
-    return 2 * m * n * k * reps / (time.perf_counter() - start) / 1e9
+    return best_gflops(2 * m * n * k, lambda: torch.mm(lhs, rhs), CLOCK[clock])
+
+
+def air_tool(clock, *args):
+    tool = os.environ.get("AIR_GEMM_BENCH", str(REPO / "build/bin/air_gemm_bench"))
+    flags = ["--cpu-clock"] if clock == "cpu" else []
+    proc = subprocess.run([tool, *flags, *map(str, args)], capture_output=True, text=True,
+                          check=True)
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def fp32_table(threads, clock):
+    import torch
+    air = air_tool(clock, threads,
+                   *(f"{m},{n},{k},{ta},{tb}" for _, m, n, k, ta, tb in FP32_SHAPES))
+    print(f"\nfp32: air FastOps::Gemm ({air[0]['kernels']} kernels) vs torch.mm fp32")
+    print(f"{'product':22} {'m':>5} {'n':>5} {'k':>5}  {'air GFLOP/s':>11} {'torch':>8} {'ratio':>6}")
+    for (what, m, n, k, ta, tb), result in zip(FP32_SHAPES, air):
+        ref = torch_gflops(m, n, k, ta, tb, torch.float32, clock)
+        print(f"{what:22} {m:5} {n:5} {k:5}  {result['gflops']:11.1f} {ref:8.1f} "
+              f"{result['gflops'] / ref:5.2f}x")
+
+
+def bf16_table(threads, clock):
+    import torch
+    peak = air_tool(clock, "--peak", threads)[0]
+    print(f"\nbf16: peaks on {threads} threads (register-only loops): vdpbf16ps "
+          f"{peak['bf16']:.0f} GFLOP/s, fp32 FMA {peak['f32']:.0f} GFLOP/s")
+    shapes = [f"{m},{n},{k},{ta},{tb},{c},{beta}"
+              for _, m, n, k, ta, tb, c, beta in BF16_SHAPES]
+    air = air_tool(clock, "--bf16", threads, *shapes)
+    print(f"air path: {air[0]['path']}; oneDNN implementation: {air[0]['onednn_impl']}")
+    print(f"{'product (GFLOP/s)':22} {'m':>5} {'n':>5} {'k':>5} {'C':>4}  {'air':>6} "
+          f"{'oneDNN':>6} {'torch':>6} {'air32':>6} {'tch32':>6}  {'air/tch':>7} "
+          f"{'air/a32':>7} {'air/dnn':>7}  {'air%pk':>6} {'tch%pk':>6} {'a32%pk':>6}")
+    ratios = []
+    for (what, m, n, k, ta, tb, c, _), r in zip(BF16_SHAPES, air):
+        tb16 = torch_gflops(m, n, k, ta, tb, torch.bfloat16, clock)
+        t32 = torch_gflops(m, n, k, ta, tb, torch.float32, clock)
+        ratios.append((r["air"] / tb16, r["air"] / r["air_f32"], r["air"] / r["onednn"]))
+        bf16_peak = peak["bf16"] or float("nan")
+        print(f"{what:22} {m:5} {n:5} {k:5} {c:>4}  {r['air']:6.1f} {r['onednn']:6.1f} "
+              f"{tb16:6.1f} {r['air_f32']:6.1f} {t32:6.1f}  {ratios[-1][0]:6.2f}x "
+              f"{ratios[-1][1]:6.2f}x {ratios[-1][2]:6.2f}x  {r['air'] / bf16_peak:6.0%} "
+              f"{tb16 / bf16_peak:6.0%} {r['air_f32'] / peak['f32']:6.0%}")
+    lo = [min(x[i] for x in ratios) for i in range(3)]
+    hi = [max(x[i] for x in ratios) for i in range(3)]
+    print(f"ranges: air bf16 / torch bf16 {lo[0]:.2f}-{hi[0]:.2f}x, air bf16 / air fp32 "
+          f"{lo[1]:.2f}-{hi[1]:.2f}x, air bf16 / oneDNN {lo[2]:.2f}-{hi[2]:.2f}x")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--table", choices=("fp32", "bf16", "both"), default="both")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the measuring thread's CPU time (with --threads 1 only)")
     args = parser.parse_args()
+    if args.clock == "cpu" and args.threads != 1:
+        parser.error("--clock cpu measures one thread: use it with --threads 1")
     import torch
     torch.set_num_threads(args.threads)
-    tool = os.environ.get("AIR_GEMM_BENCH", str(REPO / "build/bin/air_gemm_bench"))
-    shapes = [f"{m},{n},{k},{ta},{tb}" for _, m, n, k, ta, tb in SHAPES]
-    proc = subprocess.run([tool, str(args.threads), *shapes], capture_output=True, text=True,
-                          check=True)
-    air = [json.loads(line) for line in proc.stdout.splitlines()]
-    print(f"{args.threads} threads; air kernels: {air[0]['kernels']}")
-    print(f"{'product':22} {'m':>5} {'n':>5} {'k':>5}  {'air GFLOP/s':>11} {'torch':>8} {'ratio':>6}")
-    for (what, m, n, k, ta, tb), result in zip(SHAPES, air):
-        ref = torch_gflops(m, n, k, ta, tb)
-        print(f"{what:22} {m:5} {n:5} {k:5}  {result['gflops']:11.1f} {ref:8.1f} "
-              f"{result['gflops'] / ref:5.2f}x")
+    print(cpu_description())
+    print(f"{args.threads} threads, {args.clock} clock; load average {os.getloadavg()[0]:.2f} "
+          f"(1 min) at start; torch {torch.__version__}")
+    if args.table in ("fp32", "both"):
+        fp32_table(args.threads, args.clock)
+    if args.table in ("bf16", "both"):
+        bf16_table(args.threads, args.clock)
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end")
 
 
 if __name__ == "__main__":

@@ -273,7 +273,7 @@ def test_plan_names_threads_and_cpu_kernels(air, tmp, tiny):
     assert "compute  CPU, fp32, 1 thread, generic kernels" in proc.stdout
     proc = air("train", "--config", cfg, "--dry-run", env=dict(os.environ, AIR_CPU_KERNELS="avx3"))
     assert proc.returncode == 0, proc.stderr
-    assert "AIR_CPU_KERNELS=avx3 is not one of avx512, avx2, generic; ignored" in proc.stdout
+    assert "AIR_CPU_KERNELS=avx3 is not one of avx512bf16, avx512, avx2, generic; ignored" in proc.stdout
 
 
 def test_chat_and_alpaca_datasets_train_through_the_tokenizer(air, tmp):

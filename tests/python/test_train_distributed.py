@@ -214,11 +214,13 @@ def test_bad_strategy_is_refused_before_training(tiny, air_bin, tmp_path):
 
 def test_seed_workload_air_train_variant_runs_on_two_cpu_nodes(tiny, one_rank, air, air_home):
     """examples/multinode_llm_sft/train_air.yaml — the seed's workload with air train — keeps the
-    seed's parameters block, and runs unchanged on 2 local CPU nodes x 2 ranks once the test points
-    compute and the model/data at what this machine has; its checkpoint lands under /Volumes."""
+    seed's parameters block plus the seed's precision (bf16, which its train.py sets in code), and
+    runs unchanged on 2 local CPU nodes x 2 ranks once the test points compute and the model/data
+    at what this machine has; its checkpoint lands under /Volumes."""
     example = pathlib.Path(__file__).parents[2] / "examples" / "multinode_llm_sft"
     seed = yaml.safe_load((example / "train.yaml").read_text())
     variant = yaml.safe_load((example / "train_air.yaml").read_text())
+    assert variant["parameters"].pop("bf16") is True
     assert variant["parameters"] == seed["parameters"]
     assert variant["compute"] == seed["compute"]
     model_dir, data = tiny
@@ -238,6 +240,7 @@ def test_seed_workload_air_train_variant_runs_on_two_cpu_nodes(tiny, one_rank, a
     logs = air("logs", run_id, "--node", 0).stdout
     assert run["state"] == "SUCCEEDED", explain(run, logs)
     assert "FULL_SHARD over gloo" in logs
+    assert "compute  CPU, bf16 mixed precision" in logs
     listing = air("volumes", "ls", "/Volumes/main/default/air_checkpoints/llama31-8b-sft",
                   check=True).stdout
     assert "model.safetensors" in listing and "metrics.jsonl" in listing

@@ -2,7 +2,8 @@
 //
 //   reference  ops/cpu/reference_ops: plain loops, double sums — the ground truth
 //   fast       ops/cpu/fast_ops: blocked, vectorized, threaded CPU kernels at the level
-//              cpu_features.h selects (avx512, avx2 or generic; AIR_CPU_KERNELS caps it)
+//              cpu_features.h selects (avx512bf16, avx512, avx2 or generic; AIR_CPU_KERNELS
+//              caps it)
 //
 // A CUDA backend registers here next. Each registered backend declares its tolerances against
 // the fp32 reference, per data dtype (F32; BF16: against the fp32 reference on the same

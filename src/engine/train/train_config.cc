@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "base/strings.h"
 #include "spec/yaml_tree.h"
@@ -32,6 +33,7 @@ class ErrorList {
                                    : fmt::format("{}: {}: {}", where, field, message));
   }
   bool empty() const { return lines_.empty(); }
+  size_t size() const { return lines_.size(); }
   Status ToStatus() const { return InvalidArgument(Join(lines_, "\n")); }
 
  private:
@@ -533,6 +535,7 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
   }
 
   TrainConfig config;
+  std::set<std::string> failed;  // fields whose value was reported as an error
   for (const auto& spec : FieldSpecs()) {
     auto it = given.find(spec.name);
     if (it == given.end()) {
@@ -541,7 +544,9 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
       }
       continue;
     }
+    const size_t before = errors.size();
     spec.set(it->second, config, errors);
+    if (errors.size() > before) failed.insert(spec.name);
     config.sources[spec.name] = it->second.where;
   }
 
@@ -572,7 +577,8 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
     }
   }
   // bf16 (HF) and mixed_precision (FSDP) say the same thing or only one is given.
-  if (given.count("bf16") && given.count("mixed_precision")) {
+  if (given.count("bf16") && given.count("mixed_precision") && !failed.count("bf16") &&
+      !failed.count("mixed_precision")) {
     const bool low = config.precision.param_dtype == DType::kBF16;
     if (config.bf16 != low || (config.bf16 && config.precision.reduce_dtype != DType::kBF16)) {
       errors.Add(given["mixed_precision"].where, "mixed_precision",

@@ -315,6 +315,10 @@ TEST(TrainConfigTest, MixedPrecisionErrorsNameTheKeyAndWhatIsValid) {
                            "reduce_dtype float32 but bf16 (cfg.yaml:4:1) is true"));
   e = ErrorOf(std::string(kMinimal) + "mixed_precision: [bf16]\n");
   EXPECT_THAT(e, HasSubstr("mixed_precision: expected a map"));
+  // A bad map is one error, not also a disagreement with bf16.
+  e = ErrorOf(std::string(kMinimal) + "bf16: true\nmixed_precision: {param_dtype: bf9}\n");
+  EXPECT_THAT(e, HasSubstr("unknown dtype 'bf9'"));
+  EXPECT_THAT(e, Not(HasSubstr("give one of them")));
 }
 
 }  // namespace

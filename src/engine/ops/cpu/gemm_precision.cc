@@ -5,7 +5,9 @@
 
 namespace air::engine {
 
-bool CpuHasNativeBf16() { return UseAvx512() && __builtin_cpu_supports("avx512bf16"); }
+// The avx512bf16 level (cpu_features.h: AVX512_BF16 with AVX-512 BW and VL, not capped below
+// it by AIR_CPU_KERNELS) is the one whose bf16 GEMM path runs vdpbf16ps (gemm_mixed.h).
+bool CpuHasNativeBf16() { return SelectedCpuKernels() >= CpuKernels::kAvx512Bf16; }
 
 std::string CpuBf16Note() {
   if (CpuHasNativeBf16()) return "";

@@ -1,0 +1,455 @@
+// Adversarial tests for the bf16 GEMM (gemm_mixed.h) on every path this CPU can execute (the
+// others are reported as skipped with the missing feature), against a double-precision loop
+// over the bf16-rounded inputs (dtype.h's F32ToBf16): every transpose, F32 and BF16 operands
+// and results, leading dimensions wider than the matrices, ragged m/n/k ending in partial
+// micro-tiles, odd K (the pad of a bf16 pair), several K slices (the fp32 staging of a BF16
+// C, over more than one row block), beta 0 over NaN, beta 1 and 0.5, K == 0, nothing written
+// outside C, F32 inputs and BF16 results rounded to nearest even, and bit-identical results
+// across repeats, thread counts, the serial entry point and a reused scratch. Each path's
+// worst error is printed; the bounds hold it within 10x of what was measured.
+#include "engine/ops/cpu/gemm_mixed.h"
+
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/ops/cpu/bf16_simd.h"
+#include "test_util.h"
+
+// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
+// shift intrinsics as uninitialized (a false positive; as in vec_math.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace air::engine {
+namespace {
+
+using testing::RandomVector;
+
+constexpr int64_t kPad = 3;                 // extra columns of every stored matrix
+constexpr uint16_t kBf16Sentinel = 0x7fa5;  // a NaN's bits: C's padding, and C when beta == 0
+
+// The worst errors measured (worst over paths, shapes and dtypes, with this file's data):
+// F32 C 1.2e-7 relative to sum |a b| + |beta c|; BF16 C: within bf16's half ulp, 2^-8
+// relative. The bounds: 10x the first; the second is the rounding's own bound plus slack.
+constexpr double kF32Bound = 1.2e-6;
+constexpr double kBf16Bound = 1.05 / 256;
+
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+  float beta;
+  bool a_bf16, b_bf16, c_bf16;
+};
+
+std::string Describe(const Case& g) {
+  return "ta=" + std::to_string(g.ta) + " tb=" + std::to_string(g.tb) +
+         " m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+         " beta=" + std::to_string(g.beta) + " A " + (g.a_bf16 ? "BF16" : "F32") + " B " +
+         (g.b_bf16 ? "BF16" : "F32") + " C " + (g.c_bf16 ? "BF16" : "F32");
+}
+
+// A stored matrix of F32 or BF16 elements with kPad extra columns, and the bf16-rounded value
+// of each element as the GEMM must see it.
+struct Stored {
+  int64_t rows, cols, ld;
+  bool bf16;
+  std::vector<float> f32;
+  std::vector<uint16_t> bits;
+  std::vector<double> seen;
+
+  Stored(int64_t r, int64_t c, bool is_bf16, uint64_t seed)
+      : rows(r), cols(c), ld(c + kPad), bf16(is_bf16) {
+    f32 = RandomVector(static_cast<size_t>(rows * ld), seed);
+    bits.resize(f32.size());
+    seen.resize(f32.size());
+    for (size_t i = 0; i < f32.size(); ++i) {
+      bits[i] = F32ToBf16(f32[i]);
+      seen[i] = Bf16ToF32(bits[i]);
+    }
+  }
+  const void* data() const { return bf16 ? static_cast<const void*>(bits.data()) : f32.data(); }
+};
+
+// C (with kPad columns): F32 or BF16; NaN where beta must be ignored and in the padding.
+struct Result {
+  int64_t ld;
+  bool bf16;
+  std::vector<float> f32;
+  std::vector<uint16_t> bits;
+
+  Result(const Case& g, uint64_t seed) : ld(g.n + kPad), bf16(g.c_bf16) {
+    f32 = RandomVector(static_cast<size_t>(g.m * ld), seed);
+    bits.resize(f32.size());
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < ld; ++j) {
+        const size_t at = static_cast<size_t>(i * ld + j);
+        if (j >= g.n || g.beta == 0.0f) f32[at] = NAN;
+        bits[at] = j >= g.n || g.beta == 0.0f ? kBf16Sentinel : F32ToBf16(f32[at]);
+      }
+    }
+  }
+  double At(int64_t i, int64_t j) const {
+    const size_t at = static_cast<size_t>(i * ld + j);
+    return bf16 ? Bf16ToF32(bits[at]) : f32[at];
+  }
+  GemmResult View() { return {bf16 ? static_cast<void*>(bits.data()) : f32.data(), bf16, ld}; }
+  bool BitEqual(const Result& other) const {
+    return bf16 ? bits == other.bits
+                : std::memcmp(f32.data(), other.f32.data(), f32.size() * sizeof(float)) == 0;
+  }
+};
+
+struct Problem {
+  Case g;
+  Stored a, b;
+  Result c;
+  Problem(const Case& cs, uint64_t seed)
+      : g(cs),
+        a(cs.ta ? cs.k : cs.m, cs.ta ? cs.m : cs.k, cs.a_bf16, seed),
+        b(cs.tb ? cs.n : cs.k, cs.tb ? cs.k : cs.n, cs.b_bf16, seed + 1),
+        c(cs, seed + 2) {}
+  GemmOperand A() const { return {a.data(), a.bf16, a.ld, g.ta}; }
+  GemmOperand B() const { return {b.data(), b.bf16, b.ld, g.tb}; }
+};
+
+Result RunGemm(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& p) {
+  Result c = p.c;
+  GemmBf16OnPath(path, pool, scratch, p.g.m, p.g.n, p.g.k, p.A(), p.B(), p.g.beta, c.View());
+  return c;
+}
+
+// The double-precision result of a problem (m x n) and the scale of each element's sum,
+// sum |a b| + |beta c|.
+struct Reference {
+  std::vector<double> value, scale;
+};
+
+Reference Compute(const Problem& p) {
+  const Case& g = p.g;
+  Reference ref;
+  ref.value.resize(static_cast<size_t>(g.m * g.n));
+  ref.scale.resize(ref.value.size());
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      double sum = 0.0, abs_sum = 0.0;
+      for (int64_t q = 0; q < g.k; ++q) {
+        const double av = g.ta ? p.a.seen[q * p.a.ld + i] : p.a.seen[i * p.a.ld + q];
+        const double bv = g.tb ? p.b.seen[j * p.b.ld + q] : p.b.seen[q * p.b.ld + j];
+        sum += av * bv;
+        abs_sum += std::fabs(av * bv);
+      }
+      if (g.beta != 0.0f) {
+        sum += g.beta * p.c.At(i, j);
+        abs_sum += std::fabs(g.beta * p.c.At(i, j));
+      }
+      ref.value[static_cast<size_t>(i * g.n + j)] = sum;
+      ref.scale[static_cast<size_t>(i * g.n + j)] = abs_sum;
+    }
+  }
+  return ref;
+}
+
+// Checks got against the reference; returns the worst error (F32 or BF16 metric).
+double ExpectMatches(const Problem& p, const Reference& ref, const Result& got,
+                     const std::string& what) {
+  const Case& g = p.g;
+  double worst = 0.0;
+  int bad = 0;
+  for (int64_t i = 0; i < g.m && bad < 5; ++i) {
+    for (int64_t j = 0; j < got.ld && bad < 5; ++j) {
+      const size_t at = static_cast<size_t>(i * got.ld + j);
+      if (j >= g.n) {  // padding: untouched
+        const bool same = got.bf16 ? got.bits[at] == kBf16Sentinel : std::isnan(got.f32[at]);
+        if (!same) ++bad;
+        EXPECT_TRUE(same) << what << ": wrote padding at " << i << "," << j;
+        continue;
+      }
+      const double want = ref.value[static_cast<size_t>(i * g.n + j)];
+      const double scale = ref.scale[static_cast<size_t>(i * g.n + j)];
+      const double v = got.At(i, j), diff = std::fabs(v - want);
+      // F32 C: the fp32 sums' error relative to their scale. BF16 C: the final rounding's,
+      // relative to the value (the fp32 error counts against 1e-4 of the scale near zero).
+      const double error =
+          got.bf16 ? diff / (std::fabs(want) + 1e-4 * scale + 1e-30) : diff / (scale + 1e-30);
+      if (!(error <= (got.bf16 ? kBf16Bound : kF32Bound))) {
+        ++bad;
+        ADD_FAILURE() << what << ": C[" << i << "," << j << "] = " << v << ", want " << want
+                      << " (error " << error << ")";
+      }
+      worst = std::max(worst, std::isnan(error) ? 1e30 : error);
+    }
+  }
+  return worst;
+}
+
+// Shapes x transposes x betas, the operand dtypes rotating through all eight combinations.
+std::vector<Case> Cases() {
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 4100, 301},   // one row; two column blocks (the second 4 wide); odd K
+      {37, 65, 513},    // odd K, ragged tiles; several fp32 slices
+      {130, 47, 257},   // enough products to use the pool; odd K
+      {9, 4129, 20},    // ragged micro-tiles in both directions across a block edge
+      {300, 33, 64},    // many row tiles, one column tile
+      {20, 37, 4099}};  // several pair slices (a BF16 C staged), odd K
+  std::vector<Case> cases;
+  int combo = 0;
+  for (auto [m, n, k] : shapes) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+          const int c = combo++ % 8;
+          cases.push_back(
+              {ta != 0, tb != 0, m, n, k, beta, (c & 1) != 0, (c & 2) != 0, (c & 4) != 0});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+// The problems of Cases() with their references, computed once for all paths.
+struct Checked {
+  Problem problem;
+  Reference reference;
+};
+const std::vector<Checked>& CheckedCases() {
+  static const std::vector<Checked>* cases = [] {
+    auto* all = new std::vector<Checked>;
+    uint64_t seed = 10;
+    for (const Case& g : Cases()) {
+      Problem p(g, seed += 3);
+      Reference ref = Compute(p);
+      all->push_back({std::move(p), std::move(ref)});
+    }
+    return all;
+  }();
+  return *cases;
+}
+
+class GemmBf16PathTest : public ::testing::TestWithParam<GemmBf16Path> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!GemmBf16PathRuns(GetParam(), &why)) {
+      GTEST_SKIP() << "path " << GemmBf16PathName(GetParam()) << " not run on this CPU: " << why;
+    }
+  }
+  GemmBf16Path path() const { return GetParam(); }
+};
+
+TEST_P(GemmBf16PathTest, MatchesDoubleReferenceOnBf16RoundedInputs) {
+  ThreadPool pool(3);
+  GemmBf16Scratch scratch;  // reused across every shape and dtype, deliberately
+  double worst_f32 = 0.0, worst_bf16 = 0.0;
+  for (const Checked& c : CheckedCases()) {
+    const Problem& p = c.problem;
+    const double worst =
+        ExpectMatches(p, c.reference, RunGemm(path(), &pool, scratch, p), Describe(p.g));
+    double& path_worst = p.g.c_bf16 ? worst_bf16 : worst_f32;
+    path_worst = std::max(path_worst, worst);
+  }
+  std::printf("[ path %s ] worst error: F32 C %.3g (bound %.3g), BF16 C %.3g (bound %.3g)\n",
+              GemmBf16PathName(path()), worst_f32, kF32Bound, worst_bf16, kBf16Bound);
+}
+
+TEST_P(GemmBf16PathTest, BitIdenticalAcrossRepeatsThreadCountsSerialAndReusedScratch) {
+  ThreadPool one(1), three(3), sixteen(16);
+  GemmBf16Scratch shared;
+  uint64_t seed = 100;
+  for (const Case& g : Cases()) {
+    if (g.beta == 0.5f) continue;
+    const Problem p(g, seed += 3);
+    GemmBf16Scratch fresh;
+    const Result first = RunGemm(path(), &three, fresh, p);
+    EXPECT_TRUE(first.BitEqual(RunGemm(path(), &three, shared, p))) << "repeat " << Describe(g);
+    EXPECT_TRUE(first.BitEqual(RunGemm(path(), &sixteen, shared, p))) << "16 thr " << Describe(g);
+    EXPECT_TRUE(first.BitEqual(RunGemm(path(), &one, shared, p))) << "1 thread " << Describe(g);
+    EXPECT_TRUE(first.BitEqual(RunGemm(path(), nullptr, shared, p))) << "serial " << Describe(g);
+  }
+}
+
+// More rows than one fp32 staging block holds (8 MiB: 512 rows of 4096 columns) over several K
+// slices (of up to 2048 pairs on avx512bf16, 256 floats on the others): the BF16 C must be the
+// F32 C's sums (the same additions in the same order) rounded once.
+TEST_P(GemmBf16PathTest, StagedBf16ResultIsTheF32ResultRoundedOnce) {
+  ThreadPool pool(2);
+  GemmBf16Scratch scratch;
+  const int64_t k = path() == GemmBf16Path::kAvx512Bf16 ? 2051 : 301;
+  const Case g{false, true, 520, 4097, k, 0.0f, true, true, false};
+  const Problem p(g, 7);
+  const Result f32 = RunGemm(path(), &pool, scratch, p);
+  Problem bf16_problem = p;
+  bf16_problem.g.c_bf16 = true;
+  bf16_problem.c = Result(bf16_problem.g, 9);
+  const Result bf16 = RunGemm(path(), &pool, scratch, bf16_problem);
+  int bad = 0;
+  for (int64_t i = 0; i < g.m && bad < 5; ++i) {
+    for (int64_t j = 0; j < g.n && bad < 5; ++j) {
+      const size_t at = static_cast<size_t>(i * f32.ld + j);
+      if (bf16.bits[at] != F32ToBf16(f32.f32[at])) {
+        ++bad;
+        ADD_FAILURE() << "C[" << i << "," << j << "]: bf16 " << bf16.bits[at] << ", f32 "
+                      << f32.f32[at];
+      }
+    }
+  }
+}
+
+// F32 inputs are rounded to bf16 to nearest, ties to even, as F32ToBf16: halfway values and
+// their neighbours (NaN-free), as A (C = A e0) and as B (C = e0' B), in both layouts of each,
+// 16 deep so that the vector packings see them.
+TEST_P(GemmBf16PathTest, RoundsF32InputsToNearestEven) {
+  std::vector<float> values;
+  for (float base : {1.0f, -3.0f, 1e-20f, 6e30f}) {
+    uint32_t bits;
+    std::memcpy(&bits, &base, sizeof bits);
+    for (uint32_t low : {0x8000u, 0x18000u, 0x7fffu, 0x8001u, 0xffffu, 0x10000u}) {
+      const uint32_t u = (bits & 0xffff0000u) + low;
+      float f;
+      std::memcpy(&f, &u, sizeof f);
+      values.push_back(f);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(values.size()), k = 16;
+  // x (m, k): every column the values, every row of x' the same: op(x)[i][p] = values[i].
+  std::vector<float> x(static_cast<size_t>(m * k)), xt(x.size());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) x[i * k + p] = xt[p * m + i] = values[i];
+  }
+  std::vector<float> e0(k, 0.0f);
+  e0[0] = 1.0f;
+  GemmBf16Scratch scratch;
+  for (bool trans : {false, true}) {
+    const GemmOperand values_op{trans ? xt.data() : x.data(), false, trans ? m : k, trans};
+    std::vector<float> c(static_cast<size_t>(m), NAN);
+    GemmBf16OnPath(path(), nullptr, scratch, m, 1, k, values_op, {e0.data(), false, 1, false}, 0.0f,
+                   {c.data(), false, 1});  // C (m, 1) = op(x) e0
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(c[i], Bf16ToF32(F32ToBf16(values[i]))) << "A, trans " << trans << ": " << values[i];
+    }
+    // op(B) (k, m) = op(x)': B stored (k, m) is x', transposed (m, k) is x.
+    const GemmOperand values_b{trans ? x.data() : xt.data(), false, trans ? k : m, trans};
+    std::fill(c.begin(), c.end(), NAN);
+    GemmBf16OnPath(path(), nullptr, scratch, 1, m, k, {e0.data(), false, k, false}, values_b, 0.0f,
+                   {c.data(), false, m});  // C (1, m) = e0' op(B)
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(c[i], Bf16ToF32(F32ToBf16(values[i]))) << "B, trans " << trans << ": " << values[i];
+    }
+  }
+}
+
+// A BF16 C is its fp32 sum rounded once, to nearest, ties to even, a NaN kept: sums x + y of
+// bf16 values that are exact in fp32 but fall on, below and above bf16 halfway points (k == 2,
+// B all ones: 16 equal columns, so that the vector stores see them), with beta 0 and with
+// beta 1 over a C that adds nothing (C == 0).
+TEST_P(GemmBf16PathTest, RoundsBf16ResultsToNearestEven) {
+  const std::vector<std::pair<float, float>> sums = {
+      {1.0f, 0x1p-8f},      {1.0f, 0x3p-9f},   {1.0f, 0x1p-9f},
+      {0x1.02p0f, 0x1p-8f}, {-1.0f, -0x1p-8f}, {-0x1.02p0f, -0x1p-8f},
+      {256.0f, 1.0f},       {257.0f, 0.5f},    {0x1.fep127f, 0x1p120f},
+      {NAN, 1.0f},          {3.0f, -3.0f},     {1e-30f, 0x1p-108f}};
+  const int64_t m = static_cast<int64_t>(sums.size()), n = 16;
+  std::vector<uint16_t> a;
+  for (auto [x, y] : sums) a.insert(a.end(), {F32ToBf16(x), F32ToBf16(y)});
+  const std::vector<uint16_t> ones(2 * n, F32ToBf16(1.0f));
+  GemmBf16Scratch scratch;
+  for (float beta : {0.0f, 1.0f}) {
+    std::vector<uint16_t> c(static_cast<size_t>(m * n), beta == 0.0f ? kBf16Sentinel : 0);
+    GemmBf16OnPath(path(), nullptr, scratch, m, n, 2, {a.data(), true, 2, false},
+                   {ones.data(), true, n, false}, beta, {c.data(), true, n});
+    for (int64_t i = 0; i < m; ++i) {
+      const float sum = Bf16ToF32(a[2 * i]) + Bf16ToF32(a[2 * i + 1]);
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(c[i * n + j], F32ToBf16(sum)) << "beta " << beta << ", column " << j << ": "
+                                                << sums[i].first << " + " << sums[i].second;
+      }
+    }
+  }
+}
+
+TEST_P(GemmBf16PathTest, KZeroScalesCAndMZeroWritesNothing) {
+  GemmBf16Scratch scratch;
+  const float a = 1.0f;
+  std::vector<float> c32 = {2.0f, NAN};
+  std::vector<uint16_t> c16 = {F32ToBf16(3.0f), kBf16Sentinel};
+  GemmBf16OnPath(path(), nullptr, scratch, 1, 1, 0, {&a, false, 1, false}, {&a, false, 1, false},
+                 0.5f, {c32.data(), false, 2});
+  GemmBf16OnPath(path(), nullptr, scratch, 1, 1, 0, {&a, false, 1, false}, {&a, false, 1, false},
+                 0.5f, {c16.data(), true, 2});
+  EXPECT_EQ(c32[0], 1.0f);
+  EXPECT_EQ(Bf16ToF32(c16[0]), 1.5f);
+  c32[0] = NAN;
+  GemmBf16OnPath(path(), nullptr, scratch, 1, 1, 0, {&a, false, 1, false}, {&a, false, 1, false},
+                 0.0f, {c32.data(), false, 2});
+  EXPECT_EQ(c32[0], 0.0f);  // beta 0 ignores the NaN
+  GemmBf16OnPath(path(), nullptr, scratch, 0, 1, 5, {&a, false, 1, false}, {&a, false, 1, false},
+                 0.0f, {c32.data(), false, 2});
+  EXPECT_EQ(c32[0], 0.0f);
+  EXPECT_TRUE(std::isnan(c32[1]));
+  EXPECT_EQ(c16[1], kBf16Sentinel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16PathTest,
+                         ::testing::Values(GemmBf16Path::kGeneric, GemmBf16Path::kAvx2,
+                                           GemmBf16Path::kAvx512, GemmBf16Path::kAvx512Bf16),
+                         [](const ::testing::TestParamInfo<GemmBf16Path>& info) {
+                           return std::string(GemmBf16PathName(info.param));
+                         });
+
+TEST(GemmBf16, TheSelectedPathIsTheSelectedKernelLevelAndRuns) {
+  EXPECT_STREQ(GemmBf16PathName(SelectedGemmBf16Path()), CpuKernelsName(SelectedCpuKernels()));
+  std::string why;
+  EXPECT_TRUE(GemmBf16PathRuns(SelectedGemmBf16Path(), &why)) << why;
+  std::printf("[ cpu ] detected %s, selected %s\n", CpuKernelsName(DetectedCpuKernels()),
+              CpuKernelsName(SelectedCpuKernels()));
+}
+
+__attribute__((target("avx512f"))) void RoundPatternsAvx512(const uint32_t* in, uint32_t* out) {
+  const __m512 values = _mm512_castsi512_ps(_mm512_loadu_si512(in));
+  _mm512_storeu_si512(out, RoundToBf16x16(values));
+}
+
+// bf16_simd.h's inline conversions are dtype.h's: ties, NaN, infinities, subnormals, and
+// random bit patterns; the 16-lane one too where the CPU has AVX-512F.
+TEST(Bf16Simd, RoundingMatchesDtypeConversions) {
+  std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                    0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00008000u,
+                                    0x00018000u, 0x7f7fffffu, 0x7f7f8000u, 0x3f808000u};
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000; ++i) patterns.push_back(static_cast<uint32_t>(rng()));
+  for (uint32_t u : patterns) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    ASSERT_EQ(RoundToBf16(f), F32ToBf16(f)) << std::hex << u;
+    const uint16_t b = static_cast<uint16_t>(u >> 16);
+    const float wide = WidenBf16(b), want = Bf16ToF32(b);
+    ASSERT_EQ(std::memcmp(&wide, &want, sizeof wide), 0) << std::hex << b;
+  }
+  if (DetectedCpuKernels() < CpuKernels::kAvx512) {
+    std::printf("[ skipped ] RoundToBf16x16: this CPU has no AVX-512F\n");
+    return;
+  }
+  for (size_t i = 0; i + 16 <= patterns.size(); i += 16) {
+    alignas(64) uint32_t out[16];
+    RoundPatternsAvx512(patterns.data() + i, out);
+    for (int j = 0; j < 16; ++j) {
+      float f;
+      std::memcpy(&f, &patterns[i + j], sizeof f);
+      ASSERT_EQ(out[j], F32ToBf16(f)) << std::hex << patterns[i + j];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace air::engine
