@@ -64,7 +64,8 @@ std::vector<std::string> HfParameterNames(const CausalLm& model) {
 }
 
 Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
-                     const std::string& dir, const SaveOptions& options) {
+                     const std::string& dir, const SaveOptions& options,
+                     const ParameterFilter& only) {
   const auto& params = model.parameters();
   if (values.size() != params.size()) {
     return Internal("SaveHfTensors: " + std::to_string(values.size()) + " tensors for " +
@@ -73,16 +74,20 @@ Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
   const std::vector<std::string> names = HfParameterNames(model);
   std::vector<NamedTensorRef> refs;
   refs.reserve(params.size());
-  for (size_t i = 0; i < params.size(); ++i) refs.push_back({names[i], &values[i]});
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!only || only(params[i])) refs.push_back({names[i], &values[i]});
+  }
   return SaveHfCheckpoint(dir, model.config(), refs, options);
 }
 
-Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options) {
+Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options,
+                   const ParameterFilter& only) {
   std::vector<Tensor> host;
   host.reserve(model.parameters().size());
-  for (const Parameter& p : model.parameters())
-    host.push_back(model.backend().ToHostTensor(p.value));
-  return SaveHfTensors(model, host, dir, options);
+  for (const Parameter& p : model.parameters()) {
+    host.push_back(!only || only(p) ? model.backend().ToHostTensor(p.value) : Tensor());
+  }
+  return SaveHfTensors(model, host, dir, options, only);
 }
 
 }  // namespace air::engine

@@ -40,11 +40,14 @@ Result<std::unique_ptr<CausalLm>> LoadHfModel(const std::string& model_dir,
                                               const ModelOptions& options = {});
 
 // Writes a checkpoint transformers loads (config.json, weights, generation_config.json) from
-// `values`: one host tensor per parameter of `model`, in the model's order.
+// `values`: one host tensor per parameter of `model`, in the model's order (those `only`
+// accepts: a converter's own parameters are left out of a base model's files).
 Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
-                     const std::string& dir, const SaveOptions& options = {});
+                     const std::string& dir, const SaveOptions& options = {},
+                     const ParameterFilter& only = {});
 // SaveHfTensors of the model's own storage.
-Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options = {});
+Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options = {},
+                   const ParameterFilter& only = {});
 
 // The HF names of a model's parameters (in order), e.g. to check a checkpoint against them.
 std::vector<std::string> HfParameterNames(const CausalLm& model);

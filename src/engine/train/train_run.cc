@@ -23,6 +23,7 @@
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/activation_checkpointing.h"
 #include "engine/train/pretokenized_dataset.h"
+#include "engine/train/train_lora.h"
 
 namespace air::engine::train {
 
@@ -186,6 +187,9 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   if (!model_config.ok()) return AtParameter(config, "model_name", model_config.status());
   p.model_config = *model_config;
   AIR_RETURN_IF_ERROR(CheckOutputDir(config, p.model_dir));
+  p.config = config;
+  AIR_RETURN_IF_ERROR(PrepareLora(env, p));  // may take the starting adapter's settings
+  config = p.config;
 
   AIR_RETURN_IF_ERROR(PrepareData(env, config, p));
   const int64_t batches_per_epoch = p.loader->batches_per_epoch();
@@ -249,6 +253,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
       DescribePrecision(c.precision), threads, threads == 1 ? "" : "s",
       CpuKernelsName(SelectedCpuKernels()), c.output_dir);
+  if (c.lora.enabled) text += "\nlora     " + p.lora_description;
   if (p.dist.world_size > 1) {
     text += fmt::format("\nranks    {} ({}), {} over gloo, {} thread{} per rank", p.dist.world_size,
                         parallel::DescribeDistEnv(p.dist),
@@ -287,10 +292,12 @@ bool KeepsResidentCopy(const PreparedTraining& p) {
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
   const fsdp::MixedPrecision& precision = p.config.precision;
+  const ParameterBytes bytes = p.config.lora.enabled
+                                   ? LoraTrainingBytes(precision.param_dtype, KeepsResidentCopy(p),
+                                                       p.lora_trainable_fraction)
+                                   : TrainingBytes(precision.param_dtype, KeepsResidentCopy(p));
   AIR_RETURN_IF_ERROR(
-      CheckModelFitsInMemory(env, p.model_config,
-                             TrainingBytes(precision.param_dtype, KeepsResidentCopy(p)), "training",
-                             TrainingShare(p))
+      CheckModelFitsInMemory(env, p.model_config, bytes, "training", TrainingShare(p))
           .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   AIR_ASSIGN_OR_RETURN(
       std::shared_ptr<Backend> backend,
@@ -310,6 +317,8 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<CausalLm> model,
                        CreateModel(p.model_config, backend, model_options));
   ApplyActivationCheckpointing(*model, p.config.activation_checkpointing);
+  // LoRA: the base frozen, the adapters added to the units (before FSDP takes them over).
+  AIR_ASSIGN_OR_RETURN(LoraSetup adapters, ApplyLora(p, *model));
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<WeightReader> weights, WeightReader::Open(p.model_dir));
   TrainerIo io;
   io.env = env;
@@ -348,11 +357,15 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   fsdp::FsdpOptions fsdp_options{.strategy = strategy, .precision = precision};
   fsdp_options.load_unit = [&](int unit) -> Status {
     AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
-    return LoadHfUnit(*weights, *model, unit);
+    if (adapters.lora == nullptr) return LoadHfUnit(*weights, *model, unit);
+    AIR_RETURN_IF_ERROR(LoadHfUnit(*weights, *model, unit, lora::BaseWeightsOnly()));
+    return adapters.LoadUnitAdapters(*model, unit, static_cast<uint64_t>(p.config.seed));
   };
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<fsdp::Fsdp> sharded,
                        fsdp::Fsdp::Apply(*model, *shard_group, *comm, fsdp_options, replicas));
   weights.reset();
+  adapters.start.reset();
+  io.lora = adapters.lora.get();
   io.parallel = {.group = group.get(),
                  .comm = comm.get(),
                  .fsdp = sharded.get(),
@@ -360,7 +373,8 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
                  .world_size = p.dist.world_size};
   Trainer trainer(model.get(), p.config, io);
   Result<TrainSummary> summary = trainer.Run(*p.loader);
-  sharded.reset();  // before the thread and the groups it uses
+  sharded.reset();        // before the thread and the groups it uses
+  adapters.lora.reset();  // detaches the adapters before the model goes
   comm.reset();
   replica_group.reset();
   node_group.reset();
