@@ -20,7 +20,6 @@ Tolerances are about 10x the worst measured (printed by each test; recorded in
 docs/engine-lora.md).
 """
 import json
-import math
 import os
 import pathlib
 import random
@@ -32,7 +31,7 @@ import yaml
 import torch  # a missing reference fails, never skips
 import transformers  # noqa: E402
 import peft  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 
 # ~10x the worst measured (AMD EPYC Zen 4, AVX-512, 2 threads; the issue's bar is 1e-5).
 LOSS_REL_TOL = 2e-6       # measured 1.6e-7
@@ -42,45 +41,13 @@ LOGITS_TOL = 7e-6         # measured 6.6e-7
 GRAD_REL_TOL = 8e-6       # measured 7.4e-7 (||air - peft|| / ||peft|| per tensor)
 MERGE_TOL = 1e-6          # measured 0 (the same fp32 products); the issue's bar is 1e-5
 
-STEPS = 10
-ACCUM = 2
-LR = 3e-3
-WARMUP = 3
-WEIGHT_DECAY = 0.1
-MAX_GRAD_NORM = 0.5
-VOCAB = 97
+# The model, the data and the optimizer settings of the full fine-tuning parity test.
+from test_train_parity import (ACCUM, LR, MAX_GRAD_NORM, STEPS, VOCAB, WARMUP,  # noqa: E402
+                               WEIGHT_DECAY, make_dataset, make_model)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = REPO / "examples" / "data" / "tiny_instruct" / "tokenizer"
 TOKENIZER_VOCAB = 300
-
-
-def make_model(model_dir: pathlib.Path, vocab=VOCAB):
-    torch.manual_seed(1234)
-    config = transformers.LlamaConfig(
-        vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                      "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
-        bos_token_id=1, eos_token_id=2)
-    model = transformers.LlamaForCausalLM(config).to(torch.float32)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.08)
-    model.save_pretrained(model_dir, safe_serialization=True)
-
-
-def make_dataset(path: pathlib.Path):
-    rng = random.Random(7)
-    lines = []
-    for _ in range(13):
-        n = rng.randint(6, 20)
-        ids = [1] + [rng.randrange(3, VOCAB) for _ in range(n - 2)] + [2]
-        prompt = rng.randint(1, n // 2)
-        lines.append(json.dumps({"input_ids": ids, "labels": [-100] * prompt + ids[prompt:]}))
-    path.write_text("\n".join(lines) + "\n")
 
 
 def load_base(model_dir):
@@ -163,7 +130,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_ten_steps_follow_peft(air, tmp_path, case):
     model_dir, adapter_dir = tmp_path / "tiny", tmp_path / "init_adapter"
-    make_model(model_dir)
+    make_model(model_dir, tied=False)
     make_adapter(model_dir, adapter_dir, **CASES[case])
     data = tmp_path / "data.jsonl"
     make_dataset(data)
@@ -215,7 +182,7 @@ def trained(tmp_path_factory, air_bin):
     quickstart's tokenizer (300 ids) for generation."""
     tmp = tmp_path_factory.mktemp("lora_trained")
     model_dir = tmp / "tiny"
-    make_model(model_dir, vocab=TOKENIZER_VOCAB)
+    make_model(model_dir, tied=False, vocab=TOKENIZER_VOCAB)
     for f in TOKENIZER_DIR.iterdir():
         (model_dir / f.name).write_bytes(f.read_bytes())
     data = tmp / "data.jsonl"
@@ -277,7 +244,7 @@ def test_peft_loads_airs_adapter_and_computes_the_same(trained, tmp_path):
                                              ignore_index=-100)
     loss.backward()
     logits_diff = float((got["logits"] - logits.detach()).abs().max())
-    loss_rel = abs(float(got["loss"][0]) - float(loss)) / float(loss)
+    loss_rel = abs(float(got["loss"][0]) - loss.item()) / loss.item()
     worst_grad = 0.0
     grads = {k.removeprefix("grad."): v for k, v in got.items() if k.startswith("grad.")}
     peft_grads = {n.replace(".default", ""): p.grad for n, p in model.named_parameters()

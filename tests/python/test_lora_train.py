@@ -35,7 +35,9 @@ from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
 from helpers import explain, free_port, submit, wait_terminal, write_spec  # noqa: E402
+from test_train_bf16 import command, losses, train, write  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
+from test_train_distributed import max_weight_diff  # noqa: E402
 
 STEPS = 12
 GLOBAL_ROWS = 4
@@ -64,31 +66,6 @@ def params(tiny, out, world=1, **extra):
     return p
 
 
-def write(path, p):
-    path.write_text(yaml.safe_dump(p))
-    return path
-
-
-def command(air_bin, cfg, nproc):
-    train = [air_bin, "train", "--config", str(cfg), "--threads", "1"]
-    if nproc == 1:
-        return train
-    return [air_bin, "launch", "--standalone", "--nproc-per-node", str(nproc), "--master-port",
-            str(free_port()), "--no-python", *train]
-
-
-def train(air_bin, cfg, nproc=1):
-    proc = subprocess.run(command(air_bin, cfg, nproc), capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, explain("air train failed", proc.stdout + proc.stderr)
-    return proc
-
-
-def losses(out, first_step=1):
-    lines = (pathlib.Path(out) / "metrics.jsonl").read_text().splitlines()
-    return [m["loss"] for m in map(json.loads, lines) if "loss" in m and m["step"] >= first_step]
-
-
 def adapter(out):
     return load_file(str(pathlib.Path(out) / "adapter_model.safetensors"))
 
@@ -96,12 +73,6 @@ def adapter(out):
 def max_rel_loss_diff(a, b):
     assert len(a) == len(b) == STEPS
     return max(abs(x - y) / abs(y) for x, y in zip(a, b))
-
-
-def max_weight_diff(a, b):
-    """max |a - b| over every tensor, relative to the tensor's largest |b|."""
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max() / b[k].abs().max()) for k in a)
 
 
 # --- bad input ---------------------------------------------------------------------------------
