@@ -24,15 +24,13 @@ _spec = importlib.util.spec_from_file_location("train_step_bench",
                                                REPO / "bench/train_step/bench.py")
 _train_step = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_train_step)
+sys.path.insert(0, str(REPO / "bench"))
+import cpu_info as _cpu_info  # noqa: E402
 
 
 def machine_line():
-    """`lscpu` Model name, cores and the load now (the machine is shared: read figures with it)."""
-    cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True,
-                         text=True).stdout.strip()
-    cpu = re.sub(r"\s+", " ", cpu)
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    return f"{cpu}; {os.cpu_count()} cores; uptime: {load}"
+    """bench/cpu_info.py's line (model, CPUs, kernel flags, load): read figures with it."""
+    return _cpu_info.describe()
 
 
 def build_model(model_dir, layers, hidden, vocab, seq):

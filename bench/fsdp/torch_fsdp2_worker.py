@@ -82,7 +82,10 @@ def main():
         loss_sum = 0.0
         for mb in micro:
             logits = model(input_ids=mb["input_ids"], position_ids=mb["position_ids"]).logits
-            ce = F.cross_entropy(logits[:, :-1].flatten(0, 1), mb["labels"][:, 1:].flatten(),
+            # In fp32 as transformers' loss computes it (logits.float()): a bf16 sum over the
+            # micro-batch's tokens would keep ~3 significant digits of the loss.
+            ce = F.cross_entropy(logits[:, :-1].float().flatten(0, 1),
+                                 mb["labels"][:, 1:].flatten(),
                                  ignore_index=-100, reduction="sum")
             (ce * (world / global_loss_tokens)).backward()
             loss_sum += ce.item()

@@ -31,11 +31,14 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import subprocess
+import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+import cpu_info  # noqa: E402  (bench/cpu_info.py: the machine line)
+
 FP32_SHAPES = [  # (what, m, n, k, trans_a, trans_b)
     ("X W^T (MLP up)", 1024, 640, 256, 0, 1),
     ("X W^T (MLP down)", 1024, 256, 640, 0, 1),
@@ -59,24 +62,6 @@ BF16_SHAPES = [  # (what, m, n, k, trans_a, trans_b, C dtype, beta)
     ("dY^T X MLP down", H, F, T, 1, 0, "f32", 1),
     ("dY^T X LM head chunk", V, H, CHUNK, 1, 0, "f32", 1),
 ]
-FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_bf16",
-         "amx_tile")
-
-
-def cpu_description():
-    model, flags = platform.processor() or "unknown", set()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    shown = " ".join(f for f in FLAGS if f in flags) or "none of " + " ".join(FLAGS)
-    return f"CPU: {model}, {os.cpu_count()} CPUs; flags: {shown}"
-
-
 CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
 
 
@@ -159,7 +144,7 @@ def main():
         parser.error("--clock cpu measures one thread: use it with --threads 1")
     import torch
     torch.set_num_threads(args.threads)
-    print(cpu_description())
+    print(cpu_info.describe())
     print(f"{args.threads} threads, {args.clock} clock; load average {os.getloadavg()[0]:.2f} "
           f"(1 min) at start; torch {torch.__version__}")
     if args.table in ("fp32", "both"):

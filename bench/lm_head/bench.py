@@ -22,17 +22,9 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+import cpu_info  # noqa: E402  (bench/cpu_info.py: the machine line)
 
-
-def cpu_description():
-    model, flags = "unknown CPU", []
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "unknown CPU":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags") and not flags:
-            flags = line.split(":", 1)[1].split()
-    wanted = [f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma"))]
-    return f"{model}; {os.cpu_count()} CPUs; flags {' '.join(wanted)}"
 
 
 def build_model(args, model_dir):
@@ -89,7 +81,7 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
-    print(cpu_description())
+    print(cpu_info.describe())
     with tempfile.TemporaryDirectory(prefix="air_bench_head_") as tmp:
         work = pathlib.Path(tmp)
         build_model(args, work / "model")

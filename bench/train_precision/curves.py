@@ -19,17 +19,9 @@ import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+import cpu_info  # noqa: E402  (bench/cpu_info.py: the machine line)
 
-
-def cpu_description():
-    model, flags = "unknown CPU", []
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "unknown CPU":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags") and not flags:
-            flags = line.split(":", 1)[1].split()
-    wanted = [f for f in flags if f.startswith(("avx512", "amx", "avx2"))]
-    return f"{model}; flags {' '.join(wanted)}"
 
 
 def run(air, args, model_dir, out, bf16):
@@ -69,7 +61,7 @@ def main():
     parser.add_argument("--eval", action="store_true", help="held-out exact match of each")
     args = parser.parse_args()
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
-    print(cpu_description())
+    print(cpu_info.describe())
     with tempfile.TemporaryDirectory(prefix="air_bench_precision_") as tmp:
         work = pathlib.Path(tmp)
         subprocess.run([air, "model", "init", "--config", "examples/quickstart/model.yaml",

@@ -36,6 +36,8 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+import cpu_info  # noqa: E402  (bench/cpu_info.py: the machine line)
 
 
 def build_model(args, model_dir):
@@ -64,17 +66,6 @@ def write_rows(args, path):
             f.write(json.dumps({"input_ids": ids}) + "\n")
     return rows
 
-
-def cpu_description():
-    model, flags = "unknown CPU", []
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "unknown CPU":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags") and not flags:
-            flags = line.split(":", 1)[1].split()
-    wanted = [f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma", "avx_vnni"))]
-    load = os.getloadavg()[0]
-    return f"{model}; {os.cpu_count()} CPUs; flags {' '.join(wanted)}; load {load:.1f}"
 
 
 def train_flops_per_token(args):
@@ -161,7 +152,7 @@ def main():
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
     results = {}
-    print(cpu_description())
+    print(cpu_info.describe())
     with tempfile.TemporaryDirectory(prefix="air_bench_train_") as tmp:
         work = pathlib.Path(tmp)
         model_dir, data = work / "model", work / "rows.jsonl"
@@ -194,7 +185,7 @@ def main():
         print(f"air bf16 reaches {reached:.0f} GFLOP/s of training work: "
               f"{100 * reached / args.gemm_peak:.0f}% of the measured bf16 GEMM peak "
               f"({args.gemm_peak:.0f} GFLOP/s)")
-    print(cpu_description())
+    print(cpu_info.describe())
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 // accumulators ops write, e.g. a loss sum) and of tensors stored in files (safetensors: F32,
 // BF16, F16), with the conversions between the float types and the fp32 the engine computes in.
 //
-// The compute kernels are fp32 today; BF16 and F16 are storage types (checkpoints) and the
-// dtypes a bf16 gather or compute path adds next. Conversions round to nearest even, keep NaN a
-// NaN and infinities infinite, like torch's `.to(dtype)`.
+// Kernels compute in fp32 (the bf16 GEMM accumulates in fp32); BF16 is also a compute and
+// communication dtype (mixed precision), F16 a storage and communication one. Conversions round
+// to nearest even, keep NaN a NaN and infinities infinite, like torch's `.to(dtype)`.
 // Thread safety: pure functions.
 #pragma once
 

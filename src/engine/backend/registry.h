@@ -33,7 +33,8 @@ struct BackendOptions {
 };
 
 // How far a backend's results may be from the fp32 reference's, as max |a - b| / (1 + max |ref|)
-// per op family (0: the same bits). Each figure is about 10x the worst the harness measures.
+// per op family (0: the same bits). Each figure is at most 10x the worst the harness measures
+// over the kernel levels (avx512bf16, avx512, avx2, generic), and 0 where it measures 0.
 struct BackendTolerances {
   double gemm_per_sqrt_k = 0.0;     // GEMM, divided by sqrt(K)
   double rowwise = 0.0;             // RMSNorm forward, SwiGLU, log-sum-exp
@@ -49,11 +50,9 @@ struct BackendTolerances {
 struct RegisteredBackend {
   std::string name;  // "reference", "fast/avx512", ...
   BackendOptions options;
-  BackendTolerances f32;   // F32 data
-  BackendTolerances bf16;  // BF16 data (the master-state ops stay F32: f32's figures)
-  const BackendTolerances& tolerances(DType dtype) const {
-    return dtype == DType::kBF16 ? bf16 : f32;
-  }
+  BackendTolerances f32;           // F32 data
+  BackendTolerances bf16;          // every data argument BF16
+  BackendTolerances bf16_f32grad;  // BF16 activations and weights, F32 gradients (the model's)
 };
 
 bool IsKnownBackendKind(const std::string& kind);

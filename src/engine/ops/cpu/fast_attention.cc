@@ -1,4 +1,4 @@
-// FastOps attention: the reference math (reference_ops.cc) reorganized into tiles so the heavy
+// FastOps attention: the reference math (reference_loops.cc) reorganized into tiles so the heavy
 // parts are GEMMs. For one batch row b and query head h, a block of up to kQueryBlock queries
 // [i0, i1) can see only keys [lo, hi) (causal bound and sliding window), so
 //   S = scale * Q[i0:i1] @ K[lo:hi]^T, masked;  P = softmax(S);  O[i0:i1] = P @ V[lo:hi]
@@ -6,14 +6,18 @@
 //   dP = dO @ V^T;  dS = P * (dP - rowsum(dO * O)) * scale
 //   dQ += dS @ K;  dK += dS^T @ Q;  dV += P^T @ dO
 // Forward tasks are (b, h, query block); backward tasks are (b, kv head) so that each task owns
-// the dK/dV rows it writes (no races, deterministic). BF16 views are staged as fp32 for the
-// call (F32Input / F32Output: widened once, results rounded once).
+// the dK/dV rows it writes (no races, deterministic). The tiles read q, k, v, out, dout in their
+// own dtype and write out, dq, dk, dv in theirs: a product with a BF16 operand is gemm_mixed.h's
+// bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16 as its other operand), an
+// all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
-#include "engine/ops/cpu/convert.h"
+#include "engine/dtype.h"
 #include "engine/ops/cpu/fast_ops.h"
+#include "engine/ops/cpu/gemm_mixed.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/vec_math.h"
 #include "engine/ops/op_checks.h"
@@ -25,6 +29,59 @@ namespace {
 constexpr int64_t kQueryBlock = 64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// A matrix inside one of the op's views: its first element, dtype and row stride.
+struct Mat {
+  const void* data;
+  bool bf16;
+  int64_t ld;
+};
+
+Mat At(const View& v, int64_t offset, int64_t ld) {
+  if (v.dtype() == DType::kBF16) return {v.bf16() + offset, true, ld};
+  return {v.f32() + offset, false, ld};
+}
+
+Mat Scratch32(const float* data, int64_t ld) { return {data, false, ld}; }
+
+// Element i of a row, as fp32.
+float Elem(const Mat& m, int64_t i) {
+  return m.bf16 ? Bf16ToF32(static_cast<const uint16_t*>(m.data)[i])
+                : static_cast<const float*>(m.data)[i];
+}
+
+// One product inside a task: C (m, n) = op(A) @ op(B) + beta * C. Per-task scratch.
+struct TaskGemm {
+  GemmScratch& floats;
+  GemmBf16Scratch& mixed;
+  std::vector<float>& staging;  // an fp32 C for the rare F32 x F32 -> BF16 product
+
+  void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Mat& a, const Mat& b,
+                  float beta, const Mat& c) {
+    void* c_data = const_cast<void*>(c.data);
+    if (a.bf16 || b.bf16) {
+      GemmBf16Serial(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb}, beta,
+                     {c_data, c.bf16, c.ld});
+      return;
+    }
+    const auto* af = static_cast<const float*>(a.data);
+    const auto* bf = static_cast<const float*>(b.data);
+    if (!c.bf16) {
+      FastGemmSerial(floats, ta, tb, m, n, k, af, a.ld, bf, b.ld, beta, static_cast<float*>(c_data),
+                     c.ld);
+      return;
+    }
+    staging.assign(static_cast<size_t>(m * n), 0.0f);
+    auto* out = static_cast<uint16_t*>(c_data);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) staging[i * n + j] = Bf16ToF32(out[i * c.ld + j]);
+    }
+    FastGemmSerial(floats, ta, tb, m, n, k, af, a.ld, bf, b.ld, beta, staging.data(), n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) out[i * c.ld + j] = F32ToBf16(staging[i * n + j]);
+    }
+  }
+};
+
 // The key range [lo, hi) that queries [i0, i1) of a row may see before segment masking.
 void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int64_t* hi) {
   *hi = std::min(s.kv_len, s.q_offset + i1);  // causal: key <= q_offset + i
@@ -34,53 +91,71 @@ void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int6
 }
 
 // Fills S (nq, nk) rows with scaled scores, setting invisible entries to -inf. `scores` holds
-// the raw dot products on entry.
+// the raw dot products on entry. AttentionVisible's rule, row by row: the causal and window
+// limits bound one contiguous run of visible keys (scaled in one pass); segments are checked
+// only inside it.
 void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
                   int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
                   float* scores) {
   for (int64_t r = 0; r < nq; ++r) {
     float* row = scores + r * nk;
-    for (int64_t c = 0; c < nk; ++c) {
-      row[c] = AttentionVisible(s, b, i0 + r, lo + c, q_segments, kv_segments) ? row[c] * s.scale
-                                                                               : kNegInf;
+    const int64_t q_abs = s.q_offset + i0 + r;
+    int64_t first = lo;
+    if (s.sliding_window > 0) first = std::max(first, q_abs - s.sliding_window + 1);
+    const int64_t c0 = std::min(nk, first - lo);
+    const int64_t c1 = std::max(c0, std::min(nk, q_abs - lo + 1));
+    std::fill(row, row + c0, kNegInf);
+    if (q_segments == nullptr) {
+      for (int64_t c = c0; c < c1; ++c) row[c] *= s.scale;
+    } else {
+      const int32_t mine = q_segments[b * s.q_len + i0 + r];
+      const int32_t* keys = kv_segments + b * s.kv_rows() + lo;
+      for (int64_t c = c0; c < c1; ++c) row[c] = keys[c] == mine ? row[c] * s.scale : kNegInf;
     }
+    std::fill(row + c1, row + nk, kNegInf);
   }
+}
+
+void CheckViews(const Ops& ops, OpKind op, const AttentionShape& s,
+                std::initializer_list<std::pair<const View*, const char*>> q_like,
+                std::initializer_list<std::pair<const View*, const char*>> kv_like,
+                const View& q_seg, const View& kv_seg, const View& lse, bool lse_required) {
+  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
+  for (const auto& [v, name] : q_like) {
+    CheckData(ops, op, *v, name);
+    CheckSize(op, *v, q_size, name);
+  }
+  for (const auto& [v, name] : kv_like) {
+    CheckData(ops, op, *v, name);
+    CheckSize(op, *v, kv_size, name);
+  }
+  CheckIndex(op, q_seg, "q_segments");
+  CheckIndex(op, kv_seg, "kv_segments");
+  CheckF32(op, lse, "lse");
+  if (lse_required || !lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
 }
 
 }  // namespace
 
-void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, const View& k_view,
-                               const View& v_view, const View& q_seg, const View& kv_seg,
-                               const View& out_view, const View& lse_view) const {
-  const OpKind op = OpKind::kAttentionForward;
-  for (const auto& [x, name] : {std::pair{&q_view, "q"}, std::pair{&k_view, "k"},
-                                std::pair{&v_view, "v"}, std::pair{&out_view, "out"}}) {
-    CheckData(*this, op, *x, name);
-  }
-  CheckIndex(op, q_seg, "q_segments");
-  CheckIndex(op, kv_seg, "kv_segments");
-  CheckF32(op, lse_view, "lse");
-  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
-  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
-  CheckSize(op, q_view, q_size, "q");
-  CheckSize(op, out_view, q_size, "out");
-  CheckSize(op, k_view, kv_size, "k");
-  CheckSize(op, v_view, kv_size, "v");
-  if (!lse_view.empty()) CheckSize(op, lse_view, s.batch * s.q_heads * s.q_len, "lse");
-  const F32Input q_in(q_view), k_in(k_view), v_in(v_view);
-  F32Output out_stage(out_view, false);
-  const float *q = q_in.get(), *k = k_in.get(), *v = v_in.get();
-  float* out = out_stage.get();
-  float* lse = lse_view.empty() ? nullptr : lse_view.f32();
-  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
-  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+void FastOps::AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                               const View& q_seg, const View& kv_seg, const View& out,
+                               const View& lse_view) const {
+  CheckViews(*this, OpKind::kAttentionForward, s, {{&q, "q"}, {&out, "out"}},
+             {{&k, "k"}, {&v, "v"}}, q_seg, kv_seg, lse_view, false);
   const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
+  float* lse = lse_view.empty() ? nullptr : lse_view.f32();
+  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
+  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+  const size_t out_size = DTypeSize(out.dtype());
   pool_->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& scores_buf = attention_scratch_[static_cast<size_t>(thread)];
-    auto& gemm_buf = gemm_serial_scratch_[static_cast<size_t>(thread)];
+    TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
+                  gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
+                  attention_staging_[static_cast<size_t>(thread)]};
     for (int64_t t = begin; t < end; ++t) {
       const int64_t blk = t % q_blocks, h = (t / q_blocks) % s.q_heads;
       const int64_t b = t / (q_blocks * s.q_heads);
@@ -89,14 +164,18 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
       int64_t lo, hi;
       KeyRange(s, i0, i1, &lo, &hi);
       const int64_t nk = hi - lo;
-      const float* qb = q + (b * s.q_len + i0) * q_stride + h * s.head_dim;
-      const float* kb = k + (b * s.kv_rows() + lo) * kv_stride + (h / group) * s.head_dim;
-      const float* vb = v + (b * s.kv_rows() + lo) * kv_stride + (h / group) * s.head_dim;
-      float* ob = out + (b * s.q_len + i0) * q_stride + h * s.head_dim;
+      const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
+      const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + (h / group) * s.head_dim;
+      const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
+      const Mat vb = At(v, kv_off, kv_stride), ob = At(out, q_off, q_stride);
       float* lse_b = lse ? lse + (b * s.q_heads + h) * s.q_len + i0 : nullptr;
+      auto zero_row = [&](int64_t r) {  // 0.0 is all-zero bits in F32 and BF16
+        std::memset(static_cast<char*>(const_cast<void*>(ob.data)) + r * q_stride * out_size, 0,
+                    static_cast<size_t>(s.head_dim) * out_size);
+      };
       if (nk <= 0) {
         for (int64_t r = 0; r < nq; ++r) {
-          std::fill(ob + r * q_stride, ob + r * q_stride + s.head_dim, 0.0f);
+          zero_row(r);
           if (lse_b) lse_b[r] = kNegInf;
         }
         continue;
@@ -104,9 +183,9 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
       if (static_cast<int64_t>(scores_buf.size()) < nq * nk) scores_buf.resize(nq * nk);
       float* scores = scores_buf.data();
       // S (nq, nk) = Q (nq, D) @ K (nk, D)^T
-      FastGemmSerial(gemm_buf, false, true, nq, nk, s.head_dim, qb, q_stride, kb, kv_stride, 0.0f,
-                     scores, nk);
+      gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk));
       MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
+      std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
         float max_score = kNegInf;
@@ -114,6 +193,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
         if (max_score == kNegInf) {  // nothing visible: zero output
           std::fill(row, row + nk, 0.0f);
           if (lse_b) lse_b[r] = kNegInf;
+          empty[static_cast<size_t>(r)] = true;
           continue;
         }
         const double denom = ExpShifted(row, max_score, 1.0f, nk, row);
@@ -122,53 +202,32 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q_view, cons
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
       }
       // O (nq, D) = P (nq, nk) @ V (nk, D)
-      FastGemmSerial(gemm_buf, false, false, nq, s.head_dim, nk, scores, nk, vb, kv_stride, 0.0f,
-                     ob, q_stride);
+      gemm(false, false, nq, s.head_dim, nk, Scratch32(scores, nk), vb, 0.0f, ob);
+      for (int64_t r = 0; r < nq; ++r) {
+        if (empty[static_cast<size_t>(r)]) zero_row(r);
+      }
     }
   });
-  out_stage.Store();
 }
 
-void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, const View& k_view,
-                                const View& v_view, const View& q_seg, const View& kv_seg,
-                                const View& out_view, const View& lse_view, const View& dout_view,
-                                const View& dq_view, const View& dk_view,
-                                const View& dv_view) const {
-  const OpKind op = OpKind::kAttentionBackward;
-  for (const auto& [x, name] :
-       {std::pair{&q_view, "q"}, std::pair{&k_view, "k"}, std::pair{&v_view, "v"},
-        std::pair{&out_view, "out"}, std::pair{&dout_view, "dout"}, std::pair{&dq_view, "dq"},
-        std::pair{&dk_view, "dk"}, std::pair{&dv_view, "dv"}}) {
-    CheckData(*this, op, *x, name);
-  }
-  CheckIndex(op, q_seg, "q_segments");
-  CheckIndex(op, kv_seg, "kv_segments");
-  CheckF32(op, lse_view, "lse");
-  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
-  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
-  CheckSize(op, q_view, q_size, "q");
-  CheckSize(op, out_view, q_size, "out");
-  CheckSize(op, dout_view, q_size, "dout");
-  CheckSize(op, dq_view, q_size, "dq");
-  CheckSize(op, k_view, kv_size, "k");
-  CheckSize(op, v_view, kv_size, "v");
-  CheckSize(op, dk_view, kv_size, "dk");
-  CheckSize(op, dv_view, kv_size, "dv");
-  CheckSize(op, lse_view, s.batch * s.q_heads * s.q_len, "lse");
-  const F32Input q_in(q_view), k_in(k_view), v_in(v_view), out_in(out_view), dout_in(dout_view);
-  F32Output dq_stage(dq_view, true), dk_stage(dk_view, true), dv_stage(dv_view, true);
-  const float *q = q_in.get(), *k = k_in.get(), *v = v_in.get(), *out = out_in.get();
-  const float* dout = dout_in.get();
-  float *dq = dq_stage.get(), *dk = dk_stage.get(), *dv = dv_stage.get();
-  const float* lse = lse_view.f32();
-  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
-  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const View& k,
+                                const View& v, const View& q_seg, const View& kv_seg,
+                                const View& out, const View& lse_view, const View& dout,
+                                const View& dq, const View& dk, const View& dv) const {
+  CheckViews(*this, OpKind::kAttentionBackward, s,
+             {{&q, "q"}, {&out, "out"}, {&dout, "dout"}, {&dq, "dq"}},
+             {{&k, "k"}, {&v, "v"}, {&dk, "dk"}, {&dv, "dv"}}, q_seg, kv_seg, lse_view, true);
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;
+  const float* lse = lse_view.f32();
+  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
+  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   pool_->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& buf = attention_scratch_[static_cast<size_t>(thread)];
-    auto& gemm_buf = gemm_serial_scratch_[static_cast<size_t>(thread)];
+    TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
+                  gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
+                  attention_staging_[static_cast<size_t>(thread)]};
     for (int64_t t = begin; t < end; ++t) {
       const int64_t g = t % s.kv_heads, b = t / s.kv_heads;
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
@@ -183,10 +242,11 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, con
           float* dp = buf.data() + nq * nk;  // (nq, nk)
           const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
           const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + g * s.head_dim;
+          const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
+          const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
           const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
           // P = exp(scale * Q K^T - lse), 0 where masked
-          FastGemmSerial(gemm_buf, false, true, nq, nk, s.head_dim, q + q_off, q_stride, k + kv_off,
-                         kv_stride, 0.0f, p, nk);
+          gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
           MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
           for (int64_t r = 0; r < nq; ++r) {
             float* row = p + r * nk;
@@ -197,14 +257,13 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, con
             ExpShifted(row, lse_b[r], 1.0f, nk, row);
           }
           // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
-          FastGemmSerial(gemm_buf, false, true, nq, nk, s.head_dim, dout + q_off, q_stride,
-                         v + kv_off, kv_stride, 0.0f, dp, nk);
+          gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
           // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
           for (int64_t r = 0; r < nq; ++r) {
-            const float* do_r = dout + q_off + r * q_stride;
-            const float* o_r = out + q_off + r * q_stride;
+            const Mat do_r = At(dout, q_off + r * q_stride, 0),
+                      o_r = At(out, q_off + r * q_stride, 0);
             double delta = 0.0;
-            for (int64_t d = 0; d < s.head_dim; ++d) delta += do_r[d] * o_r[d];
+            for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(do_r, d) * Elem(o_r, d);
             float* dp_row = dp + r * nk;
             const float* p_row = p + r * nk;
             for (int64_t c = 0; c < nk; ++c) {
@@ -212,21 +271,18 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q_view, con
             }
           }
           // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
-          FastGemmSerial(gemm_buf, false, false, nq, s.head_dim, nk, dp, nk, k + kv_off, kv_stride,
-                         1.0f, dq + q_off, q_stride);
+          gemm(false, false, nq, s.head_dim, nk, Scratch32(dp, nk), kb, 1.0f,
+               At(dq, q_off, q_stride));
           // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
-          FastGemmSerial(gemm_buf, true, false, nk, s.head_dim, nq, dp, nk, q + q_off, q_stride,
-                         1.0f, dk + kv_off, kv_stride);
+          gemm(true, false, nk, s.head_dim, nq, Scratch32(dp, nk), qb, 1.0f,
+               At(dk, kv_off, kv_stride));
           // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
-          FastGemmSerial(gemm_buf, true, false, nk, s.head_dim, nq, p, nk, dout + q_off, q_stride,
-                         1.0f, dv + kv_off, kv_stride);
+          gemm(true, false, nk, s.head_dim, nq, Scratch32(p, nk), dob, 1.0f,
+               At(dv, kv_off, kv_stride));
         }
       }
     }
   });
-  dq_stage.Store();
-  dk_stage.Store();
-  dv_stage.Store();
 }
 
 }  // namespace air::engine

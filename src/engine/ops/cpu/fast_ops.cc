@@ -9,6 +9,7 @@
 #include "engine/data/batch.h"
 #include "engine/dtype.h"
 #include "engine/ops/cpu/convert.h"
+#include "engine/ops/cpu/gemm_mixed.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/vec_math.h"
 #include "engine/ops/op_checks.h"
@@ -20,6 +21,8 @@ FastOps::FastOps(int num_threads)
   const auto threads = static_cast<size_t>(pool_->num_threads());
   attention_scratch_.resize(threads);
   gemm_serial_scratch_.resize(threads);
+  gemm_bf16_serial_scratch_.resize(threads);
+  attention_staging_.resize(threads);
   row_scratch_.resize(threads);
   f32_scratch_.resize(3 * threads);
 }
@@ -56,9 +59,15 @@ void FastOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     CheckSize(op, a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), "a");
     CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
   }
-  const bool all_f32 = c.dtype() == DType::kF32 &&
-                       (k == 0 || (a.dtype() == DType::kF32 && b.dtype() == DType::kF32));
-  if (all_f32) {
+  // A BF16 operand makes it a bf16 product (gemm_mixed.h: vdpbf16ps where the CPU has it).
+  if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
+    const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
+    const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
+    const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+    GemmBf16(*pool_, gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
+    return;
+  }
+  if (c.dtype() == DType::kF32) {
     FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
              k > 0 ? b.f32() : nullptr, ldb, beta, c.f32(), ldc);
     return;
@@ -66,33 +75,18 @@ void FastOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   GemmStaged(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
-// A product with a BF16 operand or output through the fp32 kernel: the operands are widened
-// into fp32 scratch (an F32 operand rounded to bf16 first, as ops.h's bf16 product requires),
-// so the fp32 FMAs multiply bf16 values exactly and sum in fp32 — the bf16 product's
-// semantics; a BF16 C is staged as fp32 and rounded once.
+// An fp32 product into a BF16 C (or a BF16 C scaled by beta when K is 0): the fp32 kernel on an
+// fp32 staging of C, rounded once.
 void FastOps::GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                          int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
                          int64_t ldc) const {
-  const bool bf16_product = k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16);
-  auto stage = [&](const View& v, int64_t span, int slot) -> const float* {
-    if (span == 0) return nullptr;
-    float* out = Scratch(0, slot, span);
-    LoadF32(v, 0, span, out);
-    if (bf16_product && v.dtype() == DType::kF32) {
-      for (int64_t i = 0; i < span; ++i) out[i] = Bf16ToF32(F32ToBf16(out[i]));
-    }
-    return out;
-  };
-  const float* a32 =
-      k > 0 ? stage(a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), 0) : nullptr;
-  const float* b32 =
-      k > 0 ? stage(b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), 1) : nullptr;
   const int64_t c_span = MatrixSpan(m, n, ldc);
-  float* c32 = WriteF32(c, 0, Scratch(0, 2, c_span));
+  float* c32 = Scratch(0, 2, c_span);
   // Loaded even for beta 0: a strided C's gaps between rows are staged and written back too.
-  if (c.dtype() != DType::kF32) LoadF32(c, 0, c_span, c32);
-  FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, a32, lda, b32, ldb, beta, c32, ldc);
-  CommitF32(c32, c, 0, c_span);
+  LoadF32(c, 0, c_span, c32);
+  FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
+           k > 0 ? b.f32() : nullptr, ldb, beta, c32, ldc);
+  StoreF32(c32, c, 0, c_span);
 }
 
 namespace {

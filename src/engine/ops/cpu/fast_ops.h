@@ -1,9 +1,9 @@
 // FastOps: the CPU fast path, every op of engine/ops/ops.h implemented here (none inherited):
-// Gemm (blocked, packed, vectorized, threaded: fast_gemm.h for fp32, the bf16 path for
-// products with a BF16 operand), attention (per-head tiles through the same GEMMs:
-// fast_attention.cc), the row-wise ops (RMSNorm, SwiGLU, RoPE, cross-entropy, embedding, bias:
-// fp32 math spread over threads, BF16 rows widened into per-thread fp32 scratch and rounded back
-// once: fast_ops.cc, fast_rowwise.cc) and the optimizer's elementwise ops (fast_optimizer.cc).
+// Gemm (blocked, packed, vectorized, threaded: fast_gemm.h for fp32, gemm_mixed.h's bf16 GEMM
+// with fp32 sums for products with a BF16 operand), attention (per-head tiles through the same
+// GEMMs: fast_attention.cc), the row-wise ops (RMSNorm, SwiGLU, RoPE, cross-entropy, embedding,
+// bias: fp32 math spread over threads, BF16 rows widened into per-thread fp32 scratch and rounded
+// back once: fast_ops.cc, fast_rowwise.cc) and the optimizer's elementwise ops (fast_optimizer.cc).
 // Results agree with the reference to float rounding; tests/unit/engine_core/ops_harness_test.cc
 // checks each op and dtype with tolerances.
 //
@@ -15,6 +15,7 @@
 
 #include "engine/ops/cpu/cpu_backend.h"
 #include "engine/ops/cpu/fast_gemm.h"
+#include "engine/ops/cpu/gemm_mixed.h"
 #include "engine/ops/cpu/thread_pool.h"
 
 namespace air::engine {
@@ -72,7 +73,7 @@ class FastOps : public CpuBackend {
   // A small weight (norm weight, bias) as fp32 for the whole call: its own memory when F32, else
   // a widened copy in weight_scratch_ (read by every thread of the call).
   const float* WeightF32(const View& w) const;
-  // A fp32 GEMM over staged operands (see fast_ops.cc: the bf16 product's current path).
+  // An fp32 product into a BF16 C (see fast_ops.cc).
   void GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                   int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
                   int64_t ldc) const;
@@ -80,11 +81,14 @@ class FastOps : public CpuBackend {
   // Scratch is logically part of a call, not of the object's value.
   std::unique_ptr<ThreadPool> pool_;
   mutable GemmScratch gemm_scratch_;
-  mutable std::vector<std::vector<float>> attention_scratch_;  // per thread
-  mutable std::vector<GemmScratch> gemm_serial_scratch_;       // per thread, inside tasks
-  mutable std::vector<std::vector<double>> row_scratch_;       // per thread (norm weight grads)
-  mutable std::vector<std::vector<float>> f32_scratch_;        // per thread x 3 slots
-  mutable std::vector<float> weight_scratch_;                  // WeightF32's
+  mutable GemmBf16Scratch gemm_bf16_scratch_;
+  mutable std::vector<std::vector<float>> attention_scratch_;      // per thread
+  mutable std::vector<GemmScratch> gemm_serial_scratch_;           // per thread, inside tasks
+  mutable std::vector<GemmBf16Scratch> gemm_bf16_serial_scratch_;  // per thread, inside tasks
+  mutable std::vector<std::vector<float>> attention_staging_;      // per thread
+  mutable std::vector<std::vector<double>> row_scratch_;           // per thread (norm weight grads)
+  mutable std::vector<std::vector<float>> f32_scratch_;            // per thread x 3 slots
+  mutable std::vector<float> weight_scratch_;                      // WeightF32's
 };
 
 }  // namespace air::engine
