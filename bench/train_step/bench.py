@@ -106,10 +106,12 @@ def run_air(args, air, model_dir, data, work, bf16):
 
 def run_pytorch(args, model_dir, batches_file, bf16):
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    # hf_load_kwargs: extra from_pretrained arguments (bench/gpt_oss: the experts implementation)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 **getattr(args, "hf_load_kwargs", {}))
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]

@@ -1,4 +1,5 @@
-// `air model init --config FILE --out DIR`: writes a random-initialized Llama-family model in
+// `air model init --config FILE --out DIR`: writes a random-initialized model (Llama family or
+// GPT-OSS) in
 // Hugging Face layout (config.json, model.safetensors or shards + index, generation_config.json,
 // and optionally the tokenizer files of another model) from a config.json-style file in JSON or
 // YAML. Initialization follows HF (normal(0, initializer_range) for linear and embedding
@@ -6,8 +7,9 @@
 // bytes. Weights cannot be downloaded here; demos and tests start from such a model.
 //
 // `air model inspect MODEL`: resolves MODEL (a directory or a hub id in the HF cache), reads its
-// config and checks every tensor the architecture needs (present, right shape, valid file)
-// without loading the weights, and prints a summary. Every problem is listed; exit 1 if any.
+// config and checks every tensor the architecture needs (present, right shape, valid file;
+// GPT-OSS's experts dense or MXFP4) without loading the weights, and prints a summary. Every
+// problem is listed; exit 1 if any.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -18,11 +20,11 @@
 #include "cli/commands.h"
 #include "engine/backend/registry.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/gpt_oss_checkpoint.h"
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/io/hf_state_dict.h"
 #include "engine/io/state_dict_adapter.h"
-#include "engine/model/llama_model.h"
 #include "engine/model/memory_check.h"
 #include "engine/model/model_factory.h"
 #include "spec/scalar_types.h"
@@ -180,10 +182,24 @@ Status RunInspect(CliContext& ctx, const std::string& name) {
   std::set<std::string> dtypes;
   int64_t params = 0;
   const auto adapter = engine::StateDictAdapterFor(config);
-  for (auto spec : engine::LlamaModel::ParameterSpecs(config)) {
-    spec.name = adapter->ToHf(spec.name);  // checkpoints hold HF names
-    expected.insert(spec.name);
+  for (const auto& spec : engine::ParameterSpecsFor(config))
     params += engine::NumElements(spec.shape);
+  if (config.arch == engine::Architecture::kGptOss) {
+    // The released layout may hold the experts as MXFP4 blocks and scales: the GPT-OSS check
+    // lists every missing or mismatched tensor of whichever layout the checkpoint has.
+    const Status complete = engine::CheckHfCheckpoint(*reader, config);
+    if (!complete.ok()) return DataLoss(complete.message());
+    const auto format = engine::GptOssExpertFormatOf(*reader, *config.gpt_oss);
+    for (const auto& spec : engine::GptOssCheckpointTensors(*config.gpt_oss, format)) {
+      expected.insert(spec.name);
+      const engine::SafetensorsEntry* entry = reader->Find(spec.name, nullptr);
+      dtypes.insert(entry->raw_u8 ? "U8 (MXFP4)" : engine::DTypeName(entry->dtype));
+    }
+  }
+  for (auto spec : engine::ParameterSpecsFor(config)) {
+    if (config.arch == engine::Architecture::kGptOss) break;  // checked above
+    spec.name = adapter->ToHf(spec.name);                     // checkpoints hold HF names
+    expected.insert(spec.name);
     const engine::SafetensorsFile* file = nullptr;
     const engine::SafetensorsEntry* entry = reader->Find(spec.name, &file);
     if (entry == nullptr) {

@@ -102,6 +102,10 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   data["precision"] = {{"param_dtype", engine::fsdp::TorchDTypeName(mp.param_dtype)},
                        {"reduce_dtype", engine::fsdp::TorchDTypeName(mp.reduce_dtype)},
                        {"buffer_dtype", engine::fsdp::TorchDTypeName(mp.buffer_dtype)}};
+  const TrainingMemory memory = EstimateTrainingMemory(*prepared);
+  data["memory"] = {{"parameters", memory.parameters},
+                    {"bytes_per_rank", memory.bytes_per_rank},
+                    {"what", memory.what}};
   if (flags.dry_run) {
     data["dry_run"] = true;
     return EmitData(ctx, data, plan + "\ndry run: parameters valid, nothing trained");

@@ -65,3 +65,13 @@ class AirRunner:
 @pytest.fixture
 def air(air_bin, air_home) -> AirRunner:
     return AirRunner(air_bin)
+
+
+@pytest.fixture(scope="session")
+def dump_bin() -> str:
+    """AIR_ENGINE_DUMP, else air_engine_dump beside AIR_BIN (default build/bin)."""
+    air_bin = pathlib.Path(os.environ.get("AIR_BIN", str(REPO / "build" / "bin" / "air")))
+    path = os.environ.get("AIR_ENGINE_DUMP", str(air_bin.parent / "air_engine_dump"))
+    if not os.path.exists(path):
+        pytest.fail(f"air_engine_dump not found at {path}; build the air_engine_dump target")
+    return path

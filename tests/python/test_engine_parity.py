@@ -15,7 +15,6 @@ checkpoint saved by air (single file, sharded, bf16) loads in transformers with 
 logits.
 """
 import json
-import os
 import pathlib
 import subprocess
 
@@ -23,6 +22,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from engine_ref.parity import SEQ, hf_forward_backward, padded_batch, run_dump, write_batch
 from engine_ref.tiny_models import KINDS, load_model, make_model
 
 # Worst measured over the five models, both op sets, the packed and init cases (see
@@ -30,21 +30,6 @@ from engine_ref.tiny_models import KINDS, load_model, make_model
 LOGITS_TOL = 2e-5      # measured 1.97e-6 (llama_gqa_llama3, reference ops)
 LOSS_REL_TOL = 2e-6    # measured 1.60e-7 (mistral_window)
 GRAD_REL_TOL = 1.2e-5  # measured 1.18e-6 (qwen3 q_proj.weight, reference ops)
-SEQ = 136
-PAD = 5  # right padding of row 1
-
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def dump_bin() -> str:
-    """AIR_ENGINE_DUMP, else air_engine_dump beside AIR_BIN (default build/bin)."""
-    air_bin = pathlib.Path(os.environ.get("AIR_BIN", str(REPO / "build" / "bin" / "air")))
-    path = os.environ.get("AIR_ENGINE_DUMP", str(air_bin.parent / "air_engine_dump"))
-    if not os.path.exists(path):
-        pytest.fail(f"air_engine_dump not found at {path}; build the air_engine_dump target")
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -56,43 +41,6 @@ def models(tmp_path_factory):
         make_model(kind, root / kind, seed=100 + i)
         out[kind] = root / kind
     return out
-
-
-def padded_batch(vocab: int, seed: int = 7):
-    """Two rows of SEQ tokens; row 1 right-padded by PAD; a masked prompt in row 0."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (2, SEQ), generator=g)
-    mask = torch.ones(2, SEQ, dtype=torch.long)
-    mask[1, SEQ - PAD:] = 0
-    ids[1, SEQ - PAD:] = 0
-    labels = ids.clone()
-    labels[mask == 0] = -100
-    labels[0, :4] = -100  # a "prompt" without loss
-    segments = mask.clone()  # 1 for real tokens, 0 for padding
-    positions = torch.arange(SEQ).repeat(2, 1)
-    return ids, mask, labels, positions, segments
-
-
-def write_batch(path, ids, labels, positions, segments):
-    path.write_text(json.dumps({"input_ids": ids.tolist(), "labels": labels.tolist(),
-                                "position_ids": positions.tolist(),
-                                "segment_ids": segments.tolist()}))
-
-
-def run_dump(dump_bin, model_dir, batch_path, out_path, *extra):
-    proc = subprocess.run([dump_bin, "--model", str(model_dir), "--batch", str(batch_path),
-                           "--out", str(out_path), *map(str, extra)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"air_engine_dump failed:\n{proc.stderr}"
-    return load_file(str(out_path))
-
-
-def hf_forward_backward(model, ids, mask, labels):
-    model.zero_grad(set_to_none=True)
-    out = model(input_ids=ids, attention_mask=mask, labels=labels)
-    out.loss.backward()
-    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
-    return out.logits.detach(), out.loss.item(), grads
 
 
 def assert_grads_match(air, hf_grads, model):

@@ -34,6 +34,8 @@ NORM_REL_TOL = 1.5e-6   # measured 1.45e-7 (untied)
 import transformers  # a missing reference fails, never skips
 from safetensors.torch import load_file  # noqa: E402
 
+from engine_ref.train_reference import train_steps  # noqa: E402
+
 STEPS = 10
 ACCUM = 2
 LR = 3e-3
@@ -73,55 +75,11 @@ def make_dataset(path: pathlib.Path):
     path.write_text("\n".join(lines) + "\n")
 
 
-def packed_mask(segment_ids):
-    """The additive (B, 1, T, T) mask of air's attention rule: causal, and only within the same
-    segment (document) of a row. Padding (segment 0) sees only itself, which keeps its softmax
-    finite; its outputs never reach the loss."""
-    seg = torch.tensor(segment_ids)
-    t = seg.shape[1]
-    causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
-    same = seg[:, :, None] == seg[:, None, :]
-    allowed = causal[None] & same & (seg[:, :, None] != 0)
-    allowed |= torch.eye(t, dtype=torch.bool)[None]
-    mask = torch.zeros(allowed.shape, dtype=torch.float32)
-    mask[~allowed] = torch.finfo(torch.float32).min
-    return mask[:, None]
-
-
 def torch_reference(model_dir, batches_by_step):
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
                                                               attn_implementation="eager")
-    model.train()
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=LR, betas=(0.9, 0.999), eps=1e-8, foreach=False)
-    scheduler = transformers.get_cosine_schedule_with_warmup(optimizer, WARMUP, STEPS)
-    states, losses, norms = [], [], []
-    for step in range(1, STEPS + 1):
-        micro = batches_by_step[step]
-        assert len(micro) == ACCUM
-        n_items = sum(int((torch.tensor(b["labels"])[:, 1:] != -100).sum()) for b in micro)
-        total = 0.0
-        for b in micro:
-            ids = torch.tensor(b["input_ids"])
-            labels = torch.tensor(b["labels"])
-            pos = torch.tensor(b["position_ids"])
-            logits = model(input_ids=ids, position_ids=pos,
-                           attention_mask=packed_mask(b["segment_ids"])).logits
-            token_loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1),
-                ignore_index=-100, reduction="sum")
-            (token_loss / n_items).backward()
-            total += float(token_loss.detach())
-        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)))
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        losses.append(total / n_items)
-        states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
-    return states, losses, norms
+    return train_steps(model, batches_by_step, steps=STEPS, accum=ACCUM, lr=LR, warmup=WARMUP,
+                       weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM)
 
 
 @pytest.mark.parametrize("tied,packing", [(False, False), (True, False), (False, True)],

@@ -6,6 +6,8 @@
 
 #include "base/env.h"
 #include "base/strings.h"
+#include "engine/io/gpt_oss_hf_config.h"
+#include "engine/model/gpt_oss_config.h"
 
 namespace air::engine {
 
@@ -109,7 +111,14 @@ class FieldReader {
 
 Result<Architecture> ArchitectureOf(const json& j, const std::string& source) {
   const auto names = SupportedArchitectureNames();
-  const std::string supported = Join(names, ", ");
+  const auto types = SupportedModelTypes();
+  const std::string supported =
+      "supported model types: " + Join(types, ", ") + " (" + Join(names, ", ") + ")";
+  constexpr Architecture kLlamaFamily[] = {Architecture::kLlama, Architecture::kQwen2,
+                                           Architecture::kQwen3, Architecture::kMistral};
+  auto mt = j.find("model_type");
+  const std::string type = mt != j.end() && mt->is_string() ? mt->get<std::string>() : "";
+  const std::string with_type = type.empty() ? "" : " (model_type '" + type + "')";
   auto it = j.find("architectures");
   if (it != j.end() && !it->is_null()) {
     if (!it->is_array() || it->empty() || !(*it)[0].is_string()) {
@@ -117,27 +126,24 @@ Result<Architecture> ArchitectureOf(const json& j, const std::string& source) {
                              "such as [\"LlamaForCausalLM\"], got " + it->dump());
     }
     const std::string name = (*it)[0].get<std::string>();
-    for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
-                           Architecture::kMistral}) {
+    for (Architecture a : kLlamaFamily) {
       if (name == ArchitectureClassName(a)) return a;
     }
-    return InvalidArgument(source + ": architecture '" + name +
-                           "' is not supported; supported architectures: " + supported +
-                           (EditDistance(name, ClosestMatch(name, names)) <= 3
-                                ? DidYouMeanSuffix(name, names)
-                                : std::string()));
+    return InvalidArgument(
+        source + ": architecture '" + name + "'" + with_type + " is not supported; " + supported +
+        (EditDistance(name, ClosestMatch(name, names)) <= 3 ? DidYouMeanSuffix(name, names)
+                                                            : std::string()));
   }
-  auto mt = j.find("model_type");
-  if (mt != j.end() && mt->is_string()) {
-    const std::string type = mt->get<std::string>();
-    for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
-                           Architecture::kMistral}) {
+  if (!type.empty()) {
+    for (Architecture a : kLlamaFamily) {
       if (type == ArchitectureModelType(a)) return a;
     }
-    return InvalidArgument(source + ": model_type '" + type +
-                           "' is not supported; supported architectures: " + supported);
+    return InvalidArgument(source + ": model_type '" + type + "' is not supported; " + supported +
+                           (EditDistance(type, ClosestMatch(type, types)) <= 3
+                                ? DidYouMeanSuffix(type, types)
+                                : std::string()));
   }
-  return InvalidArgument(source + ": field 'architectures' is required (one of " + supported + ")");
+  return InvalidArgument(source + ": field 'architectures' is required; " + supported);
 }
 
 // rope_parameters (transformers 5) or rope_theta + rope_scaling (4.x).
@@ -233,6 +239,10 @@ Result<ModelConfig> ModelConfigFromJson(const json& j, const std::string& source
   if (!j.is_object()) {
     return InvalidArgument(source + ": expected a JSON object, got " + JsonTypeName(j));
   }
+  if (IsGptOssConfig(j)) {
+    AIR_ASSIGN_OR_RETURN(GptOssConfig gpt_oss, GptOssConfigFromJson(j, source));
+    return GptOssModelConfig(gpt_oss);
+  }
   ModelConfig c;
   AIR_ASSIGN_OR_RETURN(c.arch, ArchitectureOf(j, source));
   FieldReader r(j, source);
@@ -292,38 +302,27 @@ Result<ModelConfig> LoadModelConfig(const std::string& model_dir) {
 }
 
 const std::vector<std::string>& KnownConfigFields() {
-  static const std::vector<std::string> kFields = {"architectures",
-                                                   "model_type",
-                                                   "vocab_size",
-                                                   "hidden_size",
-                                                   "intermediate_size",
-                                                   "num_hidden_layers",
-                                                   "num_attention_heads",
-                                                   "num_key_value_heads",
-                                                   "head_dim",
-                                                   "rms_norm_eps",
-                                                   "max_position_embeddings",
-                                                   "tie_word_embeddings",
-                                                   "attention_bias",
-                                                   "mlp_bias",
-                                                   "initializer_range",
-                                                   "hidden_act",
-                                                   "rope_theta",
-                                                   "rope_scaling",
-                                                   "rope_parameters",
-                                                   "sliding_window",
-                                                   "use_sliding_window",
-                                                   "max_window_layers",
-                                                   "layer_types",
-                                                   "bos_token_id",
-                                                   "eos_token_id",
-                                                   "pad_token_id",
-                                                   "dtype",
-                                                   "torch_dtype"};
+  static const std::vector<std::string> kFields = {
+      "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+      "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps",
+      "max_position_embeddings", "tie_word_embeddings", "attention_bias", "mlp_bias",
+      "initializer_range", "hidden_act", "rope_theta", "rope_scaling", "rope_parameters",
+      "sliding_window", "use_sliding_window", "max_window_layers", "layer_types", "bos_token_id",
+      "eos_token_id", "pad_token_id", "dtype", "torch_dtype",
+      // GptOssForCausalLM's
+      "num_local_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
+      "swiglu_alpha", "swiglu_limit", "router_aux_loss_coef", "output_router_logits",
+      "attention_dropout", "quantization_config", "initial_context_length"};
   return kFields;
 }
 
 nlohmann::ordered_json ModelConfigToJson(const ModelConfig& c, const std::string& dtype) {
+  if (c.arch == Architecture::kGptOss) {
+    // air writes dense expert weights (never MXFP4): no quantization_config.
+    GptOssConfig gpt_oss = *c.gpt_oss;
+    gpt_oss.mxfp4_experts = false;
+    return GptOssConfigToJson(gpt_oss, dtype);
+  }
   nlohmann::ordered_json j;
   j["architectures"] = {ArchitectureClassName(c.arch)};
   j["model_type"] = ArchitectureModelType(c.arch);

@@ -13,16 +13,18 @@ namespace {
 
 Status LoadParameter(const WeightReader& reader, const StateDictAdapter& adapter,
                      const Backend& backend, Parameter& p, Tensor& host) {
-  host.ResizeZeroed(p.shape);
-  AIR_RETURN_IF_ERROR(reader.ReadInto(adapter.ToHf(p.name), host));
-  backend.FromHostTensor(p.value, host.data());
-  return Status::Ok();
+  return adapter.LoadInto(reader, p.name, p.shape, backend, p.value, host);
 }
 
 }  // namespace
 
+Status CheckHfCheckpoint(const WeightReader& reader, const ModelConfig& config) {
+  return StateDictAdapterFor(config)->Check(reader);
+}
+
 Status LoadHfWeights(const WeightReader& reader, CausalLm& model, const ParameterFilter& only) {
   const auto adapter = StateDictAdapterFor(model.config());
+  AIR_RETURN_IF_ERROR(adapter->Check(reader));
   Tensor host;
   for (Parameter& p : model.parameters()) {
     if (only && !only(p)) continue;

@@ -2,8 +2,9 @@
 // adapter (io/state_dict_adapter.h: HF names live there, never in the model). The model
 // (engine/model) knows nothing of io; io knows models through CausalLm only.
 //
-// Loading decodes each tensor on the host (BF16/F16 to fp32) and copies it into the parameter's
-// view through the backend (rounded to the view's dtype). Saving has one path whatever holds the
+// Loading decodes each tensor on the host (BF16/F16 to fp32; GPT-OSS's MXFP4 experts one
+// expert at a time) and copies it into the parameter's view through the backend (rounded to
+// the view's dtype). Saving has one path whatever holds the
 // weights: host tensors of every parameter in the model's order — read from the model's own
 // storage (SaveHfModel) or gathered by FSDP unit by unit (the trainer) — are named by the adapter
 // and written by io/checkpoint.h.
@@ -25,8 +26,13 @@ namespace air::engine {
 // adapters) are not in the base model's files.
 using ParameterFilter = std::function<bool(const Parameter&)>;
 
-// Loads every parameter (that `only` accepts) from `reader`. A missing tensor or a shape
-// mismatch is an error naming the HF tensor, the file(s), the expected and actual shape.
+// Checks that `reader` holds what a model of `config` needs, before any weight is read (GPT-OSS:
+// one error listing every missing expert tensor by name; the Llama family: each load names its
+// own missing tensor).
+Status CheckHfCheckpoint(const WeightReader& reader, const ModelConfig& config);
+// Loads every parameter (that `only` accepts) from `reader` (after CheckHfCheckpoint). A missing
+// tensor or a shape mismatch is an error naming the HF tensor, the file(s), the expected and
+// actual shape.
 Status LoadHfWeights(const WeightReader& reader, CausalLm& model, const ParameterFilter& only = {});
 // The same for the parameters of one unit (a decoder layer, or the root), which must have its
 // storage (CausalLm::AllocateUnitStorage): FSDP's unit-at-a-time load.

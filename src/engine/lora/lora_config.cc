@@ -80,6 +80,12 @@ Result<LoraPlan> PlanLora(const LoraConfig& config, CausalLm& model, const Where
   }
   const auto adapter = StateDictAdapterFor(model.config());
   const std::vector<NamedLinear> linears = model.Linears();
+  if (linears.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}: LoRA adapts the linear layers of the Llama family (Llama, Qwen2, Qwen3, Mistral); "
+        "this model ({}) has none it can adapt yet",
+        where("use_peft"), ArchitectureClassName(model.config().arch)));
+  }
   const std::vector<std::string> linear_paths = HfLinearModules(model);
   const std::vector<std::string> modules = HfModulePaths(model);
   auto is_linear = [&](const std::string& path) {

@@ -124,8 +124,8 @@ void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerAct
                      acts.rstd1);
   ProjectQkv(ctx, w, acts.xn1, acts);
   // att (N, Hq*D) = Attention(q, k, v); lse (B, Hq, T)
-  ops.AttentionForward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, ctx.segments, ctx.segments,
-                       acts.att, acts.lse);
+  ops.AttentionForward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
+                       ctx.segments, acts.att, acts.lse);
   // h (N, C) = x + att Wo^T (+ bo)
   LinearForward(ops, ctx.pass, acts.att, w.o, acts.h);
   ops.AddInPlace(acts.h, acts.x);
@@ -157,8 +157,8 @@ void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerAc
   ops.Zero(g.dq);
   ops.Zero(g.dk);
   ops.Zero(g.dv);
-  ops.AttentionBackward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, ctx.segments, ctx.segments,
-                        acts.att, acts.lse, g.datt, g.dq, g.dk, g.dv);
+  ops.AttentionBackward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
+                        ctx.segments, acts.att, acts.lse, g.datt, g.dq, g.dk, g.dv, View());
   // Undo RoPE on the gradients (in place).
   ops.RopeBackward(g.dq, ctx.rope_cos, ctx.rope_sin);
   ops.RopeBackward(g.dk, ctx.rope_cos, ctx.rope_sin);

@@ -25,6 +25,34 @@ double YarnAttentionFactor(double factor, double mscale, double mscale_all_dim) 
   return GetMscale(factor, 1.0);
 }
 
+ModelConfig GptOssModelConfig(const GptOssConfig& g) {
+  ModelConfig c;
+  c.arch = Architecture::kGptOss;
+  c.vocab_size = g.vocab_size;
+  c.hidden_size = g.hidden_size;
+  c.intermediate_size = g.intermediate_size;
+  c.num_layers = g.num_layers;
+  c.num_heads = g.num_heads;
+  c.num_kv_heads = g.num_kv_heads;
+  c.head_dim = g.head_dim;
+  c.rms_norm_eps = g.rms_norm_eps;
+  c.rope.type = g.rope.type;
+  c.rope.theta = g.rope.theta;
+  c.rope.factor = g.rope.factor;
+  c.rope.original_max_position_embeddings = g.rope.original_max_position_embeddings;
+  c.max_position_embeddings = g.max_position_embeddings;
+  c.tie_word_embeddings = g.tie_word_embeddings;
+  c.attention_bias = g.attention_bias;
+  c.layer_sliding_window = g.layer_sliding_window;
+  c.initializer_range = g.initializer_range;
+  c.bos_token_id = g.bos_token_id;
+  c.eos_token_ids = g.eos_token_ids;
+  c.pad_token_id = g.pad_token_id;
+  c.torch_dtype = g.torch_dtype;
+  c.gpt_oss = std::make_shared<const GptOssConfig>(g);
+  return c;
+}
+
 Status ValidateGptOssConfig(const GptOssConfig& c, const std::string& source) {
   const std::pair<const char*, int64_t> positive[] = {
       {"vocab_size", c.vocab_size},

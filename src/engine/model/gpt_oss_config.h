@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/model/model_config.h"
 
 namespace air::engine {
 
@@ -82,6 +83,10 @@ struct GptOssConfig {
 // mscale_all_dim are non-zero; else get_mscale(factor), get_mscale(s, m) = 0.1 * m * ln(s) + 1
 // for s > 1 and 1 otherwise. (0 and absent are the same, as in Python's truthiness.)
 double YarnAttentionFactor(double factor, double mscale, double mscale_all_dim);
+
+// The common ModelConfig of a GPT-OSS model (arch kGptOss; intermediate_size is each expert's;
+// rope.type/theta/factor/original length for display) carrying `config` itself in gpt_oss.
+ModelConfig GptOssModelConfig(const GptOssConfig& config);
 
 // Consistency checks (positive sizes, heads divisible by kv heads, a window for every sliding
 // layer, experts_per_token <= num_experts, ...): InvalidArgument naming `source` and the field.

@@ -7,8 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
+#include "base/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/model_config.h"
 #include "engine/view.h"
 
 namespace air::engine {
@@ -25,5 +30,16 @@ struct KvCache {
   // Forgets the cached tokens (keeps the memory).
   void Clear() { length = 0; }
 };
+
+// A cache for `batch` rows of up to `capacity` tokens of every layer of `config`, keys and
+// values (B, capacity, Hkv, D) in `dtype`, on `backend` (the models' NewKvCache).
+Result<KvCache> AllocateKvCache(const Backend& backend, const ModelConfig& config, DType dtype,
+                                int64_t batch, int64_t capacity);
+
+// The new tokens per row of a ForwardStep(tokens, cache): checks that the cache is this
+// config's, that `tokens` splits into cache.batch rows of at least one token that fit in the
+// cache, and that every token is in the vocabulary (errors name the token and index).
+Result<int64_t> CheckDecodeStep(const KvCache& cache, const ModelConfig& config,
+                                std::span<const int32_t> tokens);
 
 }  // namespace air::engine

@@ -16,31 +16,8 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
   const Backend& ops = backend();
   const DType dtype = options().compute_dtype;
   Impl& m = *impl_;
-  if (cache.batch <= 0 || static_cast<int64_t>(cache.keys.size()) != c.num_layers ||
-      static_cast<int64_t>(cache.values.size()) != c.num_layers) {
-    return InvalidArgument("KV cache was not made by NewKvCache for this model (" +
-                           std::to_string(cache.keys.size()) + " layers, model has " +
-                           std::to_string(c.num_layers) + ")");
-  }
+  AIR_ASSIGN_OR_RETURN(const int64_t step, CheckDecodeStep(cache, c, tokens));
   const int64_t batch = cache.batch;
-  if (tokens.empty() || static_cast<int64_t>(tokens.size()) % batch != 0) {
-    return InvalidArgument("ForwardStep: " + std::to_string(tokens.size()) +
-                           " tokens cannot be split into " + std::to_string(batch) +
-                           " rows of at least one new token");
-  }
-  const int64_t step = static_cast<int64_t>(tokens.size()) / batch;
-  if (step > cache.remaining()) {
-    return ResourceExhausted("ForwardStep: KV cache full: " + std::to_string(cache.length) +
-                             " of " + std::to_string(cache.capacity) + " positions used, " +
-                             std::to_string(step) + " more requested");
-  }
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size) {
-      return InvalidArgument("ForwardStep: token " + std::to_string(tokens[i]) + " at index " +
-                             std::to_string(i) + " is outside the vocabulary [0, " +
-                             std::to_string(c.vocab_size) + ")");
-    }
-  }
   const int64_t n = batch * step, dim = c.hidden_size, kv_dim = c.kv_dim();
   const int64_t rows = all_positions ? n : batch;  // rows that get logits
 
@@ -66,7 +43,7 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
   }
   ops.CopyToDevice(ids, tokens.data());
   ops.CopyToDevice(positions, m.host_positions.data());
-  ops.RopeTables(positions, m.inv_freq, cos, sin);
+  ops.RopeTables(positions, m.inv_freq, 1.0f, cos, sin);
 
   LayerContext ctx;
   ctx.config = &c;
@@ -103,7 +80,7 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     s.q_offset = cache.length;
     s.sliding_window = c.sliding_window(l);
     s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    ops.AttentionForward(s, acts.q, keys, values, View(), View(), acts.att, View());
+    ops.AttentionForward(s, acts.q, keys, values, View(), View(), View(), acts.att, View());
     // h = x + att Wo^T; then the MLP block.
     LinearForward(ops, ctx.pass, acts.att, w.o, acts.h);
     ops.AddInPlace(acts.h, x);

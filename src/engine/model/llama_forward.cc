@@ -4,63 +4,15 @@
 // backward; the head's gradient is computed in the training forward (fused, chunked).
 #include <string>
 
+#include "engine/model/batch_inputs.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/llama_model_impl.h"
 
 namespace air::engine {
 
-namespace {
-
-std::string At(int64_t index, int64_t seq) {
-  return "row " + std::to_string(index / seq) + ", column " + std::to_string(index % seq);
-}
-
-// Checks sizes and value ranges of a batch before anything indexes with it.
-Status ValidateBatch(const TokenBatch& batch, int64_t vocab) {
-  if (batch.batch_size <= 0 || batch.seq_len <= 0) {
-    return InvalidArgument("token batch: batch_size and seq_len must be positive, got " +
-                           std::to_string(batch.batch_size) + " x " +
-                           std::to_string(batch.seq_len));
-  }
-  const size_t n = static_cast<size_t>(batch.batch_size) * static_cast<size_t>(batch.seq_len);
-  auto check_size = [&](const std::vector<int32_t>& v, const char* field, bool optional) {
-    if (v.size() == n || (optional && v.empty())) return Status::Ok();
-    return InvalidArgument("token batch: " + std::string(field) + " has " +
-                           std::to_string(v.size()) + " values, expected batch_size*seq_len = " +
-                           std::to_string(n) + (optional ? " (or none)" : ""));
-  };
-  AIR_RETURN_IF_ERROR(check_size(batch.input_ids, "input_ids", false));
-  AIR_RETURN_IF_ERROR(check_size(batch.labels, "labels", true));
-  AIR_RETURN_IF_ERROR(check_size(batch.position_ids, "position_ids", true));
-  AIR_RETURN_IF_ERROR(check_size(batch.segment_ids, "segment_ids", true));
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t id = batch.input_ids[i];
-    if (id < 0 || id >= vocab) {
-      return InvalidArgument("token batch: input_ids at " + At(i, batch.seq_len) + " is " +
-                             std::to_string(id) + ", outside the vocabulary [0, " +
-                             std::to_string(vocab) + ")");
-    }
-    if (!batch.labels.empty()) {
-      const int32_t label = batch.labels[i];
-      if (label != kIgnoreIndex && (label < 0 || label >= vocab)) {
-        return InvalidArgument("token batch: labels at " + At(i, batch.seq_len) + " is " +
-                               std::to_string(label) + ": valid labels are -100 or [0, " +
-                               std::to_string(vocab) + ")");
-      }
-    }
-    if (!batch.position_ids.empty() && batch.position_ids[i] < 0) {
-      return InvalidArgument("token batch: position_ids at " + At(i, batch.seq_len) + " is " +
-                             std::to_string(batch.position_ids[i]) + ", must be >= 0");
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const ForwardOptions& options) {
   const ModelConfig& c = config();
-  AIR_RETURN_IF_ERROR(ValidateBatch(batch, c.vocab_size));
+  AIR_RETURN_IF_ERROR(ValidateTokenBatch(batch, c.vocab_size));
   // The head's gradient is written during a training forward: held units need their gradients.
   if (options.training) AIR_RETURN_IF_ERROR(EnsureGradients());
   Impl& m = *impl_;
@@ -118,27 +70,12 @@ Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const Forward
   // Inputs: ids, shifted targets (logits at t predict labels[t + 1]), positions, segments —
   // prepared on the host from the host batch and uploaded; the RoPE tables are built on the
   // device from the positions.
-  m.host_targets.assign(static_cast<size_t>(n), kIgnoreIndex);
-  if (!batch.labels.empty()) {
-    for (int64_t b = 0; b < m.batch; ++b) {
-      for (int64_t t = 0; t + 1 < m.seq; ++t) {
-        m.host_targets[b * m.seq + t] = batch.labels[b * m.seq + t + 1];
-      }
-    }
-  }
-  if (batch.position_ids.empty()) {
-    m.host_positions.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) m.host_positions[i] = static_cast<int32_t>(i % m.seq);
-  } else {
-    m.host_positions.assign(batch.position_ids.begin(), batch.position_ids.end());
-  }
+  m.loss_tokens = StageBatchInputs(batch, m.host_targets, m.host_positions);
   ops.CopyToDevice(m.input_ids, batch.input_ids.data());
   ops.CopyToDevice(m.targets, m.host_targets.data());
   ops.CopyToDevice(m.positions, m.host_positions.data());
   if (has_segments) ops.CopyToDevice(m.segments, batch.segment_ids.data());
-  ops.RopeTables(m.positions, m.inv_freq, m.rope_cos, m.rope_sin);
-  m.loss_tokens = 0;
-  for (int32_t t : m.host_targets) m.loss_tokens += t != kIgnoreIndex;
+  ops.RopeTables(m.positions, m.inv_freq, 1.0f, m.rope_cos, m.rope_sin);
 
   const int root = root_unit();
   if (hooks().before_forward) hooks().before_forward(root);

@@ -4,12 +4,11 @@
 #include "engine/model/llama_model.h"
 
 #include <cmath>
-#include <numbers>
-#include <random>
 
 #include "engine/dtype.h"
 #include "engine/model/llama_model_impl.h"
 #include "engine/model/rope.h"
+#include "engine/model/weight_init.h"
 
 namespace air::engine {
 
@@ -141,48 +140,15 @@ std::vector<NamedLinear> LlamaModel::Linears() {
 }
 
 void LlamaModel::InitWeights(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  // Box-Muller on 53-bit uniforms: the same numbers on every platform.
-  auto uniform = [&rng] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };
-  auto normal = [&] {
-    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * std::numbers::pi * uniform());
-  };
-  const double stddev = config().initializer_range;
-  const int64_t pad = config().pad_token_id;
-  std::vector<float> host;  // initialization is not the step loop: draw on the host, upload
-  for (Parameter& p : parameters()) {
-    const bool is_norm = p.name.ends_with("norm.weight");
-    const bool is_bias = p.name.ends_with(".bias");
-    host.assign(static_cast<size_t>(p.numel()), 0.0f);
-    if (is_norm) {
-      std::fill(host.begin(), host.end(), 1.0f);
-    } else if (!is_bias) {
-      for (float& v : host) v = static_cast<float>(stddev * normal());
-    }
-    // nn.Embedding(padding_idx) starts with the padding row at zero, as HF initializes it.
-    if (&p == impl_->embed && pad >= 0 && pad < config().vocab_size) {
-      std::fill(host.begin() + pad * config().hidden_size,
-                host.begin() + (pad + 1) * config().hidden_size, 0.0f);
-    }
-    backend().FromHostTensor(p.value, host.data());
-  }
+  // transformers' _init_weights: norms one, biases zero, weights normal(0, initializer_range).
+  InitWeightsLikeTransformers(*this, seed, impl_->embed, [](const Parameter& p) {
+    if (p.name.ends_with("norm.weight")) return InitRule::kOne;
+    return p.name.ends_with(".bias") ? InitRule::kZero : InitRule::kNormal;
+  });
 }
 
 Result<KvCache> LlamaModel::NewKvCache(int64_t batch, int64_t capacity) const {
-  const ModelConfig& c = config();
-  KvCache cache;
-  cache.batch = batch;
-  cache.capacity = capacity;
-  const DType dtype = options().compute_dtype;
-  const Shape shape{batch, capacity, c.num_kv_heads, c.head_dim};
-  const size_t layer_bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
-  const auto layers = static_cast<size_t>(c.num_layers);
-  AIR_ASSIGN_OR_RETURN(cache.storage, backend().Allocate(2 * layers * layer_bytes));
-  for (size_t l = 0; l < layers; ++l) {
-    cache.keys.emplace_back(cache.storage.get(), 2 * l * layer_bytes, dtype, shape);
-    cache.values.emplace_back(cache.storage.get(), (2 * l + 1) * layer_bytes, dtype, shape);
-  }
-  return cache;
+  return AllocateKvCache(backend(), config(), options().compute_dtype, batch, capacity);
 }
 
 }  // namespace air::engine

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "base/strings.h"
-#include "engine/model/llama_model.h"
+#include "engine/model/model_factory.h"
 
 namespace air::engine {
 
@@ -16,7 +16,7 @@ double ParameterCount(const ModelConfig& config) {
   ModelConfig one_layer = config;
   one_layer.num_layers = 1;
   double total = 0.0;
-  for (const ParameterSpec& spec : LlamaModel::ParameterSpecs(one_layer)) {
+  for (const ParameterSpec& spec : ParameterSpecsFor(one_layer)) {
     double n = spec.layer < 0 ? 1.0 : static_cast<double>(config.num_layers);
     for (int64_t d : spec.shape) n *= static_cast<double>(d);
     total += n;

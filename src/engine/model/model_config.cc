@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "engine/model/gpt_oss_config.h"
+
 namespace air::engine {
 
 const char* ArchitectureClassName(Architecture arch) {
@@ -15,6 +17,8 @@ const char* ArchitectureClassName(Architecture arch) {
       return "Qwen3ForCausalLM";
     case Architecture::kMistral:
       return "MistralForCausalLM";
+    case Architecture::kGptOss:
+      return "GptOssForCausalLM";
   }
   return "?";
 }
@@ -29,15 +33,28 @@ const char* ArchitectureModelType(Architecture arch) {
       return "qwen3";
     case Architecture::kMistral:
       return "mistral";
+    case Architecture::kGptOss:
+      return "gpt_oss";
   }
   return "?";
 }
 
 std::vector<std::string> SupportedArchitectureNames() {
-  return {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"};
+  return {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
+          "GptOssForCausalLM"};
+}
+
+std::vector<std::string> SupportedModelTypes() {
+  return {"llama", "qwen2", "qwen3", "mistral", "gpt_oss"};
 }
 
 Status ValidateModelConfig(const ModelConfig& c, const std::string& source) {
+  if (c.arch == Architecture::kGptOss) {
+    if (c.gpt_oss == nullptr) {
+      return InvalidArgument(source + ": a GptOssForCausalLM config needs its GPT-OSS settings");
+    }
+    return ValidateGptOssConfig(*c.gpt_oss, source);
+  }
   auto positive = [&](const char* field, int64_t v) {
     if (v > 0) return Status::Ok();
     return InvalidArgument(source + ": field '" + field + "' must be a positive integer, got " +

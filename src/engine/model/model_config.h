@@ -1,14 +1,19 @@
-// ModelConfig: the architecture of a decoder-only Llama-family model, as read from a Hugging
-// Face config.json (engine/io/hf_config.h parses and writes it). One struct covers the four
-// supported architectures; the flags say what differs:
+// ModelConfig: the architecture of a decoder-only model, as read from a Hugging Face config.json
+// (engine/io/hf_config.h parses and writes it): the fields every model of the engine has, which
+// FSDP, the trainer, checkpoints and the memory check read. One struct covers the Llama family;
+// the flags say what differs:
 //   LlamaForCausalLM    GQA, optional llama3 RoPE scaling, optional attention/mlp bias
 //   Qwen2ForCausalLM    bias on q/k/v projections (attention_bias is implied)
 //   Qwen3ForCausalLM    RMSNorm over head_dim on q and k before RoPE (qk_norm)
 //   MistralForCausalLM  sliding-window attention
+// GptOssForCausalLM fills the common fields (intermediate_size is each expert's) and carries
+// the rest — experts, router, sinks, YaRN, the clamped SwiGLU — in `gpt_oss`
+// (model/gpt_oss_config.h), which only GptOssModel and io's GPT-OSS code read.
 // Thread safety: a plain value.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,13 +21,16 @@
 
 namespace air::engine {
 
-enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
+enum class Architecture { kLlama, kQwen2, kQwen3, kMistral, kGptOss };
+
+struct GptOssConfig;  // model/gpt_oss_config.h
 
 // HF class name ("LlamaForCausalLM", ...) and model_type ("llama", ...).
 const char* ArchitectureClassName(Architecture arch);
 const char* ArchitectureModelType(Architecture arch);
-// The supported class names, for error messages and help.
+// The supported class names and model types, for error messages and help.
 std::vector<std::string> SupportedArchitectureNames();
+std::vector<std::string> SupportedModelTypes();
 
 struct RopeConfig {
   std::string type = "default";  // "default" or "llama3"
@@ -60,6 +68,8 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   int64_t pad_token_id = -1;
   std::string torch_dtype = "float32";  // dtype the weights were saved in, as config.json says
+  // GptOssForCausalLM's own settings (set exactly when arch == kGptOss; shared, immutable).
+  std::shared_ptr<const GptOssConfig> gpt_oss;
 
   // Which projections carry a bias.
   bool has_qkv_bias() const { return attention_bias || arch == Architecture::kQwen2; }

@@ -55,6 +55,24 @@ const char* OpName(OpKind op) {
       return "Convert";
     case OpKind::kDropout:
       return "Dropout";
+    case OpKind::kClampedSwigluForward:
+      return "ClampedSwigluForward";
+    case OpKind::kClampedSwigluBackward:
+      return "ClampedSwigluBackward";
+    case OpKind::kRouterTopK:
+      return "RouterTopK";
+    case OpKind::kRouterTopKBackward:
+      return "RouterTopKBackward";
+    case OpKind::kMoeDispatch:
+      return "MoeDispatch";
+    case OpKind::kMoeGather:
+      return "MoeGather";
+    case OpKind::kMoeGatherBackward:
+      return "MoeGatherBackward";
+    case OpKind::kMoeCombine:
+      return "MoeCombine";
+    case OpKind::kMoeCombineBackward:
+      return "MoeCombineBackward";
   }
   return "?";
 }

@@ -71,6 +71,15 @@ enum class OpKind {
   kScale,
   kConvert,
   kDropout,
+  kClampedSwigluForward,
+  kClampedSwigluBackward,
+  kRouterTopK,
+  kRouterTopKBackward,
+  kMoeDispatch,
+  kMoeGather,
+  kMoeGatherBackward,
+  kMoeCombine,
+  kMoeCombineBackward,
 };
 inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kEmbeddingForward,
@@ -93,7 +102,16 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kSumOfSquares,
                                      OpKind::kScale,
                                      OpKind::kConvert,
-                                     OpKind::kDropout};
+                                     OpKind::kDropout,
+                                     OpKind::kClampedSwigluForward,
+                                     OpKind::kClampedSwigluBackward,
+                                     OpKind::kRouterTopK,
+                                     OpKind::kRouterTopKBackward,
+                                     OpKind::kMoeDispatch,
+                                     OpKind::kMoeGather,
+                                     OpKind::kMoeGatherBackward,
+                                     OpKind::kMoeCombine,
+                                     OpKind::kMoeCombineBackward};
 // "Gemm", "RmsNormForward", ...
 const char* OpName(OpKind op);
 
@@ -185,10 +203,11 @@ class Ops {
                                const View& dx, const View& dw) const = 0;
 
   // ---- rotary position embedding (rotate-half, as HF) ------------------------------------
-  // cos, sin (N, D/2) = cos/sin(positions[n] * inv_freq[i]) (positions: index; inv_freq (D/2),
-  // cos, sin: stat), the product in fp32 as transformers computes it: the tables RopeForward
-  // and RopeBackward read, built on the device from the batch's positions.
-  virtual void RopeTables(const View& positions, const View& inv_freq, const View& cos,
+  // cos, sin (N, D/2) = scale * cos/sin(positions[n] * inv_freq[i]) (positions: index;
+  // inv_freq (D/2), cos, sin: stat), the product in fp32 as transformers computes it, then the
+  // fp32 product with `scale` (YaRN's attention factor; 1 leaves the values as they are): the
+  // tables RopeForward and RopeBackward read, built on the device from the batch's positions.
+  virtual void RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
                           const View& sin) const = 0;
   // x (N, H, D) in place (data): for each token n and head, pairs (i, i + D/2) for i < D/2
   // rotate by the angle whose cos/sin are cos[n, i], sin[n, i] (N and D/2 from the tables):
@@ -198,22 +217,27 @@ class Ops {
   // it maps the gradient w.r.t. the rotated x to the gradient w.r.t. the unrotated x.
   virtual void RopeBackward(const View& dx, const View& cos, const View& sin) const = 0;
 
-  // ---- causal self-attention with GQA, segments and sliding window -----------------------
+  // ---- causal self-attention with GQA, segments, sliding window and sinks ---------------
   // q (B, Tq, Hq, D), k and v (B, kv_rows, Hkv, D) (rows >= Tk used), out (B, Tq, Hq, D): data;
-  // q_segments (B, Tq) and kv_segments (B, kv_rows): index, or both empty views; lse
-  // (B, Hq, Tq): stat, receives the log-sum-exp of each query's scaled, masked scores (needed by
-  // the backward; may be empty). A query that sees no key gets a zero output. The softmax is
-  // fp32; with BF16 v the probabilities are rounded to bf16 for the P @ V product (as HF's eager
+  // sinks (Hq): data, or an empty view: GPT-OSS's learned sink logit per query head, which joins
+  // every query's softmax as one more key without a value (p_j = exp(s_j) / (exp(sink) +
+  // sum exp(s)), so the weights of the real keys sum to less than one). q_segments (B, Tq) and
+  // kv_segments (B, kv_rows): index, or both empty views; lse (B, Hq, Tq): stat, receives the
+  // log-sum-exp of each query's scaled, masked scores, the sink's included (needed by the
+  // backward; may be empty). A query that sees no key gets a zero output. The softmax is fp32;
+  // with BF16 v the probabilities are rounded to bf16 for the P @ V product (as HF's eager
   // attention casts them to the value dtype).
   virtual void AttentionForward(const AttentionShape& s, const View& q, const View& k,
-                                const View& v, const View& q_segments, const View& kv_segments,
-                                const View& out, const View& lse) const = 0;
+                                const View& v, const View& sinks, const View& q_segments,
+                                const View& kv_segments, const View& out,
+                                const View& lse) const = 0;
   // Given the forward's inputs, out, lse and dout (B, Tq, Hq, D): dq += ..., dk += ...,
-  // dv += ... (data).
+  // dv += ... (data); dsinks (Hq, F32) += d/dsink (may be empty: no sinks, or frozen).
   virtual void AttentionBackward(const AttentionShape& s, const View& q, const View& k,
-                                 const View& v, const View& q_segments, const View& kv_segments,
-                                 const View& out, const View& lse, const View& dout, const View& dq,
-                                 const View& dk, const View& dv) const = 0;
+                                 const View& v, const View& sinks, const View& q_segments,
+                                 const View& kv_segments, const View& out, const View& lse,
+                                 const View& dout, const View& dq, const View& dk, const View& dv,
+                                 const View& dsinks) const = 0;
 
   // ---- SwiGLU (data) ---------------------------------------------------------------------
   // out (n) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), elementwise.
@@ -221,6 +245,53 @@ class Ops {
   // dgate += dout * up * silu'(gate); dup += dout * silu(gate).
   virtual void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
                               const View& dup) const = 0;
+  // GPT-OSS's experts: gate_up (N, 2I) holds gate and up interleaved (gate the even columns,
+  // up the odd ones); out (N, I) = (u + 1) * g * sigmoid(alpha * g) with g = min(gate, limit)
+  // and u = clamp(up, -limit, limit) (data).
+  virtual void ClampedSwigluForward(const View& gate_up, float alpha, float limit,
+                                    const View& out) const = 0;
+  // dgate_up (N, 2I) += the gradient of out for dout (N, I) (data); a clamped input gets none
+  // (torch.clamp's rule: the gradient passes where min <= x <= max).
+  virtual void ClampedSwigluBackward(const View& gate_up, float alpha, float limit,
+                                     const View& dout, const View& dgate_up) const = 0;
+
+  // ---- mixture of experts routing (GPT-OSS) ----------------------------------------------
+  // A token's k choices are its (token, slot) pairs; grouped by expert they are the rows of
+  // the experts' inputs (N*k rows, expert 0's first, each expert's in token order), so that
+  // each expert runs one GEMM over a contiguous block of rows.
+  //
+  // For each token n of logits (N, E) (data): the k = indices.dim(-1) largest logits in
+  // descending order (equal values: the lower expert first), their experts into indices (N, k)
+  // (index) and the softmax over those k logits into weights (N, k) (stat), as transformers'
+  // top-k router.
+  virtual void RouterTopK(const View& logits, const View& indices, const View& weights) const = 0;
+  // dlogits (N, E) (data) += the softmax's backward at the chosen experts: for slot j of token
+  // n, w_j * (dw_j - sum_m w_m dw_m) with dweights (N, k) (stat); nothing elsewhere (top-k's
+  // choice has no gradient).
+  virtual void RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
+                                  const View& dlogits) const = 0;
+  // Groups the choices indices (N, k) by expert (all index): offsets (E + 1) = the first grouped
+  // row of each expert (offsets[E] = N*k), token_of_row (N*k) = the token of each grouped row,
+  // row_of_slot (N*k) = the grouped row of each (token, slot). Every expert id must be in
+  // [0, E) (E = offsets.numel() - 1).
+  virtual void MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                           const View& row_of_slot) const = 0;
+  // grouped (N*k, C) [r] = x (N, C) [token_of_row[r]] (data).
+  virtual void MoeGather(const View& x, const View& token_of_row, const View& grouped) const = 0;
+  // dx (N, C) [n] += the sum of dgrouped (N*k, C) over token n's k rows in ascending row order
+  // (row_of_slot (N, k)) (data).
+  virtual void MoeGatherBackward(const View& dgrouped, const View& row_of_slot,
+                                 const View& dx) const = 0;
+  // out (N, C) [n] = sum over token n's slots, in ascending row (= expert) order, of
+  // weights[n, j] * y[row_of_slot[n, j]] (y (N*k, C), out: data; weights (N, k): stat),
+  // rounded as transformers' index_add_ accumulates it: each product rounded, added to the
+  // running sum from zero. WRITES out.
+  virtual void MoeCombine(const View& y, const View& weights, const View& row_of_slot,
+                          const View& out) const = 0;
+  // dy (N*k, C) [row_of_slot[n, j]] = weights[n, j] * dout[n] (WRITTEN: every row once);
+  // dweights (N, k) (stat) += dout[n] . y[row] (dout, dy, y: data).
+  virtual void MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
+                                  const View& dout, const View& dy, const View& dweights) const = 0;
 
   // ---- elementwise and bias (data) -------------------------------------------------------
   // y (n) += x (n).

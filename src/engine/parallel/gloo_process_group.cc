@@ -316,8 +316,14 @@ class GlooProcessGroup : public ProcessGroup {
   uint32_t tag_ = 1;
   Status broken_;
   // Polls the store's "lost" key while the group lives, so a rank whose collective fails only
-  // after the store's host has gone still names the rank the first survivor recorded.
+  // after the store's host has gone still names the rank the first survivor recorded. Each
+  // watcher that sees the key counts itself in "lost_seen"; a broken group's store host waits
+  // (up to kLingerForWatchers) for every survivor's count before it goes, so the name outlives
+  // it even when its own failure came first and it exits at once.
+  static constexpr std::chrono::milliseconds kLingerForWatchers{3000};
+  void LingerUntilTheLostRankIsSeen();
   std::atomic<int> seen_lost_{-1};
+  std::atomic<bool> counted_lost_{false};
   std::atomic<bool> stop_watch_{false};
   std::thread watcher_;
 
@@ -325,8 +331,22 @@ class GlooProcessGroup : public ProcessGroup {
   ~GlooProcessGroup() override {
     stop_watch_ = true;
     if (watcher_.joinable()) watcher_.join();
+    LingerUntilTheLostRankIsSeen();
   }
 };
+
+void GlooProcessGroup::LingerUntilTheLostRankIsSeen() {
+  if (!server_ || !store_ || broken_.ok()) return;
+  Result<std::optional<std::string>> lost = store_->TryGet(prefix_ + "lost");
+  if (!lost.ok() || !*lost) return;
+  if (!counted_lost_) (void)store_->Add(prefix_ + "lost_seen", 1);  // this rank, as its watcher
+  const auto deadline = std::chrono::steady_clock::now() + kLingerForWatchers;
+  while (std::chrono::steady_clock::now() < deadline) {
+    Result<int64_t> seen = store_->Add(prefix_ + "lost_seen", 0);
+    if (!seen.ok() || *seen >= dist_.world_size - 1) return;  // every rank but the lost one
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 Status GlooProcessGroup::HalfReduceScatter(const void* send, void* recv, size_t count,
                                            CommDType dtype, ReduceOp op) {
@@ -491,7 +511,11 @@ Status GlooProcessGroup::Join() {
     while (!stop_watch_ && seen_lost_ < 0) {
       Result<std::optional<std::string>> v = store_->TryGet(key);
       if (!v.ok()) return;
-      if (*v) seen_lost_ = std::stoi(**v);
+      if (*v) {
+        seen_lost_ = std::stoi(**v);
+        counted_lost_ = store_->Add(prefix_ + "lost_seen", 1).ok();  // the host may be gone
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });

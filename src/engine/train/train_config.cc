@@ -194,6 +194,8 @@ const std::vector<FieldSpec>& FieldSpecs() {
                  IntField("per_device_batch_size", Member(&TrainConfig::per_device_batch_size),
                           at_least_one)});
     s.push_back({"packing", "", false, BoolField("packing", Member(&TrainConfig::packing))});
+    s.push_back({"train_on_prompt", "", false,
+                 BoolField("train_on_prompt", Member(&TrainConfig::train_on_prompt))});
     s.push_back({"gradient_accumulation_steps", "", false,
                  IntField("gradient_accumulation_steps",
                           Member(&TrainConfig::gradient_accumulation_steps), at_least_one)});

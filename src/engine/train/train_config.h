@@ -36,6 +36,9 @@ struct TrainConfig {
   int max_seq_len = 1024;         // alias max_length; sequences are truncated to this
   int per_device_batch_size = 4;  // sequences per micro-batch
   bool packing = false;           // pack several examples per row (no cross-attention)
+  // Chat and alpaca records: learn every token (TRL's SFTConfig with assistant_only_loss false,
+  // the seeds' setting) instead of only the answer / the assistant's messages.
+  bool train_on_prompt = false;
 
   // --- optimization ---
   int gradient_accumulation_steps = 1;

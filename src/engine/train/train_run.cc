@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "base/strings.h"
 #include "engine/backend/registry.h"
 #include "engine/data/dataset.h"
 #include "engine/data/examples.h"
@@ -83,6 +84,7 @@ Status PrepareData(Env* env, const TrainConfig& config, PreparedTraining& p) {
   }
   ExampleOptions options;
   options.max_seq_len = config.max_seq_len;
+  options.train_on_prompt = config.train_on_prompt;
   auto built = BuildExamples(*records, *tokenizer, options);
   if (!built.ok()) return AtParameter(config, "dataset_name", built.status());
   if (built->examples.empty()) {
@@ -186,6 +188,12 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   auto model_config = LoadModelConfig(p.model_dir);
   if (!model_config.ok()) return AtParameter(config, "model_name", model_config.status());
   p.model_config = *model_config;
+  // Every tensor the model needs is there (GPT-OSS: every missing expert tensor by name); a
+  // directory without weights files is reported when training loads them.
+  if (auto weights = WeightReader::Open(p.model_dir); weights.ok()) {
+    const Status complete = CheckHfCheckpoint(**weights, p.model_config);
+    if (!complete.ok()) return AtParameter(config, "model_name", complete);
+  }
   AIR_RETURN_IF_ERROR(CheckOutputDir(config, p.model_dir));
   p.config = config;
   AIR_RETURN_IF_ERROR(PrepareLora(env, p));  // may take the starting adapter's settings
@@ -227,6 +235,51 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   return p;
 }
 
+namespace {
+
+// How the training state divides among the ranks: the fp32 master, gradients and moments are
+// sharded over the shard group (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD within a node);
+// NO_SHARD and a single process keep everything whole.
+MemoryShare TrainingShare(const PreparedTraining& p) {
+  MemoryShare share;
+  const int world = p.dist.world_size;
+  const fsdp::ShardingStrategy s = p.config.sharding_strategy;
+  if (world <= 1 || s == fsdp::ShardingStrategy::kNoShard) return share;
+  share.ranks_on_host = p.dist.local_world_size;
+  const int shards = s == fsdp::ShardingStrategy::kHybridShard ? p.dist.local_world_size : world;
+  share.per_rank = 1.0 / shards;
+  share.how = fmt::format("{} over {} ranks", fsdp::ShardingStrategyName(s), shards);
+  return share;
+}
+
+// Whether the strategy keeps a whole param_dtype copy resident (NO_SHARD and one process:
+// the compute copy; SHARD_GRAD_OP: the unsharded parameters).
+bool KeepsResidentCopy(const PreparedTraining& p) {
+  return p.dist.world_size <= 1 || p.config.sharding_strategy == fsdp::ShardingStrategy::kNoShard ||
+         p.config.sharding_strategy == fsdp::ShardingStrategy::kShardGradOp;
+}
+
+// The bytes per parameter of this run's training state (LoRA: the frozen base in param_dtype and
+// the full 16 bytes only for the trained fraction).
+ParameterBytes RunBytes(const PreparedTraining& p) {
+  const DType dtype = p.config.precision.param_dtype;
+  return p.config.lora.enabled
+             ? LoraTrainingBytes(dtype, KeepsResidentCopy(p), p.lora_trainable_fraction)
+             : TrainingBytes(dtype, KeepsResidentCopy(p));
+}
+
+}  // namespace
+
+TrainingMemory EstimateTrainingMemory(const PreparedTraining& p) {
+  const ParameterBytes bytes = RunBytes(p);
+  const MemoryShare share = TrainingShare(p);
+  TrainingMemory m;
+  m.parameters = ParameterCount(p.model_config);
+  m.bytes_per_rank = m.parameters * (bytes.sharded * share.per_rank + bytes.whole);
+  m.what = bytes.what + (share.how.empty() ? std::string() : " (" + share.how + ")");
+  return m;
+}
+
 int ThreadsPerRank(const PreparedTraining& p, int num_threads) {
   if (num_threads > 0) return num_threads;
   // Ranks on one host share its cores.
@@ -254,6 +307,9 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       DescribePrecision(c.precision), threads, threads == 1 ? "" : "s",
       CpuKernelsName(SelectedCpuKernels()), c.output_dir);
   if (c.lora.enabled) text += "\nlora     " + p.lora_description;
+  const TrainingMemory memory = EstimateTrainingMemory(p);
+  text += fmt::format("\nmemory   {:.4g} B parameters: {} per rank for {}", memory.parameters / 1e9,
+                      HumanBytes(static_cast<uint64_t>(memory.bytes_per_rank)), memory.what);
   if (p.dist.world_size > 1) {
     text += fmt::format("\nranks    {} ({}), {} over gloo, {} thread{} per rank", p.dist.world_size,
                         parallel::DescribeDistEnv(p.dist),
@@ -264,40 +320,10 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
   return text;
 }
 
-namespace {
-
-// How the training state divides among the ranks: the fp32 master, gradients and moments are
-// sharded over the shard group (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD within a node);
-// NO_SHARD and a single process keep everything whole.
-MemoryShare TrainingShare(const PreparedTraining& p) {
-  MemoryShare share;
-  const int world = p.dist.world_size;
-  const fsdp::ShardingStrategy s = p.config.sharding_strategy;
-  if (world <= 1 || s == fsdp::ShardingStrategy::kNoShard) return share;
-  share.ranks_on_host = p.dist.local_world_size;
-  const int shards = s == fsdp::ShardingStrategy::kHybridShard ? p.dist.local_world_size : world;
-  share.per_rank = 1.0 / shards;
-  share.how = fmt::format("{} over {} ranks", fsdp::ShardingStrategyName(s), shards);
-  return share;
-}
-
-// Whether the strategy keeps a whole param_dtype copy resident (NO_SHARD and one process:
-// the compute copy; SHARD_GRAD_OP: the unsharded parameters).
-bool KeepsResidentCopy(const PreparedTraining& p) {
-  return p.dist.world_size <= 1 || p.config.sharding_strategy == fsdp::ShardingStrategy::kNoShard ||
-         p.config.sharding_strategy == fsdp::ShardingStrategy::kShardGradOp;
-}
-
-}  // namespace
-
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
   const fsdp::MixedPrecision& precision = p.config.precision;
-  const ParameterBytes bytes = p.config.lora.enabled
-                                   ? LoraTrainingBytes(precision.param_dtype, KeepsResidentCopy(p),
-                                                       p.lora_trainable_fraction)
-                                   : TrainingBytes(precision.param_dtype, KeepsResidentCopy(p));
   AIR_RETURN_IF_ERROR(
-      CheckModelFitsInMemory(env, p.model_config, bytes, "training", TrainingShare(p))
+      CheckModelFitsInMemory(env, p.model_config, RunBytes(p), "training", TrainingShare(p))
           .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   AIR_ASSIGN_OR_RETURN(
       std::shared_ptr<Backend> backend,

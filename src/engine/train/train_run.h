@@ -62,6 +62,16 @@ struct RunOptions {
 
 // A few lines describing the run (model, data, steps, schedule, compute), for the start of the
 // output. num_threads as in RunOptions.
+// The training state one rank holds, as the memory check before loading counts it: the
+// parameters times the bytes per parameter (fp32 master, gradients, AdamW moments, sharded by the
+// strategy; a whole param_dtype copy where one stays resident). Activations come on top.
+struct TrainingMemory {
+  double parameters = 0;
+  double bytes_per_rank = 0;
+  std::string what;  // what the bytes are, and how they are sharded
+};
+TrainingMemory EstimateTrainingMemory(const PreparedTraining& prepared);
+
 std::string DescribePlan(const PreparedTraining& prepared, int num_threads = 0);
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& prepared, const RunOptions& options);

@@ -116,7 +116,14 @@ TEST(HfConfig, UnknownArchitectureNamesItAndListsSupported) {
   EXPECT_THAT(Parse(j).status().message(), HasSubstr("did you mean 'LlamaForCausalLM'"));
   j.erase("architectures");
   j["model_type"] = "gemma";
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("'gemma'"));
+  EXPECT_THAT(Parse(j).status().message(),
+              AllOf(HasSubstr("model_type 'gemma' is not supported"),
+                    HasSubstr("supported model types: llama, qwen2, qwen3, mistral, gpt_oss"),
+                    HasSubstr("GptOssForCausalLM")));
+  j["architectures"] = {"GemmaForCausalLM"};  // both named, the supported types listed
+  EXPECT_THAT(Parse(j).status().message(),
+              AllOf(HasSubstr("architecture 'GemmaForCausalLM' (model_type 'gemma')"),
+                    HasSubstr("llama, qwen2, qwen3, mistral, gpt_oss")));
 }
 
 struct BadField {

@@ -115,12 +115,14 @@ TEST_P(GradCheck, Rope) {
 struct AttentionGradCase {
   int64_t q_heads, kv_heads, window;
   bool segments;
+  bool sinks = false;
 };
 
 TEST_P(GradCheck, Attention) {
   for (const AttentionGradCase& p :
        {AttentionGradCase{2, 2, 0, false}, AttentionGradCase{4, 2, 0, false},
-        AttentionGradCase{2, 1, 3, false}, AttentionGradCase{2, 1, 0, true}}) {
+        AttentionGradCase{2, 1, 3, false}, AttentionGradCase{2, 1, 0, true},
+        AttentionGradCase{4, 2, 3, false, true}, AttentionGradCase{2, 1, 0, true, true}}) {
     AttentionShape s;
     s.batch = 2;
     s.q_len = s.kv_len = 6;
@@ -133,20 +135,28 @@ TEST_P(GradCheck, Attention) {
     const size_t kvn = static_cast<size_t>(s.batch * s.kv_len * s.kv_heads * s.head_dim);
     auto q = RandomVector(qn, 7), k = RandomVector(kvn, 8), v = RandomVector(kvn, 9);
     auto r = RandomVector(qn, 10);
+    auto sinks = RandomVector(static_cast<size_t>(s.q_heads), 25);
     const std::vector<int32_t> seg = {1, 1, 2, 2, 2, 3, 1, 1, 1, 1, 0, 0};
     const View segs = p.segments ? arrays().I32(seg) : View();
     const View out = Up(std::vector<float>(qn));
     const View lse = Up(std::vector<float>(static_cast<size_t>(s.batch * s.q_heads * s.q_len)));
     auto loss = [&] {
-      backend_->AttentionForward(s, Up(q), Up(k), Up(v), segs, segs, out, lse);
+      const View sv = p.sinks ? Up(sinks) : View();
+      backend_->AttentionForward(s, Up(q), Up(k), Up(v), sv, segs, segs, out, lse);
       return Project(Down(out), r);
     };
     loss();
     const View dq = Up(std::vector<float>(qn)), dk = Up(std::vector<float>(kvn));
     const View dv = Up(std::vector<float>(kvn));
-    backend_->AttentionBackward(s, Up(q), Up(k), Up(v), segs, segs, out, lse, Up(r), dq, dk, dv);
+    const View ds = p.sinks ? Up(std::vector<float>(sinks.size())) : View();
+    backend_->AttentionBackward(s, Up(q), Up(k), Up(v), p.sinks ? Up(sinks) : View(), segs, segs,
+                                out, lse, Up(r), dq, dk, dv, ds);
     const std::string what = "heads " + std::to_string(p.q_heads) + "/" +
-                             std::to_string(p.kv_heads) + " window " + std::to_string(p.window);
+                             std::to_string(p.kv_heads) + " window " + std::to_string(p.window) +
+                             (p.sinks ? " sinks" : "");
+    if (p.sinks) {
+      EXPECT_LT(RelativeError(NumericGrad(sinks, loss), Down(ds)), kTolerance) << what;
+    }
     EXPECT_LT(RelativeError(NumericGrad(q, loss), Down(dq)), kTolerance) << what;
     EXPECT_LT(RelativeError(NumericGrad(k, loss), Down(dk)), kTolerance) << what;
     EXPECT_LT(RelativeError(NumericGrad(v, loss), Down(dv)), kTolerance) << what;
@@ -165,6 +175,79 @@ TEST_P(GradCheck, Swiglu) {
   backend_->SwigluBackward(Up(g), Up(u), Up(r), dg, du);
   EXPECT_LT(RelativeError(NumericGrad(g, loss), Down(dg)), kTolerance);
   EXPECT_LT(RelativeError(NumericGrad(u, loss), Down(du)), kTolerance);
+}
+
+TEST_P(GradCheck, ClampedSwiglu) {
+  const int64_t n = 24;
+  const float alpha = 1.702f, limit = 1.0f;
+  // Inputs on both sides of the limits, none within the finite-difference step of them.
+  auto gate_up = RandomVector(2 * n, 26, 2.0f), r = RandomVector(n, 27);
+  for (float& x : gate_up) {
+    if (std::fabs(std::fabs(x) - limit) < 0.05f) x += 0.1f;
+  }
+  const View out = Up(std::vector<float>(n), {n});
+  auto loss = [&] {
+    backend_->ClampedSwigluForward(Up(gate_up, {n / 4, 8}), alpha, limit, out.Reshaped({n / 4, 4}));
+    return Project(Down(out), r);
+  };
+  const View dg = Up(std::vector<float>(2 * n));
+  backend_->ClampedSwigluBackward(Up(gate_up, {n / 4, 8}), alpha, limit, Up(r, {n / 4, 4}),
+                                  dg.Reshaped({n / 4, 8}));
+  EXPECT_LT(RelativeError(NumericGrad(gate_up, loss), Down(dg)), kTolerance);
+}
+
+TEST_P(GradCheck, RouterTopKSoftmax) {
+  const int64_t n = 5, experts = 6, k = 3;
+  // Logits 0.3 apart in a shuffled order per token: the top-k choice is stable under the step.
+  std::vector<float> logits(n * experts);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t e = 0; e < experts; ++e) {
+      logits[t * experts + e] = 0.3f * static_cast<float>((e * 5 + t * 3) % experts) - 0.7f;
+    }
+  }
+  auto r = RandomVector(n * k, 28);
+  const View idx = arrays().I32(std::vector<int32_t>(n * k), {n, k});
+  const View w = Up(std::vector<float>(n * k), {n, k});
+  auto loss = [&] {
+    backend_->RouterTopK(Up(logits, {n, experts}), idx, w);
+    return Project(Down(w), r);
+  };
+  loss();
+  const View dl = Up(std::vector<float>(n * experts), {n, experts});
+  backend_->RouterTopKBackward(idx, w, Up(r, {n, k}), dl);
+  EXPECT_LT(RelativeError(NumericGrad(logits, loss), Down(dl)), kTolerance);
+}
+
+TEST_P(GradCheck, MoeGatherAndCombine) {
+  const int64_t n = 4, k = 2, dim = 3;
+  const View indices = arrays().I32({2, 0, 1, 2, 0, 1, 2, 1}, {n, k});
+  const View offsets = arrays().I32(std::vector<int32_t>(4));
+  const View token_of_row = arrays().I32(std::vector<int32_t>(n * k));
+  const View row_of_slot = arrays().I32(std::vector<int32_t>(n * k), {n, k});
+  backend_->MoeDispatch(indices, offsets, token_of_row, row_of_slot);
+  auto x = RandomVector(n * dim, 29), rg = RandomVector(n * k * dim, 30);
+  const View grouped = Up(std::vector<float>(n * k * dim), {n * k, dim});
+  auto gather_loss = [&] {
+    backend_->MoeGather(Up(x, {n, dim}), token_of_row, grouped);
+    return Project(Down(grouped), rg);
+  };
+  const View dx = Up(std::vector<float>(n * dim), {n, dim});
+  backend_->MoeGatherBackward(Up(rg, {n * k, dim}), row_of_slot, dx);
+  EXPECT_LT(RelativeError(NumericGrad(x, gather_loss), Down(dx)), kTolerance);
+
+  auto y = RandomVector(n * k * dim, 31), w = RandomVector(n * k, 32),
+       r = RandomVector(n * dim, 33);
+  const View out = Up(std::vector<float>(n * dim), {n, dim});
+  auto combine_loss = [&] {
+    backend_->MoeCombine(Up(y, {n * k, dim}), Up(w, {n, k}), row_of_slot, out);
+    return Project(Down(out), r);
+  };
+  const View dy = Up(std::vector<float>(n * k * dim), {n * k, dim});
+  const View dw = Up(std::vector<float>(n * k), {n, k});
+  backend_->MoeCombineBackward(Up(y, {n * k, dim}), Up(w, {n, k}), row_of_slot, Up(r, {n, dim}), dy,
+                               dw);
+  EXPECT_LT(RelativeError(NumericGrad(y, combine_loss), Down(dy)), kTolerance);
+  EXPECT_LT(RelativeError(NumericGrad(w, combine_loss), Down(dw)), kTolerance);
 }
 
 TEST_P(GradCheck, CrossEntropyWithIgnoredRows) {

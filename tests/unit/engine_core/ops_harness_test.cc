@@ -12,6 +12,8 @@
 // blocked kernels. Each backend is held to its declared tolerances for the dtype, and the
 // measured worst error of each op family is printed. An op a backend does not support in a dtype
 // is printed as such, never silently passed over.
+#include "ops_harness.h"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -25,88 +27,16 @@
 #include "engine/data/batch.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/thread_pool.h"
-#include "op_test_util.h"
-#include "test_util.h"
 
 namespace air::engine {
 namespace {
 
 using testing::DeviceArrays;
+using testing::OpsHarness;
+using testing::Precision;
 using testing::RandomVector;
 using testing::RoundedTo;
 using testing::ScaledMaxDiff;
-
-struct Precision {
-  std::string name;
-  DType in;                          // activations and weights
-  DType out;                         // forward outputs
-  DType grad;                        // gradients the backward ops accumulate into
-  DType data() const { return in; }  // the dtype Supports() is asked about
-};
-
-const std::vector<Precision>& Precisions() {
-  static const std::vector<Precision> kAll = {
-      {"f32", DType::kF32, DType::kF32, DType::kF32},
-      {"bf16", DType::kBF16, DType::kBF16, DType::kBF16},
-      {"bf16_f32grad", DType::kBF16, DType::kBF16, DType::kF32}};
-  return kAll;
-}
-
-class OpsHarness : public ::testing::TestWithParam<std::tuple<RegisteredBackend, Precision>> {
- protected:
-  void SetUp() override {
-    const RegisteredBackend& r = std::get<0>(GetParam());
-    backend_ = testing::MakeBackend(r.options.kind, r.options.num_threads);
-  }
-  void TearDown() override {
-    for (const auto& [family, worst] : worst_) {
-      std::printf("[harness] %-12s %-13s %-20s worst %.3g (tolerance %.3g)\n",
-                  std::get<0>(GetParam()).name.c_str(), precision().name.c_str(), family.c_str(),
-                  worst.first, worst.second);
-    }
-  }
-  const Precision& precision() const { return std::get<1>(GetParam()); }
-  const BackendTolerances& tol() const {
-    const RegisteredBackend& r = std::get<0>(GetParam());
-    if (precision().name == "bf16") return r.bf16;
-    if (precision().name == "bf16_f32grad") return r.bf16_f32grad;
-    return r.f32;
-  }
-  // False (and a printed line) when the backend has no path for `op` in this precision.
-  bool Runs(OpKind op) {
-    if (backend_->Supports(op, precision().data())) return true;
-    std::printf("[harness] %-12s %-13s %-20s not supported by this backend in %s (not run)\n",
-                std::get<0>(GetParam()).name.c_str(), precision().name.c_str(), OpName(op),
-                DTypeName(precision().data()));
-    return false;
-  }
-  // Checks `measured` against `tolerance` for `family` and keeps the worst.
-  void Expect(const std::string& family, double measured, double tolerance,
-              const std::string& what) {
-    auto& w = worst_[family];
-    w = {std::max(w.first, measured), tolerance};
-    EXPECT_LE(measured, tolerance)
-        << std::get<0>(GetParam()).name << " " << precision().name << " " << family << " " << what;
-  }
-  // Host data as the tested dtype holds it (what both sides compute from).
-  std::vector<float> In(size_t n, uint64_t seed, float scale = 1.0f) const {
-    return RoundedTo(RandomVector(n, seed, scale), precision().in);
-  }
-  std::vector<float> Grad(size_t n, uint64_t seed, float scale = 1.0f) const {
-    return RoundedTo(RandomVector(n, seed, scale), precision().grad);
-  }
-
-  ReferenceOps ref_;
-  std::shared_ptr<Backend> backend_;
-  std::map<std::string, std::pair<double, double>> worst_;
-};
-
-std::string CaseName(
-    const ::testing::TestParamInfo<std::tuple<RegisteredBackend, Precision>>& info) {
-  std::string name = std::get<0>(info.param).name + "_" + std::get<1>(info.param).name;
-  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
-}
 
 // ---- GEMM --------------------------------------------------------------------------------
 
@@ -227,10 +157,13 @@ TEST_P(OpsHarness, RopeTablesForwardBackward) {
   const View sin = d.F32(std::vector<float>(n * half), {n, half});
   const View cos_want = d.F32(std::vector<float>(n * half), {n, half});
   const View sin_want = d.F32(std::vector<float>(n * half), {n, half});
-  backend_->RopeTables(pos, inv, cos, sin);
-  ref_.RopeTables(pos, inv, cos_want, sin_want);
-  Expect("elementwise", ScaledMaxDiff(d.Get(cos), d.Get(cos_want)), tol().elementwise, "cos");
-  Expect("elementwise", ScaledMaxDiff(d.Get(sin), d.Get(sin_want)), tol().elementwise, "sin");
+  // YaRN's attention factor scales the tables (1 leaves them alone).
+  for (float scale : {1.3465736f, 1.0f}) {
+    backend_->RopeTables(pos, inv, scale, cos, sin);
+    ref_.RopeTables(pos, inv, scale, cos_want, sin_want);
+    Expect("elementwise", ScaledMaxDiff(d.Get(cos), d.Get(cos_want)), tol().elementwise, "cos");
+    Expect("elementwise", ScaledMaxDiff(d.Get(sin), d.Get(sin_want)), tol().elementwise, "sin");
+  }
   auto x = In(static_cast<size_t>(n * heads * head_dim), 33);
   const View xv = d.Data(x, p.in, {n, heads * head_dim}), x_want = d.F32(x, {n, heads * head_dim});
   backend_->RopeForward(xv, cos_want, sin_want);
@@ -387,6 +320,7 @@ TEST_P(OpsHarness, CrossEntropyForwardBackwardWithIgnoredRows) {
 struct AttentionCase {
   int64_t batch, q_len, kv_len, q_heads, kv_heads, head_dim, q_offset, window;
   bool segments;
+  bool sinks = false;  // GPT-OSS's learned sink logit per head
 };
 
 TEST_P(OpsHarness, AttentionForwardBackward) {
@@ -394,12 +328,15 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
   const Precision& pr = precision();
   for (const AttentionCase& p :
        {AttentionCase{1, 1, 1, 1, 1, 2, 0, 0, false},
-        AttentionCase{2, 17, 17, 4, 2, 16, 0, 0, false},    // GQA
-        AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},  // several q blocks
-        AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},     // sliding window
-        AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},     // packed segments
-        AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},    // KV-cache step
-        AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false}}) {  // decode + window
+        AttentionCase{2, 17, 17, 4, 2, 16, 0, 0, false},           // GQA
+        AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},         // several q blocks
+        AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},            // sliding window
+        AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},            // packed segments
+        AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},           // KV-cache step
+        AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false},            // decode + window
+        AttentionCase{2, 70, 70, 4, 2, 16, 0, 8, false, true},     // sinks, GQA, window
+        AttentionCase{2, 40, 40, 4, 2, 16, 0, 0, true, true},      // sinks, segments
+        AttentionCase{2, 3, 20, 4, 2, 16, 17, 8, false, true}}) {  // sinks, KV-cache step
     AttentionShape s;
     s.batch = p.batch;
     s.q_len = p.q_len;
@@ -413,6 +350,7 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
     const size_t q_size = static_cast<size_t>(p.batch * p.q_len * p.q_heads * p.head_dim);
     const size_t kv_size = static_cast<size_t>(p.batch * p.kv_len * p.kv_heads * p.head_dim);
     auto q = In(q_size, 13), k = In(kv_size, 14), v = In(kv_size, 15), dout = Grad(q_size, 16);
+    auto sinks = In(static_cast<size_t>(p.q_heads), 17, 2.0f);
     std::vector<int32_t> q_seg, kv_seg;
     if (p.segments) {  // two documents per row; the second starts a third of the way in
       for (int64_t b = 0; b < p.batch; ++b) {
@@ -426,32 +364,36 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
     const size_t lse_size = static_cast<size_t>(p.batch * p.q_heads * p.q_len);
     const View qv = d.Data(q, pr.in), kv = d.Data(k, pr.in), vv = d.Data(v, pr.in);
     const View qr = d.F32(q), kr = d.F32(k), vr = d.F32(v);
+    const View sv = p.sinks ? d.Data(sinks, pr.in) : View(), sr = p.sinks ? d.F32(sinks) : View();
     const View o = d.Data(std::vector<float>(q_size), pr.out),
                o_want = d.F32(std::vector<float>(q_size));
     const View l = d.F32(std::vector<float>(lse_size)),
                l_want = d.F32(std::vector<float>(lse_size));
-    backend_->AttentionForward(s, qv, kv, vv, qs, ks, o, l);
-    ref_.AttentionForward(s, qr, kr, vr, qs, ks, o_want, l_want);
+    backend_->AttentionForward(s, qv, kv, vv, sv, qs, ks, o, l);
+    ref_.AttentionForward(s, qr, kr, vr, sr, qs, ks, o_want, l_want);
     const double fwd =
         std::max(ScaledMaxDiff(d.Get(o), d.Get(o_want)), ScaledMaxDiff(d.Get(l), d.Get(l_want)));
     const std::string what = "B" + std::to_string(p.batch) + " Tq" + std::to_string(p.q_len) +
-                             " Tk" + std::to_string(p.kv_len);
+                             " Tk" + std::to_string(p.kv_len) + (p.sinks ? " sinks" : "");
     Expect("attention", fwd, tol().attention, what);
     const auto dq0 = RoundedTo(std::vector<float>(q_size, 0.1f), pr.grad);
     const View dq = d.Data(dq0, pr.grad), dk = d.Data(std::vector<float>(kv_size), pr.grad);
     const View dv = d.Data(std::vector<float>(kv_size), pr.grad);
     const View dq_want = d.F32(dq0), dk_want = d.F32(std::vector<float>(kv_size));
     const View dv_want = d.F32(std::vector<float>(kv_size));
+    const auto ds0 = std::vector<float>(static_cast<size_t>(p.q_heads), 0.25f);
+    const View ds = p.sinks ? d.F32(ds0) : View(), ds_want = p.sinks ? d.F32(ds0) : View();
     // Both backwards read the reference's forward output (its own output would differ by the
     // forward's rounding, which the forward check above already measured).
     const View o_in = d.Data(d.Get(o_want), pr.out);
-    backend_->AttentionBackward(s, qv, kv, vv, qs, ks, o_in, l_want, d.Data(dout, pr.grad), dq, dk,
-                                dv);
-    ref_.AttentionBackward(s, qr, kr, vr, qs, ks, d.F32(d.Get(o_in)), l_want, d.F32(dout), dq_want,
-                           dk_want, dv_want);
-    const double bwd = std::max({ScaledMaxDiff(d.Get(dq), d.Get(dq_want)),
-                                 ScaledMaxDiff(d.Get(dk), d.Get(dk_want)),
-                                 ScaledMaxDiff(d.Get(dv), d.Get(dv_want))});
+    backend_->AttentionBackward(s, qv, kv, vv, sv, qs, ks, o_in, l_want, d.Data(dout, pr.grad), dq,
+                                dk, dv, ds);
+    ref_.AttentionBackward(s, qr, kr, vr, sr, qs, ks, d.F32(d.Get(o_in)), l_want, d.F32(dout),
+                           dq_want, dk_want, dv_want, ds_want);
+    double bwd = std::max({ScaledMaxDiff(d.Get(dq), d.Get(dq_want)),
+                           ScaledMaxDiff(d.Get(dk), d.Get(dk_want)),
+                           ScaledMaxDiff(d.Get(dv), d.Get(dv_want))});
+    if (p.sinks) bwd = std::max(bwd, ScaledMaxDiff(d.Get(ds), d.Get(ds_want)));
     Expect("attention_bwd", bwd, tol().attention_backward, what);
   }
 }
@@ -530,33 +472,22 @@ TEST_P(OpsHarness, MemoryCallsCopyFillAndZero) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, OpsHarness,
                          ::testing::Combine(::testing::ValuesIn(RegisteredBackends(3)),
-                                            ::testing::ValuesIn(Precisions())),
-                         CaseName);
+                                            ::testing::ValuesIn(testing::Precisions())),
+                         testing::CaseName);
 
 TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
   // The harness's tests above name every op; a new op in ops.h must get one (and this list).
-  const std::set<OpKind> covered = {OpKind::kGemm,
-                                    OpKind::kEmbeddingForward,
-                                    OpKind::kEmbeddingBackward,
-                                    OpKind::kRmsNormForward,
-                                    OpKind::kRmsNormBackward,
-                                    OpKind::kRopeTables,
-                                    OpKind::kRopeForward,
-                                    OpKind::kRopeBackward,
-                                    OpKind::kAttentionForward,
-                                    OpKind::kAttentionBackward,
-                                    OpKind::kSwigluForward,
-                                    OpKind::kSwigluBackward,
-                                    OpKind::kAddInPlace,
-                                    OpKind::kAddBias,
-                                    OpKind::kBiasBackward,
-                                    OpKind::kCrossEntropyForward,
-                                    OpKind::kCrossEntropyBackward,
-                                    OpKind::kAdamWUpdate,
-                                    OpKind::kSumOfSquares,
-                                    OpKind::kScale,
-                                    OpKind::kConvert,
-                                    OpKind::kDropout};
+  const std::set<OpKind> covered = {
+      OpKind::kGemm, OpKind::kEmbeddingForward, OpKind::kEmbeddingBackward, OpKind::kRmsNormForward,
+      OpKind::kRmsNormBackward, OpKind::kRopeTables, OpKind::kRopeForward, OpKind::kRopeBackward,
+      OpKind::kAttentionForward, OpKind::kAttentionBackward, OpKind::kSwigluForward,
+      OpKind::kSwigluBackward, OpKind::kAddInPlace, OpKind::kAddBias, OpKind::kBiasBackward,
+      OpKind::kCrossEntropyForward, OpKind::kCrossEntropyBackward, OpKind::kAdamWUpdate,
+      OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
+      // ops_harness_moe_test.cc:
+      OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
+      OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,
+      OpKind::kMoeGatherBackward, OpKind::kMoeCombine, OpKind::kMoeCombineBackward};
   for (OpKind op : kAllOps) EXPECT_TRUE(covered.count(op)) << OpName(op) << " has no harness test";
   EXPECT_EQ(covered.size(), std::size(kAllOps));
 }

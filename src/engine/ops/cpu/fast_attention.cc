@@ -9,11 +9,15 @@
 // the dK/dV rows it writes (no races, deterministic). The tiles read q, k, v, out, dout in their
 // own dtype and write out, dq, dk, dv in theirs: a product with a BF16 operand is gemm_mixed.h's
 // bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16 as its other operand), an
-// all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
+// all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32. Sinks (GPT-OSS) join each
+// row's max and denominator in the forward; the backward's P comes from the lse, which includes
+// them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a separate pass per head
+// (SinkGradients) so that no two tasks write the same dsink.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "engine/dtype.h"
 #include "engine/ops/cpu/fast_ops.h"
@@ -136,13 +140,55 @@ void CheckViews(const Ops& ops, OpKind op, const AttentionShape& s,
   if (lse_required || !lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
 }
 
+// The sinks of a call as fp32 (empty when the view is).
+std::vector<float> SinkValues(const View& sinks) {
+  std::vector<float> values(static_cast<size_t>(sinks.numel()));
+  const Mat m = sinks.empty() ? Mat{nullptr, false, 0} : At(sinks, 0, 0);
+  for (size_t h = 0; h < values.size(); ++h) values[h] = Elem(m, static_cast<int64_t>(h));
+  return values;
+}
+
+void CheckSinks(const Ops& ops, OpKind op, const AttentionShape& s, const View& sinks,
+                const View& dsinks) {
+  if (!sinks.empty()) {
+    CheckData(ops, op, sinks, "sinks");
+    CheckSize(op, sinks, s.q_heads, "sinks");
+  }
+  CheckF32(op, dsinks, "dsinks");
+  if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
+}
+
+// dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
+// double (rows that saw nothing, lse = -inf, have no sink and add nothing).
+void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, const View& out,
+                   const View& dout, const float* lse, float* dsinks) {
+  const int64_t q_stride = s.q_heads * s.head_dim;
+  for (int64_t h = 0; h < s.q_heads; ++h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t i = 0; i < s.q_len; ++i) {
+        const float l = lse[(b * s.q_heads + h) * s.q_len + i];
+        if (l == kNegInf) continue;
+        const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
+        const Mat o = At(out, off, 0), d_o = At(dout, off, 0);
+        double delta = 0.0;
+        for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(d_o, d) * Elem(o, d);
+        sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
+      }
+    }
+    dsinks[h] -= static_cast<float>(sum);
+  }
+}
+
 }  // namespace
 
 void FastOps::AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
-                               const View& q_seg, const View& kv_seg, const View& out,
-                               const View& lse_view) const {
+                               const View& sinks_view, const View& q_seg, const View& kv_seg,
+                               const View& out, const View& lse_view) const {
   CheckViews(*this, OpKind::kAttentionForward, s, {{&q, "q"}, {&out, "out"}},
              {{&k, "k"}, {&v, "v"}}, q_seg, kv_seg, lse_view, false);
+  CheckSinks(*this, OpKind::kAttentionForward, s, sinks_view, View());
+  const std::vector<float> sinks = SinkValues(sinks_view);
   const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
   const int64_t group = s.q_heads / s.kv_heads;
@@ -169,6 +215,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
       const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
       const Mat vb = At(v, kv_off, kv_stride), ob = At(out, q_off, q_stride);
       float* lse_b = lse ? lse + (b * s.q_heads + h) * s.q_len + i0 : nullptr;
+      const float sink = sinks.empty() ? kNegInf : sinks[static_cast<size_t>(h)];
       auto zero_row = [&](int64_t r) {  // 0.0 is all-zero bits in F32 and BF16
         std::memset(static_cast<char*>(const_cast<void*>(ob.data)) + r * q_stride * out_size, 0,
                     static_cast<size_t>(s.head_dim) * out_size);
@@ -176,7 +223,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
       if (nk <= 0) {
         for (int64_t r = 0; r < nq; ++r) {
           zero_row(r);
-          if (lse_b) lse_b[r] = kNegInf;
+          if (lse_b) lse_b[r] = sink;  // all weight on the sink, or nothing seen
         }
         continue;
       }
@@ -188,15 +235,16 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
       std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
-        float max_score = kNegInf;
+        float max_score = sink;
         for (int64_t c = 0; c < nk; ++c) max_score = std::max(max_score, row[c]);
-        if (max_score == kNegInf) {  // nothing visible: zero output
+        if (max_score == kNegInf) {  // nothing visible, no sink: zero output
           std::fill(row, row + nk, 0.0f);
           if (lse_b) lse_b[r] = kNegInf;
           empty[static_cast<size_t>(r)] = true;
           continue;
         }
-        const double denom = ExpShifted(row, max_score, 1.0f, nk, row);
+        const double denom = ExpShifted(row, max_score, 1.0f, nk, row) +
+                             (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
         const float inv = static_cast<float>(1.0 / denom);
         for (int64_t c = 0; c < nk; ++c) row[c] *= inv;
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
@@ -211,12 +259,14 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
 }
 
 void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const View& k,
-                                const View& v, const View& q_seg, const View& kv_seg,
-                                const View& out, const View& lse_view, const View& dout,
-                                const View& dq, const View& dk, const View& dv) const {
+                                const View& v, const View& sinks_view, const View& q_seg,
+                                const View& kv_seg, const View& out, const View& lse_view,
+                                const View& dout, const View& dq, const View& dk, const View& dv,
+                                const View& dsinks_view) const {
   CheckViews(*this, OpKind::kAttentionBackward, s,
              {{&q, "q"}, {&out, "out"}, {&dout, "dout"}, {&dq, "dq"}},
              {{&k, "k"}, {&v, "v"}, {&dk, "dk"}, {&dv, "dv"}}, q_seg, kv_seg, lse_view, true);
+  CheckSinks(*this, OpKind::kAttentionBackward, s, sinks_view, dsinks_view);
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;
@@ -283,6 +333,9 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const Vi
       }
     }
   });
+  if (!sinks_view.empty() && !dsinks_view.empty()) {
+    SinkGradients(s, SinkValues(sinks_view), out, dout, lse, dsinks_view.f32());
+  }
 }
 
 }  // namespace air::engine

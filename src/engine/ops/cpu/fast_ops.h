@@ -39,20 +39,36 @@ class FastOps : public CpuBackend {
                       const View& rstd) const override;
   void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
                        const View& dx, const View& dw) const override;
-  void RopeTables(const View& positions, const View& inv_freq, const View& cos,
+  void RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
                   const View& sin) const override;
   void RopeForward(const View& x, const View& cos, const View& sin) const override;
   void RopeBackward(const View& dx, const View& cos, const View& sin) const override;
   void AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
-                        const View& q_segments, const View& kv_segments, const View& out,
-                        const View& lse) const override;
+                        const View& sinks, const View& q_segments, const View& kv_segments,
+                        const View& out, const View& lse) const override;
   void AttentionBackward(const AttentionShape& s, const View& q, const View& k, const View& v,
-                         const View& q_segments, const View& kv_segments, const View& out,
-                         const View& lse, const View& dout, const View& dq, const View& dk,
-                         const View& dv) const override;
+                         const View& sinks, const View& q_segments, const View& kv_segments,
+                         const View& out, const View& lse, const View& dout, const View& dq,
+                         const View& dk, const View& dv, const View& dsinks) const override;
   void SwigluForward(const View& gate, const View& up, const View& out) const override;
   void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
                       const View& dup) const override;
+  void ClampedSwigluForward(const View& gate_up, float alpha, float limit,
+                            const View& out) const override;
+  void ClampedSwigluBackward(const View& gate_up, float alpha, float limit, const View& dout,
+                             const View& dgate_up) const override;
+  void RouterTopK(const View& logits, const View& indices, const View& weights) const override;
+  void RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
+                          const View& dlogits) const override;
+  void MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                   const View& row_of_slot) const override;
+  void MoeGather(const View& x, const View& token_of_row, const View& grouped) const override;
+  void MoeGatherBackward(const View& dgrouped, const View& row_of_slot,
+                         const View& dx) const override;
+  void MoeCombine(const View& y, const View& weights, const View& row_of_slot,
+                  const View& out) const override;
+  void MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
+                          const View& dout, const View& dy, const View& dweights) const override;
   void AddInPlace(const View& y, const View& x) const override;
   void AddBias(const View& y, const View& bias) const override;
   void BiasBackward(const View& dy, const View& dbias) const override;

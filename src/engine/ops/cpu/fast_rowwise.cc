@@ -67,7 +67,7 @@ void FastOps::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_
   }
 }
 
-void FastOps::RopeTables(const View& positions, const View& inv_freq, const View& cos,
+void FastOps::RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
                          const View& sin) const {
   const OpKind op = OpKind::kRopeTables;
   CheckIndex(op, positions, "positions");
@@ -80,7 +80,7 @@ void FastOps::RopeTables(const View& positions, const View& inv_freq, const View
   pool_->ParallelFor(n, MinRows(half * 16), [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t i = 0; i < half; ++i) {
-        RopeAngle(positions.i32()[t], inv_freq.f32()[i], &cos.f32()[t * half + i],
+        RopeAngle(positions.i32()[t], inv_freq.f32()[i], scale, &cos.f32()[t * half + i],
                   &sin.f32()[t * half + i]);
       }
     }

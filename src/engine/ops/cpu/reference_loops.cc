@@ -136,21 +136,24 @@ double Dot(const float* a, const float* b, int64_t n) {
 }  // namespace
 
 // For each row b, query head h, query i:
-//   score_j = scale * q_i . k_j over visible keys j; p = softmax(score); out_i = sum_j p_j v_j
-//   lse (B, Hq, Tq) = log sum_j exp(score_j)
+//   score_j = scale * q_i . k_j over visible keys j; with sinks the sink logit joins the softmax
+//   as one more score without a value; p = softmax(scores); out_i = sum_j p_j v_j
+//   lse (B, Hq, Tq) = log(sum_j exp(score_j) [+ exp(sink_h)])
 void RefAttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                         const int32_t* q_segments, const int32_t* kv_segments, float* out,
-                         float* lse) {
+                         const float* sinks, const int32_t* q_segments, const int32_t* kv_segments,
+                         float* out, float* lse) {
   const AttentionIndex idx{s};
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   std::vector<double> scores(static_cast<size_t>(s.kv_len));
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.q_heads; ++h) {
+      const double sink = sinks != nullptr ? sinks[h] : kNegInf;
       for (int64_t i = 0; i < s.q_len; ++i) {
         const float* qi = q + idx.q_row(b, i, h);
-        double max_score = -std::numeric_limits<double>::infinity();
+        double max_score = sink;
         for (int64_t j = 0; j < s.kv_len; ++j) {
           if (!AttentionVisible(s, b, i, j, q_segments, kv_segments)) {
-            scores[j] = -std::numeric_limits<double>::infinity();
+            scores[j] = kNegInf;
             continue;
           }
           scores[j] = s.scale * Dot(qi, k + idx.kv_row(b, j, h), s.head_dim);
@@ -159,11 +162,11 @@ void RefAttentionForward(const AttentionShape& s, const float* q, const float* k
         float* oi = out + idx.q_row(b, i, h);
         for (int64_t d = 0; d < s.head_dim; ++d) oi[d] = 0.0f;
         float* lse_i = lse ? lse + (b * s.q_heads + h) * s.q_len + i : nullptr;
-        if (max_score == -std::numeric_limits<double>::infinity()) {  // nothing visible
+        if (max_score == kNegInf) {  // nothing visible, no sink
           if (lse_i) *lse_i = -std::numeric_limits<float>::infinity();
           continue;
         }
-        double denom = 0.0;
+        double denom = sinks != nullptr ? std::exp(sink - max_score) : 0.0;
         for (int64_t j = 0; j < s.kv_len; ++j) {
           scores[j] = std::exp(scores[j] - max_score);  // exp(-inf) = 0 for masked keys
           denom += scores[j];
@@ -184,10 +187,13 @@ void RefAttentionForward(const AttentionShape& s, const float* q, const float* k
 // With p_ij = exp(score_ij - lse_i), dp_ij = dout_i . v_j, delta_i = dout_i . out_i,
 // ds_ij = p_ij (dp_ij - delta_i):
 //   dq_i += scale sum_j ds_ij k_j;  dk_j += scale sum_i ds_ij q_i;  dv_j += sum_i p_ij dout_i
+//   dsink_h += sum_i -exp(sink_h - lse_i) delta_i   (the sink has no value: its dp is 0)
 void RefAttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                          const int32_t* q_segments, const int32_t* kv_segments, const float* out,
-                          const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+                          const float* sinks, const int32_t* q_segments, const int32_t* kv_segments,
+                          const float* out, const float* lse, const float* dout, float* dq,
+                          float* dk, float* dv, float* dsinks) {
   const AttentionIndex idx{s};
+  std::vector<double> dsink(static_cast<size_t>(s.q_heads), 0.0);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.q_heads; ++h) {
       for (int64_t i = 0; i < s.q_len; ++i) {
@@ -196,6 +202,7 @@ void RefAttentionBackward(const AttentionShape& s, const float* q, const float* 
         const float* qi = q + idx.q_row(b, i, h);
         const float* doi = dout + idx.q_row(b, i, h);
         const double delta = Dot(doi, out + idx.q_row(b, i, h), s.head_dim);
+        if (sinks != nullptr) dsink[h] -= std::exp(double{sinks[h]} - lse_i) * delta;
         float* dqi = dq + idx.q_row(b, i, h);
         for (int64_t j = 0; j < s.kv_len; ++j) {
           if (!AttentionVisible(s, b, i, j, q_segments, kv_segments)) continue;
@@ -213,6 +220,9 @@ void RefAttentionBackward(const AttentionShape& s, const float* q, const float* 
         }
       }
     }
+  }
+  if (sinks != nullptr && dsinks != nullptr) {
+    for (int64_t h = 0; h < s.q_heads; ++h) dsinks[h] += static_cast<float>(dsink[h]);
   }
 }
 

@@ -3,6 +3,7 @@
 #include "engine/ops/cpu/reference_ops.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "engine/dtype.h"
@@ -21,10 +22,10 @@ bool ReferenceOps::Supports(OpKind op, DType dtype) const {
   return dtype == DType::kBF16 && !IsMasterStateOp(op);
 }
 
-void RopeAngle(int32_t position, float inv_freq, float* cos_out, float* sin_out) {
-  const float angle = static_cast<float>(position) * inv_freq;  // fp32 product, as torch
-  *cos_out = static_cast<float>(std::cos(double{angle}));
-  *sin_out = static_cast<float>(std::sin(double{angle}));
+void RopeAngle(int32_t position, float inv_freq, float scale, float* cos_out, float* sin_out) {
+  const float angle = static_cast<float>(position) * inv_freq;     // fp32 product, as torch
+  *cos_out = static_cast<float>(std::cos(double{angle})) * scale;  // fp32 product, as torch
+  *sin_out = static_cast<float>(std::sin(double{angle})) * scale;
 }
 
 namespace {
@@ -136,8 +137,8 @@ void ReferenceOps::RmsNormBackward(const View& x, const View& w, const View& rst
   dxs.Store();
 }
 
-void ReferenceOps::RopeTables(const View& positions, const View& inv_freq, const View& cos,
-                              const View& sin) const {
+void ReferenceOps::RopeTables(const View& positions, const View& inv_freq, float scale,
+                              const View& cos, const View& sin) const {
   const OpKind op = OpKind::kRopeTables;
   CheckIndex(op, positions, "positions");
   CheckF32(op, inv_freq, "inv_freq");
@@ -148,7 +149,7 @@ void ReferenceOps::RopeTables(const View& positions, const View& inv_freq, const
   CheckSize(op, sin, n * half, "sin");
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      RopeAngle(positions.i32()[t], inv_freq.f32()[i], &cos.f32()[t * half + i],
+      RopeAngle(positions.i32()[t], inv_freq.f32()[i], scale, &cos.f32()[t * half + i],
                 &sin.f32()[t * half + i]);
     }
   }
@@ -192,10 +193,15 @@ void ReferenceOps::RopeBackward(const View& dx, const View& cos, const View& sin
 namespace {
 
 void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s, const View& q,
-                    const View& k, const View& v, const View& q_segments, const View& kv_segments) {
+                    const View& k, const View& v, const View& sinks, const View& q_segments,
+                    const View& kv_segments) {
   CheckData(ops, op, q, "q");
   CheckData(ops, op, k, "k");
   CheckData(ops, op, v, "v");
+  if (!sinks.empty()) {
+    CheckData(ops, op, sinks, "sinks");
+    CheckSize(op, sinks, s.q_heads, "sinks");
+  }
   CheckIndex(op, q_segments, "q_segments");
   CheckIndex(op, kv_segments, "kv_segments");
   const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
@@ -211,41 +217,51 @@ void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s, const Vi
 }  // namespace
 
 void ReferenceOps::AttentionForward(const AttentionShape& s, const View& q, const View& k,
-                                    const View& v, const View& q_segments, const View& kv_segments,
-                                    const View& out, const View& lse) const {
+                                    const View& v, const View& sinks, const View& q_segments,
+                                    const View& kv_segments, const View& out,
+                                    const View& lse) const {
   const OpKind op = OpKind::kAttentionForward;
-  CheckAttention(*this, op, s, q, k, v, q_segments, kv_segments);
+  CheckAttention(*this, op, s, q, k, v, sinks, q_segments, kv_segments);
   CheckData(*this, op, out, "out");
   CheckF32(op, lse, "lse");
   CheckSize(op, out, s.batch * s.q_len * s.q_heads * s.head_dim, "out");
   if (!lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
   F32Input qs(q), ks(k), vs(v);
+  std::optional<F32Input> sink_values;
+  if (!sinks.empty()) sink_values.emplace(sinks);
   F32Output os(out, false);
-  RefAttentionForward(s, qs.get(), ks.get(), vs.get(), IndexOrNull(q_segments),
-                      IndexOrNull(kv_segments), os.get(), lse.empty() ? nullptr : lse.f32());
+  RefAttentionForward(s, qs.get(), ks.get(), vs.get(), sink_values ? sink_values->get() : nullptr,
+                      IndexOrNull(q_segments), IndexOrNull(kv_segments), os.get(),
+                      lse.empty() ? nullptr : lse.f32());
   os.Store();
 }
 
 void ReferenceOps::AttentionBackward(const AttentionShape& s, const View& q, const View& k,
-                                     const View& v, const View& q_segments, const View& kv_segments,
-                                     const View& out, const View& lse, const View& dout,
-                                     const View& dq, const View& dk, const View& dv) const {
+                                     const View& v, const View& sinks, const View& q_segments,
+                                     const View& kv_segments, const View& out, const View& lse,
+                                     const View& dout, const View& dq, const View& dk,
+                                     const View& dv, const View& dsinks) const {
   const OpKind op = OpKind::kAttentionBackward;
-  CheckAttention(*this, op, s, q, k, v, q_segments, kv_segments);
+  CheckAttention(*this, op, s, q, k, v, sinks, q_segments, kv_segments);
   CheckData(*this, op, out, "out");
   CheckData(*this, op, dout, "dout");
   CheckData(*this, op, dq, "dq");
   CheckData(*this, op, dk, "dk");
   CheckData(*this, op, dv, "dv");
   CheckF32(op, lse, "lse");
+  CheckF32(op, dsinks, "dsinks");
+  if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
   CheckSameSize(op, q, dq, "q, dq");
   CheckSameSize(op, k, dk, "k, dk");
   CheckSameSize(op, v, dv, "v, dv");
   F32Input qs(q), ks(k), vs(v), os(out), dos(dout);
+  std::optional<F32Input> sink_values;
+  if (!sinks.empty()) sink_values.emplace(sinks);
   F32Output dqs(dq, true), dks(dk, true), dvs(dv, true);
-  RefAttentionBackward(s, qs.get(), ks.get(), vs.get(), IndexOrNull(q_segments),
-                       IndexOrNull(kv_segments), os.get(), lse.f32(), dos.get(), dqs.get(),
-                       dks.get(), dvs.get());
+  RefAttentionBackward(s, qs.get(), ks.get(), vs.get(), sink_values ? sink_values->get() : nullptr,
+                       IndexOrNull(q_segments), IndexOrNull(kv_segments), os.get(), lse.f32(),
+                       dos.get(), dqs.get(), dks.get(), dvs.get(),
+                       dsinks.empty() ? nullptr : dsinks.f32());
   dqs.Store();
   dks.Store();
   dvs.Store();

@@ -25,20 +25,36 @@ class ReferenceOps : public CpuBackend {
                       const View& rstd) const override;
   void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
                        const View& dx, const View& dw) const override;
-  void RopeTables(const View& positions, const View& inv_freq, const View& cos,
+  void RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
                   const View& sin) const override;
   void RopeForward(const View& x, const View& cos, const View& sin) const override;
   void RopeBackward(const View& dx, const View& cos, const View& sin) const override;
   void AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
-                        const View& q_segments, const View& kv_segments, const View& out,
-                        const View& lse) const override;
+                        const View& sinks, const View& q_segments, const View& kv_segments,
+                        const View& out, const View& lse) const override;
   void AttentionBackward(const AttentionShape& s, const View& q, const View& k, const View& v,
-                         const View& q_segments, const View& kv_segments, const View& out,
-                         const View& lse, const View& dout, const View& dq, const View& dk,
-                         const View& dv) const override;
+                         const View& sinks, const View& q_segments, const View& kv_segments,
+                         const View& out, const View& lse, const View& dout, const View& dq,
+                         const View& dk, const View& dv, const View& dsinks) const override;
   void SwigluForward(const View& gate, const View& up, const View& out) const override;
   void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
                       const View& dup) const override;
+  void ClampedSwigluForward(const View& gate_up, float alpha, float limit,
+                            const View& out) const override;
+  void ClampedSwigluBackward(const View& gate_up, float alpha, float limit, const View& dout,
+                             const View& dgate_up) const override;
+  void RouterTopK(const View& logits, const View& indices, const View& weights) const override;
+  void RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
+                          const View& dlogits) const override;
+  void MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                   const View& row_of_slot) const override;
+  void MoeGather(const View& x, const View& token_of_row, const View& grouped) const override;
+  void MoeGatherBackward(const View& dgrouped, const View& row_of_slot,
+                         const View& dx) const override;
+  void MoeCombine(const View& y, const View& weights, const View& row_of_slot,
+                  const View& out) const override;
+  void MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
+                          const View& dout, const View& dy, const View& dweights) const override;
   void AddInPlace(const View& y, const View& x) const override;
   void AddBias(const View& y, const View& bias) const override;
   void BiasBackward(const View& dy, const View& dbias) const override;
@@ -77,7 +93,12 @@ inline bool AttentionVisible(const AttentionShape& s, int64_t b, int64_t qi, int
 
 // cos/sin of one RoPE angle as every CPU implementation computes it: the fp32 product of the
 // position and the inverse frequency (as transformers' matmul gives), then cos/sin in double,
-// rounded to fp32.
-void RopeAngle(int32_t position, float inv_freq, float* cos_out, float* sin_out);
+// rounded to fp32, then the fp32 product with `scale` (YaRN's attention factor).
+void RopeAngle(int32_t position, float inv_freq, float scale, float* cos_out, float* sin_out);
+
+// Ops::MoeDispatch's checks and its counting sort on the calling thread: the whole op for every
+// CPU backend (N*k small integers; ReferenceOps and FastOps both call it).
+void CpuMoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                    const View& row_of_slot);
 
 }  // namespace air::engine

@@ -1,0 +1,115 @@
+// GPT-OSS's mixture-of-experts block, forward and backward (see moe.h for the math).
+#include "engine/model/moe.h"
+
+namespace air::engine {
+
+namespace {
+
+View GradOrEmpty(const Parameter* p) { return p != nullptr && p->trainable ? p->grad : View(); }
+
+// Expert e's matrix of a [E, a, b] parameter view as a flat (a * b) view.
+View ExpertSlice(const View& v, int64_t e) {
+  const int64_t per = v.numel() / v.dim(0);
+  return v.Slice(e * per, per);
+}
+
+}  // namespace
+
+void LayoutMoeActivations(Workspace& ws, int64_t n, int64_t hidden, int64_t inter, int64_t experts,
+                          int64_t k, DType dtype, MoeActivations& a) {
+  const int64_t m = n * k;
+  a.logits = ws.F32({n, experts});
+  a.experts = ws.Take(DType::kI32, {n, k});
+  a.weights = ws.F32({n, k});
+  a.offsets = ws.Take(DType::kI32, {experts + 1});
+  a.token_of_row = ws.Take(DType::kI32, {m});
+  a.row_of_slot = ws.Take(DType::kI32, {n, k});
+  a.xg = ws.Take(dtype, {m, hidden});
+  a.gate_up = ws.Take(dtype, {m, 2 * inter});
+  a.act = ws.Take(dtype, {m, inter});
+  a.y = ws.Take(dtype, {m, hidden});
+}
+
+void LayoutMoeGradScratch(Workspace& ws, int64_t n, int64_t hidden, int64_t inter, int64_t experts,
+                          int64_t k, MoeGradScratch& g) {
+  const int64_t m = n * k;
+  g.dy = ws.F32({m, hidden});
+  g.dact = ws.F32({m, inter});
+  g.dgate_up = ws.F32({m, 2 * inter});
+  g.dxg = ws.F32({m, hidden});
+  g.dweights = ws.F32({n, k});
+  g.dlogits = ws.F32({n, experts});
+}
+
+void ExpertLinearForward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
+                         const ExpertLinear& linear, const View& y) {
+  const Parameter& w = *linear.weight;
+  const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2];
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
+    if (rows == 0) continue;
+    const View ye = y.Rows(r0, rows);
+    // y_e (rows, out) = x_e (rows, in) @ W_e (in, out)
+    ops.Gemm(false, false, rows, out, in, x.Rows(r0, rows), in, ExpertSlice(w.value, e), out, 0.0f,
+             ye, out);
+    if (linear.bias != nullptr) ops.AddBias(ye, linear.bias->value.Rows(e, 1));
+  }
+}
+
+void ExpertLinearBackward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
+                          const ExpertLinear& linear, const View& dy, const View& dx) {
+  const Parameter& w = *linear.weight;
+  const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2];
+  const View db = GradOrEmpty(linear.bias);
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
+    if (rows == 0) continue;
+    const View dye = dy.Rows(r0, rows), xe = x.Rows(r0, rows);
+    // dW_e (in, out) += x_e^T (in, rows) @ dy_e (rows, out)
+    if (w.trainable) {
+      ops.Gemm(true, false, in, out, rows, xe, in, dye, out, 1.0f, ExpertSlice(w.grad, e), out);
+    }
+    if (!db.empty()) ops.BiasBackward(dye, db.Rows(e, 1));
+    // dx_e (rows, in) = dy_e (rows, out) @ W_e^T
+    ops.Gemm(false, true, rows, in, out, dye, out, ExpertSlice(w.value, e), out, 0.0f,
+             dx.Rows(r0, rows), in);
+  }
+}
+
+void MoeForward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
+                const View& out) {
+  // Route: logits (N, E) -> the k experts of each token and their weights.
+  LinearForward(ops, LinearPass{}, xn, w.router, a.logits);  // no adapter on the router
+  ops.RouterTopK(a.logits, a.experts, a.weights);
+  // Group the choices by expert; the row ranges come to the host to size the GEMMs.
+  ops.MoeDispatch(a.experts, a.offsets, a.token_of_row, a.row_of_slot);
+  std::vector<int32_t>& offsets = *a.host_offsets;
+  offsets.resize(static_cast<size_t>(a.offsets.numel()));
+  ops.CopyToHost(offsets.data(), a.offsets);
+  ops.MoeGather(xn, a.token_of_row, a.xg);
+  ExpertLinearForward(ops, a.xg, offsets, w.mlp1, a.gate_up);
+  ops.ClampedSwigluForward(a.gate_up, w.swiglu_alpha, w.swiglu_limit, a.act);
+  ExpertLinearForward(ops, a.act, offsets, w.mlp2, a.y);
+  ops.MoeCombine(a.y, a.weights, a.row_of_slot, out);
+}
+
+void MoeBackward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
+                 const View& dout, const MoeGradScratch& g, const View& dxn) {
+  const std::vector<int32_t>& offsets = *a.host_offsets;
+  // out = sum_j weight_j y[row_j]: dy (written), dweights (accumulated: start from zero)
+  ops.Zero(g.dweights);
+  ops.MoeCombineBackward(a.y, a.weights, a.row_of_slot, dout, g.dy, g.dweights);
+  // y = act W2_e + b2_e;  act = SwiGLU(gate_up);  gate_up = xg W1_e + b1_e
+  ExpertLinearBackward(ops, a.act, offsets, w.mlp2, g.dy, g.dact);
+  ops.Zero(g.dgate_up);
+  ops.ClampedSwigluBackward(a.gate_up, w.swiglu_alpha, w.swiglu_limit, g.dact, g.dgate_up);
+  ExpertLinearBackward(ops, a.xg, offsets, w.mlp1, g.dgate_up, g.dxg);
+  // xg = xn[token]: each token's rows add back into dxn
+  ops.MoeGatherBackward(g.dxg, a.row_of_slot, dxn);
+  // The router: softmax over the k chosen logits, then the Linear.
+  ops.Zero(g.dlogits);
+  ops.RouterTopKBackward(a.experts, a.weights, g.dweights, g.dlogits);
+  LinearBackward(ops, LinearPass{}, xn, w.router, g.dlogits, dxn, true);
+}
+
+}  // namespace air::engine

@@ -1,0 +1,86 @@
+// GPT-OSS's mixture-of-experts block (transformers' GptOssMLP), forward and backward by hand,
+// over N = B*T tokens of width C with E experts, k per token, each of width I:
+//
+//   logits = xn Wr^T + br                           (N, E)   router (a Linear), fp32
+//   experts, weights = top-k(logits), softmax over the k   (N, k)
+//   grouped rows: the N*k (token, slot) choices sorted by expert (MoeDispatch); expert e owns
+//   rows [offsets[e], offsets[e+1])
+//   xg = xn[token of each row]                      (N*k, C)
+//   gate_up = xg W1_e + b1_e    for each expert e over its rows  (N*k, 2I)  one GEMM per expert
+//   act = clamped SwiGLU(gate_up)                   (N*k, I)
+//   y = act W2_e + b2_e         for each expert e over its rows  (N*k, C)  one GEMM per expert
+//   out[n] = sum over n's slots (in expert order) of weight * y[row]   (N, C)
+//
+// No expert runs on tokens not routed to it, and an expert with no tokens runs nothing. The
+// row ranges are read back to the host once per block (E + 1 integers) to size the per-expert
+// GEMMs; they are kept for the backward (and recomputed with the layer under activation
+// checkpointing — the same inputs give the same routing).
+//
+// ExpertLinear is the experts' counterpart of decoder_layer.h's Linear: the descriptor of a
+// per-expert weight [E, in, out] (x @ W, as transformers' GptOssExperts stores gate_up_proj and
+// down_proj) and bias [E, out], where expert adapters (PEFT's target_parameters) would attach.
+// Thread safety: functions over caller-owned views; one thread per call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/decoder_layer.h"
+#include "engine/model/parameter.h"
+#include "engine/workspace.h"
+
+namespace air::engine {
+
+struct ExpertLinear {
+  Parameter* weight = nullptr;  // (E, in, out)
+  Parameter* bias = nullptr;    // (E, out) or null
+};
+
+struct MoeWeights {
+  Linear router;      // (E, C) + (E)
+  ExpertLinear mlp1;  // gate_up: (E, C, 2I) + (E, 2I), gate and up interleaved
+  ExpertLinear mlp2;  // down: (E, I, C) + (E, C)
+  float swiglu_alpha = 1.702f;
+  float swiglu_limit = 7.0f;
+};
+
+struct MoeActivations {
+  View logits;                                   // (N, E) F32 router logits (scratch)
+  View experts, weights;                         // (N, k) I32 chosen experts, F32 their weights
+  View offsets;                                  // (E + 1) I32 first grouped row of each expert
+  View token_of_row, row_of_slot;                // (N*k) I32 each
+  View xg, gate_up, act, y;                      // (N*k, C), (N*k, 2I), (N*k, I), (N*k, C)
+  std::vector<int32_t>* host_offsets = nullptr;  // the offsets on the host (E + 1), per layer
+};
+
+struct MoeGradScratch {
+  View dy, dact, dgate_up, dxg;  // (N*k, C), (N*k, I), (N*k, 2I), (N*k, C) F32
+  View dweights, dlogits;        // (N, k), (N, E) F32
+};
+
+// Takes one block's activations for `rows` tokens from `ws` (data views in `dtype`; the
+// router's logits and weights F32, index views I32).
+void LayoutMoeActivations(Workspace& ws, int64_t rows, int64_t hidden, int64_t inter,
+                          int64_t experts, int64_t k, DType dtype, MoeActivations& a);
+void LayoutMoeGradScratch(Workspace& ws, int64_t rows, int64_t hidden, int64_t inter,
+                          int64_t experts, int64_t k, MoeGradScratch& g);
+
+// out (N, C) = the MoE block of xn (N, C) (written; the caller adds the residual). Fills `a`.
+void MoeForward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
+                const View& out);
+// dxn (N, C) += d/dxn of the block for dout (N, C); accumulates the trainable parameters'
+// gradients. `a` holds the forward's activations.
+void MoeBackward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
+                 const View& dout, const MoeGradScratch& g, const View& dxn);
+
+// y (rows, out) = x W_e (+ b_e) over each expert's row range of x (rows, in).
+void ExpertLinearForward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
+                         const ExpertLinear& linear, const View& y);
+// dx (rows, in) = dy W_e^T per expert (written); dW_e += x^T dy and db_e += colsum(dy) over
+// the expert's rows for the trainable ones (a frozen W or b is skipped).
+void ExpertLinearBackward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
+                          const ExpertLinear& linear, const View& dy, const View& dx);
+
+}  // namespace air::engine

@@ -1,0 +1,95 @@
+// The per-op harness's fixture (ops_harness_test.cc describes the harness): a backend from the
+// registry and a precision per test, the fp32 reference beside it, host data rounded to the
+// tested dtype, and the worst error measured per op family, printed at the end of each test.
+// Shared by ops_harness_test.cc and ops_harness_moe_test.cc (one suite, one instantiation).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/backend/registry.h"
+#include "engine/ops/cpu/reference_ops.h"
+#include "op_test_util.h"
+#include "test_util.h"
+
+namespace air::engine::testing {
+
+struct Precision {
+  std::string name;
+  DType in;                          // activations and weights
+  DType out;                         // forward outputs
+  DType grad;                        // gradients the backward ops accumulate into
+  DType data() const { return in; }  // the dtype Supports() is asked about
+};
+
+inline const std::vector<Precision>& Precisions() {
+  static const std::vector<Precision> kAll = {
+      {"f32", DType::kF32, DType::kF32, DType::kF32},
+      {"bf16", DType::kBF16, DType::kBF16, DType::kBF16},
+      {"bf16_f32grad", DType::kBF16, DType::kBF16, DType::kF32}};
+  return kAll;
+}
+
+class OpsHarness : public ::testing::TestWithParam<std::tuple<RegisteredBackend, Precision>> {
+ protected:
+  void SetUp() override {
+    const RegisteredBackend& r = std::get<0>(GetParam());
+    backend_ = MakeBackend(r.options.kind, r.options.num_threads);
+  }
+  void TearDown() override {
+    for (const auto& [family, worst] : worst_) {
+      std::printf("[harness] %-12s %-13s %-20s worst %.3g (tolerance %.3g)\n",
+                  std::get<0>(GetParam()).name.c_str(), precision().name.c_str(), family.c_str(),
+                  worst.first, worst.second);
+    }
+  }
+  const Precision& precision() const { return std::get<1>(GetParam()); }
+  const BackendTolerances& tol() const {
+    const RegisteredBackend& r = std::get<0>(GetParam());
+    if (precision().name == "bf16") return r.bf16;
+    if (precision().name == "bf16_f32grad") return r.bf16_f32grad;
+    return r.f32;
+  }
+  // False (and a printed line) when the backend has no path for `op` in this precision.
+  bool Runs(OpKind op) {
+    if (backend_->Supports(op, precision().data())) return true;
+    std::printf("[harness] %-12s %-13s %-20s not supported by this backend in %s (not run)\n",
+                std::get<0>(GetParam()).name.c_str(), precision().name.c_str(), OpName(op),
+                DTypeName(precision().data()));
+    return false;
+  }
+  // Checks `measured` against `tolerance` for `family` and keeps the worst.
+  void Expect(const std::string& family, double measured, double tolerance,
+              const std::string& what) {
+    auto& w = worst_[family];
+    w = {std::max(w.first, measured), tolerance};
+    EXPECT_LE(measured, tolerance)
+        << std::get<0>(GetParam()).name << " " << precision().name << " " << family << " " << what;
+  }
+  // Host data as the tested dtype holds it (what both sides compute from).
+  std::vector<float> In(size_t n, uint64_t seed, float scale = 1.0f) const {
+    return RoundedTo(RandomVector(n, seed, scale), precision().in);
+  }
+  std::vector<float> Grad(size_t n, uint64_t seed, float scale = 1.0f) const {
+    return RoundedTo(RandomVector(n, seed, scale), precision().grad);
+  }
+
+  ReferenceOps ref_;
+  std::shared_ptr<Backend> backend_;
+  std::map<std::string, std::pair<double, double>> worst_;
+};
+
+inline std::string CaseName(
+    const ::testing::TestParamInfo<std::tuple<RegisteredBackend, Precision>>& info) {
+  std::string name = std::get<0>(info.param).name + "_" + std::get<1>(info.param).name;
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+}  // namespace air::engine::testing
