@@ -1,6 +1,7 @@
-// `air generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P]
-// [--seed S] [--chat]`: continues a prompt with a Hugging Face Llama-family model (a directory
-// or a hub id in the HF cache) using the KV cache — greedy at temperature 0, nucleus sampling
+// `air generate --model DIR [--adapter DIR] --prompt TEXT [--max-new-tokens N] [--temperature T]
+// [--top-p P] [--seed S] [--chat]`: continues a prompt with a Hugging Face Llama-family model (a
+// directory or a hub id in the HF cache; with --adapter, a PEFT LoRA adapter applied to it
+// unmerged, as PeftModel runs it) using the KV cache — greedy at temperature 0, nucleus sampling
 // otherwise — and stops at an end-of-sequence token. Text mode streams the continuation to
 // stdout; -o json returns it in the envelope with token counts and speed.
 //
@@ -17,6 +18,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_hub.h"
 #include "engine/io/hf_state_dict.h"
+#include "engine/lora/lora_load.h"
 #include "engine/model/causal_lm.h"
 #include "engine/model/memory_check.h"
 #include "engine/train/generate.h"
@@ -30,6 +32,7 @@ using engine::Tokenizer;
 
 struct GenerateFlags {
   std::string model;
+  std::string adapter;  // a PEFT LoRA adapter applied to --model (unmerged)
   std::string prompt;
   std::string dataset;
   int limit = 0;
@@ -78,7 +81,10 @@ class StreamingPrinter {
 struct LoadedModel {
   std::string dir;
   Tokenizer tokenizer;
-  std::unique_ptr<CausalLm> model;
+  engine::lora::ModelWithAdapter loaded;  // the model, and its adapter with --adapter
+  CausalLm& model() { return *loaded.model; }
+  // A memory failure of the adapters' scratch inside a forward (checked after generating).
+  Status status() const { return loaded.lora ? loaded.lora->status() : Status::Ok(); }
 };
 
 Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
@@ -91,9 +97,17 @@ Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
           .WithContext(*model_dir));
   AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
                        engine::CreateBackend({.kind = "fast", .num_threads = flags.threads}));
-  AIR_ASSIGN_OR_RETURN(std::unique_ptr<CausalLm> model,
-                       engine::LoadHfModel(*model_dir, std::move(backend)));
-  return LoadedModel{*model_dir, std::move(tokenizer), std::move(model)};
+  LoadedModel out{*model_dir, std::move(tokenizer), {}};
+  if (flags.adapter.empty()) {
+    AIR_ASSIGN_OR_RETURN(out.loaded.model, engine::LoadHfModel(*model_dir, std::move(backend)));
+    return out;
+  }
+  auto adapter_dir = engine::ResolveModelDir(flags.adapter, ctx.env);
+  if (!adapter_dir.ok()) return adapter_dir.status().WithContext("--adapter");
+  auto loaded = engine::lora::LoadModelWithAdapter(*model_dir, *adapter_dir, std::move(backend));
+  if (!loaded.ok()) return loaded.status().WithContext("--adapter " + *adapter_dir);
+  out.loaded = std::move(*loaded);
+  return out;
 }
 
 Status ValidateFlags(const GenerateFlags& flags, engine::train::SamplingOptions& sampling) {
@@ -141,13 +155,14 @@ Status RunPrompt(CliContext& ctx, const GenerateFlags& flags,
   train::GenerateOptions options;
   options.max_new_tokens = flags.max_new_tokens;
   options.sampling = sampling;
-  options.eos_token_ids = train::EndOfGenerationIds(*loaded.model, loaded.tokenizer, flags.chat);
+  options.eos_token_ids = train::EndOfGenerationIds(loaded.model(), loaded.tokenizer, flags.chat);
 
   StreamingPrinter printer(loaded.tokenizer, ctx.out);
   std::function<void(int32_t)> on_token;
   if (!ctx.json()) on_token = [&printer](int32_t t) { printer.Add(t); };
   AIR_ASSIGN_OR_RETURN(train::GenerateResult result,
-                       train::Generate(*loaded.model, prompt, options, on_token));
+                       train::Generate(loaded.model(), prompt, options, on_token));
+  AIR_RETURN_IF_ERROR(loaded.status());
 
   const std::string text = loaded.tokenizer.Decode(result.tokens, /*skip_special_tokens=*/true);
   const double tokens_per_s =
@@ -199,9 +214,10 @@ Status RunDataset(CliContext& ctx, const GenerateFlags& flags,
     options.max_new_tokens = flags.max_new_tokens;
     options.sampling = sampling;
     options.eos_token_ids =
-        train::EndOfGenerationIds(*loaded.model, loaded.tokenizer, !p.add_special_tokens);
-    auto generated_ids = train::Generate(*loaded.model, ids, options);
+        train::EndOfGenerationIds(loaded.model(), loaded.tokenizer, !p.add_special_tokens);
+    auto generated_ids = train::Generate(loaded.model(), ids, options);
     if (!generated_ids.ok()) return generated_ids.status().WithContext(p.source);
+    AIR_RETURN_IF_ERROR(loaded.status());
     const train::GenerateResult& result = *generated_ids;
     const std::string generated =
         loaded.tokenizer.Decode(result.tokens, /*skip_special_tokens=*/true);
@@ -239,6 +255,8 @@ void RegisterGenerateCommand(CLI::App& root, CliContext& ctx) {
   auto* cmd = root.add_subcommand("generate", "continue a prompt with a model (KV cache)");
   auto flags = std::make_shared<GenerateFlags>();
   cmd->add_option("--model", flags->model, "model directory or hub id in the HF cache")->required();
+  cmd->add_option("--adapter", flags->adapter,
+                  "a PEFT LoRA adapter directory (or hub id) applied to --model, unmerged");
   cmd->add_option("--prompt", flags->prompt, "the text to continue");
   cmd->add_option("--dataset", flags->dataset,
                   "instead of --prompt: answer every record of an alpaca/chat dataset and "

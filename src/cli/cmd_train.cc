@@ -51,17 +51,26 @@ std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
   credentials.password = ctx.env->GetEnv("MLFLOW_TRACKING_PASSWORD").value_or("");
   auto logger = std::make_unique<tracking::MetricLogger>(*uri, credentials, *run_id);
   const auto& c = p.config;
-  logger->LogParams({{"model_name", c.model_name},
-                     {"dataset_name", c.dataset_name},
-                     {"learning_rate", fmt::format("{}", c.learning_rate)},
-                     {"max_seq_len", std::to_string(c.max_seq_len)},
-                     {"per_device_batch_size", std::to_string(c.per_device_batch_size)},
-                     {"gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps)},
-                     {"total_steps", std::to_string(p.total_steps)},
-                     {"warmup_steps", std::to_string(p.warmup_steps)},
-                     {"weight_decay", fmt::format("{}", c.weight_decay)},
-                     {"max_grad_norm", fmt::format("{}", c.max_grad_norm)},
-                     {"seed", std::to_string(c.seed)}});
+  std::vector<tracking::KeyValue> params = {
+      {"model_name", c.model_name},
+      {"dataset_name", c.dataset_name},
+      {"learning_rate", fmt::format("{}", c.learning_rate)},
+      {"max_seq_len", std::to_string(c.max_seq_len)},
+      {"per_device_batch_size", std::to_string(c.per_device_batch_size)},
+      {"gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps)},
+      {"total_steps", std::to_string(p.total_steps)},
+      {"warmup_steps", std::to_string(p.warmup_steps)},
+      {"weight_decay", fmt::format("{}", c.weight_decay)},
+      {"max_grad_norm", fmt::format("{}", c.max_grad_norm)},
+      {"seed", std::to_string(c.seed)}};
+  if (c.lora.enabled) {  // the settings in effect (a starting adapter's own)
+    params.push_back({"use_peft", "true"});
+    params.push_back({"lora_r", std::to_string(c.lora.r)});
+    params.push_back({"lora_alpha", fmt::format("{}", c.lora.alpha)});
+    params.push_back({"lora_dropout", fmt::format("{}", c.lora.dropout)});
+    params.push_back({"use_rslora", c.lora.use_rslora ? "true" : "false"});
+  }
+  logger->LogParams(std::move(params));
   return logger;
 }
 
@@ -88,6 +97,7 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
       {"dataset_kind", prepared->dataset_kind},    {"examples", prepared->num_examples},
       {"total_steps", prepared->total_steps},      {"warmup_steps", prepared->warmup_steps},
       {"output_dir", prepared->config.output_dir}, {"notes", prepared->notes}};
+  if (prepared->config.lora.enabled) data["lora"] = prepared->lora_description;
   const engine::fsdp::MixedPrecision& mp = prepared->config.precision;
   data["precision"] = {{"param_dtype", engine::fsdp::TorchDTypeName(mp.param_dtype)},
                        {"reduce_dtype", engine::fsdp::TorchDTypeName(mp.reduce_dtype)},
@@ -142,6 +152,12 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   data["tokens"] = summary->tokens;
   data["elapsed_s"] = summary->elapsed_s;
   data["metrics"] = prepared->config.output_dir + "/metrics.jsonl";
+  // This rank's training state (rank 0's under several ranks).
+  data["memory"] = {{"frozen_bytes", summary->frozen_bytes},
+                    {"parameter_bytes", summary->parameter_bytes},
+                    {"gradient_bytes", summary->gradient_bytes},
+                    {"optimizer_bytes", summary->optimizer_bytes},
+                    {"gather_bytes", summary->gather_bytes}};
   if (prepared->dist.world_size > 1) {
     data["parallel"] = {
         {"rank", prepared->dist.rank},

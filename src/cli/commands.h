@@ -23,6 +23,7 @@ void RegisterTrainCommand(CLI::App& root, CliContext& ctx);
 void RegisterGenerateCommand(CLI::App& root, CliContext& ctx);
 void RegisterTokenizeCommand(CLI::App& root, CliContext& ctx);
 void RegisterModelCommand(CLI::App& root, CliContext& ctx);
+void RegisterLoraCommand(CLI::App& root, CliContext& ctx);
 void RegisterVolumesCommand(CLI::App& root, CliContext& ctx);
 void RegisterDeleteCommand(CLI::App& root, CliContext& ctx);
 void RegisterGcCommand(CLI::App& root, CliContext& ctx);

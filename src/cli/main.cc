@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   air::cli::RegisterGenerateCommand(app, ctx);
   air::cli::RegisterTokenizeCommand(app, ctx);
   air::cli::RegisterModelCommand(app, ctx);
+  air::cli::RegisterLoraCommand(app, ctx);
   air::cli::RegisterVolumesCommand(app, ctx);
   air::cli::RegisterDeleteCommand(app, ctx);
   air::cli::RegisterGcCommand(app, ctx);

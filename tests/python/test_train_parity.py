@@ -45,10 +45,10 @@ MAX_GRAD_NORM = 0.5
 VOCAB = 97
 
 
-def make_model(model_dir: pathlib.Path, tied: bool):
+def make_model(model_dir: pathlib.Path, tied: bool, vocab: int = VOCAB):
     torch.manual_seed(1234)
     config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=tied,
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,

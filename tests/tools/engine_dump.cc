@@ -5,13 +5,16 @@
 // the KV cache (logits "decode_logits") and saves the loaded model back (--save) to check
 // that transformers loads air's checkpoints.
 //
-//   air_engine_dump --model DIR --batch batch.json --out dump.safetensors
+//   air_engine_dump --model DIR [--adapter DIR] --batch batch.json --out dump.safetensors
 //                   [--ops fast|reference] [--checkpointing] [--decode]
 //                   [--save DIR [--save-dtype F32|BF16] [--max-shard-bytes N]]
 //
 // batch.json: {"input_ids": [[...], ...], "labels": [[...]], "position_ids": [[...]],
 //              "segment_ids": [[...]]} — rows of equal length; labels, position_ids and
-// segment_ids optional. Exit 0 on success; on error the message goes to stderr, exit 1.
+// segment_ids optional. With --adapter, a PEFT LoRA adapter is applied to the model (unmerged,
+// engine/lora) and the gradients written are those of the trainable parameters: the adapters'
+// (by PEFT's names without the adapter name, under "grad.") and modules_to_save's.
+// Exit 0 on success; on error the message goes to stderr, exit 1.
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -21,6 +24,7 @@
 #include "engine/backend/registry.h"
 #include "engine/io/hf_state_dict.h"
 #include "engine/io/safetensors.h"
+#include "engine/lora/lora_load.h"
 #include "engine/train/activation_checkpointing.h"
 
 namespace {
@@ -69,7 +73,7 @@ Result<TokenBatch> ReadBatch(const std::string& path) {
 }
 
 struct Flags {
-  std::string model, batch, out, ops = "fast", save, save_dtype = "F32";
+  std::string model, adapter, batch, out, ops = "fast", save, save_dtype = "F32";
   bool checkpointing = false, decode = false;
   uint64_t max_shard_bytes = 0;
 };
@@ -77,7 +81,14 @@ struct Flags {
 Status Run(const Flags& f) {
   AIR_ASSIGN_OR_RETURN(std::shared_ptr<air::engine::Backend> backend,
                        air::engine::CreateBackend({.kind = f.ops}));
-  AIR_ASSIGN_OR_RETURN(auto model, air::engine::LoadHfModel(f.model, backend));
+  air::engine::lora::ModelWithAdapter loaded;
+  if (f.adapter.empty()) {
+    AIR_ASSIGN_OR_RETURN(loaded.model, air::engine::LoadHfModel(f.model, backend));
+  } else {
+    AIR_ASSIGN_OR_RETURN(loaded,
+                         air::engine::lora::LoadModelWithAdapter(f.model, f.adapter, backend));
+  }
+  air::engine::CausalLm* model = loaded.model.get();
   air::engine::train::ApplyActivationCheckpointing(*model, f.checkpointing);
   if (!f.save.empty()) {
     air::engine::SaveOptions save;
@@ -127,10 +138,17 @@ Status Run(const Flags& f) {
     }
     refs.push_back({"decode_logits", &decoded});
   }
-  for (const auto& p : model->parameters()) owned.push_back(backend->ToHostTensor(p.grad));
-  size_t first_grad = owned.size() - model->parameters().size();
-  for (const std::string& name : air::engine::HfParameterNames(*model)) {
-    refs.push_back({"grad." + name, &owned[first_grad++]});  // by transformers' names
+  const std::vector<std::string> names = air::engine::HfParameterNames(*model);
+  std::vector<size_t> trainable;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& p = model->parameters()[i];
+    if (!p.trainable) continue;  // frozen (the base under LoRA): no gradient
+    owned.push_back(backend->ToHostTensor(p.grad));
+    trainable.push_back(i);
+  }
+  size_t first_grad = owned.size() - trainable.size();
+  for (size_t i : trainable) {
+    refs.push_back({"grad." + names[i], &owned[first_grad++]});  // by transformers' names
   }
   return air::engine::WriteSafetensors(f.out, refs, air::engine::DType::kF32, {});
 }
@@ -141,6 +159,7 @@ int main(int argc, char** argv) {
   CLI::App app{"air_engine_dump: forward/backward dump for parity tests"};
   Flags f;
   app.add_option("--model", f.model, "HF model directory")->required();
+  app.add_option("--adapter", f.adapter, "PEFT LoRA adapter directory applied to the model");
   app.add_option("--batch", f.batch, "batch JSON file");
   app.add_option("--out", f.out, "output safetensors file");
   app.add_option("--ops", f.ops, "fast or reference");

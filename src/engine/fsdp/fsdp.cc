@@ -1,6 +1,6 @@
-// FSDP over a CausalLm's units: setup, hooks and the gradient path (see fsdp.h for the
-// strategies, slots, ordering and mixed precision). Checkpoint access (gathering, shards) is in
-// fsdp_state.cc.
+// FSDP over a CausalLm's units: setup — the segments' storage per strategy, the slots, the
+// optimizer views (see fsdp.h for the strategies, slots, ordering and mixed precision). The
+// hooks and the gradient path are in fsdp_hooks.cc, checkpoint access in fsdp_state.cc.
 #include "engine/fsdp/fsdp.h"
 
 #include <fmt/format.h>
@@ -10,23 +10,21 @@
 namespace air::engine::fsdp {
 namespace {
 
-using parallel::CommDType;
-using parallel::ReduceOp;
-
 constexpr int kRootSlot = 2;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// S for a segment of n elements over w ranks: 0 for an empty segment (nothing is kept or sent).
+int64_t ShardSize(int64_t n, int w) { return n == 0 ? 0 : (n + w - 1) / w; }
 
 }  // namespace
 
-CommDType CommDTypeOf(DType dtype) {
+parallel::CommDType CommDTypeOf(DType dtype) {
   switch (dtype) {
     case DType::kBF16:
-      return CommDType::kBF16;
+      return parallel::CommDType::kBF16;
     case DType::kF16:
-      return CommDType::kF16;
+      return parallel::CommDType::kF16;
     default:
-      return CommDType::kF32;
+      return parallel::CommDType::kF32;
   }
 }
 
@@ -78,29 +76,20 @@ Result<std::unique_ptr<Fsdp>> Fsdp::Apply(CausalLm& model, parallel::ProcessGrou
 }
 
 Status Fsdp::Setup() {
-  if (strategy_ != ShardingStrategy::kNoShard) {
-    for (const Parameter& p : model_->parameters()) {
-      if (!p.trainable) {
-        return FailedPrecondition(fmt::format(
-            "{}: {} is frozen; frozen parameters (LoRA) are sharded by a later engine; use "
-            "fsdp_sharding_strategy NO_SHARD for now",
-            ShardingStrategyName(strategy_), p.name));
-      }
-    }
-  }
   const std::vector<ParamGroup>& groups = model_->units();
   units_.resize(groups.size());
+  const bool whole = strategy_ == ShardingStrategy::kNoShard;
   for (size_t i = 0; i < groups.size(); ++i) {
     Unit& u = units_[i];
-    u.numel = groups[i].numel;
-    u.trainable = 0;
-    for (const Parameter* p : groups[i].params) u.trainable += p->trainable ? p->numel() : 0;
-    u.shard = strategy_ == ShardingStrategy::kNoShard
-                  ? u.numel
-                  : std::max<int64_t>(1, CeilDiv(u.numel, world_));
+    u.numel = 0;
+    u.frozen_numel = 0;
+    for (const Parameter* p : groups[i].params)
+      (p->trainable ? u.numel : u.frozen_numel) += p->numel();
+    u.shard = whole ? u.numel : ShardSize(u.numel, world_);
+    u.frozen_shard = whole ? u.frozen_numel : ShardSize(u.frozen_numel, world_);
     u.slot = static_cast<int>(i) == root_ ? kRootSlot : static_cast<int>(i) % 2;
   }
-  if (strategy_ != ShardingStrategy::kNoShard) AIR_RETURN_IF_ERROR(SetupSlots());
+  if (!whole) AIR_RETURN_IF_ERROR(SetupSlots());
   // Each unit in turn: loaded (when deferred), copied into this rank's storage, the model's copy
   // dropped — one unit at a time is ever whole here.
   for (size_t i = 0; i < groups.size(); ++i) AIR_RETURN_IF_ERROR(SetupUnit(static_cast<int>(i)));
@@ -112,27 +101,50 @@ Status Fsdp::Setup() {
 Status Fsdp::SetupUnit(int unit) {
   if (options_.load_unit) AIR_RETURN_IF_ERROR(options_.load_unit(unit));
   Unit& u = units_[static_cast<size_t>(unit)];
-  const View full = model_->units()[static_cast<size_t>(unit)].values_view;  // F32, n
+  const ParamGroup& g = model_->units()[static_cast<size_t>(unit)];
+  const View full = g.trainable_view.Flat();      // F32, n (the model's own storage)
+  const View full_frozen = g.frozen_view.Flat();  // F32, n_f
   const Backend& b = *backend_;
   if (strategy_ == ShardingStrategy::kNoShard) {
+    if (u.frozen_numel > 0) {
+      AIR_ASSIGN_OR_RETURN(u.frozen_buffer,
+                           b.AllocateView(param_dtype(), {u.frozen_numel}, &u.frozen));
+      b.Convert(full_frozen, u.frozen);
+    }
     AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(DType::kF32, {u.numel}, &u.master));
-    b.Copy(u.master, full.Flat());
+    if (u.numel > 0) b.Copy(u.master, full);
     if (param_dtype() == DType::kF32) {
       u.resident = u.master;
     } else {
       AIR_ASSIGN_OR_RETURN(u.resident_buffer,
                            b.AllocateView(param_dtype(), {u.numel}, &u.resident));
-      b.Convert(u.master, u.resident);
+      if (u.numel > 0) b.Convert(u.master, u.resident);
     }
-    AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.trainable}, &u.grads));
+    AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.numel}, &u.grads));
     b.Zero(u.grads);
     if (world_ > 1 && reduce_dtype() != DType::kF32) {
       AIR_ASSIGN_OR_RETURN(u.reduce_buffer,
-                           b.AllocateView(reduce_dtype(), {u.trainable}, &u.reduce_send));
+                           b.AllocateView(reduce_dtype(), {u.numel}, &u.reduce_send));
     }
     model_->ReleaseUnitStorage(unit);
-    model_->BindUnit(unit, u.resident, u.grads);
+    Bind(unit, u.grads);
     return Status::Ok();
+  }
+  // The frozen segment: whole (SHARD_GRAD_OP keeps whole parameters) or this rank's shard, in
+  // param_dtype; it never changes, so it is never gathered after the step.
+  if (u.frozen_numel > 0) {
+    if (gathers()) {
+      const int64_t begin = std::min(u.frozen_numel, rank_ * u.frozen_shard);
+      const int64_t owned = std::min(u.frozen_shard, u.frozen_numel - begin);
+      AIR_ASSIGN_OR_RETURN(u.frozen_buffer,
+                           b.AllocateView(param_dtype(), {u.frozen_shard}, &u.frozen));
+      b.Zero(u.frozen);
+      if (owned > 0) b.Convert(full_frozen.Slice(begin, owned), u.frozen.Slice(0, owned));
+    } else {
+      AIR_ASSIGN_OR_RETURN(u.frozen_buffer,
+                           b.AllocateView(param_dtype(), {u.frozen_numel}, &u.frozen));
+      b.Convert(full_frozen, u.frozen);
+    }
   }
   const int64_t begin = std::min(u.numel, rank_ * u.shard);
   const int64_t owned = std::min(u.shard, u.numel - begin);
@@ -140,42 +152,47 @@ Status Fsdp::SetupUnit(int unit) {
     AIR_ASSIGN_OR_RETURN(u.resident_buffer,
                          b.AllocateView(param_dtype(), {u.shard * world_}, &u.resident));
     b.Zero(u.resident);
-    b.Convert(full.Flat(), u.resident.Slice(0, u.numel));
+    if (u.numel > 0) b.Convert(full, u.resident.Slice(0, u.numel));
   }
   if (strategy_ == ShardingStrategy::kShardGradOp && param_dtype() == DType::kF32) {
     u.master = u.resident.Slice(rank_ * u.shard, u.shard);  // the resident copy is the master
   } else {
     AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(DType::kF32, {u.shard}, &u.master));
     b.Zero(u.master);
-    if (owned > 0) b.Copy(u.master.Slice(0, owned), full.Flat().Slice(begin, owned));
+    if (owned > 0) b.Copy(u.master.Slice(0, owned), full.Slice(begin, owned));
   }
   AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.shard}, &u.grads));
   b.Zero(u.grads);
   model_->ReleaseUnitStorage(unit);
   // Until a hook binds it, point the unit somewhere valid (stale values, no gradients).
-  model_->BindUnit(unit, Padded(unit).Slice(0, u.numel), View());
+  Bind(unit, View());
   return Status::Ok();
 }
 
 Status Fsdp::SetupSlots() {
-  int64_t layer_padded = 0, layer_shard = 0;
+  int64_t layer_values = 0, layer_padded = 0, layer_shard = 0;
   for (size_t i = 0; i < units_.size(); ++i) {
     if (static_cast<int>(i) == root_) continue;
-    layer_padded = std::max(layer_padded, units_[i].shard * world_);
-    layer_shard = std::max(layer_shard, units_[i].shard);
+    const Unit& u = units_[i];
+    layer_values = std::max(layer_values, (u.frozen_shard + u.shard) * world_);
+    layer_padded = std::max(layer_padded, u.shard * world_);
+    layer_shard = std::max(layer_shard, u.shard);
   }
+  const Unit& root = units_[static_cast<size_t>(root_)];
   const Backend& b = *backend_;
   slots_.resize(3);
   for (int s = 0; s < 3; ++s) {
-    const int64_t padded = s == kRootSlot ? units_[root_].shard * world_ : layer_padded;
-    const int64_t shard = s == kRootSlot ? units_[root_].shard : layer_shard;
-    if (padded == 0) continue;  // a model without decoder layers
+    const bool is_root = s == kRootSlot;
+    const int64_t values = is_root ? (root.frozen_shard + root.shard) * world_ : layer_values;
+    const int64_t padded = is_root ? root.shard * world_ : layer_padded;
+    const int64_t shard = is_root ? root.shard : layer_shard;
     Slot& slot = slots_[static_cast<size_t>(s)];
-    if (gathers()) {
+    if (gathers() && values > 0) {
       AIR_ASSIGN_OR_RETURN(slot.values_buffer,
-                           b.AllocateView(param_dtype(), {padded}, &slot.values));
+                           b.AllocateView(param_dtype(), {values}, &slot.values));
       b.Zero(slot.values);
     }
+    if (padded == 0) continue;  // nothing trainable to reduce (or no decoder layers)
     AIR_ASSIGN_OR_RETURN(slot.grads_buffer, b.AllocateView(DType::kF32, {padded}, &slot.grads));
     b.Zero(slot.grads);
     // One buffer for the conversions the collectives need: [gather_send | reduce_send | reduced].
@@ -207,240 +224,66 @@ void Fsdp::SetupOptimizerViews() {
     const bool whole = strategy_ == ShardingStrategy::kNoShard;
     const int64_t lo = whole ? 0 : std::min(u.numel, rank_ * u.shard);
     const int64_t hi = whole ? u.numel : std::min(u.numel, lo + u.shard);
-    int64_t offset = 0, grad_offset = 0;  // NO_SHARD's gradients hold the trainable ones only
+    int64_t offset = 0;  // within the trainable segment
     for (const Parameter* p : groups[i].params) {
+      if (!p->trainable) continue;
       const int64_t start = std::max(offset, lo);
       const int64_t end = std::min(offset + p->numel(), hi);
-      if (p->trainable && end > start) {
+      if (end > start) {
         train::ParamView v;
         v.name = p->name;
         v.numel = end - start;
         v.shape = whole ? p->shape : Shape{v.numel};
         v.decay = p->decay;
         v.value = u.master.Slice(start - lo, v.numel);
-        v.grad = u.grads.Slice(whole ? grad_offset : start - lo, v.numel);
+        v.grad = u.grads.Slice(start - lo, v.numel);
         views_.push_back(std::move(v));
         view_places_.push_back({static_cast<int>(i), start});
       }
       offset += p->numel();
-      grad_offset += p->trainable ? p->numel() : 0;
     }
   }
-}
-
-void Fsdp::InstallHooks() {
-  UnitHooks hooks;
-  hooks.before_forward = [this](int u) { BeforeForward(u); };
-  hooks.before_backward = [this](int u) { BeforeBackward(u); };
-  hooks.after_backward = [this](int u) { AfterBackward(u); };
-  model_->set_unit_hooks(std::move(hooks));
 }
 
 View Fsdp::SlotValues(int unit) const {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  return slots_[static_cast<size_t>(u.slot)].values.Slice(0, u.shard * world_);
+  return slots_[static_cast<size_t>(u.slot)].values.Slice(u.frozen_shard * world_,
+                                                          u.shard * world_);
+}
+
+View Fsdp::SlotFrozen(int unit) const {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  return slots_[static_cast<size_t>(u.slot)].values.Slice(0, u.frozen_shard * world_);
 }
 
 View Fsdp::SlotGrads(int unit) const {
   const Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.shard == 0) return View();
   return slots_[static_cast<size_t>(u.slot)].grads.Slice(0, u.shard * world_);
 }
 
 View Fsdp::Padded(int unit) const {
-  if (gathers()) return SlotValues(unit);
-  return units_[static_cast<size_t>(unit)].resident;
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.numel == 0) return View();
+  if (gathers()) return SlotValues(unit).Slice(0, u.numel);
+  return u.resident.Slice(0, u.numel);
+}
+
+View Fsdp::WholeFrozen(int unit) const {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.frozen_numel == 0) return View();
+  if (gathers()) return SlotFrozen(unit).Slice(0, u.frozen_numel);
+  return u.frozen;
+}
+
+void Fsdp::Bind(int unit, const View& grads) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  model_->BindUnit(unit, WholeFrozen(unit), Padded(unit),
+                   grads.empty() || u.numel == 0 ? View() : grads.Slice(0, u.numel));
 }
 
 void Fsdp::Record(const Status& s) {
   if (!s.ok() && error_.ok()) error_ = s;
-}
-
-void Fsdp::StartGather(int unit) {
-  Unit& u = units_[static_cast<size_t>(unit)];
-  Slot& slot = slots_[static_cast<size_t>(u.slot)];
-  if (slot.gathered_unit == unit) return;  // already there (or on its way)
-  slot.gathered_unit = unit;
-  View send = u.master;
-  if (param_dtype() != DType::kF32) {  // the fp32 master shard travels in param_dtype
-    send = slot.gather_send.Slice(0, u.shard);
-    backend_->Convert(u.master, send);
-  }
-  const void* send_data = send.raw();
-  void* recv = SlotValues(unit).raw();
-  const size_t count = static_cast<size_t>(u.shard);
-  const CommDType dtype = CommDTypeOf(param_dtype());
-  parallel::ProcessGroup* group = group_;
-  u.gather = comm_->Submit([=] { return group->AllGather(send_data, recv, count, dtype); });
-}
-
-void Fsdp::WaitGather(int unit) {
-  Unit& u = units_[static_cast<size_t>(unit)];
-  if (gathers()) StartGather(unit);
-  Record(comm_->Wait(u.gather));
-  u.gather = 0;
-}
-
-void Fsdp::StartReduce(int unit) {
-  Unit& u = units_[static_cast<size_t>(unit)];
-  Slot& slot = slots_[static_cast<size_t>(u.slot)];
-  View send = SlotGrads(unit);
-  if (reduce_dtype() != DType::kF32) {  // gradients travel in reduce_dtype
-    const View converted = slot.reduce_send.Slice(0, u.shard * world_);
-    backend_->Convert(send, converted);
-    send = converted;
-  }
-  const void* send_data = send.raw();
-  void* recv = slot.reduced.Slice(0, u.shard).raw();
-  const size_t count = static_cast<size_t>(u.shard);
-  const CommDType dtype = CommDTypeOf(reduce_dtype());
-  parallel::ProcessGroup* group = group_;
-  parallel::ProcessGroup* replicas =
-      replicas_ != nullptr && replicas_->size() > 1 ? replicas_ : nullptr;
-  slot.reduce_unit = unit;
-  slot.reduce = comm_->Submit([=]() -> Status {
-    AIR_RETURN_IF_ERROR(group->ReduceScatter(send_data, recv, count, dtype, ReduceOp::kSum));
-    // HYBRID_SHARD: the node's shard sum, summed over the nodes.
-    if (replicas != nullptr) {
-      AIR_RETURN_IF_ERROR(replicas->AllReduce(recv, count, dtype, ReduceOp::kSum));
-    }
-    return Status::Ok();
-  });
-}
-
-void Fsdp::FinishReduce(Slot& slot) {
-  if (slot.reduce_unit < 0) return;
-  Record(comm_->Wait(slot.reduce));
-  Unit& u = units_[static_cast<size_t>(slot.reduce_unit)];
-  backend_->AddInPlace(u.grads, slot.reduced.Slice(0, u.shard));  // fp32 accumulation
-  slot.reduce = 0;
-  slot.reduce_unit = -1;
-}
-
-void Fsdp::PrepareGrads(int unit) {
-  Unit& u = units_[static_cast<size_t>(unit)];
-  Slot& slot = slots_[static_cast<size_t>(u.slot)];
-  FinishReduce(slot);  // the slot's gradient memory is about to be reused
-  const View grads = SlotGrads(unit);
-  backend_->Zero(grads);
-  model_->BindUnit(unit, Padded(unit).Slice(0, u.numel), grads.Slice(0, u.numel));
-}
-
-void Fsdp::BeforeForward(int unit) {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  switch (strategy_) {
-    case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kHybridShard: {
-      WaitGather(unit);
-      if (unit == root_) {
-        PrepareGrads(unit);  // the head's gradient is written during the forward
-      } else {
-        model_->BindUnit(unit, SlotValues(unit).Slice(0, u.numel), View());
-      }
-      const int next = unit == root_ ? 0 : unit + 1;
-      if (next < root_) StartGather(next);  // prefetch the next layer
-      break;
-    }
-    case ShardingStrategy::kShardGradOp:
-      WaitGather(unit);  // the post-step all-gather of this unit
-      if (unit == root_) PrepareGrads(unit);
-      break;
-    default:
-      break;
-  }
-}
-
-void Fsdp::BeforeBackward(int unit) {
-  switch (strategy_) {
-    case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kHybridShard: {
-      WaitGather(unit);
-      if (unit != root_) PrepareGrads(unit);  // the root's were bound in its forward
-      const int next = unit == root_ ? root_ - 1 : unit - 1;
-      if (next >= 0) StartGather(next);  // prefetch the layer below
-      break;
-    }
-    case ShardingStrategy::kShardGradOp:
-      if (unit != root_) PrepareGrads(unit);
-      break;
-    default:
-      break;
-  }
-}
-
-void Fsdp::AfterBackward(int unit) {
-  if (strategy_ != ShardingStrategy::kNoShard) {
-    StartReduce(unit);
-    return;
-  }
-  if (sync_gradients_ && world_ > 1) AllReduceGrads(unit);
-}
-
-void Fsdp::AllReduceGrads(int unit) {
-  Unit& u = units_[static_cast<size_t>(unit)];
-  if (u.trainable == 0) return;  // nothing trainable in this unit
-  View data = u.grads;
-  if (reduce_dtype() != DType::kF32) {
-    backend_->Convert(u.grads, u.reduce_send);
-    data = u.reduce_send;
-  }
-  void* ptr = data.raw();
-  const size_t count = static_cast<size_t>(u.trainable);
-  const CommDType dtype = CommDTypeOf(reduce_dtype());
-  parallel::ProcessGroup* group = group_;
-  u.allreduce = comm_->Submit([=] { return group->AllReduce(ptr, count, dtype, ReduceOp::kSum); });
-}
-
-Result<double> Fsdp::SumOverShards(double local) const {
-  double total = local;
-  parallel::ProcessGroup* group = group_;
-  AIR_RETURN_IF_ERROR(
-      comm_->Run([&] { return group->AllReduce(&total, 1, CommDType::kF64, ReduceOp::kSum); }));
-  return total;
-}
-
-Status Fsdp::ZeroGrads() {
-  AIR_RETURN_IF_ERROR(FinishGradients());
-  for (Unit& u : units_) backend_->Zero(u.grads);
-  return error_;
-}
-
-Status Fsdp::FinishGradients() {
-  for (Slot& s : slots_) FinishReduce(s);
-  for (Unit& u : units_) {
-    if (u.allreduce == 0) continue;
-    Record(comm_->Wait(u.allreduce));
-    u.allreduce = 0;
-    // The all-reduced sum, in reduce_dtype, replaces this rank's fp32 gradient.
-    if (reduce_dtype() != DType::kF32) backend_->Convert(u.reduce_send, u.grads);
-  }
-  return error_;
-}
-
-Status Fsdp::AfterOptimizerStep() {
-  switch (strategy_) {
-    case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kHybridShard:
-      for (Slot& s : slots_) s.gathered_unit = -1;  // every gathered copy is stale now
-      break;
-    case ShardingStrategy::kShardGradOp:
-      for (Unit& u : units_) {
-        const View mine = u.resident.Slice(rank_ * u.shard, u.shard);
-        if (param_dtype() != DType::kF32) backend_->Convert(u.master, mine);
-        void* all = u.resident.raw();
-        const void* send = mine.raw();
-        const size_t count = static_cast<size_t>(u.shard);
-        const CommDType dtype = CommDTypeOf(param_dtype());
-        parallel::ProcessGroup* group = group_;
-        u.gather = comm_->Submit([=] { return group->AllGather(send, all, count, dtype); });
-      }
-      break;
-    case ShardingStrategy::kNoShard:
-      if (param_dtype() != DType::kF32) {
-        for (Unit& u : units_) backend_->Convert(u.master, u.resident);
-      }
-      break;
-  }
-  return error_;
 }
 
 }  // namespace air::engine::fsdp

@@ -1,40 +1,45 @@
 // Fsdp: fully sharded data parallelism applied to a CausalLm from outside (torchtitan's
 // apply_fsdp; the model is written for one device and knows nothing of ranks). It is the one
 // training path for every world size: one process is a group of one. It takes over each unit's
-// storage (CausalLm::ReleaseUnitStorage/BindUnit: one flat buffer per decoder layer plus the
-// root unit) and installs the model's UnitHooks, where it gathers, frees and reduces units on
-// the communication thread (comm_thread.h) so communication overlaps compute.
+// storage (CausalLm::ReleaseUnitStorage/BindUnit: a frozen and a trainable segment per decoder
+// layer plus the root unit, model/parameter.h) and installs the model's UnitHooks, where it
+// gathers, frees and reduces units on the communication thread (comm_thread.h) so communication
+// overlaps compute.
 //
-// Layout (llm.c's ZeRO idea): unit u has n elements; with W ranks its flat buffer is padded to
-// P = S * W with S = ceil(n / W), and rank r owns elements [r*S, (r+1)*S). Each rank keeps the
-// fp32 master copy of what it owns and its fp32 gradient shard; the optimizer runs over this
-// rank's pieces of the parameters that fall in it (OptimizerViews).
+// Layout (llm.c's ZeRO idea), per segment: a segment of n elements is padded to P = S * W with
+// S = ceil(n / W) over W ranks, and rank r owns elements [r*S, (r+1)*S). The trainable segment
+// keeps this rank's fp32 master range and fp32 gradient range; the optimizer runs over this
+// rank's pieces of the parameters that fall in it (OptimizerViews). The frozen segment (LoRA's
+// base) keeps only its values, in param_dtype: no fp32 master, no gradient, no optimizer state —
+// the two segments share a unit, its gathers and its hooks, with no rule that a unit be all
+// frozen or all trainable (FSDP1's "uniform requires_grad").
 //
 // Mixed precision (mixed_precision.h): the model computes with parameters in param_dtype. The
 // fp32 master shard is converted to param_dtype before it is all-gathered (half the bytes for
-// bf16); gradients are computed in fp32, converted to reduce_dtype for the reduce-scatter (or
-// all-reduce), whose rank sums are accumulated in fp32 (ProcessGroup's rule), and the reduced
-// shard is added into the fp32 gradient shard.
+// bf16); the frozen segment is stored in param_dtype and travels as it is; gradients are
+// computed in fp32, converted to reduce_dtype for the reduce-scatter (or all-reduce), whose rank
+// sums are accumulated in fp32 (ProcessGroup's rule), and the reduced shard is added into the
+// fp32 gradient shard.
 //
-// FULL_SHARD: only master shards are kept. Two gather slots serve the decoder layers (the unit
-// being computed and the next one, prefetched), one serves the root unit, which stays gathered
-// from the start of the forward to the end of the backward. Before a layer's forward its
-// all-gather is waited for and the next layer's is started; before its backward likewise
-// (downwards), and after its backward its gradient is reduce-scattered while the layer below
-// runs; the sum lands in this rank's gradient shard when the slot is next needed or in
-// FinishGradients. The root's gradients are bound in its before_forward (the model writes the
-// head's gradient during the training forward: causal_lm.h).
+// FULL_SHARD: only shards are kept. Two gather slots serve the decoder layers (the unit being
+// computed and the next one, prefetched), one serves the root unit, which stays gathered from
+// the start of the forward to the end of the backward. Before a layer's forward its all-gather
+// is waited for and the next layer's is started; before its backward likewise (downwards), and
+// after its backward its gradient is reduce-scattered while the layer below runs; the sum lands
+// in this rank's gradient shard when the slot is next needed or in FinishGradients. The root's
+// gradients are bound in its before_forward (the model writes the head's gradient during the
+// training forward: causal_lm.h).
 // SHARD_GRAD_OP: every rank keeps the whole (padded) parameters in param_dtype; gradients go
 // through the same slots and reduce-scatters; after the optimizer step each unit's updated
-// shard is converted into its place and all-gathered in place, waited for before the unit's next
-// forward.
+// trainable shard is converted into its place and all-gathered in place, waited for before the
+// unit's next forward.
 // HYBRID_SHARD: FULL_SHARD over `group` (the node's ranks); each reduce-scattered gradient shard
 // is then all-reduced over `replicas` (the ranks with the same local rank on the other nodes).
 // NO_SHARD (and any strategy on a group of one: there is nothing to shard): every rank keeps
-// whole units — the fp32 master and, under mixed precision, a param_dtype compute copy refreshed
-// after each optimizer step; each unit's gradient is all-reduced after its backward in the
-// micro-batch where set_sync_gradients(true) (the last of a step), overlapping the backward of
-// the units below.
+// whole units — the frozen segment in param_dtype, the trainable fp32 master and, under mixed
+// precision, a param_dtype compute copy refreshed after each optimizer step; each unit's
+// gradient is all-reduced after its backward in the micro-batch where set_sync_gradients(true)
+// (the last of a step), overlapping the backward of the units below.
 //
 // Gradients are SUMMED over ranks: the trainer scales each micro-batch's backward by its loss
 // tokens over the global count, so the sum is the gradient of the global mean.
@@ -77,7 +82,8 @@ struct FsdpOptions {
 
 // Bytes this rank holds for training state, by kind (for the memory figures).
 struct FsdpMemory {
-  int64_t parameters = 0;  // fp32 master storage plus resident param_dtype copies
+  int64_t parameters = 0;  // fp32 master storage plus resident param_dtype copies (trainable)
+  int64_t frozen = 0;      // the frozen segments' param_dtype storage (shards or whole)
   int64_t gradients = 0;   // fp32 gradient shards or whole gradients
   int64_t gather = 0;      // gather / reduce slots (transient full units)
 };
@@ -132,16 +138,18 @@ class Fsdp {
   // stale (FULL_SHARD).
   Status AfterOptimizerStep();
 
-  // Collective: every unit's whole fp32 master parameters in turn, one unit at a time; rank 0
-  // returns host tensors of every parameter in the model's order, the other ranks an empty
-  // vector.
-  Result<std::vector<Tensor>> GatherFullParameters();
-  // For sharded checkpoints: this rank's fp32 master range of unit u on the host, and writing it
-  // back (call AfterOptimizerStep after writing every unit).
+  // Collective: every unit's whole parameters in turn, one unit at a time — the fp32 masters
+  // of the trainable ones and (unless trainable_only) the frozen ones widened from their
+  // param_dtype storage; rank 0 returns host tensors of every parameter in the model's order
+  // (empty ones for frozen parameters when trainable_only), the other ranks an empty vector.
+  Result<std::vector<Tensor>> GatherFullParameters(bool trainable_only = false);
+  // For sharded checkpoints: this rank's fp32 master range of unit u's trainable segment on the
+  // host, and writing it back (call AfterOptimizerStep after writing every unit). The frozen
+  // segment is not training state (it is reloaded from the base model).
   struct ShardRange {
-    int64_t begin = 0;  // first element of the unit this rank owns
+    int64_t begin = 0;  // first element of the segment this rank owns
     int64_t count = 0;  // S (whole n for NO_SHARD)
-    int64_t numel = 0;  // n
+    int64_t numel = 0;  // n: the unit's trainable elements
   };
   ShardRange Range(int unit) const;
   std::vector<float> ReadShard(int unit) const;
@@ -154,28 +162,33 @@ class Fsdp {
 
  private:
   struct Unit {
-    int64_t numel = 0;      // n
-    int64_t trainable = 0;  // elements of its trainable parameters (NO_SHARD gradients)
-    int64_t shard = 0;      // S
+    // The trainable segment.
+    int64_t numel = 0;  // n
+    int64_t shard = 0;  // S (0 when n is 0: nothing to keep or communicate)
     std::unique_ptr<Buffer> master_buffer;
     View master;  // F32: S (sharded) or n (NO_SHARD)
     std::unique_ptr<Buffer> resident_buffer;
-    View resident;  // param_dtype whole unit: P (SHARD_GRAD_OP), n (NO_SHARD)
+    View resident;  // param_dtype whole segment: P (SHARD_GRAD_OP), n (NO_SHARD)
     std::unique_ptr<Buffer> grad_buffer;
-    View grads;  // F32: S (sharded) or the trainable elements (NO_SHARD)
+    View grads;  // F32: S (sharded) or n (NO_SHARD)
     std::unique_ptr<Buffer> reduce_buffer;
-    View reduce_send;                  // NO_SHARD with a reduce dtype: grads in reduce_dtype
+    View reduce_send;  // NO_SHARD with a reduce dtype: grads in reduce_dtype
+    // The frozen segment: values only, in param_dtype.
+    int64_t frozen_numel = 0;  // n_f
+    int64_t frozen_shard = 0;  // S_f (0 when n_f is 0)
+    std::unique_ptr<Buffer> frozen_buffer;
+    View frozen;                       // param_dtype: S_f (gathering strategies) or n_f (whole)
     int slot = -1;                     // the gather / reduce slot this unit uses
     CommThread::Ticket gather = 0;     // an all-gather into its slot (or in place) in flight
     CommThread::Ticket allreduce = 0;  // NO_SHARD: its gradient all-reduce in flight
   };
   struct Slot {
     std::unique_ptr<Buffer> values_buffer, grads_buffer, comm_buffer;
-    View values;             // P (param_dtype): gathered parameters (gathering strategies)
-    View grads;              // P (F32): a unit's unsharded gradient
-    View gather_send;        // S (param_dtype): the master shard converted for the all-gather
-    View reduce_send;        // P (reduce_dtype): the gradient converted for the reduce-scatter
-    View reduced;            // S (reduce_dtype): this rank's reduced shard
+    View values;       // P_f + P (param_dtype): a unit's gathered frozen then trainable segment
+    View grads;        // P (F32): a unit's unsharded gradient
+    View gather_send;  // S (param_dtype): the master shard converted for the all-gather
+    View reduce_send;  // P (reduce_dtype): the gradient converted for the reduce-scatter
+    View reduced;      // S (reduce_dtype): this rank's reduced shard
     int gathered_unit = -1;  // whose parameters the values hold
     int reduce_unit = -1;    // whose reduce-scatter is in flight
     CommThread::Ticket reduce = 0;
@@ -194,9 +207,13 @@ class Fsdp {
   Status SetupSlots();
   void SetupOptimizerViews();
   void InstallHooks();
-  View SlotValues(int unit) const;  // the first P of the unit's slot values
+  View SlotValues(int unit) const;  // the unit's gathered trainable segment (P) in its slot
+  View SlotFrozen(int unit) const;  // its gathered frozen segment (P_f) in its slot
   View SlotGrads(int unit) const;
-  View Padded(int unit) const;  // the unit's whole parameters in param_dtype (slot or resident)
+  // The unit's whole trainable / frozen segment in param_dtype (slot or resident), n elements.
+  View Padded(int unit) const;
+  View WholeFrozen(int unit) const;
+  void Bind(int unit, const View& grads);  // the unit's whole segments and `grads`
   void Record(const Status& s);
 
   void StartGather(int unit);
@@ -208,8 +225,10 @@ class Fsdp {
   void BeforeBackward(int unit);
   void AfterBackward(int unit);
   void AllReduceGrads(int unit);  // NO_SHARD
-  // The fp32 master of a whole unit (gathered into `scratch` when sharded), for saving.
+  // The fp32 master of a whole trainable segment, and the whole frozen segment in param_dtype
+  // (gathered into `scratch` when sharded), for saving.
   Result<View> GatherMaster(int unit, std::unique_ptr<Buffer>& scratch);
+  Result<View> GatherFrozen(int unit, std::unique_ptr<Buffer>& scratch);
 
   CausalLm* model_;
   parallel::ProcessGroup* group_;

@@ -1,6 +1,6 @@
-// Fsdp's access to the training state for checkpoints and figures: the whole fp32 master
-// parameters gathered unit by unit (the consolidated HF checkpoint), this rank's master ranges
-// (the resumable sharded checkpoint), and the bytes held (see fsdp.h).
+// Fsdp's access to the training state for checkpoints and figures: the whole parameters gathered
+// unit by unit (the consolidated HF checkpoint, or a PEFT adapter: the trainable ones only), this
+// rank's master ranges (the resumable sharded checkpoint), and the bytes held (see fsdp.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,26 +9,44 @@
 
 namespace air::engine::fsdp {
 
-Result<View> Fsdp::GatherMaster(int unit, std::unique_ptr<Buffer>& scratch) {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  if (strategy_ == ShardingStrategy::kNoShard) return u.master;
-  const int64_t padded = u.shard * world_;
-  const size_t bytes = static_cast<size_t>(padded) * sizeof(float);
+namespace {
+
+// All-gathers `shard` elements of `send` from every rank into `scratch` (grown to fit) and
+// returns the first `numel` of them.
+Result<View> GatherInto(const Backend& backend, CommThread& comm, parallel::ProcessGroup* group,
+                        const View& send, int64_t shard, int64_t numel, int world,
+                        std::unique_ptr<Buffer>& scratch) {
+  const int64_t padded = shard * world;
+  const size_t bytes = static_cast<size_t>(padded) * DTypeSize(send.dtype());
   if (scratch == nullptr || scratch->bytes() < bytes) {
     scratch.reset();
-    AIR_ASSIGN_OR_RETURN(scratch, backend_->Allocate(bytes));
+    AIR_ASSIGN_OR_RETURN(scratch, backend.Allocate(bytes));
   }
-  const View all(scratch.get(), 0, DType::kF32, {padded});
-  const void* send = u.master.raw();
+  const View all(scratch.get(), 0, send.dtype(), {padded});
+  const void* data = send.raw();
   void* recv = all.raw();
-  const size_t count = static_cast<size_t>(u.shard);
-  parallel::ProcessGroup* group = group_;
-  AIR_RETURN_IF_ERROR(
-      comm_->Run([=] { return group->AllGather(send, recv, count, parallel::CommDType::kF32); }));
-  return all.Slice(0, u.numel);
+  const size_t count = static_cast<size_t>(shard);
+  const parallel::CommDType dtype = CommDTypeOf(send.dtype());
+  AIR_RETURN_IF_ERROR(comm.Run([=] { return group->AllGather(data, recv, count, dtype); }));
+  return all.Slice(0, numel);
 }
 
-Result<std::vector<Tensor>> Fsdp::GatherFullParameters() {
+}  // namespace
+
+Result<View> Fsdp::GatherMaster(int unit, std::unique_ptr<Buffer>& scratch) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if (strategy_ == ShardingStrategy::kNoShard || u.numel == 0) return u.master;
+  return GatherInto(*backend_, *comm_, group_, u.master, u.shard, u.numel, world_, scratch);
+}
+
+Result<View> Fsdp::GatherFrozen(int unit, std::unique_ptr<Buffer>& scratch) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if (!gathers() || u.frozen_numel == 0) return u.frozen;
+  return GatherInto(*backend_, *comm_, group_, u.frozen, u.frozen_shard, u.frozen_numel, world_,
+                    scratch);
+}
+
+Result<std::vector<Tensor>> Fsdp::GatherFullParameters(bool trainable_only) {
   AIR_RETURN_IF_ERROR(FinishGradients());
   std::vector<Parameter>& params = model_->parameters();
   std::vector<Tensor> out;
@@ -36,12 +54,25 @@ Result<std::vector<Tensor>> Fsdp::GatherFullParameters() {
   std::unique_ptr<Buffer> scratch;  // one unit at a time
   const std::vector<ParamGroup>& groups = model_->units();
   for (size_t i = 0; i < groups.size(); ++i) {
-    AIR_ASSIGN_OR_RETURN(const View full, GatherMaster(static_cast<int>(i), scratch));
+    const int unit = static_cast<int>(i);
+    AIR_ASSIGN_OR_RETURN(const View trainable, GatherMaster(unit, scratch));
+    if (rank_ == 0) {
+      int64_t offset = 0;
+      for (const Parameter* p : groups[i].params) {
+        if (!p->trainable) continue;
+        out[static_cast<size_t>(p - params.data())] =
+            backend_->ToHostTensor(trainable.Slice(offset, p->numel()).Reshaped(p->shape));
+        offset += p->numel();
+      }
+    }
+    if (trainable_only) continue;
+    AIR_ASSIGN_OR_RETURN(const View frozen, GatherFrozen(unit, scratch));
     if (rank_ != 0) continue;
     int64_t offset = 0;
     for (const Parameter* p : groups[i].params) {
+      if (p->trainable) continue;
       out[static_cast<size_t>(p - params.data())] =
-          backend_->ToHostTensor(full.Slice(offset, p->numel()).Reshaped(p->shape));
+          backend_->ToHostTensor(frozen.Slice(offset, p->numel()).Reshaped(p->shape));
       offset += p->numel();
     }
   }
@@ -85,6 +116,7 @@ FsdpMemory Fsdp::memory() const {
   for (const Unit& u : units_) {
     m.parameters += static_cast<int64_t>(u.master_buffer ? u.master.bytes() : 0);
     m.parameters += static_cast<int64_t>(u.resident_buffer ? u.resident.bytes() : 0);
+    m.frozen += static_cast<int64_t>(u.frozen_buffer ? u.frozen.bytes() : 0);
     m.gradients += static_cast<int64_t>(u.grads.bytes());
     m.gather += static_cast<int64_t>(u.reduce_buffer ? u.reduce_send.bytes() : 0);
   }

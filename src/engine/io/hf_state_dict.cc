@@ -22,17 +22,19 @@ Status CheckHfCheckpoint(const WeightReader& reader, const ModelConfig& config) 
   return StateDictAdapterFor(config)->Check(reader);
 }
 
-Status LoadHfWeights(const WeightReader& reader, CausalLm& model) {
+Status LoadHfWeights(const WeightReader& reader, CausalLm& model, const ParameterFilter& only) {
   const auto adapter = StateDictAdapterFor(model.config());
   AIR_RETURN_IF_ERROR(adapter->Check(reader));
   Tensor host;
   for (Parameter& p : model.parameters()) {
+    if (only && !only(p)) continue;
     AIR_RETURN_IF_ERROR(LoadParameter(reader, *adapter, model.backend(), p, host));
   }
   return Status::Ok();
 }
 
-Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit) {
+Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit,
+                  const ParameterFilter& only) {
   ParamGroup& g = model.units()[static_cast<size_t>(unit)];
   if (g.values_view.empty() && g.numel > 0) {
     return FailedPrecondition("LoadHfUnit: " + g.name + " has no storage to load into");
@@ -40,6 +42,7 @@ Status LoadHfUnit(const WeightReader& reader, CausalLm& model, int unit) {
   const auto adapter = StateDictAdapterFor(model.config());
   Tensor host;
   for (Parameter* p : g.params) {
+    if (only && !only(*p)) continue;
     AIR_RETURN_IF_ERROR(LoadParameter(reader, *adapter, model.backend(), *p, host));
   }
   return Status::Ok();
@@ -63,7 +66,8 @@ std::vector<std::string> HfParameterNames(const CausalLm& model) {
 }
 
 Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
-                     const std::string& dir, const SaveOptions& options, Env* env) {
+                     const std::string& dir, const SaveOptions& options,
+                     const ParameterFilter& only, Env* env) {
   const auto& params = model.parameters();
   if (values.size() != params.size()) {
     return Internal("SaveHfTensors: " + std::to_string(values.size()) + " tensors for " +
@@ -72,17 +76,20 @@ Status SaveHfTensors(const CausalLm& model, const std::vector<Tensor>& values,
   const std::vector<std::string> names = HfParameterNames(model);
   std::vector<NamedTensorRef> refs;
   refs.reserve(params.size());
-  for (size_t i = 0; i < params.size(); ++i) refs.push_back({names[i], &values[i]});
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!only || only(params[i])) refs.push_back({names[i], &values[i]});
+  }
   return SaveHfCheckpoint(dir, model.config(), refs, options, env);
 }
 
 Status SaveHfModel(const CausalLm& model, const std::string& dir, const SaveOptions& options,
-                   Env* env) {
+                   const ParameterFilter& only, Env* env) {
   std::vector<Tensor> host;
   host.reserve(model.parameters().size());
-  for (const Parameter& p : model.parameters())
-    host.push_back(model.backend().ToHostTensor(p.value));
-  return SaveHfTensors(model, host, dir, options, env);
+  for (const Parameter& p : model.parameters()) {
+    host.push_back(!only || only(p) ? model.backend().ToHostTensor(p.value) : Tensor());
+  }
+  return SaveHfTensors(model, host, dir, options, only, env);
 }
 
 }  // namespace air::engine

@@ -1,7 +1,22 @@
-// CausalLm's storage half: parameters, units, their buffers and bindings (see causal_lm.h).
+// CausalLm's storage half: parameters, units, their buffers and bindings (see causal_lm.h and
+// parameter.h for the two-segment unit layout).
 #include "engine/model/causal_lm.h"
 
+#include <set>
+
 namespace air::engine {
+
+namespace {
+
+// frozen_numel and trainable_numel from the parameters' flags.
+void CountSegments(ParamGroup& g) {
+  g.frozen_numel = 0;
+  g.trainable_numel = 0;
+  for (const Parameter* p : g.params)
+    (p->trainable ? g.trainable_numel : g.frozen_numel) += p->numel();
+}
+
+}  // namespace
 
 CausalLm::CausalLm(ModelConfig config, std::shared_ptr<Backend> backend, ModelOptions options)
     : config_(std::move(config)), options_(options), backend_(std::move(backend)) {}
@@ -9,7 +24,8 @@ CausalLm::CausalLm(ModelConfig config, std::shared_ptr<Backend> backend, ModelOp
 CausalLm::~CausalLm() = default;
 
 Status CausalLm::BuildParameters(std::vector<ParameterSpec> specs) {
-  // The vector is filled once and never resized: layer weights and units keep pointers into it.
+  // The vector is filled once per build and never resized: layer weights and units keep
+  // pointers into it.
   params_.clear();
   int layers = 0;
   for (const ParameterSpec& spec : specs) layers = std::max(layers, spec.layer + 1);
@@ -21,9 +37,9 @@ Status CausalLm::BuildParameters(std::vector<ParameterSpec> specs) {
     p.shape = std::move(spec.shape);
     p.layer = spec.layer;
     p.unit = spec.layer >= 0 ? spec.layer : root;
+    p.trainable = spec.trainable;
     params_.push_back(std::move(p));
   }
-  // One flat value buffer per unit; each parameter a view at its offset (in model order).
   units_.clear();
   units_.resize(static_cast<size_t>(root) + 1);
   for (int u = 0; u <= root; ++u) {
@@ -34,9 +50,49 @@ Status CausalLm::BuildParameters(std::vector<ParameterSpec> specs) {
     g.params.push_back(&p);
     g.numel += p.numel();
   }
+  for (ParamGroup& g : units_) CountSegments(g);
   if (!options_.deferred_storage) {
     for (int u = 0; u <= root; ++u) AIR_RETURN_IF_ERROR(AllocateUnitStorage(u));
   }
+  return Status::Ok();
+}
+
+Status CausalLm::AddParameters(std::vector<ParameterSpec> specs) {
+  for (const ParamGroup& g : units_) {
+    if (g.values != nullptr || g.external) {
+      return FailedPrecondition("AddParameters: unit " + g.name +
+                                " already has storage; add parameters to a model created with "
+                                "deferred storage, before any unit is allocated");
+    }
+  }
+  std::set<std::string> names;
+  std::vector<ParameterSpec> all;
+  for (const Parameter& p : params_) {
+    names.insert(p.name);
+    all.push_back({p.name, p.shape, p.layer, p.trainable});
+  }
+  const int layers = root_unit();
+  for (ParameterSpec& spec : specs) {
+    if (!names.insert(spec.name).second) {
+      return InvalidArgument("AddParameters: the model already has a parameter '" + spec.name +
+                             "'");
+    }
+    if (spec.layer < -1 || spec.layer >= layers) {
+      return InvalidArgument("AddParameters: " + spec.name + " names layer " +
+                             std::to_string(spec.layer) + "; the model has " +
+                             std::to_string(layers));
+    }
+    all.push_back(std::move(spec));
+  }
+  const bool deferred = options_.deferred_storage;
+  options_.deferred_storage = true;
+  Status built = BuildParameters(std::move(all));
+  options_.deferred_storage = deferred;
+  AIR_RETURN_IF_ERROR(built);
+  if (static_cast<int>(units_.size()) != layers + 1) {
+    return Internal("AddParameters: the rebuilt model has another number of units");
+  }
+  FindWeights();
   return Status::Ok();
 }
 
@@ -46,8 +102,8 @@ Status CausalLm::AllocateUnitStorage(int unit) {
   AIR_ASSIGN_OR_RETURN(g.values, backend_->AllocateView(DType::kF32, {g.numel}, &g.values_view));
   backend_->Zero(g.values_view);
   g.external = false;
-  BindUnit(unit, g.values_view, View());
-  g.external = false;
+  BindUnit(unit, g.values_view.Slice(0, g.frozen_numel),
+           g.values_view.Slice(g.frozen_numel, g.trainable_numel), View());
   for (Parameter* p : g.params) {
     // Norm weights start at one so a freshly created model is usable after loading a partial
     // set in tests; InitWeights and loading overwrite everything anyway.
@@ -83,64 +139,77 @@ Status CausalLm::SetTrainable(const std::string& name, bool trainable) {
   Parameter* p = FindParameter(name);
   if (p == nullptr) return NotFound("SetTrainable: the model has no parameter '" + name + "'");
   if (p->trainable == trainable) return Status::Ok();
-  p->trainable = trainable;
   ParamGroup& g = units_[static_cast<size_t>(p->unit)];
+  if (g.external) {
+    return FailedPrecondition("SetTrainable(" + name + "): the storage of " + g.name +
+                              " is bound from outside (FSDP); set trainability before");
+  }
+  // The parameter moves to the other segment: with storage, copy every value to its new place.
+  std::vector<View> old_values;
+  for (const Parameter* q : g.params) old_values.push_back(q->value);
+  p->trainable = trainable;
+  CountSegments(g);
   g.grads.reset();  // laid out again without (or with) it by EnsureGradients
   g.grads_view = View();
-  g.trainable_numel = 0;
   for (Parameter* q : g.params) q->grad = View();
+  if (g.values == nullptr) return Status::Ok();
+  std::unique_ptr<Buffer> old = std::move(g.values);
+  AIR_ASSIGN_OR_RETURN(g.values, backend_->AllocateView(DType::kF32, {g.numel}, &g.values_view));
+  BindUnit(p->unit, g.values_view.Slice(0, g.frozen_numel),
+           g.values_view.Slice(g.frozen_numel, g.trainable_numel), View());
+  for (size_t i = 0; i < g.params.size(); ++i) backend_->Copy(g.params[i]->value, old_values[i]);
   return Status::Ok();
 }
 
 void CausalLm::ReleaseUnitStorage(int unit) {
   ParamGroup& g = units_[static_cast<size_t>(unit)];
-  g.trainable_numel = 0;
+  CountSegments(g);
   for (Parameter* p : g.params) {
-    g.trainable_numel += p->trainable ? p->numel() : 0;
     p->value = View();
     p->grad = View();
   }
   g.values.reset();
   g.grads.reset();
   g.values_view = View();
+  g.frozen_view = View();
+  g.trainable_view = View();
   g.grads_view = View();
   g.external = true;
 }
 
-void CausalLm::BindUnit(int unit, const View& values, const View& grads) {
+void CausalLm::BindUnit(int unit, const View& frozen, const View& trainable, const View& grads) {
   ParamGroup& g = units_[static_cast<size_t>(unit)];
-  g.values_view = values;
+  g.frozen_view = frozen;
+  g.trainable_view = trainable;
   g.grads_view = grads;
-  const size_t value_size = DTypeSize(values.dtype());
-  int64_t offset = 0, grad_offset = 0;
+  int64_t frozen_offset = 0, trainable_offset = 0;
   for (Parameter* p : g.params) {
+    const View& segment = p->trainable ? trainable : frozen;
+    int64_t& offset = p->trainable ? trainable_offset : frozen_offset;
     p->value =
-        values.empty()
+        segment.empty()
             ? View()
-            : View(values.buffer(), values.byte_offset() + static_cast<size_t>(offset) * value_size,
-                   values.dtype(), p->shape);
+            : View(segment.buffer(),
+                   segment.byte_offset() + static_cast<size_t>(offset) * DTypeSize(segment.dtype()),
+                   segment.dtype(), p->shape);
+    p->grad = p->trainable && !grads.empty()
+                  ? View(grads.buffer(),
+                         grads.byte_offset() + static_cast<size_t>(offset) * sizeof(float),
+                         DType::kF32, p->shape)
+                  : View();
     offset += p->numel();
-    if (p->trainable && !grads.empty()) {
-      p->grad = View(grads.buffer(),
-                     grads.byte_offset() + static_cast<size_t>(grad_offset) * sizeof(float),
-                     DType::kF32, p->shape);
-      grad_offset += p->numel();
-    } else {
-      p->grad = View();
-    }
   }
 }
 
 Status CausalLm::EnsureGradients() {
   for (ParamGroup& g : units_) {
     if (g.grads != nullptr || g.external) continue;
-    g.trainable_numel = 0;
-    for (const Parameter* p : g.params) g.trainable_numel += p->trainable ? p->numel() : 0;
+    CountSegments(g);
     if (g.trainable_numel == 0) continue;
     AIR_ASSIGN_OR_RETURN(g.grads,
                          backend_->AllocateView(DType::kF32, {g.trainable_numel}, &g.grads_view));
     backend_->Zero(g.grads_view);
-    BindUnit(static_cast<int>(&g - units_.data()), g.values_view, g.grads_view);
+    BindUnit(static_cast<int>(&g - units_.data()), g.frozen_view, g.trainable_view, g.grads_view);
   }
   return Status::Ok();
 }

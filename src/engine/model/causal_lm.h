@@ -1,15 +1,19 @@
 // CausalLm: the one interface every causal language model of the engine implements (Llama
 // today, GPT-OSS next), and the one FSDP (engine/fsdp), the trainer, checkpoints (through a
 // state-dict adapter, io/state_dict_adapter.h) and generation use. A model is written for one
-// device; sharding, activation checkpointing, mixed precision and (later) LoRA are applied to it
-// from outside through this interface (torchtitan's parallelize.py idea):
+// device; sharding, activation checkpointing, mixed precision and LoRA are applied to it from
+// outside through this interface (torchtitan's parallelize.py and model_converter ideas):
 //
 //   parameters   named views (model/parameter.h) with the model's own names (torchtitan's:
 //                "layers.0.attention.wq.weight"); Hugging Face names live in the adapter
-//   units        FSDP's granularity: one flat buffer per decoder layer plus the root unit
-//                (embedding, final norm, head); a unit's storage can be released to, and bound
-//                from, an owner outside the model (ReleaseUnitStorage / BindUnit), in any float
-//                dtype (FSDP binds bf16 compute copies under mixed precision)
+//   units        FSDP's granularity: one flat storage per decoder layer plus the root unit
+//                (embedding, final norm, head), a frozen and a trainable segment
+//                (model/parameter.h); a unit's storage can be released to, and bound from, an
+//                owner outside the model (ReleaseUnitStorage / BindUnit), in any float dtype
+//                (FSDP binds bf16 compute copies under mixed precision)
+//   linears      the Linear descriptors every projection is called through (model/linear.h),
+//                where converters attach adapters; a converter adds its parameters
+//                (AddParameters) before the units get storage
 //   hooks        UnitHooks run before and after each unit's forward and backward
 //   checkpointed units   which layers keep only their input in the forward and recompute in
 //                the backward (ApplyActivationCheckpointing, engine/train)
@@ -38,6 +42,7 @@
 #include "engine/backend/backend.h"
 #include "engine/data/batch.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/linear.h"
 #include "engine/model/model_config.h"
 #include "engine/model/parameter.h"
 #include "engine/tensor.h"
@@ -65,6 +70,10 @@ struct ForwardOptions {
   bool return_logits = false;
   // The head as one (N, V) logits product instead of row chunks (to measure what fusing saves).
   bool unfused_head = false;
+  // Seeds the randomness of a training forward (adapters' dropout, model/linear.h): the same
+  // seed draws the same masks, so a recomputed layer (activation checkpointing) matches its
+  // forward and a resumed run repeats the masks of the run it continues.
+  uint64_t rng_seed = 0;
 };
 
 struct ForwardResult {
@@ -114,8 +123,19 @@ class CausalLm {
   std::vector<ParamGroup>& units() { return units_; }
   const std::vector<ParamGroup>& units() const { return units_; }
   int root_unit() const { return static_cast<int>(units_.size()) - 1; }
-  // Freezes (false) or unfreezes a parameter by name; NotFound naming it otherwise.
+  // Freezes (false) or unfreezes a parameter by name; NotFound naming it otherwise. A unit with
+  // the model's own storage is laid out again (its values move between the segments);
+  // FailedPrecondition once its storage is bound from outside (FSDP applied).
   Status SetTrainable(const std::string& name, bool trainable);
+  // Adds parameters (a converter's: LoRA adapters) while no unit has storage yet (a model
+  // created with ModelOptions::deferred_storage): each joins its layer's unit (layer -1: the
+  // root) after the model's own. The parameter list is rebuilt, so Parameter pointers and the
+  // model's Linear descriptors are renewed (attached adapters are dropped): add first, then
+  // attach. FailedPrecondition once a unit has storage; InvalidArgument for a name in use.
+  Status AddParameters(std::vector<ParameterSpec> specs);
+  // Every linear layer the model calls through a Linear descriptor, with its module name (the
+  // model's: "layers.0.attention.wq"); the head is not one (it is fused with the loss).
+  virtual std::vector<NamedLinear> Linears() = 0;
 
   // ---- storage, held by the model or bound from outside ---------------------------------
   // Gives a unit created with deferred storage its F32 value buffer (zeros, norm weights one).
@@ -123,10 +143,10 @@ class CausalLm {
   // Frees the model's own value and gradient buffers of `unit`; its views stay empty until a
   // BindUnit (EnsureGradients and ZeroGrads leave an external unit alone).
   void ReleaseUnitStorage(int unit);
-  // Points the unit's parameter views at `values` (numel elements of any float dtype, the
-  // unit's flat layout) and `grads` (trainable_numel F32, or empty); the memory stays the
-  // caller's.
-  void BindUnit(int unit, const View& values, const View& grads);
+  // Points the unit's parameter views at `frozen` (frozen_numel elements: its frozen
+  // parameters in order) and `trainable` (trainable_numel elements), each of any float dtype,
+  // and `grads` (trainable_numel F32, or empty); the memory stays the caller's.
+  void BindUnit(int unit, const View& frozen, const View& trainable, const View& grads);
   // Allocates (when missing) and zeroes the gradients of every unit the model holds itself.
   Status ZeroGrads();
 
@@ -157,8 +177,11 @@ class CausalLm {
  protected:
   CausalLm(ModelConfig config, std::shared_ptr<Backend> backend, ModelOptions options);
   // Builds params_ and units_ from `specs` (layer >= 0: that layer's unit; -1: the root) and,
-  // unless deferred, allocates every unit. Called once by the model's Create.
+  // unless deferred, allocates every unit. Called by the model's Create (then FindWeights).
   Status BuildParameters(std::vector<ParameterSpec> specs);
+  // Points the model's own descriptors (layer weights, Linears) at params_ after it was built
+  // or rebuilt.
+  virtual void FindWeights() = 0;
   // Allocates and zeroes the gradient buffers of held units that have none.
   Status EnsureGradients();
   const UnitHooks& hooks() const { return hooks_; }

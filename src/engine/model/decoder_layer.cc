@@ -11,28 +11,6 @@ View GradOrEmpty(const Parameter* p) { return p != nullptr && p->trainable ? p->
 
 }  // namespace
 
-void LinearForward(const Backend& ops, const View& x, const Linear& linear, const View& y) {
-  const Parameter& w = *linear.weight;
-  const int64_t out = w.shape[0], in = w.shape[1], rows = x.numel() / in;
-  // y (N, out) = x (N, in) @ W (out, in)^T
-  ops.Gemm(false, true, rows, out, in, x, in, w.value, in, 0.0f, y, out);
-  if (linear.bias != nullptr) ops.AddBias(y, linear.bias->value);
-}
-
-void LinearBackward(const Backend& ops, const View& x, const Linear& linear, const View& dy,
-                    const View& dx, bool accumulate_dx) {
-  const Parameter& w = *linear.weight;
-  const int64_t out = w.shape[0], in = w.shape[1], rows = x.numel() / in;
-  // dW (out, in) += dy (N, out)^T @ x (N, in); none for a frozen W
-  if (w.trainable) ops.Gemm(true, false, out, in, rows, dy, out, x, in, 1.0f, w.grad, in);
-  if (const View db = GradOrEmpty(linear.bias); !db.empty()) ops.BiasBackward(dy, db);
-  // dx (N, in) (+)= dy (N, out) @ W (out, in)
-  if (!dx.empty()) {
-    ops.Gemm(false, false, rows, in, out, dy, out, w.value, in, accumulate_dx ? 1.0f : 0.0f, dx,
-             in);
-  }
-}
-
 void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
                             int64_t seq, bool with_input, LayerActivations& a) {
   const int64_t n = batch * seq, dim = c.hidden_size, inter = c.intermediate_size;
@@ -109,9 +87,9 @@ void ProjectQkv(const LayerContext& ctx, const LayerWeights& w, const View& xn,
   // (token, head) pairs), before RoPE.
   const View& q = c.qk_norm ? acts.q_raw : acts.q;
   const View& k = c.qk_norm ? acts.k_raw : acts.k;
-  LinearForward(ops, xn, w.q, q);
-  LinearForward(ops, xn, w.k, k);
-  LinearForward(ops, xn, w.v, acts.v);
+  LinearForward(ops, ctx.pass, xn, w.q, q);
+  LinearForward(ops, ctx.pass, xn, w.k, k);
+  LinearForward(ops, ctx.pass, xn, w.v, acts.v);
   if (c.qk_norm) {
     const float eps = static_cast<float>(c.rms_norm_eps);
     ops.RmsNormForward(PerHead(q, n * c.num_heads, c.head_dim), w.q_norm->value, eps,
@@ -129,11 +107,11 @@ void MlpForward(const LayerContext& ctx, const LayerWeights& w, const LayerActiv
   const Backend& ops = *ctx.backend;
   ops.RmsNormForward(acts.h, w.post_norm->value, static_cast<float>(c.rms_norm_eps), acts.xn2,
                      acts.rstd2);
-  LinearForward(ops, acts.xn2, w.gate, acts.gate);
-  LinearForward(ops, acts.xn2, w.up, acts.up);
+  LinearForward(ops, ctx.pass, acts.xn2, w.gate, acts.gate);
+  LinearForward(ops, ctx.pass, acts.xn2, w.up, acts.up);
   ops.SwigluForward(acts.gate, acts.up, acts.act);
   // out = act Wd^T (+ bd) + h   (the same sums as h + down: fp addition commutes)
-  LinearForward(ops, acts.act, w.down, out);
+  LinearForward(ops, ctx.pass, acts.act, w.down, out);
   ops.AddInPlace(out, acts.h);
 }
 
@@ -149,7 +127,7 @@ void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerAct
   ops.AttentionForward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
                        ctx.segments, acts.att, acts.lse);
   // h (N, C) = x + att Wo^T (+ bo)
-  LinearForward(ops, acts.att, w.o, acts.h);
+  LinearForward(ops, ctx.pass, acts.att, w.o, acts.h);
   ops.AddInPlace(acts.h, acts.x);
   MlpForward(ctx, w, acts, out);
 }
@@ -163,19 +141,19 @@ void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerAc
 
   // --- MLP: out = h + down(act) ---
   // dact (N, I) = dout Wd; dWd += dout^T act  (reads dout before dh accumulates into it)
-  LinearBackward(ops, acts.act, w.down, dh, g.dact, false);
+  LinearBackward(ops, ctx.pass, acts.act, w.down, dh, g.dact, false);
   // dgate, dup (N, I) from act = silu(gate) * up (the op accumulates: start from zero)
   ops.Zero(g.dgate);
   ops.Zero(g.dup);
   ops.SwigluBackward(acts.gate, acts.up, g.dact, g.dgate, g.dup);
   // dxn2 (N, C) = dgate Wg + dup Wu
-  LinearBackward(ops, acts.xn2, w.gate, g.dgate, g.dxn, false);
-  LinearBackward(ops, acts.xn2, w.up, g.dup, g.dxn, true);
+  LinearBackward(ops, ctx.pass, acts.xn2, w.gate, g.dgate, g.dxn, false);
+  LinearBackward(ops, ctx.pass, acts.xn2, w.up, g.dup, g.dxn, true);
   // dh += RMSNorm backward (h -> xn2)
   ops.RmsNormBackward(acts.h, w.post_norm->value, acts.rstd2, g.dxn, dh, GradOrEmpty(w.post_norm));
 
   // --- attention: h = x + o_proj(att) ---
-  LinearBackward(ops, acts.att, w.o, dh, g.datt, false);
+  LinearBackward(ops, ctx.pass, acts.att, w.o, dh, g.datt, false);
   ops.Zero(g.dq);
   ops.Zero(g.dk);
   ops.Zero(g.dv);
@@ -197,9 +175,9 @@ void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerAc
     dk = g.dk_raw;
   }
   // dxn1 (N, C) = dq Wq + dk Wk + dv Wv
-  LinearBackward(ops, acts.xn1, w.q, dq, g.dxn, false);
-  LinearBackward(ops, acts.xn1, w.k, dk, g.dxn, true);
-  LinearBackward(ops, acts.xn1, w.v, g.dv, g.dxn, true);
+  LinearBackward(ops, ctx.pass, acts.xn1, w.q, dq, g.dxn, false);
+  LinearBackward(ops, ctx.pass, acts.xn1, w.k, dk, g.dxn, true);
+  LinearBackward(ops, ctx.pass, acts.xn1, w.v, g.dv, g.dxn, true);
   // dx = dh (residual) + RMSNorm backward (x -> xn1), in place
   ops.RmsNormBackward(acts.x, w.input_norm->value, acts.rstd1, g.dxn, dh,
                       GradOrEmpty(w.input_norm));

@@ -24,21 +24,16 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/model/linear.h"
 #include "engine/model/model_config.h"
 #include "engine/model/parameter.h"
 #include "engine/workspace.h"
 
 namespace air::engine {
 
-// A linear layer y = x W^T (+ b): the descriptor LoRA's converter attaches adapters to.
-struct Linear {
-  Parameter* weight = nullptr;  // (out, in) as in HF
-  Parameter* bias = nullptr;    // (out) or null
-};
-
 struct LayerWeights {
   Parameter* input_norm = nullptr;  // (C)
-  Linear q, k, v, o;                // (Hq*D, C), (Hkv*D, C) x2, (C, Hq*D)
+  Linear q, k, v, o;                // (Hq*D, C), (Hkv*D, C) x2, (C, Hq*D); model/linear.h
   Parameter* q_norm = nullptr;      // (D) Qwen3, else null
   Parameter* k_norm = nullptr;
   Parameter* post_norm = nullptr;  // (C)
@@ -55,6 +50,7 @@ struct LayerContext {
   View rope_sin;
   View segments;  // (B, T) I32, or empty
   int layer = 0;
+  LinearPass pass;  // training (with its random stream) or evaluation, for adapters
   int64_t rows() const { return batch * seq; }
 };
 
@@ -89,13 +85,6 @@ void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerAct
 // dL/d(x) in place, and accumulates the trainable parameters' gradients.
 void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,
                    const View& dres, const LayerGradScratch& scratch);
-
-// y (N, out) = x (N, in) W^T (+ b).
-void LinearForward(const Backend& ops, const View& x, const Linear& linear, const View& y);
-// dx (N, in) += or = dy W (accumulate selects beta); dW += dy^T x and db += colsum(dy) for the
-// trainable ones (a frozen W or b is skipped: no weight-gradient GEMM). dx may be empty.
-void LinearBackward(const Backend& ops, const View& x, const Linear& linear, const View& dy,
-                    const View& dx, bool accumulate_dx);
 
 // The q/k/v projections with bias, Qwen3 norms and RoPE: writes acts.q/k/v (and q_raw/k_raw,
 // rstd_q/k when qk_norm) from `xn` (N, C). Shared by training and KV-cache decoding.

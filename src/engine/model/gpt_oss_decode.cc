@@ -72,7 +72,7 @@ Result<Tensor> GptOssModel::ForwardStep(std::span<const int32_t> tokens, KvCache
     s.kv_capacity = cache.capacity;
     s.q_offset = cache.length;
     ops.AttentionForward(s, a.q, keys, values, w.sinks->value, View(), View(), a.att, View());
-    LinearForward(ops, a.att, w.attn.o, a.h);
+    LinearForward(ops, ctx.pass, a.att, w.attn.o, a.h);
     ops.AddInPlace(a.h, x);
     ops.RmsNormForward(a.h, w.attn.post_norm->value, eps, a.xn2, a.rstd2);
     MoeForward(ops, w.moe, a.xn2, acts.moe, out);

@@ -77,7 +77,7 @@ void GptOssLayerForward(const LayerContext& ctx, const GptOssLayerWeights& w,
   ops.AttentionForward(GptOssAttentionShape(ctx), a.q, a.k, a.v, w.sinks->value, ctx.segments,
                        ctx.segments, a.att, a.lse);
   // h = x + att Wo^T + bo
-  LinearForward(ops, a.att, w.attn.o, a.h);
+  LinearForward(ops, ctx.pass, a.att, w.attn.o, a.h);
   ops.AddInPlace(a.h, a.x);
   // out = h + MoE(RMSNorm(h) * w_post)
   ops.RmsNormForward(a.h, w.attn.post_norm->value, eps, a.xn2, a.rstd2);
@@ -100,7 +100,7 @@ void GptOssLayerBackward(const LayerContext& ctx, const GptOssLayerWeights& w,
                       GradOrEmpty(w.attn.post_norm));
 
   // --- attention: h = x + o_proj(att) ---
-  LinearBackward(ops, a.att, w.attn.o, dh, s.datt, false);
+  LinearBackward(ops, ctx.pass, a.att, w.attn.o, dh, s.datt, false);
   ops.Zero(s.dq);
   ops.Zero(s.dk);
   ops.Zero(s.dv);
@@ -109,9 +109,9 @@ void GptOssLayerBackward(const LayerContext& ctx, const GptOssLayerWeights& w,
   ops.RopeBackward(s.dq, ctx.rope_cos, ctx.rope_sin);
   ops.RopeBackward(s.dk, ctx.rope_cos, ctx.rope_sin);
   // dxn1 = dq Wq + dk Wk + dv Wv
-  LinearBackward(ops, a.xn1, w.attn.q, s.dq, s.dxn, false);
-  LinearBackward(ops, a.xn1, w.attn.k, s.dk, s.dxn, true);
-  LinearBackward(ops, a.xn1, w.attn.v, s.dv, s.dxn, true);
+  LinearBackward(ops, ctx.pass, a.xn1, w.attn.q, s.dq, s.dxn, false);
+  LinearBackward(ops, ctx.pass, a.xn1, w.attn.k, s.dk, s.dxn, true);
+  LinearBackward(ops, ctx.pass, a.xn1, w.attn.v, s.dv, s.dxn, true);
   // dx = dh (residual) + RMSNorm backward (x -> xn1), in place
   ops.RmsNormBackward(a.x, w.attn.input_norm->value, a.rstd1, s.dxn, dh,
                       GradOrEmpty(w.attn.input_norm));

@@ -51,6 +51,8 @@ class GptOssModel : public CausalLm {
   Result<ForwardResult> Forward(const TokenBatch& batch,
                                 const ForwardOptions& options = {}) override;
   Status Backward() override;
+  // None yet: LoRA (engine/lora) adapts the Llama family's projections only.
+  std::vector<NamedLinear> Linears() override { return {}; }
   Result<KvCache> NewKvCache(int64_t batch, int64_t capacity) const override;
   Result<Tensor> ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                              bool all_positions = false) override;

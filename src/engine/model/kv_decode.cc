@@ -82,7 +82,7 @@ Result<Tensor> LlamaModel::ForwardStep(std::span<const int32_t> tokens, KvCache&
     s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     ops.AttentionForward(s, acts.q, keys, values, View(), View(), View(), acts.att, View());
     // h = x + att Wo^T; then the MLP block.
-    LinearForward(ops, acts.att, w.o, acts.h);
+    LinearForward(ops, ctx.pass, acts.att, w.o, acts.h);
     ops.AddInPlace(acts.h, x);
     MlpForward(ctx, w, acts, out);
     std::swap(x, out);

@@ -21,6 +21,7 @@ Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const Forward
   m.has_forward = false;
   m.batch = batch.batch_size;
   m.seq = batch.seq_len;
+  m.pass = LinearPass{.training = options.training, .seed = options.rng_seed};
   const int64_t n = m.batch * m.seq, dim = c.hidden_size, vocab = c.vocab_size;
   const int64_t half = c.head_dim / 2;
   const bool training = options.training;

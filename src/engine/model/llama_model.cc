@@ -121,6 +121,24 @@ void LlamaModel::FindWeights() {
   }
 }
 
+std::vector<NamedLinear> LlamaModel::Linears() {
+  std::vector<NamedLinear> out;
+  for (size_t l = 0; l < impl_->layers.size(); ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerWeights& w = impl_->layers[l];
+    for (auto [name, linear] : {std::pair{"attention.wq", &w.q},
+                                {"attention.wk", &w.k},
+                                {"attention.wv", &w.v},
+                                {"attention.wo", &w.o},
+                                {"feed_forward.w1", &w.gate},
+                                {"feed_forward.w3", &w.up},
+                                {"feed_forward.w2", &w.down}}) {
+      out.push_back({p + name, linear});
+    }
+  }
+  return out;
+}
+
 void LlamaModel::InitWeights(uint64_t seed) {
   // transformers' _init_weights: norms one, biases zero, weights normal(0, initializer_range).
   InitWeightsLikeTransformers(*this, seed, impl_->embed, [](const Parameter& p) {

@@ -52,12 +52,13 @@ class LlamaModel : public CausalLm {
   Result<KvCache> NewKvCache(int64_t batch, int64_t capacity) const override;
   Result<Tensor> ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                              bool all_positions = false) override;
+  std::vector<NamedLinear> Linears() override;
 
  private:
   struct Impl;
   LlamaModel(ModelConfig config, std::shared_ptr<Backend> backend, ModelOptions options);
   // Points the layer descriptors at the parameters (after BuildParameters).
-  void FindWeights();
+  void FindWeights() override;
 
   std::unique_ptr<Impl> impl_;  // layer weights, workspace, saved activations
 };

@@ -35,6 +35,7 @@ struct LlamaModel::Impl {
   bool has_forward = false;
   bool head_done = false;  // the training forward computed the head's gradient (dxf)
   int64_t batch = 0, seq = 0;
+  LinearPass pass;  // the last Forward's (training and its rng_seed), for adapters
   View input_ids, targets, positions, segments;  // (N) I32; segments empty when none
   View rope_cos, rope_sin;                       // (N, D/2) F32
   std::vector<LayerActivations> acts;            // per layer; only .x for checkpointed layers
@@ -58,6 +59,7 @@ struct LlamaModel::Impl {
     ctx.rope_sin = rope_sin;
     ctx.segments = segments;
     ctx.layer = layer;
+    ctx.pass = pass;
     return ctx;
   }
 };

@@ -60,6 +60,19 @@ ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy) {
   return b;
 }
 
+ParameterBytes LoraTrainingBytes(DType param_dtype, bool base_whole, double trainable_fraction) {
+  ParameterBytes b;
+  const double base = static_cast<double>(DTypeSize(param_dtype));
+  (base_whole ? b.whole : b.sharded) += base;
+  b.sharded += 16.0 * trainable_fraction;
+  b.what = fmt::format(
+      "the frozen base in {} (no fp32 master, gradients or optimizer state), fp32 master weights, "
+      "gradients and AdamW moments for the {:.2f}% of parameters LoRA trains; activations come "
+      "on top",
+      DTypeName(param_dtype), 100.0 * trainable_fraction);
+  return b;
+}
+
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, const ParameterBytes& bytes,
                               const std::string& purpose, const MemoryShare& share) {
   std::optional<uint64_t> available = AvailableMemoryBytes(env);

@@ -34,6 +34,10 @@ ParameterBytes InferenceBytes(DType dtype = DType::kF32);
 // plus a whole copy in `param_dtype` when the strategy keeps one resident (`resident_copy`;
 // an fp32 one is the master itself).
 ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy);
+// LoRA training: the frozen base in `param_dtype` (sharded, or whole where the strategy keeps
+// parameters whole: `base_whole`), and for the trained `trainable_fraction` of the parameters
+// (adapters, modules_to_save) the 16 bytes of TrainingBytes.
+ParameterBytes LoraTrainingBytes(DType param_dtype, bool base_whole, double trainable_fraction);
 
 // The parameter count of the model `config` describes (as a double: absurd configs overflow).
 double ParameterCount(const ModelConfig& config);

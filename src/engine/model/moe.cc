@@ -79,7 +79,7 @@ void ExpertLinearBackward(const Backend& ops, const View& x, std::span<const int
 void MoeForward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
                 const View& out) {
   // Route: logits (N, E) -> the k experts of each token and their weights.
-  LinearForward(ops, xn, w.router, a.logits);
+  LinearForward(ops, LinearPass{}, xn, w.router, a.logits);  // no adapter on the router
   ops.RouterTopK(a.logits, a.experts, a.weights);
   // Group the choices by expert; the row ranges come to the host to size the GEMMs.
   ops.MoeDispatch(a.experts, a.offsets, a.token_of_row, a.row_of_slot);
@@ -109,7 +109,7 @@ void MoeBackward(const Backend& ops, const MoeWeights& w, const View& xn, const 
   // The router: softmax over the k chosen logits, then the Linear.
   ops.Zero(g.dlogits);
   ops.RouterTopKBackward(a.experts, a.weights, g.dweights, g.dlogits);
-  LinearBackward(ops, xn, w.router, g.dlogits, dxn, true);
+  LinearBackward(ops, LinearPass{}, xn, w.router, g.dlogits, dxn, true);
 }
 
 }  // namespace air::engine

@@ -1,14 +1,16 @@
 // Parameter and ParamGroup: a model's weights as named views into flat per-unit buffers.
 //
 // Parameters are grouped into FSDP units (torchtitan's apply_fsdp granularity): one unit per
-// decoder layer, plus the root unit (embedding, final norm, head). Each unit's values are ONE
-// flat buffer on the model's backend — the model's own F32 buffer, or one FSDP bound in any float
-// dtype (a bf16 compute copy under mixed precision) — and each parameter's value is a view into
-// it (llm.c's single parameter buffer with offsets), so FSDP can shard, all-gather and free a
-// unit as one contiguous range and re-point the views. A unit's gradients are a second flat buffer
-// that holds only its trainable parameters, in the same order; a frozen parameter (trainable =
-// false: LoRA's base weights) has no gradient view, gets no weight-gradient GEMM and no
-// optimizer state.
+// decoder layer, plus the root unit (embedding, final norm, head). A unit's values are flat
+// storage on the model's backend in two segments — its frozen parameters (trainable = false:
+// LoRA's base weights), then its trainable ones, each segment in model order — and each
+// parameter's value is a view at its offset (llm.c's single parameter buffer with offsets). The
+// model's own storage is one F32 buffer holding both segments back to back; FSDP binds each
+// segment where it keeps it, in any float dtype (the frozen base in its param_dtype storage, the
+// trainable part's compute copy), so it can shard, all-gather and free a unit as contiguous
+// ranges and re-point the views. A unit's gradients are a third flat buffer (F32) that holds only
+// its trainable parameters, in the trainable segment's order; a frozen parameter has no
+// gradient view, gets no weight-gradient GEMM and no optimizer state.
 //
 // Thread safety: plain data; owned by the model.
 #pragma once
@@ -41,13 +43,16 @@ struct Parameter {
 
 // One FSDP unit: the parameters whose memory is one contiguous buffer.
 struct ParamGroup {
-  std::string name;                // "model.layers.3" or "root"
-  std::vector<Parameter*> params;  // in the model's (HF) order
+  std::string name;                // "layers.3" or "root"
+  std::vector<Parameter*> params;  // in the model's order
   int64_t numel = 0;               // elements of every parameter
-  int64_t trainable_numel = 0;     // elements of the trainable ones (the gradient buffer)
-  std::unique_ptr<Buffer> values;  // numel F32 (the model's own storage)
+  int64_t frozen_numel = 0;        // elements of the frozen ones (the first segment)
+  int64_t trainable_numel = 0;     // elements of the trainable ones (the second; the gradients)
+  std::unique_ptr<Buffer> values;  // numel F32 (the model's own storage: both segments)
   std::unique_ptr<Buffer> grads;   // trainable_numel F32; null until gradients are allocated
-  View values_view;                // the whole value buffer, flat (numel)
+  View values_view;                // the model's own value buffer, flat (numel); empty when bound
+  View frozen_view;                // where the frozen segment is bound (frozen_numel)
+  View trainable_view;             // where the trainable segment is bound (trainable_numel)
   View grads_view;                 // the whole gradient buffer, flat; empty when null
   // True once FSDP (engine/fsdp) owns the unit's storage (LlamaModel::ReleaseUnitStorage): the
   // model's buffers are gone and the views point wherever the last BindUnit put them.
@@ -59,6 +64,7 @@ struct ParameterSpec {
   std::string name;
   Shape shape;
   int layer = -1;
+  bool trainable = true;
 };
 
 }  // namespace air::engine

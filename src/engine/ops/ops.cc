@@ -53,6 +53,8 @@ const char* OpName(OpKind op) {
       return "Scale";
     case OpKind::kConvert:
       return "Convert";
+    case OpKind::kDropout:
+      return "Dropout";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

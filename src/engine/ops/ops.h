@@ -70,6 +70,7 @@ enum class OpKind {
   kSumOfSquares,
   kScale,
   kConvert,
+  kDropout,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -101,6 +102,7 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kSumOfSquares,
                                      OpKind::kScale,
                                      OpKind::kConvert,
+                                     OpKind::kDropout,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -147,6 +149,17 @@ struct AdamWScalars {
   bool decay = false;         // apply decoupled weight decay to this tensor
   float decay_factor = 1.0f;  // 1 - lr * weight_decay
 };
+
+// The uniform draw in [0, 1) that decides element i of a dropout mask with `seed` (splitmix64 of
+// a counter: the same on every backend and thread count, and cheap to draw again, which is how a
+// backward or a recomputed layer sees its forward's mask without storing it). 24 bits.
+inline float DropoutUniform(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1.0p-24f;
+}
 
 class Ops {
  public:
@@ -290,6 +303,11 @@ class Ops {
   // dst = src element by element (same element count; any data dtypes: a cast, rounding to
   // nearest even into BF16).
   virtual void Convert(const View& src, const View& dst) const = 0;
+
+  // out (n) = x (n) * (DropoutUniform(seed, i) >= p ? 1 / (1 - p) : 0) element by element (x,
+  // out: data; p in [0, 1); torch's inverted dropout, with a counter-based mask). Its own
+  // backward: the same op on dL/dout with the same seed. out may alias x.
+  virtual void Dropout(const View& x, float p, uint64_t seed, const View& out) const = 0;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.

@@ -72,9 +72,10 @@ StateLayout WholeModelLayout(const CausalLm& model) {
   const auto& units = model.units();
   std::map<const Parameter*, std::pair<int, int64_t>> where;  // parameter -> (unit, offset)
   for (size_t u = 0; u < units.size(); ++u) {
-    layout.units.push_back({units[u].numel, 0, units[u].numel});
-    int64_t offset = 0;
+    layout.units.push_back({units[u].trainable_numel, 0, units[u].trainable_numel});
+    int64_t offset = 0;  // within the trainable segment
     for (const Parameter* p : units[u].params) {
+      if (!p->trainable) continue;
       where[p] = {static_cast<int>(u), offset};
       offset += p->numel();
     }

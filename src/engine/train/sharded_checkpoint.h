@@ -3,7 +3,9 @@
 // previous complete checkpoint or the new one, and read back at any world size.
 //
 // Layout of output_dir/checkpoint-N/ (beside the consolidated HF files rank 0 writes there):
-//   train_state/rank-R-of-W.safetensors  this rank's flat range of every unit: tensors
+//   train_state/rank-R-of-W.safetensors  this rank's flat range of every unit's trainable
+//                                        segment (model/parameter.h; the frozen base of a LoRA
+//                                        run is not training state): tensors
 //                                        "units.U.param", "units.U.exp_avg", "units.U.exp_avg_sq"
 //                                        (F32, the shard's S elements, zero past the unit's end)
 //   train_state/rank-R-of-W.json         {"blake2b": hex of the .safetensors, "bytes": n}
@@ -54,8 +56,8 @@ struct StateLayout {
   std::vector<Piece> pieces;  // one per optimizer view, in the optimizer's order
 };
 
-// One process (or a replica holding every unit whole): units [0, n), views = the model's
-// trainable parameters in model order.
+// One process (or a replica holding every unit whole): each unit's trainable segment [0, n),
+// views = the model's trainable parameters in model order.
 StateLayout WholeModelLayout(const CausalLm& model);
 
 // What a checkpoint records about the run, checked on resume.

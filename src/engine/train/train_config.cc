@@ -13,182 +13,14 @@
 #include <set>
 
 #include "base/strings.h"
+#include "engine/train/train_config_fields.h"
 #include "spec/yaml_tree.h"
 
 namespace air::engine::train {
 namespace {
 
-// One given value: the YAML node and where it came from.
+using namespace fields;  // NOLINT: this file is the fields' main user
 using spec::YamlNode;
-
-struct GivenValue {
-  YamlNode node;
-  std::string where;  // "file:line:col" or "--set key=value"
-};
-
-class ErrorList {
- public:
-  void Add(const std::string& where, const std::string& field, const std::string& message) {
-    lines_.push_back(field.empty() ? fmt::format("{}: {}", where, message)
-                                   : fmt::format("{}: {}: {}", where, field, message));
-  }
-  bool empty() const { return lines_.empty(); }
-  size_t size() const { return lines_.size(); }
-  Status ToStatus() const { return InvalidArgument(Join(lines_, "\n")); }
-
- private:
-  std::vector<std::string> lines_;
-};
-
-// The source of a "file:line:col" location ("file"), for locations of nested keys.
-std::string SourceOf(const std::string& where) {
-  const size_t last = where.rfind(':');
-  if (last == std::string::npos) return where;
-  const size_t before = where.rfind(':', last - 1);
-  return before == std::string::npos ? where : where.substr(0, before);
-}
-
-std::string Describe(const YamlNode& node) {
-  if (node.IsSequence()) return "a list";
-  if (node.IsMapping()) return "a map";
-  if (node.IsNull()) return "nothing (null)";
-  return node.IsQuotedOrTaggedString() ? fmt::format("the quoted string \"{}\"", node.value)
-                                       : fmt::format("'{}'", node.value);
-}
-
-bool IsPlainScalar(const YamlNode& node) {
-  return node.IsScalar() && !node.IsQuotedOrTaggedString();
-}
-
-// A scalar that is not null: its text.
-bool IsText(const YamlNode& node) { return node.IsScalar() && !node.IsNull(); }
-
-std::optional<int64_t> ReadInt(const YamlNode& node) {
-  if (!IsPlainScalar(node)) return std::nullopt;
-  const std::string& s = node.value;
-  if (s.empty()) return std::nullopt;
-  size_t pos = 0;
-  try {
-    long long v = std::stoll(s, &pos, 10);
-    if (pos != s.size()) return std::nullopt;
-    return v;
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
-std::optional<double> ReadFloat(const YamlNode& node) {
-  if (!IsPlainScalar(node)) return std::nullopt;
-  const std::string& s = node.value;
-  if (s.empty()) return std::nullopt;
-  size_t pos = 0;
-  try {
-    double v = std::stod(s, &pos);
-    if (pos != s.size() || !std::isfinite(v)) return std::nullopt;
-    return v;
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
-std::optional<bool> ReadBool(const YamlNode& node) {
-  if (!IsPlainScalar(node)) return std::nullopt;
-  const std::string& s = node.value;
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  return std::nullopt;
-}
-
-using Setter = std::function<void(const GivenValue&, TrainConfig&, ErrorList&)>;
-
-struct FieldSpec {
-  std::string name;
-  std::string alias;  // another accepted spelling, or ""
-  bool required = false;
-  Setter set;
-};
-
-// Range checks are written as (min, max, inclusive?) on doubles; ints use the same code.
-struct Range {
-  double min = -std::numeric_limits<double>::infinity();
-  double max = std::numeric_limits<double>::infinity();
-  bool min_inclusive = true;
-  bool max_inclusive = true;
-  std::string text;  // what would be valid, in words
-};
-
-bool InRange(double v, const Range& r) {
-  if (r.min_inclusive ? v < r.min : v <= r.min) return false;
-  if (r.max_inclusive ? v > r.max : v >= r.max) return false;
-  return true;
-}
-
-Setter IntField(const std::string& name, int TrainConfig::*member, Range range,
-                std::function<bool(int64_t)> extra_ok = nullptr) {
-  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
-    std::optional<int64_t> v = ReadInt(g.node);
-    if (!v) {
-      errors.Add(g.where, name, fmt::format("expected an integer, got {}", Describe(g.node)));
-      return;
-    }
-    bool ok = (extra_ok && extra_ok(*v)) ||
-              (InRange(static_cast<double>(*v), range) && *v <= std::numeric_limits<int>::max());
-    if (!ok) {
-      errors.Add(g.where, name, fmt::format("{} is out of range: {}", *v, range.text));
-      return;
-    }
-    c.*member = static_cast<int>(*v);
-  };
-}
-
-Setter Int64Field(const std::string& name, int64_t TrainConfig::*member) {
-  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
-    std::optional<int64_t> v = ReadInt(g.node);
-    if (!v) {
-      errors.Add(g.where, name, fmt::format("expected an integer, got {}", Describe(g.node)));
-      return;
-    }
-    c.*member = *v;
-  };
-}
-
-Setter FloatField(const std::string& name, double TrainConfig::*member, Range range) {
-  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
-    std::optional<double> v = ReadFloat(g.node);
-    if (!v) {
-      errors.Add(g.where, name, fmt::format("expected a number, got {}", Describe(g.node)));
-      return;
-    }
-    if (!InRange(*v, range)) {
-      errors.Add(g.where, name, fmt::format("{} is out of range: {}", g.node.value, range.text));
-      return;
-    }
-    c.*member = *v;
-  };
-}
-
-Setter BoolField(const std::string& name, bool TrainConfig::*member) {
-  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
-    std::optional<bool> v = ReadBool(g.node);
-    if (!v) {
-      errors.Add(g.where, name, fmt::format("expected true or false, got {}", Describe(g.node)));
-      return;
-    }
-    c.*member = *v;
-  };
-}
-
-Setter StringField(const std::string& name, std::string TrainConfig::*member) {
-  return [=](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
-    // A plain scalar like 123 is still a fine path name; null, lists and maps are not.
-    if (!IsText(g.node) || Trim(g.node.value).empty()) {
-      errors.Add(g.where, name,
-                 fmt::format("expected a non-empty string, got {}", Describe(g.node)));
-      return;
-    }
-    c.*member = g.node.value;
-  };
-}
 
 Setter SchedulerField() {
   return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
@@ -349,66 +181,70 @@ const std::vector<FieldSpec>& FieldSpecs() {
     const Range beta{0, 1, true, false, "must be in [0, 1)"};
     const Range unit{0, 1, true, true, "must be in [0, 1]"};
     std::vector<FieldSpec> s;
-    s.push_back({"model_name", "", true, StringField("model_name", &TrainConfig::model_name)});
     s.push_back(
-        {"dataset_name", "", true, StringField("dataset_name", &TrainConfig::dataset_name)});
-    s.push_back({"output_dir", "", true, StringField("output_dir", &TrainConfig::output_dir)});
+        {"model_name", "", true, StringField("model_name", Member(&TrainConfig::model_name))});
+    s.push_back({"dataset_name", "", true,
+                 StringField("dataset_name", Member(&TrainConfig::dataset_name))});
+    s.push_back(
+        {"output_dir", "", true, StringField("output_dir", Member(&TrainConfig::output_dir))});
     s.push_back({"max_seq_len", "max_length", false,
-                 IntField("max_seq_len", &TrainConfig::max_seq_len,
+                 IntField("max_seq_len", Member(&TrainConfig::max_seq_len),
                           {2, 1 << 20, true, true, "must be between 2 and 1048576"})});
-    s.push_back(
-        {"per_device_batch_size", "", false,
-         IntField("per_device_batch_size", &TrainConfig::per_device_batch_size, at_least_one)});
-    s.push_back({"packing", "", false, BoolField("packing", &TrainConfig::packing)});
-    s.push_back({"train_on_prompt", "", false,
-                 BoolField("train_on_prompt", &TrainConfig::train_on_prompt)});
-    s.push_back({"gradient_accumulation_steps", "", false,
-                 IntField("gradient_accumulation_steps", &TrainConfig::gradient_accumulation_steps,
+    s.push_back({"per_device_batch_size", "", false,
+                 IntField("per_device_batch_size", Member(&TrainConfig::per_device_batch_size),
                           at_least_one)});
+    s.push_back({"packing", "", false, BoolField("packing", Member(&TrainConfig::packing))});
+    s.push_back({"train_on_prompt", "", false,
+                 BoolField("train_on_prompt", Member(&TrainConfig::train_on_prompt))});
+    s.push_back({"gradient_accumulation_steps", "", false,
+                 IntField("gradient_accumulation_steps",
+                          Member(&TrainConfig::gradient_accumulation_steps), at_least_one)});
     s.push_back({"learning_rate", "", false,
-                 FloatField("learning_rate", &TrainConfig::learning_rate, non_negative)});
+                 FloatField("learning_rate", Member(&TrainConfig::learning_rate), non_negative)});
     s.push_back(
         {"max_steps", "", false,
-         IntField("max_steps", &TrainConfig::max_steps,
+         IntField("max_steps", Member(&TrainConfig::max_steps),
                   {1, 1e12, true, true, "must be >= 1, or -1 to let num_train_epochs decide"},
                   [](int64_t v) { return v == -1; })});
     s.push_back({"num_train_epochs", "", false,
-                 FloatField("num_train_epochs", &TrainConfig::num_train_epochs, positive)});
-    s.push_back(
-        {"warmup_ratio", "", false, FloatField("warmup_ratio", &TrainConfig::warmup_ratio, unit)});
+                 FloatField("num_train_epochs", Member(&TrainConfig::num_train_epochs), positive)});
+    s.push_back({"warmup_ratio", "", false,
+                 FloatField("warmup_ratio", Member(&TrainConfig::warmup_ratio), unit)});
     s.push_back({"warmup_steps", "", false,
-                 IntField("warmup_steps", &TrainConfig::warmup_steps, non_negative)});
+                 IntField("warmup_steps", Member(&TrainConfig::warmup_steps), non_negative)});
     s.push_back({"lr_scheduler_type", "", false, SchedulerField()});
     s.push_back({"weight_decay", "", false,
-                 FloatField("weight_decay", &TrainConfig::weight_decay, non_negative)});
+                 FloatField("weight_decay", Member(&TrainConfig::weight_decay), non_negative)});
     s.push_back({"max_grad_norm", "", false,
-                 FloatField("max_grad_norm", &TrainConfig::max_grad_norm,
+                 FloatField("max_grad_norm", Member(&TrainConfig::max_grad_norm),
                             {0, std::numeric_limits<double>::infinity(), true, true,
                              "must be >= 0 (0 disables clipping)"})});
-    s.push_back(
-        {"adam_beta1", "", false, FloatField("adam_beta1", &TrainConfig::adam_beta1, beta)});
-    s.push_back(
-        {"adam_beta2", "", false, FloatField("adam_beta2", &TrainConfig::adam_beta2, beta)});
+    s.push_back({"adam_beta1", "", false,
+                 FloatField("adam_beta1", Member(&TrainConfig::adam_beta1), beta)});
+    s.push_back({"adam_beta2", "", false,
+                 FloatField("adam_beta2", Member(&TrainConfig::adam_beta2), beta)});
     s.push_back({"adam_epsilon", "", false,
-                 FloatField("adam_epsilon", &TrainConfig::adam_epsilon, positive)});
-    s.push_back({"seed", "", false, Int64Field("seed", &TrainConfig::seed)});
+                 FloatField("adam_epsilon", Member(&TrainConfig::adam_epsilon), positive)});
+    s.push_back({"seed", "", false, Int64Field("seed", Member(&TrainConfig::seed))});
     s.push_back({"logging_steps", "", false,
-                 IntField("logging_steps", &TrainConfig::logging_steps, at_least_one)});
+                 IntField("logging_steps", Member(&TrainConfig::logging_steps), at_least_one)});
     s.push_back({"save_steps", "", false,
-                 IntField("save_steps", &TrainConfig::save_steps,
+                 IntField("save_steps", Member(&TrainConfig::save_steps),
                           {0, 1e12, true, true, "must be >= 0 (0: save only at the end)"})});
     s.push_back({"resume_from_checkpoint", "", false, ResumeField()});
-    s.push_back({"bf16", "", false, BoolField("bf16", &TrainConfig::bf16)});
+    s.push_back({"bf16", "", false, BoolField("bf16", Member(&TrainConfig::bf16))});
     s.push_back({"mixed_precision", "", false, MixedPrecisionField()});
-    s.push_back({"activation_checkpointing", "", false,
-                 BoolField("activation_checkpointing", &TrainConfig::activation_checkpointing)});
     s.push_back(
-        {"fused_linear_cross_entropy", "", false,
-         BoolField("fused_linear_cross_entropy", &TrainConfig::fused_linear_cross_entropy)});
+        {"activation_checkpointing", "", false,
+         BoolField("activation_checkpointing", Member(&TrainConfig::activation_checkpointing))});
+    s.push_back({"fused_linear_cross_entropy", "", false,
+                 BoolField("fused_linear_cross_entropy",
+                           Member(&TrainConfig::fused_linear_cross_entropy))});
     s.push_back({"fsdp_sharding_strategy", "", false, ShardingStrategyField()});
     s.push_back({"fsdp", "", false, HfFsdpField()});
+    for (FieldSpec& spec : LoraFieldSpecs()) s.push_back(std::move(spec));
     s.push_back({"ddp_timeout", "", false,
-                 IntField("ddp_timeout", &TrainConfig::ddp_timeout,
+                 IntField("ddp_timeout", Member(&TrainConfig::ddp_timeout),
                           {1, 86400, true, true, "must be between 1 and 86400 seconds"})});
     return s;
   }();
@@ -593,6 +429,7 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
   } else if (config.bf16) {
     config.precision = fsdp::Bf16Policy();
   }
+  CheckLoraFields(given, config, errors);
   if (!errors.empty()) return errors.ToStatus();
   return config;
 }

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "engine/fsdp/mixed_precision.h"
 #include "engine/fsdp/sharding_strategy.h"
+#include "engine/lora/lora_config.h"
 
 namespace air::engine::train {
 
@@ -73,6 +74,12 @@ struct TrainConfig {
   // The head and loss fused and chunked (model/lm_head.h, Liger's FusedLinearCrossEntropy):
   // never the N x V logits. false computes them whole (to measure what fusing saves).
   bool fused_linear_cross_entropy = true;
+
+  // --- LoRA (engine/lora): TRL's keys, PEFT's LoraConfig ---
+  // use_peft, lora_r (16), lora_alpha (32), lora_dropout (0.05), lora_target_modules (a list, a
+  // regex, or all-linear; unset: q_proj and v_proj, PEFT's default), use_rslora,
+  // lora_modules_to_save, lora_adapter_path (start from this PEFT adapter).
+  lora::LoraConfig lora;
 
   // --- several ranks (engine/fsdp) ---
   // fsdp_sharding_strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD/DDP, HYBRID_SHARD), or HF's

@@ -24,6 +24,7 @@
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/activation_checkpointing.h"
 #include "engine/train/pretokenized_dataset.h"
+#include "engine/train/train_lora.h"
 
 namespace air::engine::train {
 
@@ -194,6 +195,9 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
     if (!complete.ok()) return AtParameter(config, "model_name", complete);
   }
   AIR_RETURN_IF_ERROR(CheckOutputDir(config, p.model_dir));
+  p.config = config;
+  AIR_RETURN_IF_ERROR(PrepareLora(env, p));  // may take the starting adapter's settings
+  config = p.config;
 
   AIR_RETURN_IF_ERROR(PrepareData(env, config, p));
   const int64_t batches_per_epoch = p.loader->batches_per_epoch();
@@ -255,10 +259,19 @@ bool KeepsResidentCopy(const PreparedTraining& p) {
          p.config.sharding_strategy == fsdp::ShardingStrategy::kShardGradOp;
 }
 
+// The bytes per parameter of this run's training state (LoRA: the frozen base in param_dtype and
+// the full 16 bytes only for the trained fraction).
+ParameterBytes RunBytes(const PreparedTraining& p) {
+  const DType dtype = p.config.precision.param_dtype;
+  return p.config.lora.enabled
+             ? LoraTrainingBytes(dtype, KeepsResidentCopy(p), p.lora_trainable_fraction)
+             : TrainingBytes(dtype, KeepsResidentCopy(p));
+}
+
 }  // namespace
 
 TrainingMemory EstimateTrainingMemory(const PreparedTraining& p) {
-  const ParameterBytes bytes = TrainingBytes(p.config.precision.param_dtype, KeepsResidentCopy(p));
+  const ParameterBytes bytes = RunBytes(p);
   const MemoryShare share = TrainingShare(p);
   TrainingMemory m;
   m.parameters = ParameterCount(p.model_config);
@@ -293,6 +306,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
       DescribePrecision(c.precision), threads, threads == 1 ? "" : "s",
       CpuKernelsName(SelectedCpuKernels()), c.output_dir);
+  if (c.lora.enabled) text += "\nlora     " + p.lora_description;
   const TrainingMemory memory = EstimateTrainingMemory(p);
   text += fmt::format("\nmemory   {:.4g} B parameters: {} per rank for {}", memory.parameters / 1e9,
                       HumanBytes(static_cast<uint64_t>(memory.bytes_per_rank)), memory.what);
@@ -309,9 +323,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
   const fsdp::MixedPrecision& precision = p.config.precision;
   AIR_RETURN_IF_ERROR(
-      CheckModelFitsInMemory(env, p.model_config,
-                             TrainingBytes(precision.param_dtype, KeepsResidentCopy(p)), "training",
-                             TrainingShare(p))
+      CheckModelFitsInMemory(env, p.model_config, RunBytes(p), "training", TrainingShare(p))
           .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   AIR_ASSIGN_OR_RETURN(
       std::shared_ptr<Backend> backend,
@@ -331,6 +343,8 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<CausalLm> model,
                        CreateModel(p.model_config, backend, model_options));
   ApplyActivationCheckpointing(*model, p.config.activation_checkpointing);
+  // LoRA: the base frozen, the adapters added to the units (before FSDP takes them over).
+  AIR_ASSIGN_OR_RETURN(LoraSetup adapters, ApplyLora(p, *model));
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<WeightReader> weights, WeightReader::Open(p.model_dir));
   TrainerIo io;
   io.env = env;
@@ -369,11 +383,15 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   fsdp::FsdpOptions fsdp_options{.strategy = strategy, .precision = precision};
   fsdp_options.load_unit = [&](int unit) -> Status {
     AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
-    return LoadHfUnit(*weights, *model, unit);
+    if (adapters.lora == nullptr) return LoadHfUnit(*weights, *model, unit);
+    AIR_RETURN_IF_ERROR(LoadHfUnit(*weights, *model, unit, lora::BaseWeightsOnly()));
+    return adapters.LoadUnitAdapters(*model, unit, static_cast<uint64_t>(p.config.seed));
   };
   AIR_ASSIGN_OR_RETURN(std::unique_ptr<fsdp::Fsdp> sharded,
                        fsdp::Fsdp::Apply(*model, *shard_group, *comm, fsdp_options, replicas));
   weights.reset();
+  adapters.start.reset();
+  io.lora = adapters.lora.get();
   io.parallel = {.group = group.get(),
                  .comm = comm.get(),
                  .fsdp = sharded.get(),
@@ -381,7 +399,8 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
                  .world_size = p.dist.world_size};
   Trainer trainer(model.get(), p.config, io);
   Result<TrainSummary> summary = trainer.Run(*p.loader);
-  sharded.reset();  // before the thread and the groups it uses
+  sharded.reset();        // before the thread and the groups it uses
+  adapters.lora.reset();  // detaches the adapters before the model goes
   comm.reset();
   replica_group.reset();
   node_group.reset();

@@ -42,6 +42,11 @@ struct PreparedTraining {
   int warmup_steps = 0;
   std::vector<std::string> notes;  // what the user should know (bf16 on the CPU, ...)
   parallel::DistEnv dist;          // this process's rank (world size 1 without a launcher)
+  // LoRA (use_peft; train_lora.h): config.lora holds the settings in effect (the starting
+  // adapter's when lora_adapter_path is given).
+  std::string lora_adapter_dir;          // the starting adapter, resolved; empty: none
+  std::string lora_description;          // the plan's "lora" line
+  double lora_trainable_fraction = 0.0;  // trained parameters / the base model's
 };
 
 Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config);

@@ -11,6 +11,7 @@
 
 #include "engine/io/checkpoint.h"
 #include "engine/io/hf_state_dict.h"
+#include "engine/lora/peft_files.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"
 #include "engine/train/lr_schedule.h"
@@ -22,6 +23,17 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// splitmix64 of a ^ splitmix64(b): a seed per (run seed, stream).
+uint64_t MixSeed(uint64_t a, uint64_t b) {
+  auto mix = [](uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  return mix(a ^ mix(b));
 }
 
 int64_t CountRealTokens(const TokenBatch& batch) {
@@ -61,12 +73,17 @@ int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch) {
 }
 
 Status Trainer::SaveCheckpoint(const std::string& dir) const {
-  // The fp32 master weights gathered unit by unit; rank 0 holds one host copy of the model, the
-  // others none, and writes it through the model's state-dict adapter (the one save path).
-  AIR_ASSIGN_OR_RETURN(std::vector<Tensor> full, io_.parallel.fsdp->GatherFullParameters());
+  // The fp32 master weights gathered unit by unit; rank 0 holds one host copy of the model (of
+  // the adapter with LoRA), the others none, and writes it through the model's state-dict
+  // adapter (the one save path).
+  const bool adapter_only = io_.lora != nullptr;
+  AIR_ASSIGN_OR_RETURN(std::vector<Tensor> full,
+                       io_.parallel.fsdp->GatherFullParameters(adapter_only));
   Status written = Status::Ok();
   if (lead()) {
-    written = SaveHfTensors(*model_, full, dir, {}, io_.env);
+    written = adapter_only ? lora::SavePeftAdapter(dir, *model_, *io_.lora, full,
+                                                   config_.model_name, io_.env)
+                           : SaveHfTensors(*model_, full, dir, {}, {}, io_.env);
     if (written.ok() && !io_.model_dir.empty()) {
       written = CopyTokenizerFiles(io_.model_dir, dir, io_.env).status();
     }
@@ -130,12 +147,20 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
         total_tokens > 0
             ? static_cast<float>(static_cast<double>(tokens) / static_cast<double>(total_tokens))
             : 0.0f;
+    // The micro-batch's random stream (adapter dropout): from the seed, the global micro-batch
+    // and the rank, so a resumed run draws the masks the uninterrupted one would have.
+    const uint64_t micro = static_cast<uint64_t>(step) * micro_batches.size() + i;
+    const uint64_t rng_seed = MixSeed(static_cast<uint64_t>(config_.seed),
+                                      micro * static_cast<uint64_t>(io_.parallel.world_size) +
+                                          static_cast<uint64_t>(io_.parallel.rank));
     AIR_ASSIGN_OR_RETURN(
         ForwardResult r,
-        model_->Forward(
-            batch, {.loss_scale = scale, .unfused_head = !config_.fused_linear_cross_entropy}));
+        model_->Forward(batch, {.loss_scale = scale,
+                                .unfused_head = !config_.fused_linear_cross_entropy,
+                                .rng_seed = rng_seed}));
     out.loss_sum += r.loss_sum;
     AIR_RETURN_IF_ERROR(model_->Backward());
+    if (io_.lora != nullptr) AIR_RETURN_IF_ERROR(io_.lora->status());
   }
   AIR_RETURN_IF_ERROR(fsdp->FinishGradients());
   // The step's loss and token counts over every rank.
@@ -269,25 +294,37 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   }
   progress.Finish();
   summary.elapsed_s = SecondsSince(start);
-  if (io_.parallel.world_size > 1) {
-    const fsdp::FsdpMemory held = fsdp->memory();
-    summary.comm_s = fsdp->comm_seconds();
-    summary.comm_wait_s = fsdp->wait_seconds();
-    summary.parameter_bytes = held.parameters;
-    summary.gradient_bytes = held.gradients;
-    summary.gather_bytes = held.gather;
-    for (const ParamView& p : params)
-      summary.optimizer_bytes += 2 * static_cast<int64_t>(p.value.bytes());
+  const fsdp::FsdpMemory held = fsdp->memory();
+  summary.comm_s = fsdp->comm_seconds();
+  summary.comm_wait_s = fsdp->wait_seconds();
+  summary.parameter_bytes = held.parameters;
+  summary.frozen_bytes = held.frozen;
+  summary.gradient_bytes = held.gradients;
+  summary.gather_bytes = held.gather;
+  for (const ParamView& p : params) {
+    summary.optimizer_bytes += 2 * static_cast<int64_t>(p.value.bytes());
+  }
+  if (io_.parallel.world_size > 1 || io_.lora != nullptr) {
     const double mib = 1024.0 * 1024.0;
-    progress.Note(fmt::format(
-        "rank 0 of {}: {:.2f} s in collectives, {:.2f} s of it waited for by compute ({:.0f}% "
-        "hidden by overlap); holds {:.1f} MiB parameters, {:.1f} MiB gradients, {:.1f} MiB "
-        "optimizer state, {:.1f} MiB gather slots",
-        io_.parallel.world_size, summary.comm_s, summary.comm_wait_s,
-        summary.comm_s > 0 ? 100.0 * (1.0 - std::min(1.0, summary.comm_wait_s / summary.comm_s))
-                           : 0.0,
+    const std::string state = fmt::format(
+        "{}{:.1f} MiB trained parameters, {:.1f} MiB gradients, {:.1f} MiB optimizer state, "
+        "{:.1f} MiB gather slots",
+        io_.lora != nullptr
+            ? fmt::format("{:.1f} MiB frozen base ({}), ", summary.frozen_bytes / mib,
+                          DTypeName(fsdp->precision().param_dtype))
+            : "",
         summary.parameter_bytes / mib, summary.gradient_bytes / mib, summary.optimizer_bytes / mib,
-        summary.gather_bytes / mib));
+        summary.gather_bytes / mib);
+    progress.Note(
+        io_.parallel.world_size > 1
+            ? fmt::format("rank 0 of {}: {:.2f} s in collectives, {:.2f} s of it waited for by "
+                          "compute ({:.0f}% hidden by overlap); holds {}",
+                          io_.parallel.world_size, summary.comm_s, summary.comm_wait_s,
+                          summary.comm_s > 0
+                              ? 100.0 * (1.0 - std::min(1.0, summary.comm_wait_s / summary.comm_s))
+                              : 0.0,
+                          state)
+            : fmt::format("holds {}", state));
   }
   AIR_RETURN_IF_ERROR(SaveCheckpoint(c.output_dir));
   if (c.save_steps > 0 && total_steps % c.save_steps == 0) {

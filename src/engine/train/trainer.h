@@ -31,6 +31,7 @@
 #include "engine/data/data_loader.h"
 #include "engine/fsdp/comm_thread.h"
 #include "engine/fsdp/fsdp.h"
+#include "engine/lora/lora_model.h"
 #include "engine/model/causal_lm.h"
 #include "engine/train/adamw.h"
 #include "engine/train/sharded_checkpoint.h"
@@ -61,6 +62,9 @@ struct TrainerIo {
   // Called with each metrics.jsonl line as it is written (air train's MLflow logging).
   std::function<void(const StepMetrics&)> on_logged_step;
   TrainerParallel parallel;
+  // LoRA applied to the model (engine/lora), or null: checkpoints are then PEFT adapters
+  // (adapter_config.json + adapter_model.safetensors, base_model_name_or_path = model_name).
+  const lora::Lora* lora = nullptr;
   // Set (by a SIGTERM handler) to ask for a stop: the current step finishes, a resumable
   // checkpoint-N is written, and Run returns kCancelled naming it. Null: never.
   const std::atomic<bool>* stop_requested = nullptr;
@@ -82,6 +86,7 @@ struct TrainSummary {
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t gather_bytes = 0;
+  int64_t frozen_bytes = 0;  // the frozen base's param_dtype storage (LoRA)
 };
 
 // Optimizer steps for a run: max_steps when > 0, else ceil(num_train_epochs * steps per epoch)
@@ -98,7 +103,8 @@ class Trainer {
   Result<TrainSummary> Run(DataLoader& loader);
 
   // Writes a full checkpoint (fp32 master weights, config, generation config, tokenizer files)
-  // into `dir`. Collective: every unit is gathered, rank 0 writes.
+  // into `dir` — with LoRA, the PEFT adapter (the trained parameters only) and the tokenizer
+  // files. Collective: every unit is gathered, rank 0 writes.
   Status SaveCheckpoint(const std::string& dir) const;
   // SaveCheckpoint plus the resumable training state of every rank after `step` optimizer
   // steps (engine/train/sharded_checkpoint.h), committed last. Collective.

@@ -318,11 +318,11 @@ TEST_P(GradCheck, LinearWithBias) {
   auto x = RandomVector(rows * in, 19), r = RandomVector(rows * out, 20);
   const View y = Up(std::vector<float>(rows * out), {rows, out});
   auto loss = [&] {
-    LinearForward(*backend_, Up(x, {rows, in}), linear, y);
+    LinearForward(*backend_, {}, Up(x, {rows, in}), linear, y);
     return Project(Down(y), r);
   };
   const View dx = Up(std::vector<float>(rows * in), {rows, in});
-  LinearBackward(*backend_, Up(x, {rows, in}), linear, Up(r, {rows, out}), dx, false);
+  LinearBackward(*backend_, {}, Up(x, {rows, in}), linear, Up(r, {rows, out}), dx, false);
   EXPECT_LT(RelativeError(NumericGrad(x, loss), Down(dx)), kTolerance);
   std::vector<float> wv = w_init;
   auto wloss = [&] {
@@ -343,7 +343,7 @@ TEST_P(GradCheck, LinearWithBias) {
   w.trainable = false;
   w.grad = View();
   const View dx_frozen = Up(std::vector<float>(rows * in), {rows, in});
-  LinearBackward(*backend_, Up(x, {rows, in}), linear, Up(r, {rows, out}), dx_frozen, false);
+  LinearBackward(*backend_, {}, Up(x, {rows, in}), linear, Up(r, {rows, out}), dx_frozen, false);
   EXPECT_EQ(Down(dx_frozen), Down(dx));
 }
 

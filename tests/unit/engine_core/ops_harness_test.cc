@@ -209,6 +209,38 @@ TEST_P(OpsHarness, AddInPlaceAddBiasBiasBackwardConvert) {
   EXPECT_EQ(d.Get(back), RoundedTo(src, p.in));
 }
 
+TEST_P(OpsHarness, DropoutDrawsTheReferenceMaskInPlaceOrNot) {
+  if (!Runs(OpKind::kDropout)) return;
+  const Precision& p = precision();
+  const int64_t n = 70001;  // several chunks and threads, ragged
+  auto x = In(n, 46);
+  for (float prob : {0.0f, 0.05f, 0.5f}) {
+    DeviceArrays d(*backend_);
+    const View out = d.Data(std::vector<float>(n), p.out), want = d.F32(std::vector<float>(n));
+    backend_->Dropout(d.Data(x, p.in), prob, 1234, out);
+    ref_.Dropout(d.F32(x), prob, 1234, want);
+    const auto got = d.Get(out), ref = d.Get(want);
+    Expect("elementwise", ScaledMaxDiff(got, ref), tol().elementwise, "p=" + std::to_string(prob));
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      // The same mask bit for bit: a zero exactly where the reference has one.
+      ASSERT_EQ(got[i] == 0.0f, ref[i] == 0.0f) << "p=" << prob << " element " << i;
+      dropped += ref[i] == 0.0f && x[i] != 0.0f;
+    }
+    // The mask's rate is p (binomial: 5 standard deviations).
+    const double sd = std::sqrt(prob * (1 - prob) / n);
+    EXPECT_NEAR(static_cast<double>(dropped) / n, prob, 5 * sd + 1e-9) << prob;
+    // In place gives the same values, and another seed another mask.
+    const View inplace = d.Data(x, p.in);
+    backend_->Dropout(inplace, prob, 1234, inplace);
+    EXPECT_EQ(d.Get(inplace), got);
+    if (prob > 0) {
+      backend_->Dropout(d.Data(x, p.in), prob, 1235, out);
+      EXPECT_NE(d.Get(out), got);
+    }
+  }
+}
+
 // ---- row-wise: RMSNorm, SwiGLU, cross-entropy ---------------------------------------------
 
 TEST_P(OpsHarness, RmsNormForwardBackward) {
@@ -451,7 +483,7 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       OpKind::kAttentionForward, OpKind::kAttentionBackward, OpKind::kSwigluForward,
       OpKind::kSwigluBackward, OpKind::kAddInPlace, OpKind::kAddBias, OpKind::kBiasBackward,
       OpKind::kCrossEntropyForward, OpKind::kCrossEntropyBackward, OpKind::kAdamWUpdate,
-      OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert,
+      OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
       // ops_harness_moe_test.cc:
       OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
       OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,

@@ -7,6 +7,8 @@
 // the consolidated gather. The measured differences are printed; the bound is 10x of them.
 // bf16 mixed precision: W ranks against one rank (a group of one, the same path) with the same
 // policy — bf16 all-gathers and bf16 reduce-scatters with fp32 accumulation.
+// Frozen parameters (LoRA's base: model/parameter.h's frozen segment) mixed with trainable ones
+// in the same units, and a wholly frozen unit, under every strategy: the same oracle.
 // Also: a deferred model loaded unit by unit never holds the whole model on a rank.
 #include "engine/fsdp/fsdp.h"
 
@@ -18,6 +20,7 @@
 
 #include "base/env.h"
 #include "engine/backend/registry.h"
+#include "engine/dtype.h"
 #include "engine/model/llama_model.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/parallel/gloo_process_group.h"
@@ -44,13 +47,6 @@ ModelConfig TinyConfig() {
   c.max_position_embeddings = 64;
   c.rms_norm_eps = 1e-5;
   return c;
-}
-
-std::unique_ptr<LlamaModel> TinyModel() {
-  auto model = LlamaModel::Create(TinyConfig(), *CreateBackend({.kind = "reference"}));
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  (*model)->InitWeights(7);
-  return std::move(*model);
 }
 
 // The batch of (step, micro-batch, rank): 2 rows of 9 tokens with a different prompt mask each.
@@ -84,20 +80,32 @@ constexpr double kMaxNorm = 0.5;  // small enough that clipping acts
 train::AdamWOptions Adam() { return {.weight_decay = 0.1}; }
 double Lr(int step) { return 0.01 / (1 + step); }
 
-std::unique_ptr<LlamaModel> TinyModel(const MixedPrecision& precision) {
+// With `frozen`: the attention projections and w1 of every layer, all of layer 1, the embedding
+// and the final norm are frozen — units that mix both segments, a unit without trainable
+// parameters, and a root unit whose only trainable parameter is the head.
+std::unique_ptr<LlamaModel> TinyModel(const MixedPrecision& precision, bool frozen = false) {
   auto model = LlamaModel::Create(
       TinyConfig(), *CreateBackend({.kind = "reference"}),
       {.compute_dtype = precision.param_dtype, .buffer_dtype = precision.buffer_dtype});
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   (*model)->InitWeights(7);
+  if (frozen) {
+    for (const Parameter& p : (*model)->parameters()) {
+      const std::string& n = p.name;
+      if (n.find(".attention.w") != std::string::npos || n.find(".w1.") != std::string::npos ||
+          n.starts_with("layers.1.") || n == "tok_embeddings.weight" || n == "norm.weight") {
+        EXPECT_TRUE((*model)->SetTrainable(n, false).ok()) << n;
+      }
+    }
+  }
   return std::move(*model);
 }
 
 // One process over every rank's rows: the oracle. It trains through FSDP over a group of one,
 // the path every single-process run takes.
 std::vector<Tensor> TrainOneProcess(int world, bool checkpointing,
-                                    const MixedPrecision& precision = {}) {
-  auto model = TinyModel(precision);
+                                    const MixedPrecision& precision = {}, bool frozen = false) {
+  auto model = TinyModel(precision, frozen);
   model->set_checkpointed_layers(std::vector<bool>(3, checkpointing));
   auto group = parallel::SingleProcessGroup();
   CommThread comm;
@@ -146,14 +154,14 @@ Result<std::unique_ptr<parallel::ProcessGroup>> JoinGroup(int rank, int world, i
 
 // Rank `rank` of `world` under `strategy`; rank 0 returns the gathered weights.
 std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy strategy,
-                              bool checkpointing, const MixedPrecision& precision,
+                              bool checkpointing, const MixedPrecision& precision, bool frozen,
                               Status* failure) {
   auto group = JoinGroup(rank, world, port);
   if (!group.ok()) {
     *failure = group.status();
     return {};
   }
-  auto model = TinyModel(precision);
+  auto model = TinyModel(precision, frozen);
   model->set_checkpointed_layers(std::vector<bool>(3, checkpointing));
   CommThread comm;
   auto fsdp = Fsdp::Apply(*model, **group, comm, {.strategy = strategy, .precision = precision});
@@ -245,6 +253,7 @@ struct Case {
   int world;
   bool checkpointing;
   Policy policy = Policy::kFp32;
+  bool frozen = false;
 };
 
 class FsdpTest : public ::testing::TestWithParam<Case> {};
@@ -259,21 +268,22 @@ TEST_P(FsdpTest, MatchesOneProcessOnAllRows) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < c.world; ++r) {
     ranks.emplace_back([&, r] {
-      results[static_cast<size_t>(r)] =
-          TrainRank(r, c.world, *port, c.strategy, c.checkpointing, precision, &failures[r]);
+      results[static_cast<size_t>(r)] = TrainRank(r, c.world, *port, c.strategy, c.checkpointing,
+                                                  precision, c.frozen, &failures[r]);
     });
   }
   for (auto& t : ranks) t.join();
   for (const Status& s : failures) ASSERT_TRUE(s.ok()) << s.ToString();
   for (int r = 1; r < c.world; ++r) EXPECT_TRUE(results[static_cast<size_t>(r)].empty());
-  const std::vector<Tensor> oracle = TrainOneProcess(c.world, c.checkpointing, precision);
+  const std::vector<Tensor> oracle = TrainOneProcess(c.world, c.checkpointing, precision, c.frozen);
   ASSERT_EQ(results[0].size(), oracle.size());
   const double diff = MaxRelativeDiff(results[0], oracle);
   const double l2 = MaxL2RelativeDiff(results[0], oracle);
   const char* policy[] = {"", ", bf16 params + fp32 reductions", ", bf16"};
-  std::printf("%s, %d ranks%s%s: max relative weight difference %.3g (L2 %.3g) after %d steps\n",
+  std::printf("%s, %d ranks%s%s%s: max relative weight difference %.3g (L2 %.3g) after %d steps\n",
               ShardingStrategyName(c.strategy), c.world, c.checkpointing ? ", checkpointing" : "",
-              policy[static_cast<int>(c.policy)], diff, l2, kSteps);
+              policy[static_cast<int>(c.policy)], c.frozen ? ", frozen base" : "", diff, l2,
+              kSteps);
   if (c.policy != Policy::kBf16) {
     // Only the summation order of the reductions differs (ranks sum in Gloo's order; the
     // one-rank run accumulates micro-batches in its gradient buffer): float rounding. bf16
@@ -294,22 +304,37 @@ TEST_P(FsdpTest, MatchesOneProcessOnAllRows) {
     return out;
   }();
   EXPECT_GT(MaxRelativeDiff(results[0], initial), 1e-2);
+  if (c.frozen) {  // the frozen parameters came back as they started, in param_dtype
+    auto reference = TinyModel(precision, true);
+    for (size_t i = 0; i < initial.size(); ++i) {
+      const Parameter& p = reference->parameters()[i];
+      if (p.trainable) continue;
+      Tensor start = reference->backend().ToHostTensor(p.value);
+      if (precision.param_dtype == DType::kBF16) {
+        for (int64_t k = 0; k < start.numel(); ++k) start[k] = Bf16ToF32(F32ToBf16(start[k]));
+      }
+      EXPECT_EQ(MaxRelativeDiff({results[0][i]}, {start}), 0.0) << p.name;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Strategies, FsdpTest,
-    ::testing::Values(Case{ShardingStrategy::kFullShard, 2, false},
-                      Case{ShardingStrategy::kFullShard, 3, true},
-                      Case{ShardingStrategy::kShardGradOp, 2, false},
-                      Case{ShardingStrategy::kShardGradOp, 3, false},
-                      Case{ShardingStrategy::kNoShard, 2, false},
-                      Case{ShardingStrategy::kNoShard, 3, false},
-                      Case{ShardingStrategy::kFullShard, 3, true, Policy::kBf16ParamsFp32Reduce},
-                      Case{ShardingStrategy::kShardGradOp, 2, false, Policy::kBf16ParamsFp32Reduce},
-                      Case{ShardingStrategy::kFullShard, 2, false, Policy::kBf16},
-                      Case{ShardingStrategy::kFullShard, 3, true, Policy::kBf16},
-                      Case{ShardingStrategy::kShardGradOp, 3, false, Policy::kBf16},
-                      Case{ShardingStrategy::kNoShard, 2, false, Policy::kBf16}));
+    ::testing::Values(
+        Case{ShardingStrategy::kFullShard, 2, false}, Case{ShardingStrategy::kFullShard, 3, true},
+        Case{ShardingStrategy::kShardGradOp, 2, false},
+        Case{ShardingStrategy::kShardGradOp, 3, false}, Case{ShardingStrategy::kNoShard, 2, false},
+        Case{ShardingStrategy::kNoShard, 3, false},
+        Case{ShardingStrategy::kFullShard, 3, true, Policy::kBf16ParamsFp32Reduce},
+        Case{ShardingStrategy::kShardGradOp, 2, false, Policy::kBf16ParamsFp32Reduce},
+        Case{ShardingStrategy::kFullShard, 2, false, Policy::kBf16},
+        Case{ShardingStrategy::kFullShard, 3, true, Policy::kBf16},
+        Case{ShardingStrategy::kShardGradOp, 3, false, Policy::kBf16},
+        Case{ShardingStrategy::kNoShard, 2, false, Policy::kBf16},
+        Case{ShardingStrategy::kFullShard, 3, true, Policy::kFp32, true},
+        Case{ShardingStrategy::kShardGradOp, 2, false, Policy::kFp32, true},
+        Case{ShardingStrategy::kNoShard, 2, false, Policy::kFp32, true},
+        Case{ShardingStrategy::kFullShard, 2, true, Policy::kBf16ParamsFp32Reduce, true}));
 
 TEST(FsdpMemoryTest, AGroupOfOneHoldsTheWholeMasterAndABf16ComputeCopy) {
   for (bool bf16 : {false, true}) {
@@ -341,31 +366,43 @@ TEST(FsdpApplyTest, TheModelMustComputeInTheParamDtype) {
       << fsdp.status().ToString();
 }
 
-TEST(FsdpApplyTest, FrozenParametersNeedNoShard) {
+TEST(FsdpMemoryTest, FrozenParametersKeepOnlyTheirParamDtypeValues) {
+  // No fp32 master, no gradient, no optimizer view for a frozen parameter: its segment is held
+  // in param_dtype only (sharded over 2 ranks under FULL_SHARD), in the same units as the
+  // trainable ones.
   auto port = DefaultEnv()->PickFreePort();
   ASSERT_TRUE(port.ok());
-  std::vector<Status> results(2);
+  std::vector<FsdpMemory> held(2);
+  std::vector<int64_t> trainable(2), frozen(2), views(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       auto group = JoinGroup(r, 2, *port);
-      if (!group.ok()) {
-        results[r] = group.status();
-        return;
-      }
-      auto model = TinyModel();
-      EXPECT_TRUE(model->SetTrainable("layers.0.feed_forward.w3.weight", false).ok());
+      ASSERT_TRUE(group.ok());
+      auto model = TinyModel(Bf16Policy(), true);
+      for (const Parameter& p : model->parameters())
+        (p.trainable ? trainable : frozen)[r] += p.numel();
       CommThread comm;
-      results[r] =
-          Fsdp::Apply(*model, **group, comm, {.strategy = ShardingStrategy::kFullShard}).status();
+      auto fsdp =
+          Fsdp::Apply(*model, **group, comm,
+                      {.strategy = ShardingStrategy::kFullShard, .precision = Bf16Policy()});
+      ASSERT_TRUE(fsdp.ok()) << fsdp.status().ToString();
+      held[r] = (*fsdp)->memory();
+      for (const train::ParamView& v : (*fsdp)->OptimizerViews()) {
+        EXPECT_TRUE(model->FindParameter(v.name)->trainable) << v.name;
+        views[r] += v.numel;
+      }
     });
   }
   for (auto& t : threads) t.join();
-  for (const Status& s : results) {
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("layers.0.feed_forward.w3.weight"), std::string::npos)
-        << s.ToString();
-    EXPECT_NE(s.message().find("NO_SHARD"), std::string::npos);
+  for (int r = 0; r < 2; ++r) {
+    // Each rank: about half of each segment (padding: at most one element per unit per rank).
+    const int64_t units = 4;
+    EXPECT_LE(held[r].frozen, (frozen[r] / 2 + units) * 2);  // bf16 shards
+    EXPECT_GE(held[r].frozen, frozen[r] / 2 * 2);
+    EXPECT_LE(held[r].parameters, (trainable[r] / 2 + units) * 4);  // fp32 master shards only
+    EXPECT_LE(held[r].gradients, (trainable[r] / 2 + units) * 4);
+    EXPECT_EQ(views[0] + views[1], trainable[0]);  // the optimizer sees the trainable ones once
   }
 }
 

@@ -321,5 +321,71 @@ TEST(TrainConfigTest, MixedPrecisionErrorsNameTheKeyAndWhatIsValid) {
   EXPECT_THAT(e, Not(HasSubstr("give one of them")));
 }
 
+TEST(TrainConfigLoraTest, TrlKeysAndTheSecondSeedsLoraConfig) {
+  // The second seed's LoraConfig(r=16, lora_alpha=16, target_modules="all-linear",
+  // lora_dropout=0.05, bias="none", task_type="CAUSAL_LM") in TRL's flat keys.
+  auto c = ParseTrainConfig(std::string(kMinimal) +
+                                "use_peft: true\nlora_r: 16\nlora_alpha: 16\n"
+                                "lora_target_modules: all-linear\nlora_dropout: 0.05\n"
+                                "lora_task_type: CAUSAL_LM\n",
+                            "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->lora.enabled);
+  EXPECT_EQ(c->lora.r, 16);
+  EXPECT_DOUBLE_EQ(c->lora.alpha, 16.0);
+  EXPECT_DOUBLE_EQ(c->lora.dropout, 0.05);
+  EXPECT_EQ(c->lora.targets.kind, lora::TargetModules::Kind::kAllLinear);
+  EXPECT_FLOAT_EQ(c->lora.Scaling(), 1.0f);
+  EXPECT_EQ(c->sources.at("lora_r"), "cfg.yaml:5:1");
+}
+
+TEST(TrainConfigLoraTest, TrlDefaultsListsRegexesAndRsLora) {
+  auto c = ParseTrainConfig(std::string(kMinimal) + "use_peft: true\n", "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  // TRL's ModelConfig defaults; targets unset: PEFT's default for the architecture.
+  EXPECT_EQ(c->lora.r, 16);
+  EXPECT_DOUBLE_EQ(c->lora.alpha, 32.0);
+  EXPECT_DOUBLE_EQ(c->lora.dropout, 0.05);
+  EXPECT_EQ(c->lora.targets.kind, lora::TargetModules::Kind::kDefault);
+  EXPECT_FALSE(c->lora.use_rslora);
+
+  c = ParseTrainConfig(std::string(kMinimal) +
+                           "use_peft: true\nlora_r: 4\nlora_alpha: 16\nuse_rslora: true\n"
+                           "lora_target_modules: [q_proj, v_proj]\n"
+                           "lora_modules_to_save: lm_head\nlora_adapter_path: ./adapter\n",
+                       "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->lora.targets.kind, lora::TargetModules::Kind::kNames);
+  EXPECT_EQ(c->lora.targets.names, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(c->lora.modules_to_save, std::vector<std::string>{"lm_head"});
+  EXPECT_FLOAT_EQ(c->lora.Scaling(), 8.0f);  // alpha / sqrt(r)
+  EXPECT_EQ(c->lora.adapter_path, "./adapter");
+
+  c = ParseTrainConfig(
+      std::string(kMinimal) + "use_peft: true\nlora_target_modules: '.*\\.(q|v)_proj'\n",
+      "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->lora.targets.kind, lora::TargetModules::Kind::kRegex);
+  EXPECT_EQ(c->lora.targets.pattern, ".*\\.(q|v)_proj");
+}
+
+TEST(TrainConfigLoraTest, BadLoraValuesNameTheKey) {
+  std::string e = ErrorOf(std::string(kMinimal) + "use_peft: true\nlora_r: 0\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:5:1: lora_r: 0 is out of range: the rank must be >= 1"));
+  e = ErrorOf(std::string(kMinimal) + "use_peft: true\nlora_dropout: 1\n");
+  EXPECT_THAT(e, HasSubstr("lora_dropout: 1 is out of range: must be in [0, 1)"));
+  e = ErrorOf(std::string(kMinimal) + "use_peft: true\nlora_alpha: 0\n");
+  EXPECT_THAT(e, HasSubstr("lora_alpha: 0 is out of range: must be > 0"));
+  e = ErrorOf(std::string(kMinimal) + "use_peft: true\nlora_target_modules: []\n");
+  EXPECT_THAT(e, HasSubstr("lora_target_modules: the list is empty"));
+  e = ErrorOf(std::string(kMinimal) + "use_peft: true\nlora_target_modules: '(q_proj'\n");
+  EXPECT_THAT(e, HasSubstr("lora_target_modules: '(q_proj' is not a valid regular expression"));
+  e = ErrorOf(std::string(kMinimal) + "use_peft: true\nlora_task_type: SEQ_CLS\n");
+  EXPECT_THAT(e, HasSubstr("lora_task_type: 'SEQ_CLS' is not supported"));
+  // A LoRA key without use_peft would train the whole model.
+  e = ErrorOf(std::string(kMinimal) + "lora_r: 8\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:4:1: lora_r: takes effect only with use_peft: true"));
+}
+
 }  // namespace
 }  // namespace air::engine::train

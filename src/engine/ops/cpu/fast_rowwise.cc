@@ -206,6 +206,22 @@ void FastOps::AddInPlace(const View& y, const View& x) const {
   });
 }
 
+void FastOps::Dropout(const View& x, float p, uint64_t seed, const View& out) const {
+  CheckData(*this, OpKind::kDropout, x, "x");
+  CheckData(*this, OpKind::kDropout, out, "out");
+  CheckSameSize(OpKind::kDropout, x, out, "x, out");
+  const float scale = 1.0f / (1.0f - p);
+  ForChunks(*pool_, x.numel(), [&](int64_t at, int64_t count, int thread) {
+    const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
+    float* ys = WriteF32(out, at, Scratch(thread, 1, count));
+    for (int64_t i = 0; i < count; ++i) {
+      const bool keep = DropoutUniform(seed, static_cast<uint64_t>(at + i)) >= p;
+      ys[i] = keep ? xs[i] * scale : 0.0f;
+    }
+    CommitF32(ys, out, at, count);
+  });
+}
+
 void FastOps::AddBias(const View& y, const View& bias) const {
   CheckData(*this, OpKind::kAddBias, y, "y");
   CheckData(*this, OpKind::kAddBias, bias, "bias");

@@ -306,6 +306,19 @@ void ReferenceOps::AddInPlace(const View& y, const View& x) const {
   ys.Store();
 }
 
+void ReferenceOps::Dropout(const View& x, float p, uint64_t seed, const View& out) const {
+  CheckData(*this, OpKind::kDropout, x, "x");
+  CheckData(*this, OpKind::kDropout, out, "out");
+  CheckSameSize(OpKind::kDropout, x, out, "x, out");
+  const float scale = 1.0f / (1.0f - p);
+  F32Input xs(x);
+  F32Output ys(out, false);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    ys.get()[i] = DropoutUniform(seed, static_cast<uint64_t>(i)) >= p ? xs.get()[i] * scale : 0.0f;
+  }
+  ys.Store();
+}
+
 void ReferenceOps::AddBias(const View& y, const View& bias) const {
   CheckData(*this, OpKind::kAddBias, y, "y");
   CheckData(*this, OpKind::kAddBias, bias, "bias");

@@ -59,6 +59,7 @@ class ReferenceOps : public CpuBackend {
   void AddBias(const View& y, const View& bias) const override;
   void BiasBackward(const View& dy, const View& dbias) const override;
   void Convert(const View& src, const View& dst) const override;
+  void Dropout(const View& x, float p, uint64_t seed, const View& out) const override;
   void CrossEntropyForward(const View& logits, const View& targets, const View& lse,
                            const View& loss_sum) const override;
   void CrossEntropyBackward(const View& logits, const View& targets, const View& lse, float scale,

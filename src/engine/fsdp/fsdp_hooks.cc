@@ -1,0 +1,226 @@
+// FSDP's hooks and gradient path: gathering units before their forward and backward, binding
+// gradient slots, reduce-scattering (or all-reducing) gradients after each unit's backward, and
+// refreshing the compute copies after the optimizer step (see fsdp.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/fsdp/fsdp.h"
+
+namespace air::engine::fsdp {
+
+using parallel::CommDType;
+using parallel::ReduceOp;
+
+void Fsdp::InstallHooks() {
+  UnitHooks hooks;
+  hooks.before_forward = [this](int u) { BeforeForward(u); };
+  hooks.before_backward = [this](int u) { BeforeBackward(u); };
+  hooks.after_backward = [this](int u) { AfterBackward(u); };
+  model_->set_unit_hooks(std::move(hooks));
+}
+
+void Fsdp::StartGather(int unit) {
+  Unit& u = units_[static_cast<size_t>(unit)];
+  Slot& slot = slots_[static_cast<size_t>(u.slot)];
+  if (slot.gathered_unit == unit) return;  // already there (or on its way)
+  slot.gathered_unit = unit;
+  View send = u.master;
+  if (param_dtype() != DType::kF32 && u.shard > 0) {  // the fp32 master travels in param_dtype
+    send = slot.gather_send.Slice(0, u.shard);
+    backend_->Convert(u.master, send);
+  }
+  // Both segments in one task: the frozen one as it is stored, then the trainable one.
+  const void* frozen_send = u.frozen.raw();
+  void* frozen_recv = u.frozen_shard > 0 ? SlotFrozen(unit).raw() : nullptr;
+  const size_t frozen_count = static_cast<size_t>(u.frozen_shard);
+  const void* send_data = send.raw();
+  void* recv = u.shard > 0 ? SlotValues(unit).raw() : nullptr;
+  const size_t count = static_cast<size_t>(u.shard);
+  const CommDType dtype = CommDTypeOf(param_dtype());
+  parallel::ProcessGroup* group = group_;
+  u.gather = comm_->Submit([=]() -> Status {
+    if (frozen_count > 0) {
+      AIR_RETURN_IF_ERROR(group->AllGather(frozen_send, frozen_recv, frozen_count, dtype));
+    }
+    if (count > 0) AIR_RETURN_IF_ERROR(group->AllGather(send_data, recv, count, dtype));
+    return Status::Ok();
+  });
+}
+
+void Fsdp::WaitGather(int unit) {
+  Unit& u = units_[static_cast<size_t>(unit)];
+  if (gathers()) StartGather(unit);
+  Record(comm_->Wait(u.gather));
+  u.gather = 0;
+}
+
+void Fsdp::StartReduce(int unit) {
+  Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.shard == 0) return;  // nothing trainable in this unit
+  Slot& slot = slots_[static_cast<size_t>(u.slot)];
+  View send = SlotGrads(unit);
+  if (reduce_dtype() != DType::kF32) {  // gradients travel in reduce_dtype
+    const View converted = slot.reduce_send.Slice(0, u.shard * world_);
+    backend_->Convert(send, converted);
+    send = converted;
+  }
+  const void* send_data = send.raw();
+  void* recv = slot.reduced.Slice(0, u.shard).raw();
+  const size_t count = static_cast<size_t>(u.shard);
+  const CommDType dtype = CommDTypeOf(reduce_dtype());
+  parallel::ProcessGroup* group = group_;
+  parallel::ProcessGroup* replicas =
+      replicas_ != nullptr && replicas_->size() > 1 ? replicas_ : nullptr;
+  slot.reduce_unit = unit;
+  slot.reduce = comm_->Submit([=]() -> Status {
+    AIR_RETURN_IF_ERROR(group->ReduceScatter(send_data, recv, count, dtype, ReduceOp::kSum));
+    // HYBRID_SHARD: the node's shard sum, summed over the nodes.
+    if (replicas != nullptr) {
+      AIR_RETURN_IF_ERROR(replicas->AllReduce(recv, count, dtype, ReduceOp::kSum));
+    }
+    return Status::Ok();
+  });
+}
+
+void Fsdp::FinishReduce(Slot& slot) {
+  if (slot.reduce_unit < 0) return;
+  Record(comm_->Wait(slot.reduce));
+  Unit& u = units_[static_cast<size_t>(slot.reduce_unit)];
+  backend_->AddInPlace(u.grads, slot.reduced.Slice(0, u.shard));  // fp32 accumulation
+  slot.reduce = 0;
+  slot.reduce_unit = -1;
+}
+
+void Fsdp::PrepareGrads(int unit) {
+  Unit& u = units_[static_cast<size_t>(unit)];
+  Slot& slot = slots_[static_cast<size_t>(u.slot)];
+  FinishReduce(slot);  // the slot's gradient memory is about to be reused
+  const View grads = SlotGrads(unit);
+  if (!grads.empty()) backend_->Zero(grads);
+  Bind(unit, grads);
+}
+
+void Fsdp::BeforeForward(int unit) {
+  switch (strategy_) {
+    case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard: {
+      WaitGather(unit);
+      if (unit == root_) {
+        PrepareGrads(unit);  // the head's gradient is written during the forward
+      } else {
+        Bind(unit, View());
+      }
+      const int next = unit == root_ ? 0 : unit + 1;
+      if (next < root_) StartGather(next);  // prefetch the next layer
+      break;
+    }
+    case ShardingStrategy::kShardGradOp:
+      WaitGather(unit);  // the post-step all-gather of this unit
+      if (unit == root_) PrepareGrads(unit);
+      break;
+    default:
+      break;
+  }
+}
+
+void Fsdp::BeforeBackward(int unit) {
+  switch (strategy_) {
+    case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard: {
+      WaitGather(unit);
+      if (unit != root_) PrepareGrads(unit);  // the root's were bound in its forward
+      const int next = unit == root_ ? root_ - 1 : unit - 1;
+      if (next >= 0) StartGather(next);  // prefetch the layer below
+      break;
+    }
+    case ShardingStrategy::kShardGradOp:
+      if (unit != root_) PrepareGrads(unit);
+      break;
+    default:
+      break;
+  }
+}
+
+void Fsdp::AfterBackward(int unit) {
+  if (strategy_ != ShardingStrategy::kNoShard) {
+    StartReduce(unit);
+    return;
+  }
+  if (sync_gradients_ && world_ > 1) AllReduceGrads(unit);
+}
+
+void Fsdp::AllReduceGrads(int unit) {
+  Unit& u = units_[static_cast<size_t>(unit)];
+  if (u.numel == 0) return;  // nothing trainable in this unit
+  View data = u.grads;
+  if (reduce_dtype() != DType::kF32) {
+    backend_->Convert(u.grads, u.reduce_send);
+    data = u.reduce_send;
+  }
+  void* ptr = data.raw();
+  const size_t count = static_cast<size_t>(u.numel);
+  const CommDType dtype = CommDTypeOf(reduce_dtype());
+  parallel::ProcessGroup* group = group_;
+  u.allreduce = comm_->Submit([=] { return group->AllReduce(ptr, count, dtype, ReduceOp::kSum); });
+}
+
+Result<double> Fsdp::SumOverShards(double local) const {
+  double total = local;
+  parallel::ProcessGroup* group = group_;
+  AIR_RETURN_IF_ERROR(
+      comm_->Run([&] { return group->AllReduce(&total, 1, CommDType::kF64, ReduceOp::kSum); }));
+  return total;
+}
+
+Status Fsdp::ZeroGrads() {
+  AIR_RETURN_IF_ERROR(FinishGradients());
+  for (Unit& u : units_) {
+    if (!u.grads.empty()) backend_->Zero(u.grads);
+  }
+  return error_;
+}
+
+Status Fsdp::FinishGradients() {
+  for (Slot& s : slots_) FinishReduce(s);
+  for (Unit& u : units_) {
+    if (u.allreduce == 0) continue;
+    Record(comm_->Wait(u.allreduce));
+    u.allreduce = 0;
+    // The all-reduced sum, in reduce_dtype, replaces this rank's fp32 gradient.
+    if (reduce_dtype() != DType::kF32) backend_->Convert(u.reduce_send, u.grads);
+  }
+  return error_;
+}
+
+Status Fsdp::AfterOptimizerStep() {
+  switch (strategy_) {
+    case ShardingStrategy::kFullShard:
+    case ShardingStrategy::kHybridShard:
+      for (Slot& s : slots_) s.gathered_unit = -1;  // every gathered copy is stale now
+      break;
+    case ShardingStrategy::kShardGradOp:
+      for (Unit& u : units_) {
+        if (u.shard == 0) continue;  // a frozen unit never changes
+        const View mine = u.resident.Slice(rank_ * u.shard, u.shard);
+        if (param_dtype() != DType::kF32) backend_->Convert(u.master, mine);
+        void* all = u.resident.raw();
+        const void* send = mine.raw();
+        const size_t count = static_cast<size_t>(u.shard);
+        const CommDType dtype = CommDTypeOf(param_dtype());
+        parallel::ProcessGroup* group = group_;
+        u.gather = comm_->Submit([=] { return group->AllGather(send, all, count, dtype); });
+      }
+      break;
+    case ShardingStrategy::kNoShard:
+      if (param_dtype() != DType::kF32) {
+        for (Unit& u : units_) {
+          if (u.numel > 0) backend_->Convert(u.master, u.resident);
+        }
+      }
+      break;
+  }
+  return error_;
+}
+
+}  // namespace air::engine::fsdp

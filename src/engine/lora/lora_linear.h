@@ -1,0 +1,100 @@
+// LoraLinear: the LoRA branch of one linear layer, a LinearAdapter (model/linear.h) attached from
+// outside the model — PEFT's lora.Linear forward, y = base(x) + B(A(dropout(x))) * scaling, with
+// A (r, in) and B (out, r) real Parameters of the model (so FSDP, the optimizer, checkpoints and
+// the state-dict adapter see them):
+//
+//   forward   xd = dropout(x) (training only; the adapter's input only, never the base's)
+//             u = scaling * xd A^T (N, r, F32, kept for the backward); y += u B^T
+//   backward  dB += dy^T u;  du = scaling * dy B;  dA += du^T xd;  dx += dropout'(du A)
+//
+// The dropout mask is never stored: Ops::Dropout draws it from a counter-based stream seeded by
+// the forward's LinearPass seed and this adapter's index, so the backward (and a recomputed
+// layer under activation checkpointing) draws it again, and a resumed run repeats it.
+//
+// Memory: each adapter keeps u (N x r fp32) between a training forward and its backward; the
+// temporaries (dropout(x), du, the masked input gradient) are shared by all adapters. Both live
+// in LoraScratch's workspaces, laid out per row count; Reserve() sizes them before a run so the
+// step loop never allocates (an allocation failure inside a forward is recorded in status()).
+//
+// Thread safety: driven by the model's thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model/linear.h"
+#include "engine/workspace.h"
+
+namespace air::engine::lora {
+
+// The memory all adapters of a model share.
+class LoraScratch {
+ public:
+  LoraScratch(const Backend* backend, int rank, int64_t max_in, int adapters)
+      : training_(backend), eval_(backend), rank_(rank), max_in_(max_in), adapters_(adapters) {}
+
+  // Lays out both workspaces for up to `rows` tokens with activations of `dtype` (the high-water
+  // mark: later layouts for fewer rows allocate nothing).
+  Status Reserve(int64_t rows, DType dtype);
+
+  struct Views {
+    View input;       // (rows, max_in) in the activations' dtype: dropout(x)
+    View input_grad;  // (rows, max_in) F32: the gradient before the dropout mask
+    View u;           // (rows, r) F32: this adapter's kept product (training) or a temporary
+    View du;          // (rows, r) F32
+  };
+  // The views for adapter `index` over `rows` tokens; laid out again when rows or dtype changed
+  // (training: every adapter's u is kept until the next layout). Empty views after a failed
+  // allocation, recorded in status().
+  Views For(int index, int64_t rows, DType dtype, bool training);
+  const Status& status() const { return status_; }
+
+ private:
+  struct Layout {
+    int64_t rows = -1;
+    DType dtype = DType::kF32;
+    View input, input_grad, du;
+    std::vector<View> u;  // one per adapter (training), or one shared (evaluation)
+  };
+  Status Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype, int kept);
+
+  Workspace training_, eval_;
+  Layout training_layout_, eval_layout_;
+  int rank_;
+  int64_t max_in_;
+  int adapters_;
+  Status status_;
+};
+
+class LoraLinear final : public LinearAdapter {
+ public:
+  // a (r, in) and b (out, r) are the model's parameters; `index` numbers the adapter (its
+  // dropout stream and its kept product in `scratch`).
+  LoraLinear(Parameter* a, Parameter* b, float scaling, float dropout, int index,
+             LoraScratch* scratch)
+      : a_(a), b_(b), scaling_(scaling), dropout_(dropout), index_(index), scratch_(scratch) {}
+
+  void Forward(const Backend& ops, const LinearPass& pass, const View& x, const View& y) override;
+  void Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& dy,
+                const View& dx) override;
+
+  Parameter* a() const { return a_; }
+  Parameter* b() const { return b_; }
+
+ private:
+  // The dropout stream of this adapter in a pass.
+  uint64_t Seed(const LinearPass& pass) const;
+  // x, or dropout(x) written into `input` (training with dropout).
+  View DroppedInput(const Backend& ops, const LinearPass& pass, const View& x,
+                    const View& input) const;
+
+  Parameter* a_;
+  Parameter* b_;
+  float scaling_;
+  float dropout_;
+  int index_;
+  LoraScratch* scratch_;
+};
+
+}  // namespace air::engine::lora

@@ -1,0 +1,33 @@
+// Linear layers through their descriptor (see linear.h).
+#include "engine/model/linear.h"
+
+namespace air::engine {
+
+void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
+                   const View& y) {
+  const Parameter& w = *linear.weight;
+  const int64_t out = w.shape[0], in = w.shape[1], rows = x.numel() / in;
+  // y (N, out) = x (N, in) @ W (out, in)^T
+  ops.Gemm(false, true, rows, out, in, x, in, w.value, in, 0.0f, y, out);
+  if (linear.bias != nullptr) ops.AddBias(y, linear.bias->value);
+  if (linear.adapter != nullptr) linear.adapter->Forward(ops, pass, x, y);
+}
+
+void LinearBackward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
+                    const View& dy, const View& dx, bool accumulate_dx) {
+  const Parameter& w = *linear.weight;
+  const int64_t out = w.shape[0], in = w.shape[1], rows = x.numel() / in;
+  // dW (out, in) += dy (N, out)^T @ x (N, in); none for a frozen W
+  if (w.trainable) ops.Gemm(true, false, out, in, rows, dy, out, x, in, 1.0f, w.grad, in);
+  if (linear.bias != nullptr && linear.bias->trainable && !linear.bias->grad.empty()) {
+    ops.BiasBackward(dy, linear.bias->grad);
+  }
+  // dx (N, in) (+)= dy (N, out) @ W (out, in)
+  if (!dx.empty()) {
+    ops.Gemm(false, false, rows, in, out, dy, out, w.value, in, accumulate_dx ? 1.0f : 0.0f, dx,
+             in);
+  }
+  if (linear.adapter != nullptr) linear.adapter->Backward(ops, pass, x, dy, dx);
+}
+
+}  // namespace air::engine

@@ -1,0 +1,63 @@
+// Linear: the descriptor every linear layer of a model is called through, y = x W^T (+ b), and
+// where adapters go (torchtitan's model_converter idea: LoRA is attached from outside the model,
+// engine/lora). A model keeps one Linear per projection (LlamaModel: q, k, v, o, gate, up, down
+// of every layer) and lists them with their module names (CausalLm::Linears); a converter sets
+// `adapter`, and LinearForward / LinearBackward then add the adapter's branch after the base
+// product. The model knows nothing of what the adapter is.
+//
+// LinearPass says what kind of pass a call belongs to: a training forward (and its
+// recomputation under activation checkpointing, which must draw the same dropout masks: the same
+// seed) or evaluation / generation (no dropout, nothing kept for a backward).
+//
+// Thread safety: functions over caller-owned views; an adapter is driven by the model's thread.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/backend/backend.h"
+#include "engine/model/parameter.h"
+
+namespace air::engine {
+
+struct LinearPass {
+  bool training = false;  // a training forward (dropout active, activations kept)
+  uint64_t seed = 0;      // the forward's random stream (ForwardOptions::rng_seed)
+};
+
+// A branch added to a linear layer's output, owned outside the model (a LoRA adapter).
+class LinearAdapter {
+ public:
+  virtual ~LinearAdapter() = default;
+  // y (N, out) += adapter(x (N, in)); in training, keeps what Backward needs.
+  virtual void Forward(const Backend& ops, const LinearPass& pass, const View& x,
+                       const View& y) = 0;
+  // Given the same x and dy = dL/dy (N, out, F32) of the last training Forward of this batch
+  // shape: accumulates the adapter's parameter gradients and dx (N, in) += dL/dx through the
+  // branch (dx may be empty: nothing flows to x).
+  virtual void Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& dy,
+                        const View& dx) = 0;
+};
+
+// A linear layer y = x W^T (+ b), and where adapters go.
+struct Linear {
+  Parameter* weight = nullptr;       // (out, in) as in HF
+  Parameter* bias = nullptr;         // (out) or null
+  LinearAdapter* adapter = nullptr;  // attached from outside (engine/lora), or null
+};
+
+// A model's linear layer by its module name (the model's own: "layers.0.attention.wq").
+struct NamedLinear {
+  std::string module;
+  Linear* linear = nullptr;
+};
+
+// y (N, out) = x (N, in) W^T (+ b) (+ the adapter's branch).
+void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
+                   const View& y);
+// dx (N, in) += or = dy W (accumulate selects beta) (+ the adapter's part); dW += dy^T x and
+// db += colsum(dy) for the trainable ones (a frozen W or b is skipped: no weight-gradient GEMM);
+// the adapter accumulates its own gradients. dx may be empty.
+void LinearBackward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
+                    const View& dy, const View& dx, bool accumulate_dx);
+
+}  // namespace air::engine

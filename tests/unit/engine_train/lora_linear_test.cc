@@ -1,0 +1,162 @@
+// Tests for LoraLinear (engine/lora/lora_linear.h), the LoRA branch y += scaling B A dropout(x),
+// on the reference and fast backends: the backward's gradients of A, B and x equal central
+// differences of the forward (the branch is linear in each of them, so the differences are exact
+// up to fp32 rounding) with dropout active — the backward draws the forward's mask again — and
+// without; a training forward repeats its mask for the same seed, draws another for another seed,
+// and an evaluation forward drops nothing.
+#include "engine/lora/lora_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/backend/registry.h"
+#include "unit/engine_core/op_test_util.h"
+
+namespace air::engine::lora {
+namespace {
+
+using testing::DeviceArrays;
+
+constexpr int64_t kRows = 4, kIn = 6, kOut = 5, kRank = 3;
+constexpr float kScaling = 2.0f;
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+struct Fixture {
+  explicit Fixture(const std::string& kind, float dropout)
+      : backend(CreateBackend({.kind = kind, .num_threads = 1}).value()), arrays(*backend) {
+    a.shape = {kRank, kIn};
+    b.shape = {kOut, kRank};
+    a.value = arrays.F32(Random(kRank * kIn, 1), a.shape);
+    b.value = arrays.F32(Random(kOut * kRank, 2), b.shape);
+    a.grad = arrays.F32(std::vector<float>(kRank * kIn, 0.0f), a.shape);
+    b.grad = arrays.F32(std::vector<float>(kOut * kRank, 0.0f), b.shape);
+    scratch = std::make_unique<LoraScratch>(backend.get(), kRank, kIn, 1);
+    EXPECT_TRUE(scratch->Reserve(kRows, DType::kF32).ok());
+    adapter = std::make_unique<LoraLinear>(&a, &b, kScaling, dropout, 0, scratch.get());
+  }
+
+  // y = the branch of x alone (no base product).
+  std::vector<float> Forward(const std::vector<float>& x, const LinearPass& pass) {
+    View xv = arrays.F32(x, {kRows, kIn});
+    View y = arrays.F32(std::vector<float>(kRows * kOut, 0.0f), {kRows, kOut});
+    adapter->Forward(*backend, pass, xv, y);
+    return arrays.Get(y);
+  }
+  // L = sum(w * y).
+  double Loss(const std::vector<float>& x, const std::vector<float>& w, const LinearPass& pass) {
+    const std::vector<float> y = Forward(x, pass);
+    double l = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) l += static_cast<double>(w[i]) * y[i];
+    return l;
+  }
+
+  std::shared_ptr<Backend> backend;
+  DeviceArrays arrays;
+  Parameter a, b;
+  std::unique_ptr<LoraScratch> scratch;
+  std::unique_ptr<LoraLinear> adapter;
+};
+
+// dL/dv[i] by central differences, v one of x, A, B (L is linear in each: h need not be small).
+template <typename Set>
+std::vector<double> Differences(std::vector<float> v, const Set& set_and_loss) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float keep = v[i];
+    v[i] = keep + 0.5f;
+    const double plus = set_and_loss(v);
+    v[i] = keep - 0.5f;
+    const double minus = set_and_loss(v);
+    v[i] = keep;
+    out[i] = plus - minus;
+  }
+  set_and_loss(v);  // restores the original values
+  return out;
+}
+
+double MaxDiff(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0.0, scale = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return worst / (1.0 + scale);
+}
+
+class LoraLinearTest : public ::testing::TestWithParam<std::tuple<std::string, float>> {};
+
+TEST_P(LoraLinearTest, BackwardEqualsDifferencesOfTheForward) {
+  const auto [kind, dropout] = GetParam();
+  Fixture f(kind, dropout);
+  const std::vector<float> x = Random(kRows * kIn, 3), w = Random(kRows * kOut, 4);
+  const LinearPass pass{.training = true, .seed = 77};
+
+  // Analytic: a training forward, then the backward with dy = w.
+  View xv = f.arrays.F32(x, {kRows, kIn});
+  View y = f.arrays.F32(std::vector<float>(kRows * kOut, 0.0f), {kRows, kOut});
+  f.adapter->Forward(*f.backend, pass, xv, y);
+  View dy = f.arrays.F32(w, {kRows, kOut});
+  View dx = f.arrays.F32(std::vector<float>(kRows * kIn, 0.0f), {kRows, kIn});
+  f.adapter->Backward(*f.backend, pass, xv, dy, dx);
+  ASSERT_TRUE(f.scratch->status().ok());
+  const std::vector<float> grad_x = f.arrays.Get(dx), grad_a = f.arrays.Get(f.a.grad),
+                           grad_b = f.arrays.Get(f.b.grad);
+
+  // Numeric.
+  const std::vector<double> num_x =
+      Differences(x, [&](const std::vector<float>& v) { return f.Loss(v, w, pass); });
+  auto through = [&](Parameter& p) {
+    return [&](const std::vector<float>& v) {
+      f.backend->FromHostTensor(p.value, v.data());
+      return f.Loss(x, w, pass);
+    };
+  };
+  const std::vector<double> num_a = Differences(f.arrays.Get(f.a.value), through(f.a));
+  const std::vector<double> num_b = Differences(f.arrays.Get(f.b.value), through(f.b));
+  EXPECT_LT(MaxDiff(grad_x, num_x), 1e-5) << kind;
+  EXPECT_LT(MaxDiff(grad_a, num_a), 1e-5) << kind;
+  EXPECT_LT(MaxDiff(grad_b, num_b), 1e-5) << kind;
+
+  // With dropout some input elements are dropped: their gradient is exactly 0.
+  int zeros = 0;
+  for (double g : num_x) zeros += g == 0.0;
+  if (dropout > 0) {
+    EXPECT_GT(zeros, 0) << "no element dropped";
+  } else {
+    EXPECT_EQ(zeros, 0);
+  }
+}
+
+class LoraDropoutTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoraDropoutTest, MasksRepeatPerSeedAndEvaluationDropsNothing) {
+  const std::string kind = GetParam();
+  Fixture f(kind, 0.4f);
+  const std::vector<float> x = Random(kRows * kIn, 5);
+  const std::vector<float> first = f.Forward(x, {.training = true, .seed = 1});
+  EXPECT_EQ(f.Forward(x, {.training = true, .seed = 1}), first);  // recomputation, resume
+  EXPECT_NE(f.Forward(x, {.training = true, .seed = 2}), first);
+  // Evaluation: no mask, the same as a training forward with dropout 0.
+  Fixture plain(kind, 0.0f);
+  const std::vector<float> eval = f.Forward(x, {.training = false, .seed = 1});
+  const std::vector<float> want = plain.Forward(x, {.training = true, .seed = 1});
+  ASSERT_EQ(eval.size(), want.size());
+  for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], want[i], 1e-6) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LoraLinearTest,
+                         ::testing::Combine(::testing::Values("reference", "fast"),
+                                            ::testing::Values(0.0f, 0.4f)));
+INSTANTIATE_TEST_SUITE_P(Backends, LoraDropoutTest, ::testing::Values("reference", "fast"));
+
+}  // namespace
+}  // namespace air::engine::lora
