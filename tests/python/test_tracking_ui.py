@@ -19,6 +19,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -47,9 +48,16 @@ def browser():
     driver.quit()
 
 
+def settled(driver, predicate, timeout=30):
+    """Waits until predicate(driver) holds; an element the UI re-rendered meanwhile (a hash
+    change re-draws the page) is looked up again, not an error."""
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,)) \
+        .until(predicate)
+
+
 def wait_ready(driver):
-    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body")
-                                    .get_attribute("data-ready") in ("1", "error"))
+    settled(driver, lambda d: d.find_element(By.TAG_NAME, "body")
+            .get_attribute("data-ready") in ("1", "error"))
     assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1", \
         driver.find_element(By.ID, "main").text
 
@@ -132,8 +140,7 @@ def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monk
     browser.get(login)  # logged in: the session cookie goes along with the links below
     wait_ready(browser)
     browser.get(link)  # the UI shows the runs list at /: only the hash changes
-    WebDriverWait(browser, 30).until(
-        lambda d: d.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}"))
+    settled(browser, lambda d: d.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}"))
     wait_ready(browser)
     assert browser.current_url.endswith(f"/runs/{run_id}"), browser.current_url
 
@@ -147,9 +154,9 @@ def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monk
         """, url.rstrip("/"), env={"GIT_PYTHON_REFRESH": "quiet"})
     link = printed_link(client.stdout + client.stderr)
     browser.get(link)
+    settled(browser, lambda d: "MLflow run client-run" in d.find_element(By.TAG_NAME, "h1").text)
     wait_ready(browser)
-    assert "MLflow run client-run" in browser.find_element(By.TAG_NAME, "h1").text
-    assert "batch" in browser.find_element(By.ID, "params").text
+    settled(browser, lambda d: "batch" in d.find_element(By.ID, "params").text)
     points = browser.execute_script(
         "const c = Chart.getChart('chart-loss'); return c.data.datasets[0].data;")
     assert [p["x"] for p in points] == list(range(5))
