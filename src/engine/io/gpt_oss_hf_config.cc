@@ -170,7 +170,7 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
         "; expected model_type \"gpt_oss\" (GptOssForCausalLM)");
   }
   GptOssConfig c;
-  AIR_RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size, 201088));
+  AIR_RETURN_IF_ERROR(ReadCommonHfFields(r, 201088, c));
   AIR_RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size, 2880));
   AIR_RETURN_IF_ERROR(r.Int("intermediate_size", &c.intermediate_size, 2880));
   AIR_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c.num_layers, 36));
@@ -190,8 +190,6 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
   AIR_RETURN_IF_ERROR(r.Double("swiglu_alpha", &c.swiglu_alpha, 1.702));
   AIR_RETURN_IF_ERROR(r.Double("swiglu_limit", &c.swiglu_limit, 7.0));
   AIR_RETURN_IF_ERROR(r.Bool("attention_bias", &c.attention_bias, true));
-  AIR_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
-  AIR_RETURN_IF_ERROR(r.Double("initializer_range", &c.initializer_range, 0.02));
   AIR_RETURN_IF_ERROR(r.Double("router_aux_loss_coef", &c.router_aux_loss_coef, 0.001));
   AIR_RETURN_IF_ERROR(r.Bool("output_router_logits", &c.output_router_logits, false));
   double attention_dropout = 0;
@@ -204,13 +202,6 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
   AIR_RETURN_IF_ERROR(ParseLayers(j, source, c));
   AIR_RETURN_IF_ERROR(ParseRope(j, source, c));
   AIR_RETURN_IF_ERROR(ParseQuantization(j, source, c));
-  AIR_RETURN_IF_ERROR(r.Int("bos_token_id", &c.bos_token_id, -1));
-  AIR_RETURN_IF_ERROR(r.IntList("eos_token_id", &c.eos_token_ids));
-  AIR_RETURN_IF_ERROR(r.Int("pad_token_id", &c.pad_token_id, -1));
-  std::string dtype;
-  AIR_RETURN_IF_ERROR(r.String("dtype", &dtype, ""));
-  if (dtype.empty()) AIR_RETURN_IF_ERROR(r.String("torch_dtype", &dtype, "float32"));
-  c.torch_dtype = dtype;
   AIR_RETURN_IF_ERROR(ValidateGptOssConfig(c, source));
   return c;
 }
