@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "base/env.h"
 #include "engine/io/json_fields.h"
 
 namespace air::engine {
@@ -213,26 +212,15 @@ Result<GptOssConfig> ParseGptOssConfig(const std::string& text, const std::strin
 }
 
 Result<GptOssConfig> LoadGptOssConfig(const std::string& model_dir) {
-  const std::string path = model_dir + "/config.json";
-  auto text = DefaultEnv()->ReadFile(path);
-  if (!text.ok()) {
-    return Status(text.status().code(),
-                  "cannot read the model config " + path + ": " + text.status().message());
-  }
-  return ParseGptOssConfig(*text, path);
+  AIR_ASSIGN_OR_RETURN(ConfigText config, ReadModelConfigText(model_dir));
+  return ParseGptOssConfig(config.text, config.path);
 }
 
 nlohmann::ordered_json GptOssConfigToJson(const GptOssConfig& c, const std::string& dtype) {
   nlohmann::ordered_json j;
   j["architectures"] = {kGptOssArchitecture};
   j["model_type"] = kGptOssModelType;
-  j["vocab_size"] = c.vocab_size;
-  j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
-  j["num_hidden_layers"] = c.num_layers;
-  j["num_attention_heads"] = c.num_heads;
-  j["num_key_value_heads"] = c.num_kv_heads;
-  j["head_dim"] = c.head_dim;
+  WriteCommonHfSizes(j, c);
   j["num_local_experts"] = c.num_experts;
   j["num_experts_per_tok"] = c.experts_per_token;
   j["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window)

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <optional>
 
-#include "base/env.h"
 #include "base/strings.h"
 #include "engine/io/gpt_oss_hf_config.h"
 #include "engine/io/json_fields.h"
@@ -190,13 +189,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& model_dir) {
-  const std::string path = model_dir + "/config.json";
-  auto text = DefaultEnv()->ReadFile(path);
-  if (!text.ok()) {
-    return Status(text.status().code(),
-                  "cannot read the model config " + path + ": " + text.status().message());
-  }
-  return ParseModelConfig(*text, path);
+  AIR_ASSIGN_OR_RETURN(ConfigText config, ReadModelConfigText(model_dir));
+  return ParseModelConfig(config.text, config.path);
 }
 
 const std::vector<std::string>& KnownConfigFields() {
@@ -224,13 +218,7 @@ nlohmann::ordered_json ModelConfigToJson(const ModelConfig& c, const std::string
   nlohmann::ordered_json j;
   j["architectures"] = {ArchitectureClassName(c.arch)};
   j["model_type"] = ArchitectureModelType(c.arch);
-  j["vocab_size"] = c.vocab_size;
-  j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
-  j["num_hidden_layers"] = c.num_layers;
-  j["num_attention_heads"] = c.num_heads;
-  j["num_key_value_heads"] = c.num_kv_heads;
-  j["head_dim"] = c.head_dim;
+  WriteCommonHfSizes(j, c);
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;

@@ -4,7 +4,9 @@
 // field is required (no fallback).
 //
 // Both config readers use it (hf_config.cc for the Llama family, gpt_oss_hf_config.cc), and
-// both read the fields every HF causal-LM config carries through ReadCommonHfFields.
+// share what every HF causal-LM config.json has: reading its file (ReadModelConfigText), its
+// common fields (ReadCommonHfFields) and writing its sizes and token ids (WriteCommonHfSizes,
+// WriteTokenIds).
 // Thread safety: a view of `obj` and `source`, which must outlive it; reads are const.
 #pragma once
 
@@ -69,6 +71,28 @@ Status ReadCommonHfFields(const JsonFields& r, std::optional<int64_t> vocab_size
   c.torch_dtype = dtype;
   return Status::Ok();
 }
+
+// Writes the sizes every HF causal-LM config.json carries, from the config's fields of these
+// meanings: vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+// num_key_value_heads, head_dim (in that order).
+template <typename Config>
+void WriteCommonHfSizes(nlohmann::ordered_json& j, const Config& c) {
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+}
+
+// The text of MODEL_DIR/config.json (read through DefaultEnv()) and its path; the error names
+// the file.
+struct ConfigText {
+  std::string path;
+  std::string text;
+};
+Result<ConfigText> ReadModelConfigText(const std::string& model_dir);
 
 // Writes bos_token_id, eos_token_id (one id, a list, or null) and pad_token_id (-1: null) as
 // transformers writes them in config.json.
