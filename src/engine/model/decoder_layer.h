@@ -65,7 +65,9 @@ struct LayerActivations {
   View gate, up, act;                 // (N, I) each
 };
 
-// Scratch gradients reused across layers during the backward (F32).
+// Scratch gradients reused across layers during the backward: F32, except dgate and dup in the
+// compute dtype (they only feed the products of the gate/up backward, which round them to
+// bf16 anyway: stored rounded once, those products read them in place).
 struct LayerGradScratch {
   View dxn, dq, dk, dv, datt, dgate, dup, dact, dq_raw, dk_raw;
 };
@@ -74,7 +76,8 @@ struct LayerGradScratch {
 // (`x` too unless with_input is false: then the caller sets it).
 void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
                             int64_t seq, bool with_input, LayerActivations& acts);
-void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t rows, LayerGradScratch& g);
+void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, DType dtype, int64_t rows,
+                            LayerGradScratch& g);
 
 // Runs the layer on acts.x (already set) and writes `out` (N, C); fills every other field of
 // `acts`. `out` must not alias any of them.
