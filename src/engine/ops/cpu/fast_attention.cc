@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/dtype.h"
+#include "engine/ops/cpu/bf16_simd.h"
 #include "engine/ops/cpu/convert.h"
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/gemm_mixed.h"
@@ -50,7 +51,7 @@ Mat Scratch32(const float* data, int64_t ld) { return {data, false, ld}; }
 
 // Element i of a row, as fp32.
 float Elem(const Mat& m, int64_t i) {
-  return m.bf16 ? Bf16ToF32(static_cast<const uint16_t*>(m.data)[i])
+  return m.bf16 ? WidenBf16(static_cast<const uint16_t*>(m.data)[i])
                 : static_cast<const float*>(m.data)[i];
 }
 
