@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -67,6 +69,35 @@ TEST(VecMath, RaggedLengthsShiftScaleInPlaceAndSumOnly) {
     EXPECT_NEAR(sum / want_sum, 1.0, 1e-6) << n;
     EXPECT_EQ(sum, sum_only) << n;
   }
+}
+
+// MaxOf is the loop m = std::max(m, x[i]) bit for bit: every ragged length, -inf rows, a NaN
+// inside (skipped) or as the start (kept), and signed zeros (the first one seen stays).
+TEST(VecMath, MaxOfIsTheSequentialMax) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto sequential = [](const std::vector<float>& x, float start) {
+    for (float v : x) start = std::max(start, v);
+    return start;
+  };
+  auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * i) * (i % 5);
+    for (float start : {-inf, 0.25f, -0.0f}) {
+      EXPECT_TRUE(same_bits(MaxOf(x.data(), n, start), sequential(x, start))) << n;
+    }
+    if (n > 3) {
+      std::vector<float> with_nan = x;
+      with_nan[static_cast<size_t>(n / 2)] = nan;
+      EXPECT_TRUE(same_bits(MaxOf(with_nan.data(), n, -inf), sequential(with_nan, -inf))) << n;
+      EXPECT_TRUE(std::isnan(MaxOf(x.data(), n, nan))) << n;
+      std::vector<float> all_inf(static_cast<size_t>(n), -inf);
+      EXPECT_EQ(MaxOf(all_inf.data(), n, -inf), -inf);
+    }
+  }
+  std::vector<float> zeros = {0.0f, -0.0f, 0.0f};
+  EXPECT_TRUE(same_bits(MaxOf(zeros.data(), 3, -0.0f), sequential(zeros, -0.0f)));
 }
 
 TEST(VecMath, SwigluForwardAndBackwardMatchTheFormula) {

@@ -246,8 +246,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
       std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
-        float max_score = sink;
-        for (int64_t c = 0; c < nk; ++c) max_score = std::max(max_score, row[c]);
+        const float max_score = MaxOf(row, nk, sink);
         if (max_score == kNegInf) {  // nothing visible, no sink: zero output
           std::fill(row, row + nk, 0.0f);
           if (p16) std::fill(p16 + r * nk, p16 + (r + 1) * nk, uint16_t{0});

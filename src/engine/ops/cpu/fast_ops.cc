@@ -191,8 +191,7 @@ void FastOps::CrossEntropyForward(const View& logits, const View& targets, const
     double total = 0.0;
     for (int64_t r = begin; r < end; ++r) {
       const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
-      float max_logit = row[0];
-      for (int64_t c = 1; c < vocab; ++c) max_logit = std::max(max_logit, row[c]);
+      const float max_logit = MaxOf(row + 1, vocab - 1, row[0]);
       const double sum = ExpShifted(row, max_logit, 1.0f, vocab, nullptr);
       const double row_lse = max_logit + std::log(sum);
       lse.f32()[r] = static_cast<float>(row_lse);

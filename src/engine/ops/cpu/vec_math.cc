@@ -214,7 +214,40 @@ __attribute__((target("avx2,fma"))) void SwigluBackwardAvx2(const float* gate, c
   }
 }
 
+// max_ps(x, m) returns m when either is NaN: std::max(m, x)'s rule, lane by lane; the lanes'
+// maxima are exact, so their order does not matter.
+__attribute__((target("avx512f"))) float MaxOfAvx512(const float* x, int64_t n, float start) {
+  __m512 m = _mm512_set1_ps(start);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float best = start;
+  for (float lane : lanes) best = std::max(best, lane);
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+__attribute__((target("avx2"))) float MaxOfAvx2(const float* x, int64_t n, float start) {
+  __m256 m = _mm256_set1_ps(start);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float best = start;
+  for (float lane : lanes) best = std::max(best, lane);
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
 }  // namespace
+
+float MaxOf(const float* x, int64_t n, float start) {
+  if (UseAvx512()) return MaxOfAvx512(x, n, start);
+  if (UseAvx2()) return MaxOfAvx2(x, n, start);
+  for (int64_t i = 0; i < n; ++i) start = std::max(start, x[i]);
+  return start;
+}
 
 double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out) {
   if (UseAvx512()) return ExpShiftedAvx512(x, shift, scale, n, out);
