@@ -100,6 +100,27 @@ TEST(VecMath, MaxOfIsTheSequentialMax) {
   EXPECT_TRUE(same_bits(MaxOf(zeros.data(), 3, -0.0f), sequential(zeros, -0.0f)));
 }
 
+// SumOfProducts: float products summed in double, against a double sum of the same products in
+// order (the two differ only by the order of double additions).
+TEST(VecMath, SumOfProductsMatchesTheOrderedDoubleSum) {
+  for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 100, 512, 1000}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(a.size()), c(a.size());
+    for (int64_t i = 0; i < n; ++i) {
+      a[static_cast<size_t>(i)] = std::sin(0.1f * i);
+      b[static_cast<size_t>(i)] = std::cos(0.3f * i) * 3.0f;
+      c[static_cast<size_t>(i)] = 1.0f + 0.01f * i;
+    }
+    double want = 0.0, magnitude = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float p = a[i] * b[i] * c[i];
+      want += p;
+      magnitude += std::fabs(p);
+    }
+    const double got = SumOfProducts(a.data(), b.data(), c.data(), n);
+    EXPECT_LE(std::fabs(got - want), 1e-14 * (magnitude + 1.0)) << n;
+  }
+}
+
 TEST(VecMath, SwigluForwardAndBackwardMatchTheFormula) {
   const int64_t n = 1000 + 7;
   std::vector<float> gate(n), up(n), dout(n);

@@ -155,8 +155,7 @@ void FastOps::RmsNormBackward(const View& x, const View& w, const View& rstd, co
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       const float* dyr = ReadF32(dy, r * dim, dim, Scratch(thread, 1, dim));
       const float inv = rstd.f32()[r];
-      double dot = 0.0;
-      for (int64_t c = 0; c < dim; ++c) dot += w_copy[c] * dyr[c] * xr[c];
+      const double dot = SumOfProducts(w_copy, dyr, xr, dim);
       const float coef = static_cast<float>(static_cast<double>(inv) * inv * inv * dot / dim);
       float* dxr = WriteF32(dx, r * dim, Scratch(thread, 2, dim));
       if (dx.dtype() != DType::kF32) LoadF32(dx, r * dim, dim, dxr);  // dx accumulates

@@ -19,6 +19,11 @@ double ExpShifted(const float* x, float shift, float scale, int64_t n, float* ou
 // skipped, a NaN start stays): the row maxima of softmax and cross-entropy.
 float MaxOf(const float* x, int64_t n, float start);
 
+// The sum over i < n of a[i] * b[i] * c[i]: each product rounded in float (as a scalar loop
+// computes it), the sum accumulated in double over 16 interleaved partial sums (RMSNorm's
+// backward row dot product).
+double SumOfProducts(const float* a, const float* b, const float* c, int64_t n);
+
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
 void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* out);
 
