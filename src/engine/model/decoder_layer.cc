@@ -46,7 +46,7 @@ void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, DType dtype, in
   g.dq = ws.F32({n, c.q_dim()});
   g.dk = ws.F32({n, c.kv_dim()});
   g.dv = ws.F32({n, c.kv_dim()});
-  g.datt = ws.F32({n, c.q_dim()});
+  g.datt = ws.Take(dtype, {n, c.q_dim()});
   g.dgate = ws.Take(dtype, {n, inter});
   g.dup = ws.Take(dtype, {n, inter});
   g.dact = ws.F32({n, inter});

@@ -65,9 +65,10 @@ struct LayerActivations {
   View gate, up, act;                 // (N, I) each
 };
 
-// Scratch gradients reused across layers during the backward: F32, except dgate and dup in the
-// compute dtype (they only feed the products of the gate/up backward, which round them to
-// bf16 anyway: stored rounded once, those products read them in place).
+// Scratch gradients reused across layers during the backward: F32, except in the compute dtype
+// dgate and dup (they only feed the gate/up backward's products, which round them to bf16
+// anyway: stored rounded once, read in place) and datt (the attention output's gradient, bf16
+// as FSDP's bf16 modules and autocast give it: attention's backward products take it as bf16).
 struct LayerGradScratch {
   View dxn, dq, dk, dv, datt, dgate, dup, dact, dq_raw, dk_raw;
 };
