@@ -151,6 +151,9 @@ struct AdamWScalars {
   float eps = 1e-8f;
   bool decay = false;         // apply decoupled weight decay to this tensor
   float decay_factor = 1.0f;  // 1 - lr * weight_decay
+  // The gradient used is grad_scale * g (one fp32 product, the bits of scaling g in place
+  // first): global-norm clipping's coefficient, applied without a pass of its own.
+  float grad_scale = 1.0f;
 };
 
 // The uniform draw in [0, 1) that decides element i of a dropout mask with `seed` (splitmix64 of

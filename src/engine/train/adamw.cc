@@ -39,7 +39,7 @@ void AdamW::SetMoments(size_t i, const std::vector<float>& exp_avg,
   backend_->CopyToDevice(exp_avg_sq_[i], exp_avg_sq.data());
 }
 
-void AdamW::Step(double lr) {
+void AdamW::Step(double lr, float grad_scale) {
   ++step_count_;
   const double t = static_cast<double>(step_count_);
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, t);
@@ -52,6 +52,7 @@ void AdamW::Step(double lr) {
   scalars.one_minus_beta2 = static_cast<float>(1.0 - options_.beta2);
   scalars.eps = static_cast<float>(options_.epsilon);
   scalars.decay_factor = static_cast<float>(1.0 - lr * options_.weight_decay);
+  scalars.grad_scale = grad_scale;
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamView& p = params_[i];
     scalars.decay = options_.weight_decay != 0.0 && p.decay;

@@ -39,8 +39,10 @@ class AdamW {
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
-  // One update of every parameter from its current gradient, with learning rate `lr`.
-  void Step(double lr);
+  // One update of every parameter from its current gradient times grad_scale (clipping's
+  // coefficient: the bits of scaling the gradients first, without a pass over them), with
+  // learning rate `lr`.
+  void Step(double lr, float grad_scale = 1.0f);
 
   int64_t step_count() const { return step_count_; }
   const std::vector<ParamView>& params() const { return params_; }

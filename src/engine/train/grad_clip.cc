@@ -25,12 +25,16 @@ double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const
   return ClipToNorm(params, total, max_norm, backend);
 }
 
+float ClipCoefficient(double total, double max_norm) {
+  if (max_norm <= 0.0) return 1.0f;
+  return static_cast<float>(std::min(1.0, max_norm / (total + 1e-6)));
+}
+
 double ClipToNorm(const std::vector<ParamView>& params, double total, double max_norm,
                   const Backend& backend) {
-  if (max_norm <= 0.0) return total;
-  const double coef = std::min(1.0, max_norm / (total + 1e-6));
   // torch multiplies by the clamped coefficient unconditionally; at coef == 1 that is a no-op.
-  if (coef < 1.0) ScaleGrads(params, static_cast<float>(coef), backend);
+  const float coef = ClipCoefficient(total, max_norm);
+  if (coef < 1.0f) ScaleGrads(params, coef, backend);
   return total;
 }
 

@@ -23,6 +23,9 @@ double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backe
 double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
                        const View& sum_slot);
 
+// torch's clip coefficient as the fp32 factor the gradients are multiplied by: min(1, max_norm /
+// (total + 1e-6)); 1 when max_norm <= 0 (no clipping).
+float ClipCoefficient(double total, double max_norm);
 // Clips in place to `max_norm` (> 0) given the total norm `total` (computed here or summed across
 // ranks); returns total.
 double ClipToNorm(const std::vector<ParamView>& params, double total, double max_norm,

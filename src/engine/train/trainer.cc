@@ -103,17 +103,15 @@ Status Trainer::SumOverRanks(double* values, size_t n) const {
   });
 }
 
-Result<double> Trainer::ClipGradients(const std::vector<ParamView>& params,
-                                      const View& norm_slot) const {
+Result<double> Trainer::GradientNorm(const std::vector<ParamView>& params,
+                                     const View& norm_slot) const {
   const Backend& backend = model_->backend();
   fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  if (fsdp->gradients_replicated()) {
-    return ClipGradNorm(params, config_.max_grad_norm, backend, norm_slot);
-  }
+  if (fsdp->gradients_replicated()) return GlobalGradNorm(params, backend, norm_slot);
   // Each rank holds a shard: the squared norms add up across the shards.
   AIR_ASSIGN_OR_RETURN(const double squared,
                        fsdp->SumOverShards(SquaredGradNorm(params, backend, norm_slot)));
-  return ClipToNorm(params, std::sqrt(squared), config_.max_grad_norm, backend);
+  return std::sqrt(squared);
 }
 
 Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader, int step) {
@@ -234,9 +232,11 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                       "learning_rate (now {} at {})",
                       step + 1, loss, c.learning_rate, c.Where("learning_rate")));
     }
-    AIR_ASSIGN_OR_RETURN(const double grad_norm, ClipGradients(params, norm_slot));
+    // Clipping as torch clips (gradients x min(1, max / (norm + 1e-6))), the factor applied
+    // inside the optimizer's pass over the gradients rather than in a pass of its own.
+    AIR_ASSIGN_OR_RETURN(const double grad_norm, GradientNorm(params, norm_slot));
     const double lr = schedule.LearningRate(step);
-    optimizer->Step(lr);
+    optimizer->Step(lr, ClipCoefficient(grad_norm, c.max_grad_norm));
     AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());
 
     const double elapsed = SecondsSince(start);

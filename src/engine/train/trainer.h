@@ -121,8 +121,8 @@ class Trainer {
   Result<AccumulatedStep> AccumulateGradients(DataLoader& loader, int step);
   // Sums values[n] over ranks (F64) on the communication thread.
   Status SumOverRanks(double* values, size_t n) const;
-  // The global gradient norm, clipped to max_grad_norm.
-  Result<double> ClipGradients(const std::vector<ParamView>& params, const View& norm_slot) const;
+  // The global gradient norm (over every rank's shard).
+  Result<double> GradientNorm(const std::vector<ParamView>& params, const View& norm_slot) const;
   bool lead() const { return io_.parallel.rank == 0; }
   // This rank's part of the training state (trainer_checkpoint.cc).
   StateLayout Layout(const std::vector<ParamView>& params) const;

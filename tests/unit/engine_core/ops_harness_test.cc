@@ -405,30 +405,44 @@ TEST_P(OpsHarness, AdamWUpdateMatchesTheReference) {
   // Sizes: below one thread's chunk, ragged over several chunks and vectors.
   for (int64_t n : {1, 17, 100003}) {
     for (bool decay : {false, true}) {
-      AdamWScalars s;
-      s.step_size = 1e-3f / 0.19f;
-      s.bias_correction2_sqrt = 0.0446f;
-      s.decay = decay;
-      s.decay_factor = 1.0f - 1e-3f * 0.1f;
-      const auto g = RandomVector(static_cast<size_t>(n), 11);
-      auto p0 = RandomVector(static_cast<size_t>(n), 12);
-      auto m0 = RandomVector(static_cast<size_t>(n), 13, 0.1f);
-      auto v0 = RandomVector(static_cast<size_t>(n), 14, 0.1f);
-      for (auto& x : v0) x = x * x;
-      DeviceArrays d(*backend_);
-      const View p = d.F32(p0), gv = d.F32(g), m = d.F32(m0), v = d.F32(v0);
-      const View pr = d.F32(p0), gr = d.F32(g), mr = d.F32(m0), vr = d.F32(v0);
-      for (int step = 0; step < 3; ++step) {
-        ref_.AdamWUpdate(s, pr, gr, mr, vr);
-        backend_->AdamWUpdate(s, p, gv, m, v);
+      for (float grad_scale : {1.0f, 0.37f}) {
+        AdamWScalars s;
+        s.grad_scale = grad_scale;
+        s.step_size = 1e-3f / 0.19f;
+        s.bias_correction2_sqrt = 0.0446f;
+        s.decay = decay;
+        s.decay_factor = 1.0f - 1e-3f * 0.1f;
+        const auto g = RandomVector(static_cast<size_t>(n), 11);
+        auto p0 = RandomVector(static_cast<size_t>(n), 12);
+        auto m0 = RandomVector(static_cast<size_t>(n), 13, 0.1f);
+        auto v0 = RandomVector(static_cast<size_t>(n), 14, 0.1f);
+        for (auto& x : v0) x = x * x;
+        DeviceArrays d(*backend_);
+        const View p = d.F32(p0), gv = d.F32(g), m = d.F32(m0), v = d.F32(v0);
+        const View pr = d.F32(p0), gr = d.F32(g), mr = d.F32(m0), vr = d.F32(v0);
+        for (int step = 0; step < 3; ++step) {
+          ref_.AdamWUpdate(s, pr, gr, mr, vr);
+          backend_->AdamWUpdate(s, p, gv, m, v);
+        }
+        const std::string what = std::to_string(n) + (decay ? " decay" : "") + " grad_scale " +
+                                 std::to_string(grad_scale);
+        if (tol().optimizer_exact) {
+          EXPECT_EQ(d.Get(p), d.Get(pr)) << what;
+          EXPECT_EQ(d.Get(m), d.Get(mr)) << what;
+          EXPECT_EQ(d.Get(v), d.Get(vr)) << what;
+        }
+        Expect("adamw", ScaledMaxDiff(d.Get(p), d.Get(pr)), tol().rowwise, what);
+        if (grad_scale != 1.0f) {  // the bits of scaling the gradient in place first
+          const View p1 = d.F32(p0), g1 = d.F32(g), m1 = d.F32(m0), v1 = d.F32(v0);
+          AdamWScalars unscaled = s;
+          unscaled.grad_scale = 1.0f;
+          backend_->Scale(g1, grad_scale);
+          for (int step = 0; step < 3; ++step) backend_->AdamWUpdate(unscaled, p1, g1, m1, v1);
+          EXPECT_EQ(d.Get(p1), d.Get(p)) << what;
+          EXPECT_EQ(d.Get(m1), d.Get(m)) << what;
+          EXPECT_EQ(d.Get(v1), d.Get(v)) << what;
+        }
       }
-      const std::string what = std::to_string(n) + (decay ? " decay" : "");
-      if (tol().optimizer_exact) {
-        EXPECT_EQ(d.Get(p), d.Get(pr)) << what;
-        EXPECT_EQ(d.Get(m), d.Get(mr)) << what;
-        EXPECT_EQ(d.Get(v), d.Get(vr)) << what;
-      }
-      Expect("adamw", ScaledMaxDiff(d.Get(p), d.Get(pr)), tol().rowwise, what);
     }
   }
 }

@@ -33,11 +33,11 @@ __attribute__((target("avx512f"))) void AdamWAvx512(const AdamWScalars& s, int64
   const __m512 decay = _mm512_set1_ps(s.decay_factor), omb1 = _mm512_set1_ps(s.one_minus_beta1);
   const __m512 beta2 = _mm512_set1_ps(s.beta2), omb2 = _mm512_set1_ps(s.one_minus_beta2);
   const __m512 bc2 = _mm512_set1_ps(s.bias_correction2_sqrt), eps = _mm512_set1_ps(s.eps);
-  const __m512 step = _mm512_set1_ps(s.step_size);
+  const __m512 step = _mm512_set1_ps(s.step_size), scale = _mm512_set1_ps(s.grad_scale);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = TailMask(n - j);
     __m512 pv = _mm512_maskz_loadu_ps(k, p + j);
-    const __m512 gv = _mm512_maskz_loadu_ps(k, g + j);
+    const __m512 gv = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + j), scale);
     __m512 mv = _mm512_maskz_loadu_ps(k, m + j);
     __m512 vv = _mm512_maskz_loadu_ps(k, v + j);
     if (s.decay) pv = _mm512_mul_ps(pv, decay);
@@ -70,11 +70,11 @@ __attribute__((target("avx2"))) int64_t AdamWAvx2(const AdamWScalars& s, int64_t
   const __m256 decay = _mm256_set1_ps(s.decay_factor), omb1 = _mm256_set1_ps(s.one_minus_beta1);
   const __m256 beta2 = _mm256_set1_ps(s.beta2), omb2 = _mm256_set1_ps(s.one_minus_beta2);
   const __m256 bc2 = _mm256_set1_ps(s.bias_correction2_sqrt), eps = _mm256_set1_ps(s.eps);
-  const __m256 step = _mm256_set1_ps(s.step_size);
+  const __m256 step = _mm256_set1_ps(s.step_size), scale = _mm256_set1_ps(s.grad_scale);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m256 pv = _mm256_loadu_ps(p + j);
-    const __m256 gv = _mm256_loadu_ps(g + j);
+    const __m256 gv = _mm256_mul_ps(_mm256_loadu_ps(g + j), scale);
     __m256 mv = _mm256_loadu_ps(m + j);
     __m256 vv = _mm256_loadu_ps(v + j);
     if (s.decay) pv = _mm256_mul_ps(pv, decay);

@@ -306,9 +306,10 @@ void RefCrossEntropyBackward(const float* logits, const int32_t* targets, const 
 void RefAdamWUpdate(const AdamWScalars& s, int64_t n, float* p, const float* g, float* m,
                     float* v) {
   for (int64_t j = 0; j < n; ++j) {
+    const float gj = g[j] * s.grad_scale;
     if (s.decay) p[j] *= s.decay_factor;
-    m[j] += s.one_minus_beta1 * (g[j] - m[j]);
-    v[j] = v[j] * s.beta2 + s.one_minus_beta2 * g[j] * g[j];
+    m[j] += s.one_minus_beta1 * (gj - m[j]);
+    v[j] = v[j] * s.beta2 + s.one_minus_beta2 * gj * gj;
     const float denom = std::sqrt(v[j]) / s.bias_correction2_sqrt + s.eps;
     p[j] -= s.step_size * (m[j] / denom);
   }
