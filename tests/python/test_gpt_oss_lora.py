@@ -24,15 +24,12 @@ top-2, sliding window 8, non-zero sinks, YaRN) with PEFT's LoRA:
   train key and a real PEFT adapter file with it) — refused before any weight is read.
 """
 import json
-import pathlib
 import subprocess
-import sys
 
 import pytest
 import torch  # a missing reference fails, never skips
-import transformers  # noqa: F401  (a missing reference fails, never skips)
+import transformers  # a missing reference fails, never skips
 import peft
-import yaml
 from safetensors.torch import load_file
 
 from engine_ref import peft_checks
@@ -41,11 +38,8 @@ from engine_ref.train_reference import train_steps
 # The tiny model (fixture `tiny`: seed 32, the parity data) and the optimizer settings of the full
 # fine-tuning test (same directory).
 from test_gpt_oss_train import (ACCUM, LR, MAX_GRAD_NORM, STEPS, WARMUP, WEIGHT_DECAY,  # noqa: F401
-                                params as full_params, rel_max, tiny, write_params)
+                                params as full_params, rel_max, run_train, tiny, write_params)
 from test_train_parity import make_dataset
-
-sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import free_port  # noqa: E402
 
 # ~10x the worst measured (AMD EPYC Zen 4, AVX-512, 2 threads); the issue's bar is 1e-5.
 LOSS_REL_TOL = 1e-6       # measured 9.6e-8
@@ -211,16 +205,6 @@ def test_merge_equals_merge_and_unload(trained, air, tmp_path):
     print(f"\n[gpt-oss lora merge] max |air - merge_and_unload| {worst:.3g} (tol {MERGE_TOL}); "
           f"moved up to {moved:.3g}")
     assert worst <= MERGE_TOL and moved > 100 * MERGE_TOL
-
-
-def run_train(air_bin, cfg, world):
-    cmd = [air_bin, "train", "--config", str(cfg), "--threads", "1"]
-    if world > 1:
-        cmd = [air_bin, "launch", "--standalone", "--nproc-per-node", str(world),
-               "--master-port", str(free_port()), "--no-python", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
 
 
 def test_two_ranks_train_as_one_and_bf16_with_checkpointing(air_bin, tiny, start_adapter,
