@@ -13,11 +13,20 @@ loop of one GEMM per routed expert, as air computes); the ratio is against the b
 file only builds the model. Prints tokens/s, the first/last loss, the ratio air / PyTorch's best and
 the CPU's model and flags.
 
+The LoRA side (--sides full,lora, the default; lora alone with --sides lora) trains the same
+model with the second seed's LoraConfig (r 16, alpha 16, dropout 0.05, all-linear: q/k/v/o_proj
+of every layer on GPT-OSS): `air train` with use_peft against peft.get_peft_model over
+transformers' GptOssForCausalLM, each experts implementation asked for, on air's batches, each in
+its own process (bench/lora's runners: tokens/s, the training state; peak RSS is bench/lora's
+to compare); the ratio is against PEFT's best.
+
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/gpt_oss/bench.py \
       [--layers 4 --hidden 256 --experts 8 --top-k 2 --vocab 4096 --seq 256 --batch 2
-       --steps 6 --warmup 2 --threads 2] [--dtype fp32|bf16|both]
+       --steps 6 --warmup 2 --threads 2] [--dtype fp32|bf16|both] [--sides full,lora]
+       [--r 16 --alpha 16 --dropout 0.05]
 """
 import argparse
+import importlib.util
 import os
 import pathlib
 import sys
@@ -28,6 +37,12 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench" / "train_step"))
 import cpu_info  # noqa: E402  (bench/cpu_info.py: the machine line)
 import bench as train_step  # noqa: E402  (bench/train_step/bench.py: the runners)
+
+# bench/lora/bench.py's runners (air use_peft; PEFT + transformers in its own process).
+_spec = importlib.util.spec_from_file_location("lora_bench", REPO / "bench" / "lora" / "bench.py")
+lora_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lora_bench)
+MIB = 1024.0 * 1024.0
 
 
 def build_model(args, model_dir):
@@ -54,6 +69,37 @@ def build_model(args, model_dir):
     return sum(p.numel() for p in model.parameters())
 
 
+def run_lora(args, air, model_dir, data, work, dtypes):
+    """The LoRA side: air use_peft and PEFT (each experts implementation) per dtype."""
+    out = {}
+    for bf16 in dtypes:
+        sub = work / f"lora_{'bf16' if bf16 else 'fp32'}"
+        sub.mkdir()
+        args.bf16 = bf16
+        out[("air", bf16)] = lora_bench.run_air(args, air, model_dir, data, sub)
+        for experts in args.hf_experts.split(","):
+            out[(f"peft {experts}", bf16)] = lora_bench.run_peft(
+                args, model_dir, sub / "batches.jsonl", experts)
+    return out
+
+
+def print_lora(args, lora, dtypes):
+    # Peak RSS is not compared here: this process holds PyTorch's full fine-tuning run, and a
+    # child's ru_maxrss starts from its parent's at fork (bench/lora compares it, run alone).
+    head = f"LoRA r {args.r} alpha {args.alpha:g} dropout {args.dropout:g}"
+    print(f"{head:32} {'tokens/s':>9} {'first loss':>11} {'last loss':>10} {'state (MiB)':>12}")
+    for (side, bf16), r in lora.items():
+        print(f"{side + (' bf16' if bf16 else ' fp32'):32} {r['tokens_per_s']:9.0f} "
+              f"{r['first_loss']:11.4f} {r['last_loss']:10.4f} "
+              f"{sum(r['state'].values()) / MIB:12.1f}")
+    for bf16 in dtypes:
+        name = "bf16" if bf16 else "fp32"
+        best = max((r["tokens_per_s"], side) for (side, b), r in lora.items()
+                   if b == bf16 and side != "air")
+        print(f"ratio air LoRA {name} / PEFT + transformers {name}'s best ({best[1]}): tokens/s "
+              f"{lora[('air', bf16)]['tokens_per_s'] / best[0]:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
@@ -71,7 +117,15 @@ def main():
     parser.add_argument("--hf-experts", default="grouped_mm,eager",
                         help="transformers' experts implementations to time (its default is "
                              "grouped_mm; eager is its loop of one GEMM per routed expert)")
+    parser.add_argument("--sides", default="full,lora",
+                        help="full (every parameter trained), lora (the seed's LoraConfig), or both")
+    parser.add_argument("--r", type=int, default=16)
+    parser.add_argument("--alpha", type=float, default=16)
+    parser.add_argument("--dropout", type=float, default=0.05)
     args = parser.parse_args()
+    sides = set(args.sides.split(","))
+    if not sides or not sides <= {"full", "lora"}:
+        parser.error("--sides takes full, lora or full,lora")
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
@@ -87,22 +141,29 @@ def main():
               f"experts top-{args.top_k}, vocab {args.vocab}, {params / 1e6:.2f} M parameters; "
               f"batch {args.batch} x {args.seq} tokens; {args.steps} timed steps after "
               f"{args.warmup}; {args.threads} threads")
-        for bf16 in dtypes:
-            results[("air", bf16)] = train_step.run_air(args, air, model_dir, data, work, bf16)
-        for experts in args.hf_experts.split(","):
-            args.hf_load_kwargs = {"experts_implementation": experts}
+        if "full" in sides:
             for bf16 in dtypes:
-                results[(f"pytorch {experts}", bf16)] = train_step.run_pytorch(
-                    args, model_dir, work / "batches.jsonl", bf16)
-    print(f"{'':24} {'tokens/s':>10} {'first loss':>11} {'last loss':>10}")
-    for (side, bf16), (tps, first, last) in results.items():
-        print(f"{side + (' bf16' if bf16 else ' fp32'):24} {tps:10.0f} {first:11.4f} {last:10.4f}")
-    for bf16 in dtypes:
-        name = "bf16" if bf16 else "fp32"
-        best = max((tps, side) for (side, b), (tps, _, _) in results.items()
-                   if b == bf16 and side != "air")
-        print(f"ratio air {name} / PyTorch {name}'s best ({best[1]}): "
-              f"{results[('air', bf16)][0] / best[0]:.2f}x")
+                results[("air", bf16)] = train_step.run_air(args, air, model_dir, data, work,
+                                                            bf16)
+            for experts in args.hf_experts.split(","):
+                args.hf_load_kwargs = {"experts_implementation": experts}
+                for bf16 in dtypes:
+                    results[(f"pytorch {experts}", bf16)] = train_step.run_pytorch(
+                        args, model_dir, work / "batches.jsonl", bf16)
+        lora = run_lora(args, air, model_dir, data, work, dtypes) if "lora" in sides else {}
+    if results:
+        print(f"full fine-tuning {'':7} {'tokens/s':>10} {'first loss':>11} {'last loss':>10}")
+        for (side, bf16), (tps, first, last) in results.items():
+            print(f"{side + (' bf16' if bf16 else ' fp32'):24} {tps:10.0f} {first:11.4f} "
+                  f"{last:10.4f}")
+        for bf16 in dtypes:
+            name = "bf16" if bf16 else "fp32"
+            best = max((tps, side) for (side, b), (tps, _, _) in results.items()
+                       if b == bf16 and side != "air")
+            print(f"ratio air {name} / PyTorch {name}'s best ({best[1]}): "
+                  f"{results[('air', bf16)][0] / best[0]:.2f}x")
+    if lora:
+        print_lora(args, lora, dtypes)
     print(cpu_info.describe())
 
 

@@ -9,7 +9,7 @@ the same micro-batches (pre-tokenized rows, every token a label, in the order ai
 1.0) and the same number of threads, each in its own process:
   air    `air train` with use_peft (frozen base in param_dtype, adapters in fp32, the frozen
          weights' gradient GEMMs skipped)
-  peft   peft.get_peft_model over transformers' LlamaForCausalLM (its default attention),
+  peft   peft.get_peft_model over transformers' model (AutoModelForCausalLM, its default attention),
          torch.optim.AdamW over the trainable parameters, clip_grad_norm_
 --bf16 runs both with a bf16 base: air's `bf16: true`, PEFT's base loaded in bfloat16 with its
 adapters kept in fp32 (autocast_adapter_dtype, PEFT's default) under torch.autocast bf16.
@@ -61,6 +61,7 @@ def run_measured(argv):
 
 
 def run_air(args, air, model_dir, data, work):
+    """air's side; its batches go to work/batches.jsonl for the PEFT side."""
     out = work / "air_out"
     cfg = work / "train.yaml"
     cfg.write_text(
@@ -95,11 +96,13 @@ def peft_worker(args):
     """The PEFT side, in its own process (for its own peak RSS); prints one JSON line."""
     import torch
     import peft
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
-    base = LlamaForCausalLM.from_pretrained(args.model_dir, dtype=dtype)
+    # --hf-experts: a MoE model's experts implementation (bench/gpt_oss's LoRA side)
+    extra = {"experts_implementation": args.hf_experts} if args.hf_experts else {}
+    base = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=dtype, **extra)
     model = peft.get_peft_model(base, peft.LoraConfig(
         r=args.r, lora_alpha=args.alpha, lora_dropout=args.dropout, target_modules="all-linear",
         task_type="CAUSAL_LM"))
@@ -137,9 +140,9 @@ def peft_worker(args):
                       "state": state}))
 
 
-def run_peft(args, model_dir, batches):
+def run_peft(args, model_dir, batches, hf_experts=""):
     argv = [sys.executable, __file__, "--peft-worker", "--model-dir", str(model_dir),
-            "--batches", str(batches)]
+            "--batches", str(batches), "--hf-experts", hf_experts]
     for key in ("steps", "warmup", "threads", "lr", "r", "alpha", "dropout"):
         argv += [f"--{key}", str(getattr(args, key))]
     if args.bf16:
@@ -170,6 +173,7 @@ def main():
     parser.add_argument("--peft-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--batches", help=argparse.SUPPRESS)
+    parser.add_argument("--hf-experts", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peft_worker:
         return peft_worker(args)

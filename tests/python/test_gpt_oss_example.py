@@ -4,7 +4,8 @@
   tokenizer (o200k_harmony and the model's chat template, built offline by
   engine_ref/gpt_oss_tokenizer.py), and `air train --config` trains it in bf16 with the seed's
   hyperparameters on data.jsonl (Multilingual-Thinking-shaped records, rendered in the harmony
-  format) — shortened to 2 optimizer steps here.
+  format) with LoRA on (r 16, alpha 16, dropout 0.05, all-linear) — shortened to 2 optimizer
+  steps here; PEFT loads the adapter it writes.
 - The memory check of the 120B shape: `air train --dry-run` with the released config
   (tests/data/gpt_oss/configs/released_120b.json) on 8 ranks prints the parameter count —
   equal to transformers' GptOssForCausalLM built from that config on the meta device — and the
@@ -16,6 +17,7 @@ import json
 import os
 import pathlib
 
+import peft
 import pytest
 import torch  # a missing reference fails, never skips
 import transformers  # a missing reference fails, never skips
@@ -51,10 +53,15 @@ def test_tiny_gpt_oss_trains_with_the_seed_recipe(air, tokenizer_dir, tmp_path):
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert all(0 < m["loss"] < 20 for m in metrics), metrics
-    config = json.loads((out / "config.json").read_text())
-    assert config["model_type"] == "gpt_oss"
-    trained = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
-    assert sum(p.numel() for p in trained.parameters()) > 25_000_000
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["r"] == 16 and adapter["lora_alpha"] == 16 and adapter["lora_dropout"] == 0.05
+    assert sorted({m.rsplit(".", 1)[-1] for m in adapter["target_modules"]}) == [
+        "k_proj", "o_proj", "q_proj", "v_proj"]
+    base = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    trained = peft.PeftModel.from_pretrained(base, out)
+    # 2 layers x r 16 x (q and o: 64 + 64; k and v: 64 + 32)
+    assert sum(p.numel() for n, p in trained.named_parameters() if "lora_" in n) == 2 * 16 * (
+        2 * (64 + 64) + 2 * (64 + 32))
 
 
 def test_memory_check_prints_what_the_120b_shape_needs_on_8_ranks(air, tokenizer_dir, tmp_path):
@@ -76,14 +83,18 @@ def test_memory_check_prints_what_the_120b_shape_needs_on_8_ranks(air, tokenizer
     with torch.device("meta"):
         reference = transformers.GptOssForCausalLM(config)
     count = sum(p.numel() for p in reference.parameters())
+    lora = peft.get_peft_model(reference, peft.LoraConfig(
+        r=16, lora_alpha=16, target_modules="all-linear", lora_dropout=0.05, bias="none",
+        task_type="CAUSAL_LM"))
+    adapters = sum(p.numel() for n, p in lora.named_parameters() if "lora_" in n)
     print(f"\n[gpt-oss 120B] {memory['parameters'] / 1e9:.4g} B parameters (transformers "
-          f"{count / 1e9:.4g} B); per rank on 8 ranks: {memory['bytes_per_rank'] / 2**30:.1f} GiB "
-          f"for {memory['what']}")
+          f"{count / 1e9:.4g} B), LoRA r 16 adapters {adapters / 1e6:.4g} M; per rank on 8 ranks: "
+          f"{memory['bytes_per_rank'] / 2**30:.1f} GiB for {memory['what']}")
     assert memory["parameters"] == count
     assert "FULL_SHARD over 8 ranks" in memory["what"]
-    # fp32 masters, gradients and both AdamW moments, sharded 8 ways (bf16 under FULL_SHARD
-    # keeps no whole copy).
-    assert memory["bytes_per_rank"] == pytest.approx(count * 16 / 8)
+    # The frozen base in bf16 (2 bytes) and the adapters' fp32 masters, gradients and both AdamW
+    # moments (16 bytes), all sharded 8 ways (FULL_SHARD keeps no whole copy).
+    assert memory["bytes_per_rank"] == pytest.approx((count * 2 + adapters * 16) / 8)
 
 
 def test_workload_validates_and_carries_the_recipe(air):

@@ -135,6 +135,17 @@ def test_ten_steps_follow_transformers_and_torch_adamw(air, tiny, tmp_path):
         assert torch.equal(p.detach(), final[name]), name
 
 
+def run_train(air_bin, cfg, world):
+    """`air train --config cfg` with one thread per rank, on `world` ranks (air launch)."""
+    cmd = [air_bin, "train", "--config", str(cfg), "--threads", "1"]
+    if world > 1:
+        cmd = [air_bin, "launch", "--standalone", "--nproc-per-node", str(world),
+               "--master-port", str(free_port()), "--no-python", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 def test_two_ranks_train_as_one(air_bin, tiny, tmp_path):
     model_dir, data = tiny
     runs = {}
@@ -144,12 +155,7 @@ def test_two_ranks_train_as_one(air_bin, tiny, tmp_path):
                            params(model_dir, data, out, max_steps=5,
                                   per_device_batch_size=4 // world,
                                   fsdp_sharding_strategy="FULL_SHARD"))
-        cmd = [air_bin, "train", "--config", str(cfg), "--threads", "1"]
-        if world > 1:
-            cmd = [air_bin, "launch", "--standalone", "--nproc-per-node", str(world),
-                   "--master-port", str(free_port()), "--no-python", *cmd]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        run_train(air_bin, cfg, world)
         lines = (out / "metrics.jsonl").read_text().splitlines()
         runs[world] = ([json.loads(line)["loss"] for line in lines],
                        load_file(str(out / "model.safetensors")))

@@ -22,7 +22,6 @@ docs/engine-lora.md).
 import json
 import os
 import pathlib
-import random
 import subprocess
 
 import pytest
@@ -32,6 +31,8 @@ import torch  # a missing reference fails, never skips
 import transformers  # noqa: E402
 import peft  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
+
+from engine_ref import peft_checks  # noqa: E402
 
 # ~10x the worst measured (AMD EPYC Zen 4, AVX-512, 2 threads; the issue's bar is 1e-5).
 LOSS_REL_TOL = 2e-6       # measured 1.6e-7
@@ -209,54 +210,17 @@ def test_peft_loads_airs_adapter_and_computes_the_same(trained, tmp_path):
     model_dir, adapter = trained
     config = json.loads((adapter / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["r"] == 8 and config["lora_alpha"] == 16
-    # Exactly PEFT's all-linear set, and the keys PEFT's own model has.
-    reference = peft.get_peft_model(load_base(model_dir), peft.LoraConfig(
-        r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
-    assert sorted(config["target_modules"]) == sorted(reference.peft_config["default"].target_modules)
-    saved = load_file(str(adapter / "adapter_model.safetensors"))
-    assert sorted(saved) == sorted(peft.get_peft_model_state_dict(reference))
-    assert saved["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"].shape == (8, 32)
     assert config["base_model_name_or_path"] == str(model_dir)
+    # Exactly PEFT's all-linear set and keys; logits, loss and the adapters' gradients.
+    saved, logits_diff, loss_rel, worst_grad = peft_checks.peft_loads_and_matches(
+        model_dir, adapter, load_base, engine_dump_bin(), tmp_path / "batch.json",
+        tmp_path / "dump.safetensors", TOKENIZER_VOCAB,
+        peft.LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    assert saved["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"].shape == (8, 32)
     assert saved["base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"].shape == (32, 8)
-    assert all(float(v.abs().max()) > 0 for k, v in saved.items() if "lora_B" in k)  # trained
-
-    model = peft.PeftModel.from_pretrained(load_base(model_dir), adapter, is_trainable=True)
-    result = peft.set_peft_model_state_dict(model, saved)
-    assert not result.unexpected_keys, result.unexpected_keys
-    assert not [k for k in result.missing_keys if "lora_" in k], result.missing_keys
-
-    # Logits, loss and the adapters' gradients: air_engine_dump --adapter against PEFT.
-    rng = random.Random(5)
-    ids = [[rng.randrange(3, TOKENIZER_VOCAB) for _ in range(20)] for _ in range(2)]
-    labels = [[-100] * 4 + row[4:] for row in ids]
-    batch = tmp_path / "batch.json"
-    batch.write_text(json.dumps({"input_ids": ids, "labels": labels}))
-    dump = tmp_path / "dump.safetensors"
-    proc = subprocess.run([engine_dump_bin(), "--model", str(model_dir), "--adapter", str(adapter),
-                           "--batch", str(batch), "--out", str(dump), "--checkpointing"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    got = load_file(str(dump))
-    model.train()
-    logits = model(input_ids=torch.tensor(ids)).logits
-    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, TOKENIZER_VOCAB),
-                                             torch.tensor(labels)[:, 1:].reshape(-1),
-                                             ignore_index=-100)
-    loss.backward()
-    logits_diff = float((got["logits"] - logits.detach()).abs().max())
-    loss_rel = abs(float(got["loss"][0]) - loss.item()) / loss.item()
-    worst_grad = 0.0
-    grads = {k.removeprefix("grad."): v for k, v in got.items() if k.startswith("grad.")}
-    peft_grads = {n.replace(".default", ""): p.grad for n, p in model.named_parameters()
-                  if p.requires_grad}
-    assert sorted("base_model.model." + k for k in grads) == sorted(peft_grads)
-    for name, g in grads.items():
-        want = peft_grads["base_model.model." + name]
-        rel = float((g - want).norm() / want.norm())
-        worst_grad = max(worst_grad, rel)
-        assert rel <= GRAD_REL_TOL, f"{name}: {rel:.3g}"
     print(f"\n[lora peft load] logits max |diff| {logits_diff:.3g} (tol {LOGITS_TOL}), loss rel "
           f"{loss_rel:.3g}, adapter gradient rel {worst_grad:.3g} (tol {GRAD_REL_TOL})")
+    assert worst_grad <= GRAD_REL_TOL
     assert logits_diff <= LOGITS_TOL
     assert loss_rel <= LOSS_REL_TOL
 
@@ -270,13 +234,9 @@ def test_generate_with_adapter_decodes_peft_greedy_tokens(trained, air):
     ids = transformers.AutoTokenizer.from_pretrained(model_dir)("Reverse the letters")["input_ids"]
     assert env["data"]["prompt_tokens"] == len(ids)
     model = peft.PeftModel.from_pretrained(load_base(model_dir), adapter).eval()
-    with torch.no_grad():
-        want = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids)),
-                              max_new_tokens=12, do_sample=False)[0, len(ids):].tolist()
+    want = peft_checks.greedy_tokens(model, torch.tensor([ids]), 12)
     base = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    with torch.no_grad():
-        without = base.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids)),
-                                max_new_tokens=12, do_sample=False)[0, len(ids):].tolist()
+    without = peft_checks.greedy_tokens(base, torch.tensor([ids]), 12)
     print(f"\n[lora generate] air {got}\n                peft {want}\n      base alone {without}")
     assert got == want[:len(got)] and len(got) > 0
     assert want != without  # the adapter changes what is generated
@@ -284,21 +244,9 @@ def test_generate_with_adapter_decodes_peft_greedy_tokens(trained, air):
 
 def test_merge_equals_merge_and_unload(trained, air, tmp_path):
     model_dir, adapter = trained
-    merged = tmp_path / "merged"
-    code, env = air.json("lora", "merge", "--base", model_dir, "--adapter", adapter, "--out",
-                         merged)
-    assert code == 0, env
-    assert env["data"]["merged_modules"] == 14
-    got = load_file(str(merged / "model.safetensors"))
-    reference = peft.PeftModel.from_pretrained(load_base(model_dir), adapter).merge_and_unload()
-    want = reference.state_dict()
-    assert sorted(got) == sorted(want)
-    worst = max(float((got[k] - want[k]).abs().max()) for k in want)
-    base = load_file(str(model_dir / "model.safetensors"))
-    moved = max(float((got[k] - base[k]).abs().max()) for k in base)
+    worst, moved = peft_checks.merge_matches(air, model_dir, adapter, tmp_path / "merged",
+                                             load_base, modules=14)
     print(f"\n[lora merge] max |air - merge_and_unload| {worst:.3g} (tol {MERGE_TOL}); the merge "
           f"moved weights by up to {moved:.3g}")
     assert worst <= MERGE_TOL
     assert moved > 100 * MERGE_TOL
-    # transformers loads the merged directory as a plain model.
-    transformers.AutoModelForCausalLM.from_pretrained(merged)

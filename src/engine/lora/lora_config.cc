@@ -82,8 +82,7 @@ Result<LoraPlan> PlanLora(const LoraConfig& config, CausalLm& model, const Where
   const std::vector<NamedLinear> linears = model.Linears();
   if (linears.empty()) {
     return InvalidArgument(fmt::format(
-        "{}: LoRA adapts the linear layers of the Llama family (Llama, Qwen2, Qwen3, Mistral); "
-        "this model ({}) has none it can adapt yet",
+        "{}: LoRA adapts a model's linear layers; this model ({}) has none it can adapt",
         where("use_peft"), ArchitectureClassName(model.config().arch)));
   }
   const std::vector<std::string> linear_paths = HfLinearModules(model);
@@ -144,6 +143,13 @@ Result<LoraPlan> PlanLora(const LoraConfig& config, CausalLm& model, const Where
   };
   TargetModules targets = config.targets;
   if (targets.kind == TargetModules::Kind::kDefault) {
+    if (model.config().arch == Architecture::kGptOss) {
+      // PEFT has no default target_modules for gpt_oss ("Please specify `target_modules`").
+      return InvalidArgument(fmt::format(
+          "{}: PEFT has no default target modules for {}; name them: all-linear, or a list of {}",
+          where("lora_target_modules"), ArchitectureClassName(model.config().arch),
+          ShortNames(linear_paths)));
+    }
     targets.kind = TargetModules::Kind::kNames;  // PEFT's default for these architectures
     targets.names = {"q_proj", "v_proj"};
   }

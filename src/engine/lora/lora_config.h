@@ -8,7 +8,8 @@
 //                   _maybe_include_all_linear_layers); a list: a module whose path equals an entry
 //                   or ends with "." + entry; any other string: a regex that must match a module
 //                   path whole (re.fullmatch); unset: PEFT's default for the architecture
-//                   (q_proj and v_proj for Llama, Qwen2, Qwen3, Mistral)
+//                   (q_proj and v_proj for Llama, Qwen2, Qwen3, Mistral; none for GPT-OSS: an
+//                   error)
 //   modules_to_save every module whose path ends with an entry (PEFT's _set_trainable) is trained
 //                   whole; LoRA never targets a module inside one
 //   scaling         alpha / r, or alpha / sqrt(r) with use_rslora
@@ -27,6 +28,14 @@
 #include "engine/model/causal_lm.h"
 
 namespace air::engine::lora {
+
+// Why PEFT's target_parameters (LoRA on parameters rather than modules: GPT-OSS's experts
+// mlp.experts.gate_up_proj / down_proj) is refused, for the train key and an adapter's file.
+inline constexpr const char* kTargetParametersUnsupported =
+    "LoRA on parameters (PEFT's target_parameters, e.g. GPT-OSS's expert weights "
+    "mlp.experts.gate_up_proj / mlp.experts.down_proj) is not supported; air adapts linear "
+    "modules only: lora_target_modules (all-linear, or names such as q_proj, k_proj, v_proj, "
+    "o_proj). (PEFT's ParamWrapper also refuses lora_dropout != 0.)";
 
 // PEFT's target_modules.
 struct TargetModules {

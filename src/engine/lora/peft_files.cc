@@ -108,6 +108,10 @@ Result<PeftAdapterConfig> ReadPeftAdapterConfig(const std::string& dir) {
       return bad(key, "per-module ranks or alphas are not supported");
     }
   }
+  if (j.contains("target_parameters") && !j["target_parameters"].is_null() &&
+      !(j["target_parameters"].is_array() && j["target_parameters"].empty())) {
+    return bad("target_parameters", kTargetParametersUnsupported);
+  }
   if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null()) {
     return bad("layers_to_transform", "not supported; list the modules in target_modules");
   }

@@ -17,6 +17,7 @@ Result<ForwardResult> GptOssModel::Forward(const TokenBatch& batch, const Forwar
   const Backend& ops = backend();
   const DType dtype = this->options().compute_dtype;
   m.has_forward = false;
+  m.pass = LinearPass{.training = options.training, .seed = options.rng_seed};
   m.batch = batch.batch_size;
   m.seq = batch.seq_len;
   const int64_t n = m.batch * m.seq, dim = c.hidden_size, vocab = c.vocab_size;

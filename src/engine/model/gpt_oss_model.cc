@@ -140,6 +140,21 @@ void GptOssModel::FindWeights() {
   }
 }
 
+std::vector<NamedLinear> GptOssModel::Linears() {
+  std::vector<NamedLinear> out;
+  for (size_t l = 0; l < impl_->layers.size(); ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerWeights& w = impl_->layers[l].attn;
+    for (auto [name, linear] : {std::pair{"attention.wq", &w.q},
+                                {"attention.wk", &w.k},
+                                {"attention.wv", &w.v},
+                                {"attention.wo", &w.o}}) {
+      out.push_back({p + name, linear});
+    }
+  }
+  return out;
+}
+
 void GptOssModel::InitWeights(uint64_t seed) {
   // transformers' _init_weights: norms one; Linear and expert biases zero; weights, sinks, the
   // router's weight and bias normal(0, initializer_range).

@@ -51,8 +51,11 @@ class GptOssModel : public CausalLm {
   Result<ForwardResult> Forward(const TokenBatch& batch,
                                 const ForwardOptions& options = {}) override;
   Status Backward() override;
-  // None yet: LoRA (engine/lora) adapts the Llama family's projections only.
-  std::vector<NamedLinear> Linears() override { return {}; }
+  // The attention projections q, k, v, o of every layer: what transformers builds as nn.Linear,
+  // so what PEFT's all-linear adapts. The router is called through a Linear descriptor too but is
+  // transformers' GptOssTopKRouter (not an nn.Linear: PEFT cannot target it), and the experts
+  // are 3-D parameters: neither is listed.
+  std::vector<NamedLinear> Linears() override;
   Result<KvCache> NewKvCache(int64_t batch, int64_t capacity) const override;
   Result<Tensor> ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                              bool all_positions = false) override;

@@ -31,6 +31,7 @@ struct GptOssModel::Impl {
   Workspace workspace;
   Workspace decode_workspace;
   bool has_forward = false;
+  LinearPass pass;  // the last Forward's (training and its rng_seed), for adapters
   int64_t batch = 0, seq = 0;
   View input_ids, targets, positions, segments;
   View rope_cos, rope_sin;                   // (N, D/2) F32
@@ -55,6 +56,7 @@ struct GptOssModel::Impl {
     ctx.rope_sin = rope_sin;
     ctx.segments = segments;
     ctx.layer = layer;
+    ctx.pass = pass;
     return ctx;
   }
 };

@@ -97,6 +97,16 @@ Setter TaskTypeField() {
   };
 }
 
+// lora_target_parameters (PEFT's target_parameters: LoRA on parameters such as GPT-OSS's 3-D
+// expert weights, through PEFT's ParamWrapper): refused by name unless empty. PEFT's
+// ParamWrapper also refuses lora_dropout != 0, so the seed's config could not use it either.
+Setter TargetParametersField() {
+  return [](const GivenValue& g, TrainConfig&, ErrorList& errors) {
+    if (g.node.IsNull() || (g.node.IsSequence() && g.node.items.empty())) return;
+    errors.Add(g.where, "lora_target_parameters", std::string(lora::kTargetParametersUnsupported));
+  };
+}
+
 }  // namespace
 
 std::vector<FieldSpec> LoraFieldSpecs() {
@@ -118,6 +128,7 @@ std::vector<FieldSpec> LoraFieldSpecs() {
   s.push_back({"lora_target_modules", "", false, TargetModulesField()});
   s.push_back(
       {"use_rslora", "", false, BoolField("use_rslora", lora(&lora::LoraConfig::use_rslora))});
+  s.push_back({"lora_target_parameters", "", false, TargetParametersField()});
   s.push_back({"lora_modules_to_save", "", false, ModulesToSaveField()});
   s.push_back({"lora_task_type", "", false, TaskTypeField()});
   s.push_back({"lora_adapter_path", "", false,
