@@ -39,15 +39,16 @@ void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, in
   a.act = act({n, inter});
 }
 
-void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t n, LayerGradScratch& g) {
+void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, DType dtype, int64_t n,
+                            LayerGradScratch& g) {
   const int64_t dim = c.hidden_size, inter = c.intermediate_size;
   g.dxn = ws.F32({n, dim});
   g.dq = ws.F32({n, c.q_dim()});
   g.dk = ws.F32({n, c.kv_dim()});
   g.dv = ws.F32({n, c.kv_dim()});
-  g.datt = ws.F32({n, c.q_dim()});
-  g.dgate = ws.F32({n, inter});
-  g.dup = ws.F32({n, inter});
+  g.datt = ws.Take(dtype, {n, c.q_dim()});
+  g.dgate = ws.Take(dtype, {n, inter});
+  g.dup = ws.Take(dtype, {n, inter});
   g.dact = ws.F32({n, inter});
   if (c.qk_norm) {
     g.dq_raw = ws.F32({n, c.q_dim()});

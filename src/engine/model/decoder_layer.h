@@ -65,7 +65,10 @@ struct LayerActivations {
   View gate, up, act;                 // (N, I) each
 };
 
-// Scratch gradients reused across layers during the backward (F32).
+// Scratch gradients reused across layers during the backward: F32, except in the compute dtype
+// dgate and dup (they only feed the gate/up backward's products, which round them to bf16
+// anyway: stored rounded once, read in place) and datt (the attention output's gradient, bf16
+// as FSDP's bf16 modules and autocast give it: attention's backward products take it as bf16).
 struct LayerGradScratch {
   View dxn, dq, dk, dv, datt, dgate, dup, dact, dq_raw, dk_raw;
 };
@@ -74,7 +77,8 @@ struct LayerGradScratch {
 // (`x` too unless with_input is false: then the caller sets it).
 void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
                             int64_t seq, bool with_input, LayerActivations& acts);
-void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, int64_t rows, LayerGradScratch& g);
+void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, DType dtype, int64_t rows,
+                            LayerGradScratch& g);
 
 // Runs the layer on acts.x (already set) and writes `out` (N, C); fills every other field of
 // `acts`. `out` must not alias any of them.

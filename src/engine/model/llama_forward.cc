@@ -60,7 +60,7 @@ Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const Forward
     m.rstd_f = ws.F32({n});
     m.head = LayoutHead(ws, n, vocab, unfused);
     if (training) {
-      LayoutLayerGradScratch(ws, c, n, m.grad_scratch);
+      LayoutLayerGradScratch(ws, c, dtype, n, m.grad_scratch);
       m.dxf = ws.F32({n, dim});
       m.dx = ws.F32({n, dim});
       m.recompute_out = any_checkpointed ? ws.F32({n, dim}) : View();

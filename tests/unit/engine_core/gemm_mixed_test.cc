@@ -24,6 +24,7 @@
 
 #include "engine/dtype.h"
 #include "engine/ops/cpu/bf16_simd.h"
+#include "engine/ops/cpu/convert.h"
 #include "test_util.h"
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
@@ -412,6 +413,29 @@ TEST(GemmBf16, TheSelectedPathIsTheSelectedKernelLevelAndRuns) {
   std::string why;
   EXPECT_TRUE(GemmBf16PathRuns(SelectedGemmBf16Path(), &why)) << why;
   std::printf("[ cpu ] detected %s, selected %s\n", CpuKernelsName(DetectedCpuKernels()),
+              CpuKernelsName(SelectedCpuKernels()));
+}
+
+// convert.h's array conversions on the selected kernel level (ctest runs this binary under
+// AIR_CPU_KERNELS=avx2 and =generic too) give dtype.h's bits, vector body and scalar tail.
+TEST(Bf16Simd, ArrayConversionsMatchDtypeConversions) {
+  std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                    0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00008000u,
+                                    0x00018000u, 0x7f7fffffu, 0x7f7f8000u, 0x3f808000u};
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 4099; ++i) patterns.push_back(static_cast<uint32_t>(rng()));
+  const int64_t n = static_cast<int64_t>(patterns.size());  // not a multiple of 8 or 16
+  std::vector<float> values(patterns.size()), widened(patterns.size());
+  std::memcpy(values.data(), patterns.data(), patterns.size() * sizeof(float));
+  std::vector<uint16_t> rounded(patterns.size());
+  RoundToBf16(values.data(), rounded.data(), n);
+  WidenBf16(rounded.data(), widened.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(rounded[i], F32ToBf16(values[i])) << std::hex << patterns[i];
+    const float want = Bf16ToF32(rounded[i]);
+    ASSERT_EQ(std::memcmp(&widened[i], &want, sizeof want), 0) << std::hex << rounded[i];
+  }
+  std::printf("[ cpu ] array conversions checked on the %s kernels\n",
               CpuKernelsName(SelectedCpuKernels()));
 }
 

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -66,6 +68,56 @@ TEST(VecMath, RaggedLengthsShiftScaleInPlaceAndSumOnly) {
     }
     EXPECT_NEAR(sum / want_sum, 1.0, 1e-6) << n;
     EXPECT_EQ(sum, sum_only) << n;
+  }
+}
+
+// MaxOf is the loop m = std::max(m, x[i]) bit for bit: every ragged length, -inf rows, a NaN
+// inside (skipped) or as the start (kept), and signed zeros (the first one seen stays).
+TEST(VecMath, MaxOfIsTheSequentialMax) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto sequential = [](const std::vector<float>& x, float start) {
+    for (float v : x) start = std::max(start, v);
+    return start;
+  };
+  auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * i) * (i % 5);
+    for (float start : {-inf, 0.25f, -0.0f}) {
+      EXPECT_TRUE(same_bits(MaxOf(x.data(), n, start), sequential(x, start))) << n;
+    }
+    if (n > 3) {
+      std::vector<float> with_nan = x;
+      with_nan[static_cast<size_t>(n / 2)] = nan;
+      EXPECT_TRUE(same_bits(MaxOf(with_nan.data(), n, -inf), sequential(with_nan, -inf))) << n;
+      EXPECT_TRUE(std::isnan(MaxOf(x.data(), n, nan))) << n;
+      std::vector<float> all_inf(static_cast<size_t>(n), -inf);
+      EXPECT_EQ(MaxOf(all_inf.data(), n, -inf), -inf);
+    }
+  }
+  std::vector<float> zeros = {0.0f, -0.0f, 0.0f};
+  EXPECT_TRUE(same_bits(MaxOf(zeros.data(), 3, -0.0f), sequential(zeros, -0.0f)));
+}
+
+// SumOfProducts: float products summed in double, against a double sum of the same products in
+// order (the two differ only by the order of double additions).
+TEST(VecMath, SumOfProductsMatchesTheOrderedDoubleSum) {
+  for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 100, 512, 1000}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(a.size()), c(a.size());
+    for (int64_t i = 0; i < n; ++i) {
+      a[static_cast<size_t>(i)] = std::sin(0.1f * i);
+      b[static_cast<size_t>(i)] = std::cos(0.3f * i) * 3.0f;
+      c[static_cast<size_t>(i)] = 1.0f + 0.01f * i;
+    }
+    double want = 0.0, magnitude = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float p = a[i] * b[i] * c[i];
+      want += p;
+      magnitude += std::fabs(p);
+    }
+    const double got = SumOfProducts(a.data(), b.data(), c.data(), n);
+    EXPECT_LE(std::fabs(got - want), 1e-14 * (magnitude + 1.0)) << n;
   }
 }
 

@@ -12,38 +12,51 @@
 
 #include "engine/check.h"
 #include "engine/dtype.h"
+#include "engine/ops/cpu/bf16_simd.h"
 #include "engine/ops/cpu/cpu_features.h"
 
 namespace air::engine {
 namespace {
 
-// Full vectors only (AVX-512F: no 16-bit masked loads); the tails go through the scalar
-// conversions, which give the same bits.
+// Full vectors only; the tails go through the scalar conversions, which give the same bits
+// (bf16_simd.h's, checked against dtype.h's by Bf16Simd.RoundingMatchesDtypeConversions).
 __attribute__((target("avx512f"))) int64_t WidenBf16Avx512(const uint16_t* src, float* dst,
                                                            int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    const __m512i wide = _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16);
-    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(wide));
+    _mm512_storeu_ps(dst + i, WidenBf16x16(_mm512_cvtepu16_epi32(bits)));
   }
   return i;
 }
 
-// Round to nearest even in integer arithmetic (what F32ToBf16 does), NaN made quiet.
+__attribute__((target("avx2"))) int64_t WidenBf16Avx2(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, WidenBf16x8(_mm256_cvtepu16_epi32(bits)));
+  }
+  return i;
+}
+
 __attribute__((target("avx512f"))) int64_t RoundToBf16Avx512(const float* src, uint16_t* dst,
                                                              int64_t n) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i quiet = _mm512_set1_epi32(0x00400000);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_srli_epi32(_mm512_or_si512(u, quiet), 16));
+    const __m512i r = RoundToBf16x16(_mm512_loadu_ps(src + i));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) int64_t RoundToBf16Avx2(const float* src, uint16_t* dst,
+                                                        int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i r = RoundToBf16x8(_mm256_loadu_ps(src + i));  // each below 0x10000
+    const __m128i packed =
+        _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), packed);
   }
   return i;
 }
@@ -51,13 +64,17 @@ __attribute__((target("avx512f"))) int64_t RoundToBf16Avx512(const float* src, u
 }  // namespace
 
 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = UseAvx512() ? WidenBf16Avx512(src, dst, n) : 0;
-  for (; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
+  int64_t i = UseAvx512() ? WidenBf16Avx512(src, dst, n)
+              : UseAvx2() ? WidenBf16Avx2(src, dst, n)
+                          : 0;
+  for (; i < n; ++i) dst[i] = WidenBf16(src[i]);
 }
 
 void RoundToBf16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = UseAvx512() ? RoundToBf16Avx512(src, dst, n) : 0;
-  for (; i < n; ++i) dst[i] = F32ToBf16(src[i]);
+  int64_t i = UseAvx512() ? RoundToBf16Avx512(src, dst, n)
+              : UseAvx2() ? RoundToBf16Avx2(src, dst, n)
+                          : 0;
+  for (; i < n; ++i) dst[i] = RoundToBf16(src[i]);
 }
 
 void LoadF32(const View& v, int64_t offset, int64_t n, float* dst) {

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "engine/dtype.h"
+#include "engine/ops/cpu/bf16_simd.h"
+#include "engine/ops/cpu/convert.h"
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/gemm_mixed.h"
 #include "engine/ops/cpu/reference_ops.h"
@@ -49,7 +51,7 @@ Mat Scratch32(const float* data, int64_t ld) { return {data, false, ld}; }
 
 // Element i of a row, as fp32.
 float Elem(const Mat& m, int64_t i) {
-  return m.bf16 ? Bf16ToF32(static_cast<const uint16_t*>(m.data)[i])
+  return m.bf16 ? WidenBf16(static_cast<const uint16_t*>(m.data)[i])
                 : static_cast<const float*>(m.data)[i];
 }
 
@@ -199,6 +201,7 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
   const size_t out_size = DTypeSize(out.dtype());
   pool_->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& scores_buf = attention_scratch_[static_cast<size_t>(thread)];
+    auto& bf16_buf = attention_bf16_[static_cast<size_t>(thread)];
     TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
                   gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
                   attention_staging_[static_cast<size_t>(thread)]};
@@ -232,13 +235,21 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
       // S (nq, nk) = Q (nq, D) @ K (nk, D)^T
       gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk));
       MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
+      // P @ V with a BF16 V rounds P to bf16: rounded here, row by row while it is in L1, and
+      // read in place by the product instead of packed from fp32.
+      uint16_t* p16 = nullptr;
+      if (vb.bf16) {
+        auto& rounded = bf16_buf;
+        if (static_cast<int64_t>(rounded.size()) < nq * nk) rounded.resize(nq * nk);
+        p16 = rounded.data();
+      }
       std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
-        float max_score = sink;
-        for (int64_t c = 0; c < nk; ++c) max_score = std::max(max_score, row[c]);
+        const float max_score = MaxOf(row, nk, sink);
         if (max_score == kNegInf) {  // nothing visible, no sink: zero output
           std::fill(row, row + nk, 0.0f);
+          if (p16) std::fill(p16 + r * nk, p16 + (r + 1) * nk, uint16_t{0});
           if (lse_b) lse_b[r] = kNegInf;
           empty[static_cast<size_t>(r)] = true;
           continue;
@@ -247,10 +258,12 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
                              (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
         const float inv = static_cast<float>(1.0 / denom);
         for (int64_t c = 0; c < nk; ++c) row[c] *= inv;
+        if (p16) RoundToBf16(row, p16 + r * nk, nk);
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
       }
       // O (nq, D) = P (nq, nk) @ V (nk, D)
-      gemm(false, false, nq, s.head_dim, nk, Scratch32(scores, nk), vb, 0.0f, ob);
+      const Mat pb = p16 ? Mat{p16, true, nk} : Scratch32(scores, nk);
+      gemm(false, false, nq, s.head_dim, nk, pb, vb, 0.0f, ob);
       for (int64_t r = 0; r < nq; ++r) {
         if (empty[static_cast<size_t>(r)]) zero_row(r);
       }
@@ -275,6 +288,7 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const Vi
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   pool_->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& buf = attention_scratch_[static_cast<size_t>(thread)];
+    auto& rounded = attention_bf16_[static_cast<size_t>(thread)];
     TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
                   gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
                   attention_staging_[static_cast<size_t>(thread)]};
@@ -308,6 +322,16 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const Vi
           }
           // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
           gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
+          // A product with a BF16 partner rounds its fp32 operand to bf16: P (for dV, with dO)
+          // and dS (for dQ with K, dK with Q) are rounded once here, row by row, and read as
+          // bf16 by those products (in place or packed without converting).
+          uint16_t* p16 = nullptr;
+          uint16_t* ds16 = nullptr;
+          if (dob.bf16 || kb.bf16 || qb.bf16) {
+            if (static_cast<int64_t>(rounded.size()) < 2 * nq * nk) rounded.resize(2 * nq * nk);
+            if (dob.bf16) p16 = rounded.data();
+            if (kb.bf16 || qb.bf16) ds16 = rounded.data() + nq * nk;
+          }
           // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
           for (int64_t r = 0; r < nq; ++r) {
             const Mat do_r = At(dout, q_off + r * q_stride, 0),
@@ -319,16 +343,18 @@ void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const Vi
             for (int64_t c = 0; c < nk; ++c) {
               dp_row[c] = p_row[c] * (dp_row[c] - static_cast<float>(delta)) * s.scale;
             }
+            if (p16) RoundToBf16(p_row, p16 + r * nk, nk);
+            if (ds16) RoundToBf16(dp_row, ds16 + r * nk, nk);
           }
+          const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
+          const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
+          const Mat p_do = p16 ? Mat{p16, true, nk} : Scratch32(p, nk);
           // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
-          gemm(false, false, nq, s.head_dim, nk, Scratch32(dp, nk), kb, 1.0f,
-               At(dq, q_off, q_stride));
+          gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride));
           // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
-          gemm(true, false, nk, s.head_dim, nq, Scratch32(dp, nk), qb, 1.0f,
-               At(dk, kv_off, kv_stride));
+          gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride));
           // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
-          gemm(true, false, nk, s.head_dim, nq, Scratch32(p, nk), dob, 1.0f,
-               At(dv, kv_off, kv_stride));
+          gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride));
         }
       }
     }

@@ -23,6 +23,7 @@ FastOps::FastOps(int num_threads)
   gemm_serial_scratch_.resize(threads);
   gemm_bf16_serial_scratch_.resize(threads);
   attention_staging_.resize(threads);
+  attention_bf16_.resize(threads);
   row_scratch_.resize(threads);
   f32_scratch_.resize(3 * threads);
 }
@@ -154,8 +155,7 @@ void FastOps::RmsNormBackward(const View& x, const View& w, const View& rstd, co
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       const float* dyr = ReadF32(dy, r * dim, dim, Scratch(thread, 1, dim));
       const float inv = rstd.f32()[r];
-      double dot = 0.0;
-      for (int64_t c = 0; c < dim; ++c) dot += w_copy[c] * dyr[c] * xr[c];
+      const double dot = SumOfProducts(w_copy, dyr, xr, dim);
       const float coef = static_cast<float>(static_cast<double>(inv) * inv * inv * dot / dim);
       float* dxr = WriteF32(dx, r * dim, Scratch(thread, 2, dim));
       if (dx.dtype() != DType::kF32) LoadF32(dx, r * dim, dim, dxr);  // dx accumulates
@@ -190,8 +190,7 @@ void FastOps::CrossEntropyForward(const View& logits, const View& targets, const
     double total = 0.0;
     for (int64_t r = begin; r < end; ++r) {
       const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
-      float max_logit = row[0];
-      for (int64_t c = 1; c < vocab; ++c) max_logit = std::max(max_logit, row[c]);
+      const float max_logit = MaxOf(row + 1, vocab - 1, row[0]);
       const double sum = ExpShifted(row, max_logit, 1.0f, vocab, nullptr);
       const double row_lse = max_logit + std::log(sum);
       lse.f32()[r] = static_cast<float>(row_lse);

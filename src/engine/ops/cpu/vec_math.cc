@@ -214,7 +214,80 @@ __attribute__((target("avx2,fma"))) void SwigluBackwardAvx2(const float* gate, c
   }
 }
 
+// max_ps(x, m) returns m when either is NaN: std::max(m, x)'s rule, lane by lane; the lanes'
+// maxima are exact, so their order does not matter.
+__attribute__((target("avx512f"))) float MaxOfAvx512(const float* x, int64_t n, float start) {
+  __m512 m = _mm512_set1_ps(start);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float best = start;
+  for (float lane : lanes) best = std::max(best, lane);
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+__attribute__((target("avx2"))) float MaxOfAvx2(const float* x, int64_t n, float start) {
+  __m256 m = _mm256_set1_ps(start);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float best = start;
+  for (float lane : lanes) best = std::max(best, lane);
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+__attribute__((target("avx512f"))) double SumOfProductsAvx512(const float* a, const float* b,
+                                                              const float* c, int64_t n) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n - i);
+    const __m512 p = _mm512_mul_ps(
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, a + i), _mm512_maskz_loadu_ps(mask, b + i)),
+        _mm512_maskz_loadu_ps(mask, c + i));
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+    hi = _mm512_add_pd(
+        hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+}
+
+__attribute__((target("avx2,fma"))) double SumOfProductsAvx2(const float* a, const float* b,
+                                                             const float* c, int64_t n) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)),
+                                   _mm256_loadu_ps(c + i));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(lo, hi));
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) sum += a[i] * b[i] * c[i];
+  return sum;
+}
+
 }  // namespace
+
+double SumOfProducts(const float* a, const float* b, const float* c, int64_t n) {
+  if (UseAvx512()) return SumOfProductsAvx512(a, b, c, n);
+  if (UseAvx2()) return SumOfProductsAvx2(a, b, c, n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i] * c[i];
+  return sum;
+}
+
+float MaxOf(const float* x, int64_t n, float start) {
+  if (UseAvx512()) return MaxOfAvx512(x, n, start);
+  if (UseAvx2()) return MaxOfAvx2(x, n, start);
+  for (int64_t i = 0; i < n; ++i) start = std::max(start, x[i]);
+  return start;
+}
 
 double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out) {
   if (UseAvx512()) return ExpShiftedAvx512(x, shift, scale, n, out);
