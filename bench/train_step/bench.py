@@ -24,7 +24,9 @@ measured bf16 GEMM peak, bench/gemm/bench.py --peak) adds the fraction of it air
       [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 12 --warmup 2
        --threads 2] [--dtype both|fp32|bf16] [--gemm-peak GFLOPS]
   (the 56M vocab-32k shape: --layers 8 --hidden 512 --vocab 32000)
-AIR_CPU_KERNELS=avx2 (or generic) measures air's kernels for CPUs without AVX-512.
+--isa avx2 measures both sides as an AVX2-only CPU runs them: air's AVX2 kernels
+(AIR_CPU_KERNELS=avx2) and PyTorch's (ATEN_CPU_CAPABILITY=avx2, oneDNN capped by
+ONEDNN_MAX_CPU_ISA=AVX2: no AVX-512, no bf16 dot products), both printed.
 """
 import argparse
 import json
@@ -146,11 +148,16 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--dtype", choices=["both", "fp32", "bf16"], default="both")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: both sides capped at AVX2 (a CPU without AVX-512)")
     parser.add_argument("--gemm-peak", type=float, default=0.0,
                         help="the machine's measured bf16 GEMM peak in GFLOP/s")
     args = parser.parse_args()
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    if args.isa == "avx2":  # before torch is imported: both read these once
+        os.environ.update(AIR_CPU_KERNELS="avx2", ATEN_CPU_CAPABILITY="avx2",
+                          ONEDNN_MAX_CPU_ISA="AVX2")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
     results = {}
@@ -159,6 +166,10 @@ def main():
         work = pathlib.Path(tmp)
         model_dir, data = work / "model", work / "rows.jsonl"
         params = build_model(args, model_dir)
+        import torch
+        print(f"pytorch {torch.__version__}: ATen kernels {torch.backends.cpu.get_cpu_capability()}, "
+              f"oneDNN ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
+              f"air kernels {os.environ.get('AIR_CPU_KERNELS', 'the best this CPU has')}")
         write_rows(args, data)
         print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
               f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
