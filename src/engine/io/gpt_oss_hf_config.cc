@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "base/env.h"
 #include "engine/io/json_fields.h"
 
 namespace air::engine {
@@ -170,7 +169,7 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
         "; expected model_type \"gpt_oss\" (GptOssForCausalLM)");
   }
   GptOssConfig c;
-  AIR_RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size, 201088));
+  AIR_RETURN_IF_ERROR(ReadCommonHfFields(r, 201088, c));
   AIR_RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size, 2880));
   AIR_RETURN_IF_ERROR(r.Int("intermediate_size", &c.intermediate_size, 2880));
   AIR_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c.num_layers, 36));
@@ -190,8 +189,6 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
   AIR_RETURN_IF_ERROR(r.Double("swiglu_alpha", &c.swiglu_alpha, 1.702));
   AIR_RETURN_IF_ERROR(r.Double("swiglu_limit", &c.swiglu_limit, 7.0));
   AIR_RETURN_IF_ERROR(r.Bool("attention_bias", &c.attention_bias, true));
-  AIR_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
-  AIR_RETURN_IF_ERROR(r.Double("initializer_range", &c.initializer_range, 0.02));
   AIR_RETURN_IF_ERROR(r.Double("router_aux_loss_coef", &c.router_aux_loss_coef, 0.001));
   AIR_RETURN_IF_ERROR(r.Bool("output_router_logits", &c.output_router_logits, false));
   double attention_dropout = 0;
@@ -204,13 +201,6 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
   AIR_RETURN_IF_ERROR(ParseLayers(j, source, c));
   AIR_RETURN_IF_ERROR(ParseRope(j, source, c));
   AIR_RETURN_IF_ERROR(ParseQuantization(j, source, c));
-  AIR_RETURN_IF_ERROR(r.Int("bos_token_id", &c.bos_token_id, -1));
-  AIR_RETURN_IF_ERROR(r.IntList("eos_token_id", &c.eos_token_ids));
-  AIR_RETURN_IF_ERROR(r.Int("pad_token_id", &c.pad_token_id, -1));
-  std::string dtype;
-  AIR_RETURN_IF_ERROR(r.String("dtype", &dtype, ""));
-  if (dtype.empty()) AIR_RETURN_IF_ERROR(r.String("torch_dtype", &dtype, "float32"));
-  c.torch_dtype = dtype;
   AIR_RETURN_IF_ERROR(ValidateGptOssConfig(c, source));
   return c;
 }
@@ -222,26 +212,15 @@ Result<GptOssConfig> ParseGptOssConfig(const std::string& text, const std::strin
 }
 
 Result<GptOssConfig> LoadGptOssConfig(const std::string& model_dir) {
-  const std::string path = model_dir + "/config.json";
-  auto text = DefaultEnv()->ReadFile(path);
-  if (!text.ok()) {
-    return Status(text.status().code(),
-                  "cannot read the model config " + path + ": " + text.status().message());
-  }
-  return ParseGptOssConfig(*text, path);
+  AIR_ASSIGN_OR_RETURN(ConfigText config, ReadModelConfigText(model_dir));
+  return ParseGptOssConfig(config.text, config.path);
 }
 
 nlohmann::ordered_json GptOssConfigToJson(const GptOssConfig& c, const std::string& dtype) {
   nlohmann::ordered_json j;
   j["architectures"] = {kGptOssArchitecture};
   j["model_type"] = kGptOssModelType;
-  j["vocab_size"] = c.vocab_size;
-  j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
-  j["num_hidden_layers"] = c.num_layers;
-  j["num_attention_heads"] = c.num_heads;
-  j["num_key_value_heads"] = c.num_kv_heads;
-  j["head_dim"] = c.head_dim;
+  WriteCommonHfSizes(j, c);
   j["num_local_experts"] = c.num_experts;
   j["num_experts_per_tok"] = c.experts_per_token;
   j["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window)

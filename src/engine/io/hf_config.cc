@@ -4,9 +4,9 @@
 #include <cmath>
 #include <optional>
 
-#include "base/env.h"
 #include "base/strings.h"
 #include "engine/io/gpt_oss_hf_config.h"
+#include "engine/io/json_fields.h"
 #include "engine/model/gpt_oss_config.h"
 
 namespace air::engine {
@@ -14,100 +14,6 @@ namespace air::engine {
 namespace {
 
 using nlohmann::json;
-
-const char* JsonTypeName(const json& v) { return v.type_name(); }
-
-// Field readers: absent or null -> fallback; wrong type -> error naming source and field.
-class FieldReader {
- public:
-  FieldReader(const json& obj, const std::string& source) : obj_(obj), source_(source) {}
-
-  Status Int(const char* field, int64_t* out, std::optional<int64_t> fallback) const {
-    const json* v = Get(field);
-    if (v == nullptr) {
-      if (!fallback) return Missing(field, "an integer");
-      *out = *fallback;
-      return Status::Ok();
-    }
-    if (v->is_number_integer()) {
-      *out = v->get<int64_t>();
-      return Status::Ok();
-    }
-    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
-      *out = static_cast<int64_t>(v->get<double>());
-      return Status::Ok();
-    }
-    return WrongType(field, "an integer", *v);
-  }
-
-  Status Double(const char* field, double* out, double fallback) const {
-    const json* v = Get(field);
-    if (v == nullptr) {
-      *out = fallback;
-      return Status::Ok();
-    }
-    if (!v->is_number()) return WrongType(field, "a number", *v);
-    *out = v->get<double>();
-    return Status::Ok();
-  }
-
-  Status Bool(const char* field, bool* out, bool fallback) const {
-    const json* v = Get(field);
-    if (v == nullptr) {
-      *out = fallback;
-      return Status::Ok();
-    }
-    if (!v->is_boolean()) return WrongType(field, "true or false", *v);
-    *out = v->get<bool>();
-    return Status::Ok();
-  }
-
-  Status String(const char* field, std::string* out, const std::string& fallback) const {
-    const json* v = Get(field);
-    if (v == nullptr) {
-      *out = fallback;
-      return Status::Ok();
-    }
-    if (!v->is_string()) return WrongType(field, "a string", *v);
-    *out = v->get<std::string>();
-    return Status::Ok();
-  }
-
-  // An int, a list of ints, or absent/null (-> empty).
-  Status IntList(const char* field, std::vector<int64_t>* out) const {
-    out->clear();
-    const json* v = Get(field);
-    if (v == nullptr) return Status::Ok();
-    if (v->is_number_integer()) {
-      out->push_back(v->get<int64_t>());
-      return Status::Ok();
-    }
-    if (!v->is_array()) return WrongType(field, "an integer or a list of integers", *v);
-    for (const json& e : *v) {
-      if (!e.is_number_integer()) return WrongType(field, "a list of integers", *v);
-      out->push_back(e.get<int64_t>());
-    }
-    return Status::Ok();
-  }
-
-  const json* Get(const char* field) const {
-    auto it = obj_.find(field);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  Status Missing(const std::string& field, const char* what) const {
-    return InvalidArgument(source_ + ": field '" + field + "' is required (" + what + ")");
-  }
-  Status WrongType(const std::string& field, const char* what, const json& v) const {
-    return InvalidArgument(source_ + ": field '" + field + "' must be " + what + ", got " +
-                           JsonTypeName(v) + " " + v.dump());
-  }
-
- private:
-  const json& obj_;
-  const std::string& source_;
-};
 
 Result<Architecture> ArchitectureOf(const json& j, const std::string& source) {
   const auto names = SupportedArchitectureNames();
@@ -148,7 +54,7 @@ Result<Architecture> ArchitectureOf(const json& j, const std::string& source) {
 
 // rope_parameters (transformers 5) or rope_theta + rope_scaling (4.x).
 Status ParseRope(const json& j, const std::string& source, ModelConfig& c) {
-  FieldReader top(j, source);
+  JsonFields top(j, source);
   RopeConfig& rope = c.rope;
   AIR_RETURN_IF_ERROR(top.Double("rope_theta", &rope.theta, 10000.0));
   const json* params = top.Get("rope_parameters");
@@ -167,7 +73,7 @@ Status ParseRope(const json& j, const std::string& source, ModelConfig& c) {
                              "'), which air does not support; use one set for all layers");
     }
   }
-  FieldReader r(*params, where);
+  JsonFields r(*params, where);
   AIR_RETURN_IF_ERROR(r.Double("rope_theta", &rope.theta, rope.theta));
   std::string type;
   AIR_RETURN_IF_ERROR(r.String("rope_type", &type, ""));
@@ -190,7 +96,7 @@ Status ParseRope(const json& j, const std::string& source, ModelConfig& c) {
 // Per-layer sliding windows from sliding_window, use_sliding_window, max_window_layers and
 // layer_types, as each architecture's transformers config interprets them.
 Status ParseSlidingWindows(const json& j, const std::string& source, ModelConfig& c) {
-  FieldReader r(j, source);
+  JsonFields r(j, source);
   // Checked before anything is sized by it (one entry per layer here, parameters later).
   constexpr int64_t kMaxLayers = 1024;  // the largest models have about 128
   if (c.num_layers > kMaxLayers) {
@@ -237,7 +143,7 @@ Status ParseSlidingWindows(const json& j, const std::string& source, ModelConfig
 
 Result<ModelConfig> ModelConfigFromJson(const json& j, const std::string& source) {
   if (!j.is_object()) {
-    return InvalidArgument(source + ": expected a JSON object, got " + JsonTypeName(j));
+    return InvalidArgument(source + ": expected a JSON object, got " + j.type_name());
   }
   if (IsGptOssConfig(j)) {
     AIR_ASSIGN_OR_RETURN(GptOssConfig gpt_oss, GptOssConfigFromJson(j, source));
@@ -245,8 +151,8 @@ Result<ModelConfig> ModelConfigFromJson(const json& j, const std::string& source
   }
   ModelConfig c;
   AIR_ASSIGN_OR_RETURN(c.arch, ArchitectureOf(j, source));
-  FieldReader r(j, source);
-  AIR_RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size, std::nullopt));
+  JsonFields r(j, source);
+  AIR_RETURN_IF_ERROR(ReadCommonHfFields(r, std::nullopt, c));
   AIR_RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size, std::nullopt));
   AIR_RETURN_IF_ERROR(r.Int("intermediate_size", &c.intermediate_size, std::nullopt));
   AIR_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c.num_layers, std::nullopt));
@@ -256,10 +162,8 @@ Result<ModelConfig> ModelConfigFromJson(const json& j, const std::string& source
   AIR_RETURN_IF_ERROR(r.Int("head_dim", &c.head_dim, default_head_dim));
   AIR_RETURN_IF_ERROR(r.Double("rms_norm_eps", &c.rms_norm_eps, 1e-6));
   AIR_RETURN_IF_ERROR(r.Int("max_position_embeddings", &c.max_position_embeddings, 2048));
-  AIR_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
   AIR_RETURN_IF_ERROR(r.Bool("attention_bias", &c.attention_bias, false));
   AIR_RETURN_IF_ERROR(r.Bool("mlp_bias", &c.mlp_bias, false));
-  AIR_RETURN_IF_ERROR(r.Double("initializer_range", &c.initializer_range, 0.02));
   AIR_RETURN_IF_ERROR(r.String("hidden_act", &c.hidden_act, "silu"));
   c.qk_norm = c.arch == Architecture::kQwen3;
   // Which flags each transformers class reads: Qwen2 always has q/k/v bias (and no o bias),
@@ -270,13 +174,6 @@ Result<ModelConfig> ModelConfigFromJson(const json& j, const std::string& source
   if (c.arch != Architecture::kLlama) c.mlp_bias = false;
   AIR_RETURN_IF_ERROR(ParseRope(j, source, c));
   AIR_RETURN_IF_ERROR(ParseSlidingWindows(j, source, c));
-  AIR_RETURN_IF_ERROR(r.Int("bos_token_id", &c.bos_token_id, -1));
-  AIR_RETURN_IF_ERROR(r.IntList("eos_token_id", &c.eos_token_ids));
-  AIR_RETURN_IF_ERROR(r.Int("pad_token_id", &c.pad_token_id, -1));
-  std::string dtype;
-  AIR_RETURN_IF_ERROR(r.String("dtype", &dtype, ""));
-  if (dtype.empty()) AIR_RETURN_IF_ERROR(r.String("torch_dtype", &dtype, "float32"));
-  c.torch_dtype = dtype;
   AIR_RETURN_IF_ERROR(ValidateModelConfig(c, source));
   return c;
 }
@@ -292,13 +189,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& model_dir) {
-  const std::string path = model_dir + "/config.json";
-  auto text = DefaultEnv()->ReadFile(path);
-  if (!text.ok()) {
-    return Status(text.status().code(),
-                  "cannot read the model config " + path + ": " + text.status().message());
-  }
-  return ParseModelConfig(*text, path);
+  AIR_ASSIGN_OR_RETURN(ConfigText config, ReadModelConfigText(model_dir));
+  return ParseModelConfig(config.text, config.path);
 }
 
 const std::vector<std::string>& KnownConfigFields() {
@@ -326,13 +218,7 @@ nlohmann::ordered_json ModelConfigToJson(const ModelConfig& c, const std::string
   nlohmann::ordered_json j;
   j["architectures"] = {ArchitectureClassName(c.arch)};
   j["model_type"] = ArchitectureModelType(c.arch);
-  j["vocab_size"] = c.vocab_size;
-  j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
-  j["num_hidden_layers"] = c.num_layers;
-  j["num_attention_heads"] = c.num_heads;
-  j["num_key_value_heads"] = c.num_kv_heads;
-  j["head_dim"] = c.head_dim;
+  WriteCommonHfSizes(j, c);
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
@@ -371,18 +257,7 @@ nlohmann::ordered_json ModelConfigToJson(const ModelConfig& c, const std::string
     }
     j["layer_types"] = types;
   }
-  auto id_or_null = [](int64_t id) {
-    return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
-  };
-  j["bos_token_id"] = id_or_null(c.bos_token_id);
-  if (c.eos_token_ids.empty()) {
-    j["eos_token_id"] = nullptr;
-  } else if (c.eos_token_ids.size() == 1) {
-    j["eos_token_id"] = c.eos_token_ids[0];
-  } else {
-    j["eos_token_id"] = c.eos_token_ids;
-  }
-  j["pad_token_id"] = id_or_null(c.pad_token_id);
+  WriteTokenIds(j, c.bos_token_id, c.eos_token_ids, c.pad_token_id);
   j["dtype"] = dtype;
   j["use_cache"] = true;
   return j;

@@ -2,6 +2,9 @@
 #include "engine/io/json_fields.h"
 
 #include <cmath>
+#include <utility>
+
+#include "base/env.h"
 
 namespace air::engine {
 
@@ -109,6 +112,17 @@ Status JsonFields::StringList(const char* field, std::vector<std::string>* out) 
     out->push_back(e.get<std::string>());
   }
   return Status::Ok();
+}
+
+Result<ConfigText> ReadModelConfigText(const std::string& model_dir) {
+  ConfigText out{model_dir + "/config.json", ""};
+  auto text = DefaultEnv()->ReadFile(out.path);
+  if (!text.ok()) {
+    return Status(text.status().code(),
+                  "cannot read the model config " + out.path + ": " + text.status().message());
+  }
+  out.text = std::move(*text);
+  return out;
 }
 
 void WriteTokenIds(nlohmann::ordered_json& j, int64_t bos, const std::vector<int64_t>& eos,

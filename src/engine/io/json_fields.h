@@ -3,8 +3,10 @@
 // and what was found. Absent and null fields take the given fallback, or are an error when the
 // field is required (no fallback).
 //
-// The GPT-OSS config reader uses it; hf_config.cc (the Llama family) still has its own copy of
-// the same class in an anonymous namespace, to be replaced by this one when that file changes.
+// Both config readers use it (hf_config.cc for the Llama family, gpt_oss_hf_config.cc), and
+// share what every HF causal-LM config.json has: reading its file (ReadModelConfigText), its
+// common fields (ReadCommonHfFields) and writing its sizes and token ids (WriteCommonHfSizes,
+// WriteTokenIds).
 // Thread safety: a view of `obj` and `source`, which must outlive it; reads are const.
 #pragma once
 
@@ -48,6 +50,49 @@ class JsonFields {
   const nlohmann::json& obj_;
   const std::string& source_;
 };
+
+// Reads the fields every HF causal-LM config.json carries, the same way for every model type:
+// vocab_size (required when `vocab_size_default` is nullopt), tie_word_embeddings (false),
+// initializer_range (0.02), bos_token_id and pad_token_id (-1 when absent or null), eos_token_id
+// (one id or a list) and the weights' dtype ("dtype", or "torch_dtype" in files transformers 4
+// wrote; "float32" when neither is there) into the config's fields of those names.
+template <typename Config>
+Status ReadCommonHfFields(const JsonFields& r, std::optional<int64_t> vocab_size_default,
+                          Config& c) {
+  AIR_RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size, vocab_size_default));
+  AIR_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
+  AIR_RETURN_IF_ERROR(r.Double("initializer_range", &c.initializer_range, 0.02));
+  AIR_RETURN_IF_ERROR(r.Int("bos_token_id", &c.bos_token_id, -1));
+  AIR_RETURN_IF_ERROR(r.IntList("eos_token_id", &c.eos_token_ids));
+  AIR_RETURN_IF_ERROR(r.Int("pad_token_id", &c.pad_token_id, -1));
+  std::string dtype;
+  AIR_RETURN_IF_ERROR(r.String("dtype", &dtype, ""));
+  if (dtype.empty()) AIR_RETURN_IF_ERROR(r.String("torch_dtype", &dtype, "float32"));
+  c.torch_dtype = dtype;
+  return Status::Ok();
+}
+
+// Writes the sizes every HF causal-LM config.json carries, from the config's fields of these
+// meanings: vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+// num_key_value_heads, head_dim (in that order).
+template <typename Config>
+void WriteCommonHfSizes(nlohmann::ordered_json& j, const Config& c) {
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+}
+
+// The text of MODEL_DIR/config.json (read through DefaultEnv()) and its path; the error names
+// the file.
+struct ConfigText {
+  std::string path;
+  std::string text;
+};
+Result<ConfigText> ReadModelConfigText(const std::string& model_dir);
 
 // Writes bos_token_id, eos_token_id (one id, a list, or null) and pad_token_id (-1: null) as
 // transformers writes them in config.json.

@@ -1,6 +1,7 @@
-// The argument checks every Ops implementation runs (ops.h's roles: data, stat, master, index,
-// scalar): a view of a dtype its role does not allow, or too small for what the op addresses,
-// is a broken invariant — the program aborts naming the op and the argument (engine/check.h).
+// The argument checks of the ops (ops.h's roles: data, stat, master, index, scalar), run once per
+// call by the public Ops methods (ops_checked.cc) in front of every backend's kernels: a view of
+// a dtype its role does not allow, or too small for what the op addresses, is a broken invariant
+// — the program aborts naming the op, the argument and what is wrong (engine/check.h).
 // Model code never gets here with a bad combination: it asks Ops::Supports first
 // (CheckOpsSupport) and reports the error as a Status.
 // Thread safety: pure functions.

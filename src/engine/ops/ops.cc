@@ -1,5 +1,5 @@
-// Op names, the support check model code runs before it builds, and the argument checks every
-// implementation runs (see ops.h and op_checks.h).
+// Op names, the support check model code runs before it builds, and the argument checks the
+// public ops run before any backend's kernel (see ops.h, op_checks.h and ops_checked.cc).
 #include "engine/ops/ops.h"
 
 #include <fmt/format.h>

@@ -19,6 +19,9 @@
 // silent conversion: code that builds a model for a dtype asks Supports() first and reports an
 // unsupported combination as an error (CheckOpsSupport), so an op is never called with one.
 //
+// The checks live in one place, in front of every backend: each public op checks its arguments
+// (roles, dtypes, sizes: ops_checked.cc) once per call and then calls the backend's kernel hook
+// (AIR_OPS_KERNELS below), as ggml-backend keeps supports_op apart from the kernels.
 // Implementations are folders under ops/: ops/cpu/reference_ops (clear loops, the ground truth:
 // BF16 arguments are widened to fp32, computed by the fp32 loops, and rounded back) and
 // ops/cpu/fast_ops (blocked, vectorized, threaded). A CUDA backend will be a third. Every
@@ -161,6 +164,73 @@ inline float DropoutUniform(uint64_t seed, uint64_t i) {
   return static_cast<float>(z >> 40) * 0x1.0p-24f;
 }
 
+// The kernel hooks, one per op: the op's signature with "Kernel" after its name. Ops declares
+// them pure virtual (AIR_OPS_KERNELS(virtual, = 0)); a backend overrides every one
+// (AIR_OPS_KERNELS(, override) in its class) and writes kernels only: each public op below checks
+// its arguments once (ops_checked.cc, with op_checks.h's checks) and then calls its kernel, so a
+// kernel can rely on the dtypes and sizes its op documents and no backend can skip a check.
+#define AIR_OPS_KERNELS(VIRTUAL, SPEC)                                                             \
+  VIRTUAL void GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,             \
+                          const View& a, int64_t lda, const View& b, int64_t ldb, float beta,      \
+                          const View& c, int64_t ldc) const SPEC;                                  \
+  VIRTUAL void EmbeddingForwardKernel(const View& ids, const View& table, const View& out)         \
+      const SPEC;                                                                                  \
+  VIRTUAL void EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,         \
+                                       const View& dtable) const SPEC;                             \
+  VIRTUAL void RmsNormForwardKernel(const View& x, const View& w, float eps, const View& y,        \
+                                    const View& rstd) const SPEC;                                  \
+  VIRTUAL void RmsNormBackwardKernel(const View& x, const View& w, const View& rstd,               \
+                                     const View& dy, const View& dx, const View& dw) const SPEC;   \
+  VIRTUAL void RopeTablesKernel(const View& positions, const View& inv_freq, float scale,          \
+                                const View& cos, const View& sin) const SPEC;                      \
+  VIRTUAL void RopeForwardKernel(const View& x, const View& cos, const View& sin) const SPEC;      \
+  VIRTUAL void RopeBackwardKernel(const View& dx, const View& cos, const View& sin) const SPEC;    \
+  VIRTUAL void AttentionForwardKernel(const AttentionShape& s, const View& q, const View& k,       \
+                                      const View& v, const View& sinks, const View& q_segments,    \
+                                      const View& kv_segments, const View& out, const View& lse)   \
+      const SPEC;                                                                                  \
+  VIRTUAL void AttentionBackwardKernel(const AttentionShape& s, const View& q, const View& k,      \
+                                       const View& v, const View& sinks, const View& q_segments,   \
+                                       const View& kv_segments, const View& out, const View& lse,  \
+                                       const View& dout, const View& dq, const View& dk,           \
+                                       const View& dv, const View& dsinks) const SPEC;             \
+  VIRTUAL void SwigluForwardKernel(const View& gate, const View& up, const View& out) const SPEC;  \
+  VIRTUAL void SwigluBackwardKernel(const View& gate, const View& up, const View& dout,            \
+                                    const View& dgate, const View& dup) const SPEC;                \
+  VIRTUAL void ClampedSwigluForwardKernel(const View& gate_up, float alpha, float limit,           \
+                                          const View& out) const SPEC;                             \
+  VIRTUAL void ClampedSwigluBackwardKernel(const View& gate_up, float alpha, float limit,          \
+                                           const View& dout, const View& dgate_up) const SPEC;     \
+  VIRTUAL void RouterTopKKernel(const View& logits, const View& indices, const View& weights)      \
+      const SPEC;                                                                                  \
+  VIRTUAL void RouterTopKBackwardKernel(const View& indices, const View& weights,                  \
+                                        const View& dweights, const View& dlogits) const SPEC;     \
+  VIRTUAL void MoeDispatchKernel(const View& indices, const View& offsets,                         \
+                                 const View& token_of_row, const View& row_of_slot) const SPEC;    \
+  VIRTUAL void MoeGatherKernel(const View& x, const View& token_of_row, const View& grouped)       \
+      const SPEC;                                                                                  \
+  VIRTUAL void MoeGatherBackwardKernel(const View& dgrouped, const View& row_of_slot,              \
+                                       const View& dx) const SPEC;                                 \
+  VIRTUAL void MoeCombineKernel(const View& y, const View& weights, const View& row_of_slot,       \
+                                const View& out) const SPEC;                                       \
+  VIRTUAL void MoeCombineBackwardKernel(const View& y, const View& weights,                        \
+                                        const View& row_of_slot, const View& dout, const View& dy, \
+                                        const View& dweights) const SPEC;                          \
+  VIRTUAL void AddInPlaceKernel(const View& y, const View& x) const SPEC;                          \
+  VIRTUAL void AddBiasKernel(const View& y, const View& bias) const SPEC;                          \
+  VIRTUAL void BiasBackwardKernel(const View& dy, const View& dbias) const SPEC;                   \
+  VIRTUAL void ConvertKernel(const View& src, const View& dst) const SPEC;                         \
+  VIRTUAL void DropoutKernel(const View& x, float p, uint64_t seed, const View& out) const SPEC;   \
+  VIRTUAL void CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse, \
+                                         const View& loss_sum) const SPEC;                         \
+  VIRTUAL void CrossEntropyBackwardKernel(const View& logits, const View& targets,                 \
+                                          const View& lse, float scale, const View& dlogits)       \
+      const SPEC;                                                                                  \
+  VIRTUAL void AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,              \
+                                 const View& m, const View& v) const SPEC;                         \
+  VIRTUAL void SumOfSquaresKernel(const View& x, const View& sum) const SPEC;                      \
+  VIRTUAL void ScaleKernel(const View& x, float factor) const SPEC;
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -180,42 +250,41 @@ class Ops {
   // is rounded to bf16 (the other operand too), products are exact and sums fp32 (bf16 GEMM
   // with fp32 accumulation); with both F32 the product is fp32.
   // A linear layer y = x W^T is Gemm(false, true, ...) with W stored (out, in) as in HF.
-  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
-                    int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
-                    int64_t ldc) const = 0;
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+            const View& b, int64_t ldb, float beta, const View& c, int64_t ldc) const;
 
   // ---- embedding -------------------------------------------------------------------------
   // out (N, C) = table (V, C) [ids (N)] (table, out: data). ids are validated by the caller.
-  virtual void EmbeddingForward(const View& ids, const View& table, const View& out) const = 0;
+  void EmbeddingForward(const View& ids, const View& table, const View& out) const;
   // dtable (V, C) [ids[n]] += dout (N, C) [n] for every n whose id != skip_id
   // (nn.Embedding's padding_idx; -1 skips nothing). dout: data; dtable: master (F32).
-  virtual void EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
-                                 const View& dtable) const = 0;
+  void EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
+                         const View& dtable) const;
 
   // ---- RMSNorm ---------------------------------------------------------------------------
   // y (N, C) = x * rstd * w with rstd (N, stat) = 1 / sqrt(mean(x^2) + eps), w (C); C is
   // w's element count. y may alias x.
-  virtual void RmsNormForward(const View& x, const View& w, float eps, const View& y,
-                              const View& rstd) const = 0;
+  void RmsNormForward(const View& x, const View& w, float eps, const View& y,
+                      const View& rstd) const;
   // Given x, w, rstd from the forward and dy: dx += dL/dx (data), dw += dL/dw (F32; may be an
   // empty view).
-  virtual void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
-                               const View& dx, const View& dw) const = 0;
+  void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
+                       const View& dx, const View& dw) const;
 
   // ---- rotary position embedding (rotate-half, as HF) ------------------------------------
   // cos, sin (N, D/2) = scale * cos/sin(positions[n] * inv_freq[i]) (positions: index;
   // inv_freq (D/2), cos, sin: stat), the product in fp32 as transformers computes it, then the
   // fp32 product with `scale` (YaRN's attention factor; 1 leaves the values as they are): the
   // tables RopeForward and RopeBackward read, built on the device from the batch's positions.
-  virtual void RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
-                          const View& sin) const = 0;
+  void RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
+                  const View& sin) const;
   // x (N, H, D) in place (data): for each token n and head, pairs (i, i + D/2) for i < D/2
   // rotate by the angle whose cos/sin are cos[n, i], sin[n, i] (N and D/2 from the tables):
   // x1' = x1 cos - x2 sin; x2' = x2 cos + x1 sin.
-  virtual void RopeForward(const View& x, const View& cos, const View& sin) const = 0;
+  void RopeForward(const View& x, const View& cos, const View& sin) const;
   // The transpose of the rotation (angle negated), in place on dx (N, H, D). Not accumulating:
   // it maps the gradient w.r.t. the rotated x to the gradient w.r.t. the unrotated x.
-  virtual void RopeBackward(const View& dx, const View& cos, const View& sin) const = 0;
+  void RopeBackward(const View& dx, const View& cos, const View& sin) const;
 
   // ---- causal self-attention with GQA, segments, sliding window and sinks ---------------
   // q (B, Tq, Hq, D), k and v (B, kv_rows, Hkv, D) (rows >= Tk used), out (B, Tq, Hq, D): data;
@@ -227,33 +296,30 @@ class Ops {
   // backward; may be empty). A query that sees no key gets a zero output. The softmax is fp32;
   // with BF16 v the probabilities are rounded to bf16 for the P @ V product (as HF's eager
   // attention casts them to the value dtype).
-  virtual void AttentionForward(const AttentionShape& s, const View& q, const View& k,
-                                const View& v, const View& sinks, const View& q_segments,
-                                const View& kv_segments, const View& out,
-                                const View& lse) const = 0;
+  void AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                        const View& sinks, const View& q_segments, const View& kv_segments,
+                        const View& out, const View& lse) const;
   // Given the forward's inputs, out, lse and dout (B, Tq, Hq, D): dq += ..., dk += ...,
   // dv += ... (data); dsinks (Hq, F32) += d/dsink (may be empty: no sinks, or frozen).
-  virtual void AttentionBackward(const AttentionShape& s, const View& q, const View& k,
-                                 const View& v, const View& sinks, const View& q_segments,
-                                 const View& kv_segments, const View& out, const View& lse,
-                                 const View& dout, const View& dq, const View& dk, const View& dv,
-                                 const View& dsinks) const = 0;
+  void AttentionBackward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                         const View& sinks, const View& q_segments, const View& kv_segments,
+                         const View& out, const View& lse, const View& dout, const View& dq,
+                         const View& dk, const View& dv, const View& dsinks) const;
 
   // ---- SwiGLU (data) ---------------------------------------------------------------------
   // out (n) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), elementwise.
-  virtual void SwigluForward(const View& gate, const View& up, const View& out) const = 0;
+  void SwigluForward(const View& gate, const View& up, const View& out) const;
   // dgate += dout * up * silu'(gate); dup += dout * silu(gate).
-  virtual void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
-                              const View& dup) const = 0;
+  void SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
+                      const View& dup) const;
   // GPT-OSS's experts: gate_up (N, 2I) holds gate and up interleaved (gate the even columns,
   // up the odd ones); out (N, I) = (u + 1) * g * sigmoid(alpha * g) with g = min(gate, limit)
   // and u = clamp(up, -limit, limit) (data).
-  virtual void ClampedSwigluForward(const View& gate_up, float alpha, float limit,
-                                    const View& out) const = 0;
+  void ClampedSwigluForward(const View& gate_up, float alpha, float limit, const View& out) const;
   // dgate_up (N, 2I) += the gradient of out for dout (N, I) (data); a clamped input gets none
   // (torch.clamp's rule: the gradient passes where min <= x <= max).
-  virtual void ClampedSwigluBackward(const View& gate_up, float alpha, float limit,
-                                     const View& dout, const View& dgate_up) const = 0;
+  void ClampedSwigluBackward(const View& gate_up, float alpha, float limit, const View& dout,
+                             const View& dgate_up) const;
 
   // ---- mixture of experts routing (GPT-OSS) ----------------------------------------------
   // A token's k choices are its (token, slot) pairs; grouped by expert they are the rows of
@@ -264,75 +330,77 @@ class Ops {
   // descending order (equal values: the lower expert first), their experts into indices (N, k)
   // (index) and the softmax over those k logits into weights (N, k) (stat), as transformers'
   // top-k router.
-  virtual void RouterTopK(const View& logits, const View& indices, const View& weights) const = 0;
+  void RouterTopK(const View& logits, const View& indices, const View& weights) const;
   // dlogits (N, E) (data) += the softmax's backward at the chosen experts: for slot j of token
   // n, w_j * (dw_j - sum_m w_m dw_m) with dweights (N, k) (stat); nothing elsewhere (top-k's
   // choice has no gradient).
-  virtual void RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
-                                  const View& dlogits) const = 0;
+  void RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
+                          const View& dlogits) const;
   // Groups the choices indices (N, k) by expert (all index): offsets (E + 1) = the first grouped
   // row of each expert (offsets[E] = N*k), token_of_row (N*k) = the token of each grouped row,
   // row_of_slot (N*k) = the grouped row of each (token, slot). Every expert id must be in
   // [0, E) (E = offsets.numel() - 1).
-  virtual void MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
-                           const View& row_of_slot) const = 0;
+  void MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                   const View& row_of_slot) const;
   // grouped (N*k, C) [r] = x (N, C) [token_of_row[r]] (data).
-  virtual void MoeGather(const View& x, const View& token_of_row, const View& grouped) const = 0;
+  void MoeGather(const View& x, const View& token_of_row, const View& grouped) const;
   // dx (N, C) [n] += the sum of dgrouped (N*k, C) over token n's k rows in ascending row order
   // (row_of_slot (N, k)) (data).
-  virtual void MoeGatherBackward(const View& dgrouped, const View& row_of_slot,
-                                 const View& dx) const = 0;
+  void MoeGatherBackward(const View& dgrouped, const View& row_of_slot, const View& dx) const;
   // out (N, C) [n] = sum over token n's slots, in ascending row (= expert) order, of
   // weights[n, j] * y[row_of_slot[n, j]] (y (N*k, C), out: data; weights (N, k): stat),
   // rounded as transformers' index_add_ accumulates it: each product rounded, added to the
   // running sum from zero. WRITES out.
-  virtual void MoeCombine(const View& y, const View& weights, const View& row_of_slot,
-                          const View& out) const = 0;
+  void MoeCombine(const View& y, const View& weights, const View& row_of_slot,
+                  const View& out) const;
   // dy (N*k, C) [row_of_slot[n, j]] = weights[n, j] * dout[n] (WRITTEN: every row once);
   // dweights (N, k) (stat) += dout[n] . y[row] (dout, dy, y: data).
-  virtual void MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
-                                  const View& dout, const View& dy, const View& dweights) const = 0;
+  void MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
+                          const View& dout, const View& dy, const View& dweights) const;
 
   // ---- elementwise and bias (data) -------------------------------------------------------
   // y (n) += x (n).
-  virtual void AddInPlace(const View& y, const View& x) const = 0;
+  void AddInPlace(const View& y, const View& x) const;
   // y (N, C) += bias (C) on every row.
-  virtual void AddBias(const View& y, const View& bias) const = 0;
+  void AddBias(const View& y, const View& bias) const;
   // dbias (C, F32) += sum over rows of dy (N, C).
-  virtual void BiasBackward(const View& dy, const View& dbias) const = 0;
+  void BiasBackward(const View& dy, const View& dbias) const;
   // dst = src element by element (same element count; any data dtypes: a cast, rounding to
   // nearest even into BF16).
-  virtual void Convert(const View& src, const View& dst) const = 0;
+  void Convert(const View& src, const View& dst) const;
 
   // out (n) = x (n) * (DropoutUniform(seed, i) >= p ? 1 / (1 - p) : 0) element by element (x,
   // out: data; p in [0, 1); torch's inverted dropout, with a counter-based mask). Its own
   // backward: the same op on dL/dout with the same seed. out may alias x.
-  virtual void Dropout(const View& x, float p, uint64_t seed, const View& out) const = 0;
+  void Dropout(const View& x, float p, uint64_t seed, const View& out) const;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.
   // *loss_sum (scalar) += the SUM over rows with a target of -log softmax(logits)[target],
   // accumulated in double; lse (N, stat) receives each row's log-sum-exp (rows without a target
   // too). Targets are validated by the caller (-100 or 0 <= t < V).
-  virtual void CrossEntropyForward(const View& logits, const View& targets, const View& lse,
-                                   const View& loss_sum) const = 0;
+  void CrossEntropyForward(const View& logits, const View& targets, const View& lse,
+                           const View& loss_sum) const;
   // dlogits (N, V) = scale * (softmax(logits) - onehot(target)) for rows with a target, 0 for
   // the others. WRITES (does not accumulate) so dlogits may alias logits.
-  virtual void CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
-                                    float scale, const View& dlogits) const = 0;
+  void CrossEntropyBackward(const View& logits, const View& targets, const View& lse, float scale,
+                            const View& dlogits) const;
 
   // ---- optimizer (master) ----------------------------------------------------------------
   // One AdamW update of p, g, m, v (n each), torch.optim.AdamW's per-element formula in fp32:
   //   p *= decay_factor (when decay); m += (1 - beta1) * (g - m);
   //   v = v * beta2 + (1 - beta2) * g * g; p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
   // Every implementation gives the same bits (no fused multiply-add, IEEE sqrt and division).
-  virtual void AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
-                           const View& v) const = 0;
+  void AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
+                   const View& v) const;
   // *sum (scalar) += the sum of x[i]^2, accumulated in double (the order may differ by
   // implementation; fixed for a backend and thread count).
-  virtual void SumOfSquares(const View& x, const View& sum) const = 0;
+  void SumOfSquares(const View& x, const View& sum) const;
   // x *= factor.
-  virtual void Scale(const View& x, float factor) const = 0;
+  void Scale(const View& x, float factor) const;
+
+ protected:
+  AIR_OPS_KERNELS(virtual, = 0)
 };
 
 // OK when `ops` supports every op in `ops_needed` with data of `dtype`; else Unimplemented

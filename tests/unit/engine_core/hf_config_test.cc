@@ -171,6 +171,45 @@ INSTANTIATE_TEST_SUITE_P(
         BadField{"architectures", "LlamaForCausalLM", "list of class names"},
         BadField{"eos_token_id", "</s>", "'eos_token_id' must be an integer or a list"}));
 
+// The fields every model type carries are read by one reader: the same values and the same
+// errors for a Llama and a GPT-OSS config.json.
+TEST(HfConfig, LlamaAndGptOssReadTheCommonFieldsAlike) {
+  const json gpt_oss_base = {{"model_type", "gpt_oss"}};
+  json llama = LlamaJson(), gpt_oss = gpt_oss_base;
+  for (json* j : {&llama, &gpt_oss}) {
+    j->erase("dtype");
+    (*j)["torch_dtype"] = "bfloat16";
+    (*j)["eos_token_id"] = 7;
+    (*j)["tie_word_embeddings"] = true;
+  }
+  auto a = Parse(llama), b = Parse(gpt_oss);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->torch_dtype, "bfloat16");
+  EXPECT_EQ(b->torch_dtype, "bfloat16");
+  EXPECT_EQ(a->eos_token_ids, std::vector<int64_t>{7});
+  EXPECT_EQ(b->eos_token_ids, std::vector<int64_t>{7});
+  EXPECT_TRUE(a->tie_word_embeddings && b->tie_word_embeddings);
+  const std::pair<const char*, json> bad[] = {{"vocab_size", "many"},
+                                              {"tie_word_embeddings", "yes"},
+                                              {"initializer_range", "small"},
+                                              {"bos_token_id", 1.5},
+                                              {"eos_token_id", json::array({1, "two"})},
+                                              {"pad_token_id", "none"},
+                                              {"dtype", 16},
+                                              {"torch_dtype", false}};
+  for (const auto& [field, value] : bad) {
+    json l = LlamaJson(), g = gpt_oss_base;
+    if (std::string(field) == "torch_dtype") l.erase("dtype");
+    l[field] = value;
+    g[field] = value;
+    const Status sl = Parse(l).status(), sg = Parse(g).status();
+    EXPECT_EQ(sl.code(), ErrorCode::kInvalidArgument) << field;
+    EXPECT_THAT(sl.message(), HasSubstr("field '" + std::string(field) + "'"));
+    EXPECT_EQ(sl.message(), sg.message()) << field;
+  }
+}
+
 TEST(HfConfig, InvalidJsonTextNamesTheFile) {
   Status s = ParseModelConfig("{\"vocab_size\": 3,", "dir/config.json").status();
   EXPECT_THAT(s.message(), AllOf(HasSubstr("dir/config.json"), HasSubstr("not valid JSON")));

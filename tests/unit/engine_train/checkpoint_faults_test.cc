@@ -8,12 +8,11 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "engine/backend/registry.h"
-#include "engine/model/llama_model.h"
 #include "engine/parallel/process_group.h"
 #include "engine/train/pretokenized_dataset.h"
 #include "engine/train/sharded_checkpoint.h"
 #include "engine/train/trainer.h"
+#include "unit/engine_train/tiny_llama.h"
 #include "unit/fault_env.h"
 
 namespace air::engine::train {
@@ -21,25 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kVocab = 41;
+constexpr int kVocab = air::testing::kTinyLlamaVocab;
 
-std::unique_ptr<LlamaModel> TinyModel() {
-  ModelConfig c;
-  c.arch = Architecture::kLlama;
-  c.vocab_size = kVocab;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  auto model = LlamaModel::Create(c, *CreateBackend({.kind = "reference"}));
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  (*model)->InitWeights(5);
-  return std::move(*model);
-}
+std::unique_ptr<LlamaModel> TinyModel() { return air::testing::TinyLlama(5); }
 
 std::vector<TokenizedExample> Examples() {
   std::vector<TokenizedExample> out;

@@ -26,28 +26,16 @@
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"
+#include "unit/engine_train/tiny_llama.h"
 
 namespace air::engine::fsdp {
 namespace {
 
-constexpr int kVocab = 41;
+constexpr int kVocab = air::testing::kTinyLlamaVocab;
 constexpr int kSteps = 3;
 constexpr int kMicro = 2;
 
-ModelConfig TinyConfig() {
-  ModelConfig c;
-  c.arch = Architecture::kLlama;
-  c.vocab_size = kVocab;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  return c;
-}
+ModelConfig TinyConfig() { return air::testing::TinyLlamaConfig(/*num_layers=*/3); }
 
 // The batch of (step, micro-batch, rank): 2 rows of 9 tokens with a different prompt mask each.
 TokenBatch BatchFor(int step, int micro, int rank) {

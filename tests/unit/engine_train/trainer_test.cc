@@ -18,35 +18,16 @@
 #include "engine/model/llama_model.h"
 #include "engine/parallel/process_group.h"
 #include "engine/train/pretokenized_dataset.h"
+#include "unit/engine_train/tiny_llama.h"
 
 namespace air::engine::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kVocab = 41;
+constexpr int kVocab = air::testing::kTinyLlamaVocab;
 
-ModelConfig TinyConfig() {
-  ModelConfig c;
-  c.arch = Architecture::kLlama;
-  c.vocab_size = kVocab;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  return c;
-}
-
-std::unique_ptr<LlamaModel> TinyModel(uint64_t seed = 5) {
-  auto model = LlamaModel::Create(TinyConfig(), *CreateBackend({.kind = "reference"}));
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  (*model)->InitWeights(seed);
-  return std::move(*model);
-}
+std::unique_ptr<LlamaModel> TinyModel(uint64_t seed = 5) { return air::testing::TinyLlama(seed); }
 
 std::vector<TokenizedExample> Examples() {
   // Different lengths and prompt masks so that micro-batches hold different loss-token counts.

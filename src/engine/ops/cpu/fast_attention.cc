@@ -26,7 +26,6 @@
 #include "engine/ops/cpu/gemm_mixed.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/vec_math.h"
-#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 
@@ -122,42 +121,12 @@ void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, in
   }
 }
 
-void CheckViews(const Ops& ops, OpKind op, const AttentionShape& s,
-                std::initializer_list<std::pair<const View*, const char*>> q_like,
-                std::initializer_list<std::pair<const View*, const char*>> kv_like,
-                const View& q_seg, const View& kv_seg, const View& lse, bool lse_required) {
-  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
-  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
-  for (const auto& [v, name] : q_like) {
-    CheckData(ops, op, *v, name);
-    CheckSize(op, *v, q_size, name);
-  }
-  for (const auto& [v, name] : kv_like) {
-    CheckData(ops, op, *v, name);
-    CheckSize(op, *v, kv_size, name);
-  }
-  CheckIndex(op, q_seg, "q_segments");
-  CheckIndex(op, kv_seg, "kv_segments");
-  CheckF32(op, lse, "lse");
-  if (lse_required || !lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
-}
-
 // The sinks of a call as fp32 (empty when the view is).
 std::vector<float> SinkValues(const View& sinks) {
   std::vector<float> values(static_cast<size_t>(sinks.numel()));
   const Mat m = sinks.empty() ? Mat{nullptr, false, 0} : At(sinks, 0, 0);
   for (size_t h = 0; h < values.size(); ++h) values[h] = Elem(m, static_cast<int64_t>(h));
   return values;
-}
-
-void CheckSinks(const Ops& ops, OpKind op, const AttentionShape& s, const View& sinks,
-                const View& dsinks) {
-  if (!sinks.empty()) {
-    CheckData(ops, op, sinks, "sinks");
-    CheckSize(op, sinks, s.q_heads, "sinks");
-  }
-  CheckF32(op, dsinks, "dsinks");
-  if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
 }
 
 // dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
@@ -184,12 +153,10 @@ void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, con
 
 }  // namespace
 
-void FastOps::AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
-                               const View& sinks_view, const View& q_seg, const View& kv_seg,
-                               const View& out, const View& lse_view) const {
-  CheckViews(*this, OpKind::kAttentionForward, s, {{&q, "q"}, {&out, "out"}},
-             {{&k, "k"}, {&v, "v"}}, q_seg, kv_seg, lse_view, false);
-  CheckSinks(*this, OpKind::kAttentionForward, s, sinks_view, View());
+void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                     const View& v, const View& sinks_view, const View& q_seg,
+                                     const View& kv_seg, const View& out,
+                                     const View& lse_view) const {
   const std::vector<float> sinks = SinkValues(sinks_view);
   const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
@@ -271,15 +238,11 @@ void FastOps::AttentionForward(const AttentionShape& s, const View& q, const Vie
   });
 }
 
-void FastOps::AttentionBackward(const AttentionShape& s, const View& q, const View& k,
-                                const View& v, const View& sinks_view, const View& q_seg,
-                                const View& kv_seg, const View& out, const View& lse_view,
-                                const View& dout, const View& dq, const View& dk, const View& dv,
-                                const View& dsinks_view) const {
-  CheckViews(*this, OpKind::kAttentionBackward, s,
-             {{&q, "q"}, {&out, "out"}, {&dout, "dout"}, {&dq, "dq"}},
-             {{&k, "k"}, {&v, "v"}, {&dk, "dk"}, {&dv, "dv"}}, q_seg, kv_seg, lse_view, true);
-  CheckSinks(*this, OpKind::kAttentionBackward, s, sinks_view, dsinks_view);
+void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                      const View& v, const View& sinks_view, const View& q_seg,
+                                      const View& kv_seg, const View& out, const View& lse_view,
+                                      const View& dout, const View& dq, const View& dk,
+                                      const View& dv, const View& dsinks_view) const {
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;

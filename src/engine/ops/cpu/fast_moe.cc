@@ -13,7 +13,6 @@
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/reference_loops.h"
 #include "engine/ops/cpu/reference_ops.h"
-#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 
@@ -26,12 +25,8 @@ inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 // Rows of I outputs (2I inputs) per task; fp32 math, sigmoid in fp32.
-void FastOps::ClampedSwigluForward(const View& gate_up, float alpha, float limit,
-                                   const View& out) const {
-  const OpKind op = OpKind::kClampedSwigluForward;
-  CheckData(*this, op, gate_up, "gate_up");
-  CheckData(*this, op, out, "out");
-  CheckSize(op, gate_up, 2 * out.numel(), "gate_up");
+void FastOps::ClampedSwigluForwardKernel(const View& gate_up, float alpha, float limit,
+                                         const View& out) const {
   const int64_t cols = out.shape().empty() ? out.numel() : out.dim(-1);
   const int64_t rows = cols > 0 ? out.numel() / cols : 0;
   pool_->ParallelFor(rows, MinRows(2 * cols), [&](int64_t begin, int64_t end, int thread) {
@@ -48,14 +43,8 @@ void FastOps::ClampedSwigluForward(const View& gate_up, float alpha, float limit
   });
 }
 
-void FastOps::ClampedSwigluBackward(const View& gate_up, float alpha, float limit, const View& dout,
-                                    const View& dgate_up) const {
-  const OpKind op = OpKind::kClampedSwigluBackward;
-  CheckData(*this, op, gate_up, "gate_up");
-  CheckData(*this, op, dout, "dout");
-  CheckData(*this, op, dgate_up, "dgate_up");
-  CheckSameSize(op, gate_up, dgate_up, "gate_up, dgate_up");
-  CheckSize(op, gate_up, 2 * dout.numel(), "gate_up");
+void FastOps::ClampedSwigluBackwardKernel(const View& gate_up, float alpha, float limit,
+                                          const View& dout, const View& dgate_up) const {
   const int64_t cols = dout.shape().empty() ? dout.numel() : dout.dim(-1);
   const int64_t rows = cols > 0 ? dout.numel() / cols : 0;
   pool_->ParallelFor(rows, MinRows(2 * cols), [&](int64_t begin, int64_t end, int thread) {
@@ -79,15 +68,9 @@ void FastOps::ClampedSwigluBackward(const View& gate_up, float alpha, float limi
 
 // Per token: a partial sort of the expert ids by logit (ties: lower id first), then the
 // softmax over the k chosen logits in fp32 with a double sum.
-void FastOps::RouterTopK(const View& logits, const View& indices, const View& weights) const {
-  const OpKind op = OpKind::kRouterTopK;
-  CheckData(*this, op, logits, "logits");
-  CheckIndex(op, indices, "indices");
-  CheckF32(op, weights, "weights");
-  CheckSameSize(op, indices, weights, "indices, weights");
+void FastOps::RouterTopKKernel(const View& logits, const View& indices, const View& weights) const {
   const int64_t k = TopK(indices), n = indices.numel() / k;
   const int64_t experts = n > 0 ? logits.numel() / n : 0;
-  CheckSize(op, logits, n * k, "logits (fewer experts than k)");
   pool_->ParallelFor(n, MinRows(experts * 8), [&](int64_t begin, int64_t end, int thread) {
     std::vector<int32_t> order(static_cast<size_t>(experts));
     for (int64_t t = begin; t < end; ++t) {
@@ -108,15 +91,8 @@ void FastOps::RouterTopK(const View& logits, const View& indices, const View& we
   });
 }
 
-void FastOps::RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
-                                 const View& dlogits) const {
-  const OpKind op = OpKind::kRouterTopKBackward;
-  CheckIndex(op, indices, "indices");
-  CheckF32(op, weights, "weights");
-  CheckF32(op, dweights, "dweights");
-  CheckData(*this, op, dlogits, "dlogits");
-  CheckSameSize(op, indices, weights, "indices, weights");
-  CheckSameSize(op, indices, dweights, "indices, dweights");
+void FastOps::RouterTopKBackwardKernel(const View& indices, const View& weights,
+                                       const View& dweights, const View& dlogits) const {
   const int64_t k = TopK(indices), n = indices.numel() / k;
   const int64_t experts = n > 0 ? dlogits.numel() / n : 0;
   pool_->ParallelFor(n, MinRows(experts), [&](int64_t begin, int64_t end, int thread) {
@@ -135,16 +111,12 @@ void FastOps::RouterTopKBackward(const View& indices, const View& weights, const
   });
 }
 
-void FastOps::MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
-                          const View& row_of_slot) const {
+void FastOps::MoeDispatchKernel(const View& indices, const View& offsets, const View& token_of_row,
+                                const View& row_of_slot) const {
   CpuMoeDispatch(indices, offsets, token_of_row, row_of_slot);
 }
 
-void FastOps::MoeGather(const View& x, const View& token_of_row, const View& grouped) const {
-  const OpKind op = OpKind::kMoeGather;
-  CheckData(*this, op, x, "x");
-  CheckIndex(op, token_of_row, "token_of_row");
-  CheckData(*this, op, grouped, "grouped");
+void FastOps::MoeGatherKernel(const View& x, const View& token_of_row, const View& grouped) const {
   const int64_t rows = token_of_row.numel(), dim = rows > 0 ? grouped.numel() / rows : 0;
   const bool same = x.dtype() == grouped.dtype();
   const size_t row_bytes = static_cast<size_t>(dim) * DTypeSize(x.dtype());
@@ -161,15 +133,10 @@ void FastOps::MoeGather(const View& x, const View& token_of_row, const View& gro
   });
 }
 
-void FastOps::MoeGatherBackward(const View& dgrouped, const View& row_of_slot,
-                                const View& dx) const {
-  const OpKind op = OpKind::kMoeGatherBackward;
-  CheckData(*this, op, dgrouped, "dgrouped");
-  CheckIndex(op, row_of_slot, "row_of_slot");
-  CheckData(*this, op, dx, "dx");
+void FastOps::MoeGatherBackwardKernel(const View& dgrouped, const View& row_of_slot,
+                                      const View& dx) const {
   const int64_t k = TopK(row_of_slot), n = row_of_slot.numel() / k;
   const int64_t dim = n > 0 ? dx.numel() / n : 0;
-  CheckSize(op, dgrouped, n * k * dim, "dgrouped");
   pool_->ParallelFor(n, MinRows(dim * k), [&](int64_t begin, int64_t end, int thread) {
     std::vector<int32_t> order(static_cast<size_t>(k));
     std::vector<double> sum(static_cast<size_t>(dim));
@@ -191,17 +158,10 @@ void FastOps::MoeGatherBackward(const View& dgrouped, const View& row_of_slot,
 
 // The reference's order and rounding (each product rounded, summed from zero in row order), so
 // F32 results are the reference's bits.
-void FastOps::MoeCombine(const View& y, const View& weights, const View& row_of_slot,
-                         const View& out) const {
-  const OpKind op = OpKind::kMoeCombine;
-  CheckData(*this, op, y, "y");
-  CheckF32(op, weights, "weights");
-  CheckIndex(op, row_of_slot, "row_of_slot");
-  CheckData(*this, op, out, "out");
-  CheckSameSize(op, weights, row_of_slot, "weights, row_of_slot");
+void FastOps::MoeCombineKernel(const View& y, const View& weights, const View& row_of_slot,
+                               const View& out) const {
   const int64_t k = TopK(row_of_slot), n = row_of_slot.numel() / k;
   const int64_t dim = n > 0 ? out.numel() / n : 0;
-  CheckSize(op, y, n * k * dim, "y");
   pool_->ParallelFor(n, MinRows(dim * k), [&](int64_t begin, int64_t end, int thread) {
     std::vector<int32_t> order(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) {
@@ -222,20 +182,11 @@ void FastOps::MoeCombine(const View& y, const View& weights, const View& row_of_
   });
 }
 
-void FastOps::MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
-                                 const View& dout, const View& dy, const View& dweights) const {
-  const OpKind op = OpKind::kMoeCombineBackward;
-  CheckData(*this, op, y, "y");
-  CheckF32(op, weights, "weights");
-  CheckIndex(op, row_of_slot, "row_of_slot");
-  CheckData(*this, op, dout, "dout");
-  CheckData(*this, op, dy, "dy");
-  CheckF32(op, dweights, "dweights");
-  CheckSameSize(op, y, dy, "y, dy");
-  CheckSameSize(op, weights, dweights, "weights, dweights");
+void FastOps::MoeCombineBackwardKernel(const View& y, const View& weights, const View& row_of_slot,
+                                       const View& dout, const View& dy,
+                                       const View& dweights) const {
   const int64_t k = TopK(row_of_slot), n = row_of_slot.numel() / k;
   const int64_t dim = n > 0 ? dout.numel() / n : 0;
-  CheckSize(op, y, n * k * dim, "y");
   pool_->ParallelFor(n, MinRows(dim * k), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t t = begin; t < end; ++t) {
       const float* d = ReadF32(dout, t * dim, dim, Scratch(thread, 0, dim));

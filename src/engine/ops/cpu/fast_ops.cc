@@ -48,18 +48,9 @@ float* FastOps::Scratch(int thread, int slot, int64_t n) const {
   return buffer.data();
 }
 
-void FastOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
-                   int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
-                   int64_t ldc) const {
-  const OpKind op = OpKind::kGemm;
-  CheckData(*this, op, c, "c");
-  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
-  if (k > 0) {
-    CheckData(*this, op, a, "a");
-    CheckData(*this, op, b, "b");
-    CheckSize(op, a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), "a");
-    CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
-  }
+void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                         int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
+                         int64_t ldc) const {
   // A BF16 operand makes it a bf16 product (gemm_mixed.h: vdpbf16ps where the CPU has it).
   if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
     const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
@@ -96,16 +87,9 @@ int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int6
 }  // namespace
 
 // y (N, C) = w * x * rstd, rows spread over threads.
-void FastOps::RmsNormForward(const View& x, const View& w, float eps, const View& y,
-                             const View& rstd) const {
-  const OpKind op = OpKind::kRmsNormForward;
-  CheckData(*this, op, x, "x");
-  CheckData(*this, op, w, "w");
-  CheckData(*this, op, y, "y");
-  CheckF32(op, rstd, "rstd");
-  CheckSameSize(op, x, y, "x, y");
+void FastOps::RmsNormForwardKernel(const View& x, const View& w, float eps, const View& y,
+                                   const View& rstd) const {
   const int64_t dim = w.numel(), rows = x.numel() / dim;
-  CheckSize(op, rstd, rows, "rstd");
   const float* w_copy = WeightF32(w);
   pool_->ParallelFor(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
@@ -129,19 +113,9 @@ void FastOps::RmsNormForward(const View& x, const View& w, float eps, const View
 
 // dx += rstd * w * dy - rstd^3 / C * x * sum(w * dy * x); dw += dy * x * rstd (per-thread
 // partial sums, added in thread order so the result is deterministic).
-void FastOps::RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
-                              const View& dx, const View& dw) const {
-  const OpKind op = OpKind::kRmsNormBackward;
-  CheckData(*this, op, x, "x");
-  CheckData(*this, op, w, "w");
-  CheckData(*this, op, dy, "dy");
-  CheckData(*this, op, dx, "dx");
-  CheckF32(op, rstd, "rstd");
-  CheckF32(op, dw, "dw");
-  CheckSameSize(op, x, dy, "x, dy");
-  CheckSameSize(op, x, dx, "x, dx");
+void FastOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rstd, const View& dy,
+                                    const View& dx, const View& dw) const {
   const int64_t dim = w.numel(), rows = x.numel() / dim;
-  CheckSize(op, rstd, rows, "rstd");
   const float* w_copy = WeightF32(w);
   const int64_t min_rows = MinRows(dim);
   const int64_t chunks =
@@ -176,15 +150,9 @@ void FastOps::RmsNormBackward(const View& x, const View& w, const View& rstd, co
 
 // Per-row log-sum-exp in fp32 with a double accumulator for the sum of exponentials; the loss
 // sum is added in thread order.
-void FastOps::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
-                                  const View& loss_sum) const {
-  const OpKind op = OpKind::kCrossEntropyForward;
-  CheckData(*this, op, logits, "logits");
-  CheckIndex(op, targets, "targets");
-  CheckF32(op, lse, "lse");
-  CheckScalar(op, loss_sum, "loss_sum");
+void FastOps::CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse,
+                                        const View& loss_sum) const {
   const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
-  CheckSize(op, lse, n, "lse");
   std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
   pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
     double total = 0.0;
@@ -204,14 +172,8 @@ void FastOps::CrossEntropyForward(const View& logits, const View& targets, const
   *loss_sum.f64() += total;
 }
 
-void FastOps::CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
-                                   float scale, const View& dlogits) const {
-  const OpKind op = OpKind::kCrossEntropyBackward;
-  CheckData(*this, op, logits, "logits");
-  CheckData(*this, op, dlogits, "dlogits");
-  CheckIndex(op, targets, "targets");
-  CheckF32(op, lse, "lse");
-  CheckSameSize(op, logits, dlogits, "logits, dlogits");
+void FastOps::CrossEntropyBackwardKernel(const View& logits, const View& targets, const View& lse,
+                                         float scale, const View& dlogits) const {
   const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
   pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {

@@ -17,7 +17,6 @@
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/reference_loops.h"
 #include "engine/ops/cpu/reference_ops.h"
-#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 namespace {
@@ -109,14 +108,8 @@ __attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t 
 
 }  // namespace
 
-void FastOps::AdamWUpdate(const AdamWScalars& s, const View& pv, const View& gv, const View& mv,
-                          const View& vv) const {
-  const OpKind op = OpKind::kAdamWUpdate;
-  for (const auto& [x, name] :
-       {std::pair{&pv, "p"}, std::pair{&gv, "g"}, std::pair{&mv, "m"}, std::pair{&vv, "v"}}) {
-    CheckF32(op, *x, name);
-    CheckSameSize(op, pv, *x, name);
-  }
+void FastOps::AdamWUpdateKernel(const AdamWScalars& s, const View& pv, const View& gv,
+                                const View& mv, const View& vv) const {
   const int64_t n = pv.numel();
   float *p = pv.f32(), *m = mv.f32(), *v = vv.f32();
   const float* g = gv.f32();
@@ -129,9 +122,7 @@ void FastOps::AdamWUpdate(const AdamWScalars& s, const View& pv, const View& gv,
   });
 }
 
-void FastOps::SumOfSquares(const View& xv, const View& sum_view) const {
-  CheckF32(OpKind::kSumOfSquares, xv, "x");
-  CheckScalar(OpKind::kSumOfSquares, sum_view, "sum");
+void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
   const float* x = xv.f32();
   const int64_t n = xv.numel();
   double* sum_out = sum_view.f64();
@@ -154,8 +145,7 @@ void FastOps::SumOfSquares(const View& xv, const View& sum_view) const {
   *sum_out += total;
 }
 
-void FastOps::Scale(const View& xv, float factor) const {
-  CheckF32(OpKind::kScale, xv, "x");
+void FastOps::ScaleKernel(const View& xv, float factor) const {
   float* x = xv.f32();
   const int64_t n = xv.numel();
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {

@@ -8,7 +8,6 @@
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/reference_ops.h"
 #include "engine/ops/cpu/vec_math.h"
-#include "engine/ops/op_checks.h"
 
 namespace air::engine {
 namespace {
@@ -33,13 +32,8 @@ int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int6
 
 }  // namespace
 
-void FastOps::EmbeddingForward(const View& ids, const View& table, const View& out) const {
-  const OpKind op = OpKind::kEmbeddingForward;
-  CheckIndex(op, ids, "ids");
-  CheckData(*this, op, table, "table");
-  CheckData(*this, op, out, "out");
+void FastOps::EmbeddingForwardKernel(const View& ids, const View& table, const View& out) const {
   const int64_t n = ids.numel(), dim = table.dim(-1);
-  CheckSize(op, out, n * dim, "out");
   pool_->ParallelFor(n, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t row = ids.i32()[i];
@@ -50,14 +44,9 @@ void FastOps::EmbeddingForward(const View& ids, const View& table, const View& o
 }
 
 // Serial: two tokens with the same id add into the same row (the order is the reference's).
-void FastOps::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
-                                const View& dtable) const {
-  const OpKind op = OpKind::kEmbeddingBackward;
-  CheckIndex(op, ids, "ids");
-  CheckData(*this, op, dout, "dout");
-  CheckF32(op, dtable, "dtable");
+void FastOps::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,
+                                      const View& dtable) const {
   const int64_t n = ids.numel(), dim = dtable.dim(-1);
-  CheckSize(op, dout, n * dim, "dout");
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = ids.i32()[i];
     if (id == skip_id) continue;
@@ -67,16 +56,9 @@ void FastOps::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_
   }
 }
 
-void FastOps::RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
-                         const View& sin) const {
-  const OpKind op = OpKind::kRopeTables;
-  CheckIndex(op, positions, "positions");
-  CheckF32(op, inv_freq, "inv_freq");
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
+void FastOps::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
+                               const View& cos, const View& sin) const {
   const int64_t n = positions.numel(), half = inv_freq.numel();
-  CheckSize(op, cos, n * half, "cos");
-  CheckSize(op, sin, n * half, "sin");
   pool_->ParallelFor(n, MinRows(half * 16), [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t i = 0; i < half; ++i) {
@@ -105,15 +87,9 @@ void RotateRow(float* v, int64_t heads, int64_t half, const float* c, const floa
 
 }  // namespace
 
-void FastOps::RopeForward(const View& x, const View& cos, const View& sin) const {
-  const OpKind op = OpKind::kRopeForward;
-  CheckData(*this, op, x, "x");
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
-  CheckSameSize(op, cos, sin, "cos, sin");
+void FastOps::RopeForwardKernel(const View& x, const View& cos, const View& sin) const {
   const int64_t n = cos.dim(0), half = cos.dim(-1);
   const int64_t row = n > 0 ? x.numel() / n : 0, heads = half > 0 ? row / (2 * half) : 0;
-  CheckSize(op, x, n * heads * 2 * half, "x");
   pool_->ParallelFor(n, MinRows(row), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t t = begin; t < end; ++t) {
       float* v = WriteF32(x, t * row, Scratch(thread, 0, row));
@@ -124,15 +100,9 @@ void FastOps::RopeForward(const View& x, const View& cos, const View& sin) const
   });
 }
 
-void FastOps::RopeBackward(const View& dx, const View& cos, const View& sin) const {
-  const OpKind op = OpKind::kRopeBackward;
-  CheckData(*this, op, dx, "dx");
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
-  CheckSameSize(op, cos, sin, "cos, sin");
+void FastOps::RopeBackwardKernel(const View& dx, const View& cos, const View& sin) const {
   const int64_t n = cos.dim(0), half = cos.dim(-1);
   const int64_t row = n > 0 ? dx.numel() / n : 0, heads = half > 0 ? row / (2 * half) : 0;
-  CheckSize(op, dx, n * heads * 2 * half, "dx");
   pool_->ParallelFor(n, MinRows(row), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t t = begin; t < end; ++t) {
       float* v = WriteF32(dx, t * row, Scratch(thread, 0, row));
@@ -143,13 +113,7 @@ void FastOps::RopeBackward(const View& dx, const View& cos, const View& sin) con
   });
 }
 
-void FastOps::SwigluForward(const View& gate, const View& up, const View& out) const {
-  const OpKind op = OpKind::kSwigluForward;
-  CheckData(*this, op, gate, "gate");
-  CheckData(*this, op, up, "up");
-  CheckData(*this, op, out, "out");
-  CheckSameSize(op, gate, up, "gate, up");
-  CheckSameSize(op, gate, out, "gate, out");
+void FastOps::SwigluForwardKernel(const View& gate, const View& up, const View& out) const {
   ForChunks(*pool_, gate.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* g = ReadF32(gate, at, count, Scratch(thread, 0, count));
     const float* u = ReadF32(up, at, count, Scratch(thread, 1, count));
@@ -159,15 +123,8 @@ void FastOps::SwigluForward(const View& gate, const View& up, const View& out) c
   });
 }
 
-void FastOps::SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
-                             const View& dup) const {
-  const OpKind op = OpKind::kSwigluBackward;
-  for (const auto& [v, name] :
-       {std::pair{&gate, "gate"}, std::pair{&up, "up"}, std::pair{&dout, "dout"},
-        std::pair{&dgate, "dgate"}, std::pair{&dup, "dup"}}) {
-    CheckData(*this, op, *v, name);
-    CheckSameSize(op, gate, *v, name);
-  }
+void FastOps::SwigluBackwardKernel(const View& gate, const View& up, const View& dout,
+                                   const View& dgate, const View& dup) const {
   const bool staged = gate.dtype() != DType::kF32 || up.dtype() != DType::kF32 ||
                       dout.dtype() != DType::kF32 || dgate.dtype() != DType::kF32 ||
                       dup.dtype() != DType::kF32;
@@ -193,10 +150,7 @@ void FastOps::SwigluBackward(const View& gate, const View& up, const View& dout,
   });
 }
 
-void FastOps::AddInPlace(const View& y, const View& x) const {
-  CheckData(*this, OpKind::kAddInPlace, y, "y");
-  CheckData(*this, OpKind::kAddInPlace, x, "x");
-  CheckSameSize(OpKind::kAddInPlace, y, x, "y, x");
+void FastOps::AddInPlaceKernel(const View& y, const View& x) const {
   ForChunks(*pool_, y.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
     float* ys = WriteF32(y, at, Scratch(thread, 1, count));
@@ -206,10 +160,7 @@ void FastOps::AddInPlace(const View& y, const View& x) const {
   });
 }
 
-void FastOps::Dropout(const View& x, float p, uint64_t seed, const View& out) const {
-  CheckData(*this, OpKind::kDropout, x, "x");
-  CheckData(*this, OpKind::kDropout, out, "out");
-  CheckSameSize(OpKind::kDropout, x, out, "x, out");
+void FastOps::DropoutKernel(const View& x, float p, uint64_t seed, const View& out) const {
   const float scale = 1.0f / (1.0f - p);
   ForChunks(*pool_, x.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
@@ -222,9 +173,7 @@ void FastOps::Dropout(const View& x, float p, uint64_t seed, const View& out) co
   });
 }
 
-void FastOps::AddBias(const View& y, const View& bias) const {
-  CheckData(*this, OpKind::kAddBias, y, "y");
-  CheckData(*this, OpKind::kAddBias, bias, "bias");
+void FastOps::AddBiasKernel(const View& y, const View& bias) const {
   const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
   const float* b = WeightF32(bias);
   pool_->ParallelFor(rows, MinRows(cols), [&](int64_t begin, int64_t end, int thread) {
@@ -239,9 +188,7 @@ void FastOps::AddBias(const View& y, const View& bias) const {
 
 // dbias (C) += column sums of dy (N, C): per-thread partial sums in double over row ranges,
 // added in thread order (deterministic).
-void FastOps::BiasBackward(const View& dy, const View& dbias) const {
-  CheckData(*this, OpKind::kBiasBackward, dy, "dy");
-  CheckF32(OpKind::kBiasBackward, dbias, "dbias");
+void FastOps::BiasBackwardKernel(const View& dy, const View& dbias) const {
   const int64_t cols = dbias.numel(), rows = cols > 0 ? dy.numel() / cols : 0;
   const int64_t min_rows = MinRows(cols);
   const int64_t chunks =
@@ -263,10 +210,7 @@ void FastOps::BiasBackward(const View& dy, const View& dbias) const {
   }
 }
 
-void FastOps::Convert(const View& src, const View& dst) const {
-  CheckData(*this, OpKind::kConvert, src, "src");
-  CheckData(*this, OpKind::kConvert, dst, "dst");
-  CheckSameSize(OpKind::kConvert, src, dst, "src, dst");
+void FastOps::ConvertKernel(const View& src, const View& dst) const {
   if (src.dtype() == dst.dtype()) {
     Copy(dst, src);
     return;

@@ -45,20 +45,11 @@ const int32_t* IndexOrNull(const View& v) { return v.empty() ? nullptr : v.i32()
 
 }  // namespace
 
-void ReferenceOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
-                        int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
-                        int64_t ldc) const {
-  const OpKind op = OpKind::kGemm;
-  CheckData(*this, op, c, "c");
+void ReferenceOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                              const View& a, int64_t lda, const View& b, int64_t ldb, float beta,
+                              const View& c, int64_t ldc) const {
   const int64_t a_span = trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda);
   const int64_t b_span = trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb);
-  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
-  if (k > 0) {
-    CheckData(*this, op, a, "a");
-    CheckData(*this, op, b, "b");
-    CheckSize(op, a, a_span, "a");
-    CheckSize(op, b, b_span, "b");
-  }
   std::vector<float> a32, b32;
   if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
     a32 = Bf16Operand(a, a_span);
@@ -75,61 +66,34 @@ void ReferenceOps::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   c32.Store();
 }
 
-void ReferenceOps::EmbeddingForward(const View& ids, const View& table, const View& out) const {
-  const OpKind op = OpKind::kEmbeddingForward;
-  CheckIndex(op, ids, "ids");
-  CheckData(*this, op, table, "table");
-  CheckData(*this, op, out, "out");
+void ReferenceOps::EmbeddingForwardKernel(const View& ids, const View& table,
+                                          const View& out) const {
   const int64_t n = ids.numel(), dim = table.dim(-1);
-  CheckSize(op, out, n * dim, "out");
   F32Input t(table);
   F32Output o(out, false);
   RefEmbeddingForward(ids.i32(), n, t.get(), dim, o.get());
   o.Store();
 }
 
-void ReferenceOps::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
-                                     const View& dtable) const {
-  const OpKind op = OpKind::kEmbeddingBackward;
-  CheckIndex(op, ids, "ids");
-  CheckData(*this, op, dout, "dout");
-  CheckF32(op, dtable, "dtable");
+void ReferenceOps::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,
+                                           const View& dtable) const {
   const int64_t n = ids.numel(), dim = dtable.dim(-1);
-  CheckSize(op, dout, n * dim, "dout");
   F32Input d(dout);
   RefEmbeddingBackward(ids.i32(), n, d.get(), dim, skip_id, dtable.f32());
 }
 
-void ReferenceOps::RmsNormForward(const View& x, const View& w, float eps, const View& y,
-                                  const View& rstd) const {
-  const OpKind op = OpKind::kRmsNormForward;
-  CheckData(*this, op, x, "x");
-  CheckData(*this, op, w, "w");
-  CheckData(*this, op, y, "y");
-  CheckF32(op, rstd, "rstd");
+void ReferenceOps::RmsNormForwardKernel(const View& x, const View& w, float eps, const View& y,
+                                        const View& rstd) const {
   const int64_t dim = w.numel(), rows = x.numel() / dim;
-  CheckSameSize(op, x, y, "x, y");
-  CheckSize(op, rstd, rows, "rstd");
   F32Input xs(x), ws(w);
   F32Output ys(y, false);
   RefRmsNormForward(xs.get(), ws.get(), rows, dim, eps, ys.get(), rstd.f32());
   ys.Store();
 }
 
-void ReferenceOps::RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
-                                   const View& dx, const View& dw) const {
-  const OpKind op = OpKind::kRmsNormBackward;
-  CheckData(*this, op, x, "x");
-  CheckData(*this, op, w, "w");
-  CheckData(*this, op, dy, "dy");
-  CheckData(*this, op, dx, "dx");
-  CheckF32(op, rstd, "rstd");
-  CheckF32(op, dw, "dw");
+void ReferenceOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rstd,
+                                         const View& dy, const View& dx, const View& dw) const {
   const int64_t dim = w.numel(), rows = x.numel() / dim;
-  CheckSameSize(op, x, dy, "x, dy");
-  CheckSameSize(op, x, dx, "x, dx");
-  CheckSize(op, rstd, rows, "rstd");
-  if (!dw.empty()) CheckSize(op, dw, dim, "dw");
   F32Input xs(x), ws(w), dys(dy);
   F32Output dxs(dx, true);
   RefRmsNormBackward(xs.get(), ws.get(), rstd.f32(), dys.get(), rows, dim, dxs.get(),
@@ -137,16 +101,9 @@ void ReferenceOps::RmsNormBackward(const View& x, const View& w, const View& rst
   dxs.Store();
 }
 
-void ReferenceOps::RopeTables(const View& positions, const View& inv_freq, float scale,
-                              const View& cos, const View& sin) const {
-  const OpKind op = OpKind::kRopeTables;
-  CheckIndex(op, positions, "positions");
-  CheckF32(op, inv_freq, "inv_freq");
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
+void ReferenceOps::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
+                                    const View& cos, const View& sin) const {
   const int64_t n = positions.numel(), half = inv_freq.numel();
-  CheckSize(op, cos, n * half, "cos");
-  CheckSize(op, sin, n * half, "sin");
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       RopeAngle(positions.i32()[t], inv_freq.f32()[i], scale, &cos.f32()[t * half + i],
@@ -162,70 +119,32 @@ struct RopeDims {
   int64_t n, heads, head_dim;
 };
 
-RopeDims RopeShape(OpKind op, const View& x, const View& cos, const View& sin) {
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
-  CheckSameSize(op, cos, sin, "cos, sin");
+RopeDims RopeShape(const View& x, const View& cos) {
   const int64_t n = cos.dim(0), head_dim = 2 * cos.dim(-1);
-  const int64_t heads = n > 0 ? x.numel() / (n * head_dim) : 0;
-  CheckSize(op, x, n * heads * head_dim, "x");
+  const int64_t heads = n > 0 && head_dim > 0 ? x.numel() / (n * head_dim) : 0;
   return {n, heads, head_dim};
 }
 
 }  // namespace
 
-void ReferenceOps::RopeForward(const View& x, const View& cos, const View& sin) const {
-  CheckData(*this, OpKind::kRopeForward, x, "x");
-  const RopeDims d = RopeShape(OpKind::kRopeForward, x, cos, sin);
+void ReferenceOps::RopeForwardKernel(const View& x, const View& cos, const View& sin) const {
+  const RopeDims d = RopeShape(x, cos);
   F32Output xs(x, true);
   RefRopeForward(xs.get(), d.n, d.heads, d.head_dim, cos.f32(), sin.f32());
   xs.Store();
 }
 
-void ReferenceOps::RopeBackward(const View& dx, const View& cos, const View& sin) const {
-  CheckData(*this, OpKind::kRopeBackward, dx, "dx");
-  const RopeDims d = RopeShape(OpKind::kRopeBackward, dx, cos, sin);
+void ReferenceOps::RopeBackwardKernel(const View& dx, const View& cos, const View& sin) const {
+  const RopeDims d = RopeShape(dx, cos);
   F32Output xs(dx, true);
   RefRopeBackward(xs.get(), d.n, d.heads, d.head_dim, cos.f32(), sin.f32());
   xs.Store();
 }
 
-namespace {
-
-void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s, const View& q,
-                    const View& k, const View& v, const View& sinks, const View& q_segments,
-                    const View& kv_segments) {
-  CheckData(ops, op, q, "q");
-  CheckData(ops, op, k, "k");
-  CheckData(ops, op, v, "v");
-  if (!sinks.empty()) {
-    CheckData(ops, op, sinks, "sinks");
-    CheckSize(op, sinks, s.q_heads, "sinks");
-  }
-  CheckIndex(op, q_segments, "q_segments");
-  CheckIndex(op, kv_segments, "kv_segments");
-  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
-  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
-  CheckSize(op, q, q_size, "q");
-  CheckSize(op, k, kv_size, "k");
-  CheckSize(op, v, kv_size, "v");
-  if (q_segments.empty() != kv_segments.empty()) {
-    CheckSize(op, q_segments.empty() ? q_segments : kv_segments, 1, "segments (give both)");
-  }
-}
-
-}  // namespace
-
-void ReferenceOps::AttentionForward(const AttentionShape& s, const View& q, const View& k,
-                                    const View& v, const View& sinks, const View& q_segments,
-                                    const View& kv_segments, const View& out,
-                                    const View& lse) const {
-  const OpKind op = OpKind::kAttentionForward;
-  CheckAttention(*this, op, s, q, k, v, sinks, q_segments, kv_segments);
-  CheckData(*this, op, out, "out");
-  CheckF32(op, lse, "lse");
-  CheckSize(op, out, s.batch * s.q_len * s.q_heads * s.head_dim, "out");
-  if (!lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
+void ReferenceOps::AttentionForwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                          const View& v, const View& sinks, const View& q_segments,
+                                          const View& kv_segments, const View& out,
+                                          const View& lse) const {
   F32Input qs(q), ks(k), vs(v);
   std::optional<F32Input> sink_values;
   if (!sinks.empty()) sink_values.emplace(sinks);
@@ -236,24 +155,12 @@ void ReferenceOps::AttentionForward(const AttentionShape& s, const View& q, cons
   os.Store();
 }
 
-void ReferenceOps::AttentionBackward(const AttentionShape& s, const View& q, const View& k,
-                                     const View& v, const View& sinks, const View& q_segments,
-                                     const View& kv_segments, const View& out, const View& lse,
-                                     const View& dout, const View& dq, const View& dk,
-                                     const View& dv, const View& dsinks) const {
-  const OpKind op = OpKind::kAttentionBackward;
-  CheckAttention(*this, op, s, q, k, v, sinks, q_segments, kv_segments);
-  CheckData(*this, op, out, "out");
-  CheckData(*this, op, dout, "dout");
-  CheckData(*this, op, dq, "dq");
-  CheckData(*this, op, dk, "dk");
-  CheckData(*this, op, dv, "dv");
-  CheckF32(op, lse, "lse");
-  CheckF32(op, dsinks, "dsinks");
-  if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
-  CheckSameSize(op, q, dq, "q, dq");
-  CheckSameSize(op, k, dk, "k, dk");
-  CheckSameSize(op, v, dv, "v, dv");
+void ReferenceOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                           const View& v, const View& sinks, const View& q_segments,
+                                           const View& kv_segments, const View& out,
+                                           const View& lse, const View& dout, const View& dq,
+                                           const View& dk, const View& dv,
+                                           const View& dsinks) const {
   F32Input qs(q), ks(k), vs(v), os(out), dos(dout);
   std::optional<F32Input> sink_values;
   if (!sinks.empty()) sink_values.emplace(sinks);
@@ -267,28 +174,15 @@ void ReferenceOps::AttentionBackward(const AttentionShape& s, const View& q, con
   dvs.Store();
 }
 
-void ReferenceOps::SwigluForward(const View& gate, const View& up, const View& out) const {
-  const OpKind op = OpKind::kSwigluForward;
-  CheckData(*this, op, gate, "gate");
-  CheckData(*this, op, up, "up");
-  CheckData(*this, op, out, "out");
-  CheckSameSize(op, gate, up, "gate, up");
-  CheckSameSize(op, gate, out, "gate, out");
+void ReferenceOps::SwigluForwardKernel(const View& gate, const View& up, const View& out) const {
   F32Input g(gate), u(up);
   F32Output o(out, false);
   RefSwigluForward(g.get(), u.get(), gate.numel(), o.get());
   o.Store();
 }
 
-void ReferenceOps::SwigluBackward(const View& gate, const View& up, const View& dout,
-                                  const View& dgate, const View& dup) const {
-  const OpKind op = OpKind::kSwigluBackward;
-  for (const auto& [v, name] :
-       {std::pair{&gate, "gate"}, std::pair{&up, "up"}, std::pair{&dout, "dout"},
-        std::pair{&dgate, "dgate"}, std::pair{&dup, "dup"}}) {
-    CheckData(*this, op, *v, name);
-    CheckSameSize(op, gate, *v, name);
-  }
+void ReferenceOps::SwigluBackwardKernel(const View& gate, const View& up, const View& dout,
+                                        const View& dgate, const View& dup) const {
   F32Input g(gate), u(up), d(dout);
   F32Output dg(dgate, true), du(dup, true);
   RefSwigluBackward(g.get(), u.get(), d.get(), gate.numel(), dg.get(), du.get());
@@ -296,20 +190,14 @@ void ReferenceOps::SwigluBackward(const View& gate, const View& up, const View& 
   du.Store();
 }
 
-void ReferenceOps::AddInPlace(const View& y, const View& x) const {
-  CheckData(*this, OpKind::kAddInPlace, y, "y");
-  CheckData(*this, OpKind::kAddInPlace, x, "x");
-  CheckSameSize(OpKind::kAddInPlace, y, x, "y, x");
+void ReferenceOps::AddInPlaceKernel(const View& y, const View& x) const {
   F32Input xs(x);
   F32Output ys(y, true);
   RefAddInPlace(ys.get(), xs.get(), y.numel());
   ys.Store();
 }
 
-void ReferenceOps::Dropout(const View& x, float p, uint64_t seed, const View& out) const {
-  CheckData(*this, OpKind::kDropout, x, "x");
-  CheckData(*this, OpKind::kDropout, out, "out");
-  CheckSameSize(OpKind::kDropout, x, out, "x, out");
+void ReferenceOps::DropoutKernel(const View& x, float p, uint64_t seed, const View& out) const {
   const float scale = 1.0f / (1.0f - p);
   F32Input xs(x);
   F32Output ys(out, false);
@@ -319,9 +207,7 @@ void ReferenceOps::Dropout(const View& x, float p, uint64_t seed, const View& ou
   ys.Store();
 }
 
-void ReferenceOps::AddBias(const View& y, const View& bias) const {
-  CheckData(*this, OpKind::kAddBias, y, "y");
-  CheckData(*this, OpKind::kAddBias, bias, "bias");
+void ReferenceOps::AddBiasKernel(const View& y, const View& bias) const {
   const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
   F32Input b(bias);
   F32Output ys(y, true);
@@ -329,43 +215,27 @@ void ReferenceOps::AddBias(const View& y, const View& bias) const {
   ys.Store();
 }
 
-void ReferenceOps::BiasBackward(const View& dy, const View& dbias) const {
-  CheckData(*this, OpKind::kBiasBackward, dy, "dy");
-  CheckF32(OpKind::kBiasBackward, dbias, "dbias");
+void ReferenceOps::BiasBackwardKernel(const View& dy, const View& dbias) const {
   const int64_t cols = dbias.numel(), rows = cols > 0 ? dy.numel() / cols : 0;
   F32Input d(dy);
   RefBiasBackward(d.get(), rows, cols, dbias.f32());
 }
 
-void ReferenceOps::Convert(const View& src, const View& dst) const {
-  CheckData(*this, OpKind::kConvert, src, "src");
-  CheckData(*this, OpKind::kConvert, dst, "dst");
-  CheckSameSize(OpKind::kConvert, src, dst, "src, dst");
+void ReferenceOps::ConvertKernel(const View& src, const View& dst) const {
   F32Input s(src);
   StoreF32(s.get(), dst, 0, dst.numel());
 }
 
-void ReferenceOps::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
-                                       const View& loss_sum) const {
-  const OpKind op = OpKind::kCrossEntropyForward;
-  CheckData(*this, op, logits, "logits");
-  CheckIndex(op, targets, "targets");
-  CheckF32(op, lse, "lse");
-  CheckScalar(op, loss_sum, "loss_sum");
+void ReferenceOps::CrossEntropyForwardKernel(const View& logits, const View& targets,
+                                             const View& lse, const View& loss_sum) const {
   const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
-  CheckSize(op, lse, n, "lse");
   F32Input l(logits);
   RefCrossEntropyForward(l.get(), targets.i32(), n, vocab, lse.f32(), loss_sum.f64());
 }
 
-void ReferenceOps::CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
-                                        float scale, const View& dlogits) const {
-  const OpKind op = OpKind::kCrossEntropyBackward;
-  CheckData(*this, op, logits, "logits");
-  CheckData(*this, op, dlogits, "dlogits");
-  CheckIndex(op, targets, "targets");
-  CheckF32(op, lse, "lse");
-  CheckSameSize(op, logits, dlogits, "logits, dlogits");
+void ReferenceOps::CrossEntropyBackwardKernel(const View& logits, const View& targets,
+                                              const View& lse, float scale,
+                                              const View& dlogits) const {
   const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
   F32Input l(logits);
   F32Output d(dlogits, false);
@@ -373,25 +243,16 @@ void ReferenceOps::CrossEntropyBackward(const View& logits, const View& targets,
   d.Store();
 }
 
-void ReferenceOps::AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
-                               const View& v) const {
-  const OpKind op = OpKind::kAdamWUpdate;
-  for (const auto& [x, name] :
-       {std::pair{&p, "p"}, std::pair{&g, "g"}, std::pair{&m, "m"}, std::pair{&v, "v"}}) {
-    CheckF32(op, *x, name);
-    CheckSameSize(op, p, *x, name);
-  }
+void ReferenceOps::AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,
+                                     const View& m, const View& v) const {
   RefAdamWUpdate(s, p.numel(), p.f32(), g.f32(), m.f32(), v.f32());
 }
 
-void ReferenceOps::SumOfSquares(const View& x, const View& sum) const {
-  CheckF32(OpKind::kSumOfSquares, x, "x");
-  CheckScalar(OpKind::kSumOfSquares, sum, "sum");
+void ReferenceOps::SumOfSquaresKernel(const View& x, const View& sum) const {
   *sum.f64() += SumOfSquaresLoop(x.f32(), x.numel());
 }
 
-void ReferenceOps::Scale(const View& x, float factor) const {
-  CheckF32(OpKind::kScale, x, "x");
+void ReferenceOps::ScaleKernel(const View& x, float factor) const {
   float* p = x.f32();
   for (int64_t j = 0; j < x.numel(); ++j) p[j] *= factor;
 }

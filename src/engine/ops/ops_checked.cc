@@ -1,0 +1,381 @@
+// The public ops of engine/ops/ops.h: each checks its arguments once per call (the roles'
+// dtypes, the sizes the op addresses: op_checks.h) and then calls the backend's kernel hook
+// (AIR_OPS_KERNELS). This is the only place the checks live, so every backend (reference, fast,
+// a CUDA one) gets the same checks and the same messages, and a kernel only computes.
+// Thread safety: as the backend's kernels (ops.h).
+#include <utility>
+
+#include "engine/ops/op_checks.h"
+#include "engine/ops/ops.h"
+
+namespace air::engine {
+
+namespace {
+
+using Named = std::pair<const View*, const char*>;
+
+// k of a router's or a dispatch's (N, k) view; n = its elements / k.
+int64_t TopK(const View& indices) { return indices.shape().empty() ? 1 : indices.dim(-1); }
+int64_t Tokens(const View& indices) {
+  const int64_t k = TopK(indices);
+  return k > 0 ? indices.numel() / k : 0;
+}
+
+// RoPE's x (N, H, D) against its tables cos, sin (N, D/2).
+void CheckRope(const Ops& ops, OpKind op, const View& x, const char* arg, const View& cos,
+               const View& sin) {
+  CheckData(ops, op, x, arg);
+  CheckF32(op, cos, "cos");
+  CheckF32(op, sin, "sin");
+  CheckSameSize(op, cos, sin, "cos, sin");
+  const int64_t n = cos.dim(0), half = cos.dim(-1);
+  const int64_t row = n > 0 ? x.numel() / n : 0, heads = half > 0 ? row / (2 * half) : 0;
+  CheckSize(op, x, n * heads * 2 * half, arg);
+}
+
+// Attention's views: the query-shaped ones (B, Tq, Hq, D), the key-shaped ones (B, kv_rows,
+// Hkv, D), segments (both or neither), lse (required by the backward) and the sinks.
+void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s,
+                    std::initializer_list<Named> q_like, std::initializer_list<Named> kv_like,
+                    const View& q_segments, const View& kv_segments, const View& lse,
+                    bool lse_required, const View& sinks, const View& dsinks) {
+  const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
+  const int64_t kv_size = s.batch * s.kv_rows() * s.kv_heads * s.head_dim;
+  for (const auto& [v, name] : q_like) {
+    CheckData(ops, op, *v, name);
+    CheckSize(op, *v, q_size, name);
+  }
+  for (const auto& [v, name] : kv_like) {
+    CheckData(ops, op, *v, name);
+    CheckSize(op, *v, kv_size, name);
+  }
+  CheckIndex(op, q_segments, "q_segments");
+  CheckIndex(op, kv_segments, "kv_segments");
+  if (q_segments.empty() != kv_segments.empty()) {
+    CheckSize(op, q_segments.empty() ? q_segments : kv_segments, 1, "segments (give both)");
+  }
+  CheckF32(op, lse, "lse");
+  if (lse_required || !lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
+  if (!sinks.empty()) {
+    CheckData(ops, op, sinks, "sinks");
+    CheckSize(op, sinks, s.q_heads, "sinks");
+  }
+  CheckF32(op, dsinks, "dsinks");
+  if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
+}
+
+}  // namespace
+
+void Ops::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+               int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
+               int64_t ldc) const {
+  const OpKind op = OpKind::kGemm;
+  CheckData(*this, op, c, "c");
+  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
+  if (k > 0) {
+    CheckData(*this, op, a, "a");
+    CheckData(*this, op, b, "b");
+    CheckSize(op, a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), "a");
+    CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
+  }
+  GemmKernel(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void Ops::EmbeddingForward(const View& ids, const View& table, const View& out) const {
+  const OpKind op = OpKind::kEmbeddingForward;
+  CheckIndex(op, ids, "ids");
+  CheckData(*this, op, table, "table");
+  CheckData(*this, op, out, "out");
+  CheckSize(op, out, ids.numel() * table.dim(-1), "out");
+  EmbeddingForwardKernel(ids, table, out);
+}
+
+void Ops::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
+                            const View& dtable) const {
+  const OpKind op = OpKind::kEmbeddingBackward;
+  CheckIndex(op, ids, "ids");
+  CheckData(*this, op, dout, "dout");
+  CheckF32(op, dtable, "dtable");
+  CheckSize(op, dout, ids.numel() * dtable.dim(-1), "dout");
+  EmbeddingBackwardKernel(ids, dout, skip_id, dtable);
+}
+
+void Ops::RmsNormForward(const View& x, const View& w, float eps, const View& y,
+                         const View& rstd) const {
+  const OpKind op = OpKind::kRmsNormForward;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, y, "y");
+  CheckF32(op, rstd, "rstd");
+  CheckSameSize(op, x, y, "x, y");
+  const int64_t dim = w.numel();
+  CheckSize(op, rstd, dim > 0 ? x.numel() / dim : 0, "rstd");
+  RmsNormForwardKernel(x, w, eps, y, rstd);
+}
+
+void Ops::RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
+                          const View& dx, const View& dw) const {
+  const OpKind op = OpKind::kRmsNormBackward;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, dy, "dy");
+  CheckData(*this, op, dx, "dx");
+  CheckF32(op, rstd, "rstd");
+  CheckF32(op, dw, "dw");
+  CheckSameSize(op, x, dy, "x, dy");
+  CheckSameSize(op, x, dx, "x, dx");
+  const int64_t dim = w.numel();
+  CheckSize(op, rstd, dim > 0 ? x.numel() / dim : 0, "rstd");
+  if (!dw.empty()) CheckSize(op, dw, dim, "dw");
+  RmsNormBackwardKernel(x, w, rstd, dy, dx, dw);
+}
+
+void Ops::RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
+                     const View& sin) const {
+  const OpKind op = OpKind::kRopeTables;
+  CheckIndex(op, positions, "positions");
+  CheckF32(op, inv_freq, "inv_freq");
+  CheckF32(op, cos, "cos");
+  CheckF32(op, sin, "sin");
+  const int64_t entries = positions.numel() * inv_freq.numel();
+  CheckSize(op, cos, entries, "cos");
+  CheckSize(op, sin, entries, "sin");
+  RopeTablesKernel(positions, inv_freq, scale, cos, sin);
+}
+
+void Ops::RopeForward(const View& x, const View& cos, const View& sin) const {
+  CheckRope(*this, OpKind::kRopeForward, x, "x", cos, sin);
+  RopeForwardKernel(x, cos, sin);
+}
+
+void Ops::RopeBackward(const View& dx, const View& cos, const View& sin) const {
+  CheckRope(*this, OpKind::kRopeBackward, dx, "dx", cos, sin);
+  RopeBackwardKernel(dx, cos, sin);
+}
+
+void Ops::AttentionForward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                           const View& sinks, const View& q_segments, const View& kv_segments,
+                           const View& out, const View& lse) const {
+  CheckAttention(*this, OpKind::kAttentionForward, s, {{&q, "q"}, {&out, "out"}},
+                 {{&k, "k"}, {&v, "v"}}, q_segments, kv_segments, lse, false, sinks, View());
+  AttentionForwardKernel(s, q, k, v, sinks, q_segments, kv_segments, out, lse);
+}
+
+void Ops::AttentionBackward(const AttentionShape& s, const View& q, const View& k, const View& v,
+                            const View& sinks, const View& q_segments, const View& kv_segments,
+                            const View& out, const View& lse, const View& dout, const View& dq,
+                            const View& dk, const View& dv, const View& dsinks) const {
+  const OpKind op = OpKind::kAttentionBackward;
+  CheckAttention(*this, op, s, {{&q, "q"}, {&out, "out"}, {&dout, "dout"}, {&dq, "dq"}},
+                 {{&k, "k"}, {&v, "v"}, {&dk, "dk"}, {&dv, "dv"}}, q_segments, kv_segments, lse,
+                 true, sinks, dsinks);
+  CheckSameSize(op, q, dq, "q, dq");
+  CheckSameSize(op, k, dk, "k, dk");
+  CheckSameSize(op, v, dv, "v, dv");
+  AttentionBackwardKernel(s, q, k, v, sinks, q_segments, kv_segments, out, lse, dout, dq, dk, dv,
+                          dsinks);
+}
+
+void Ops::SwigluForward(const View& gate, const View& up, const View& out) const {
+  const OpKind op = OpKind::kSwigluForward;
+  CheckData(*this, op, gate, "gate");
+  CheckData(*this, op, up, "up");
+  CheckData(*this, op, out, "out");
+  CheckSameSize(op, gate, up, "gate, up");
+  CheckSameSize(op, gate, out, "gate, out");
+  SwigluForwardKernel(gate, up, out);
+}
+
+void Ops::SwigluBackward(const View& gate, const View& up, const View& dout, const View& dgate,
+                         const View& dup) const {
+  const OpKind op = OpKind::kSwigluBackward;
+  for (const auto& [v, name] : {Named{&gate, "gate"}, Named{&up, "up"}, Named{&dout, "dout"},
+                                Named{&dgate, "dgate"}, Named{&dup, "dup"}}) {
+    CheckData(*this, op, *v, name);
+    CheckSameSize(op, gate, *v, name);
+  }
+  SwigluBackwardKernel(gate, up, dout, dgate, dup);
+}
+
+void Ops::ClampedSwigluForward(const View& gate_up, float alpha, float limit,
+                               const View& out) const {
+  const OpKind op = OpKind::kClampedSwigluForward;
+  CheckData(*this, op, gate_up, "gate_up");
+  CheckData(*this, op, out, "out");
+  CheckSize(op, gate_up, 2 * out.numel(), "gate_up");
+  ClampedSwigluForwardKernel(gate_up, alpha, limit, out);
+}
+
+void Ops::ClampedSwigluBackward(const View& gate_up, float alpha, float limit, const View& dout,
+                                const View& dgate_up) const {
+  const OpKind op = OpKind::kClampedSwigluBackward;
+  CheckData(*this, op, gate_up, "gate_up");
+  CheckData(*this, op, dout, "dout");
+  CheckData(*this, op, dgate_up, "dgate_up");
+  CheckSameSize(op, gate_up, dgate_up, "gate_up, dgate_up");
+  CheckSize(op, gate_up, 2 * dout.numel(), "gate_up");
+  ClampedSwigluBackwardKernel(gate_up, alpha, limit, dout, dgate_up);
+}
+
+void Ops::RouterTopK(const View& logits, const View& indices, const View& weights) const {
+  const OpKind op = OpKind::kRouterTopK;
+  CheckData(*this, op, logits, "logits");
+  CheckIndex(op, indices, "indices");
+  CheckF32(op, weights, "weights");
+  CheckSameSize(op, indices, weights, "indices, weights");
+  CheckSize(op, logits, indices.numel(), "logits (fewer experts than k)");
+  RouterTopKKernel(logits, indices, weights);
+}
+
+void Ops::RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
+                             const View& dlogits) const {
+  const OpKind op = OpKind::kRouterTopKBackward;
+  CheckIndex(op, indices, "indices");
+  CheckF32(op, weights, "weights");
+  CheckF32(op, dweights, "dweights");
+  CheckData(*this, op, dlogits, "dlogits");
+  CheckSameSize(op, indices, weights, "indices, weights");
+  CheckSameSize(op, indices, dweights, "indices, dweights");
+  RouterTopKBackwardKernel(indices, weights, dweights, dlogits);
+}
+
+void Ops::MoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
+                      const View& row_of_slot) const {
+  const OpKind op = OpKind::kMoeDispatch;
+  for (const auto& [v, name] :
+       {Named{&indices, "indices"}, Named{&offsets, "offsets"},
+        Named{&token_of_row, "token_of_row"}, Named{&row_of_slot, "row_of_slot"}}) {
+    CheckIndex(op, *v, name);
+  }
+  CheckSameSize(op, indices, token_of_row, "indices, token_of_row");
+  CheckSameSize(op, indices, row_of_slot, "indices, row_of_slot");
+  MoeDispatchKernel(indices, offsets, token_of_row, row_of_slot);
+}
+
+void Ops::MoeGather(const View& x, const View& token_of_row, const View& grouped) const {
+  const OpKind op = OpKind::kMoeGather;
+  CheckData(*this, op, x, "x");
+  CheckIndex(op, token_of_row, "token_of_row");
+  CheckData(*this, op, grouped, "grouped");
+  MoeGatherKernel(x, token_of_row, grouped);
+}
+
+void Ops::MoeGatherBackward(const View& dgrouped, const View& row_of_slot, const View& dx) const {
+  const OpKind op = OpKind::kMoeGatherBackward;
+  CheckData(*this, op, dgrouped, "dgrouped");
+  CheckIndex(op, row_of_slot, "row_of_slot");
+  CheckData(*this, op, dx, "dx");
+  const int64_t n = Tokens(row_of_slot);
+  CheckSize(op, dgrouped, n > 0 ? row_of_slot.numel() * (dx.numel() / n) : 0, "dgrouped");
+  MoeGatherBackwardKernel(dgrouped, row_of_slot, dx);
+}
+
+void Ops::MoeCombine(const View& y, const View& weights, const View& row_of_slot,
+                     const View& out) const {
+  const OpKind op = OpKind::kMoeCombine;
+  CheckData(*this, op, y, "y");
+  CheckF32(op, weights, "weights");
+  CheckIndex(op, row_of_slot, "row_of_slot");
+  CheckData(*this, op, out, "out");
+  CheckSameSize(op, weights, row_of_slot, "weights, row_of_slot");
+  const int64_t n = Tokens(row_of_slot);
+  CheckSize(op, y, n > 0 ? row_of_slot.numel() * (out.numel() / n) : 0, "y");
+  MoeCombineKernel(y, weights, row_of_slot, out);
+}
+
+void Ops::MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
+                             const View& dout, const View& dy, const View& dweights) const {
+  const OpKind op = OpKind::kMoeCombineBackward;
+  CheckData(*this, op, y, "y");
+  CheckF32(op, weights, "weights");
+  CheckIndex(op, row_of_slot, "row_of_slot");
+  CheckData(*this, op, dout, "dout");
+  CheckData(*this, op, dy, "dy");
+  CheckF32(op, dweights, "dweights");
+  CheckSameSize(op, y, dy, "y, dy");
+  CheckSameSize(op, weights, dweights, "weights, dweights");
+  const int64_t n = Tokens(row_of_slot);
+  CheckSize(op, y, n > 0 ? row_of_slot.numel() * (dout.numel() / n) : 0, "y");
+  MoeCombineBackwardKernel(y, weights, row_of_slot, dout, dy, dweights);
+}
+
+void Ops::AddInPlace(const View& y, const View& x) const {
+  const OpKind op = OpKind::kAddInPlace;
+  CheckData(*this, op, y, "y");
+  CheckData(*this, op, x, "x");
+  CheckSameSize(op, y, x, "y, x");
+  AddInPlaceKernel(y, x);
+}
+
+void Ops::AddBias(const View& y, const View& bias) const {
+  CheckData(*this, OpKind::kAddBias, y, "y");
+  CheckData(*this, OpKind::kAddBias, bias, "bias");
+  AddBiasKernel(y, bias);
+}
+
+void Ops::BiasBackward(const View& dy, const View& dbias) const {
+  CheckData(*this, OpKind::kBiasBackward, dy, "dy");
+  CheckF32(OpKind::kBiasBackward, dbias, "dbias");
+  BiasBackwardKernel(dy, dbias);
+}
+
+void Ops::Convert(const View& src, const View& dst) const {
+  const OpKind op = OpKind::kConvert;
+  CheckData(*this, op, src, "src");
+  CheckData(*this, op, dst, "dst");
+  CheckSameSize(op, src, dst, "src, dst");
+  ConvertKernel(src, dst);
+}
+
+void Ops::Dropout(const View& x, float p, uint64_t seed, const View& out) const {
+  const OpKind op = OpKind::kDropout;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, out, "out");
+  CheckSameSize(op, x, out, "x, out");
+  DropoutKernel(x, p, seed, out);
+}
+
+void Ops::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
+                              const View& loss_sum) const {
+  const OpKind op = OpKind::kCrossEntropyForward;
+  CheckData(*this, op, logits, "logits");
+  CheckIndex(op, targets, "targets");
+  CheckF32(op, lse, "lse");
+  CheckScalar(op, loss_sum, "loss_sum");
+  CheckSize(op, lse, targets.numel(), "lse");
+  CrossEntropyForwardKernel(logits, targets, lse, loss_sum);
+}
+
+void Ops::CrossEntropyBackward(const View& logits, const View& targets, const View& lse,
+                               float scale, const View& dlogits) const {
+  const OpKind op = OpKind::kCrossEntropyBackward;
+  CheckData(*this, op, logits, "logits");
+  CheckData(*this, op, dlogits, "dlogits");
+  CheckIndex(op, targets, "targets");
+  CheckF32(op, lse, "lse");
+  CheckSameSize(op, logits, dlogits, "logits, dlogits");
+  CrossEntropyBackwardKernel(logits, targets, lse, scale, dlogits);
+}
+
+void Ops::AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
+                      const View& v) const {
+  const OpKind op = OpKind::kAdamWUpdate;
+  for (const auto& [x, name] : {Named{&p, "p"}, Named{&g, "g"}, Named{&m, "m"}, Named{&v, "v"}}) {
+    CheckF32(op, *x, name);
+    CheckSameSize(op, p, *x, name);
+  }
+  AdamWUpdateKernel(s, p, g, m, v);
+}
+
+void Ops::SumOfSquares(const View& x, const View& sum) const {
+  CheckF32(OpKind::kSumOfSquares, x, "x");
+  CheckScalar(OpKind::kSumOfSquares, sum, "sum");
+  SumOfSquaresKernel(x, sum);
+}
+
+void Ops::Scale(const View& x, float factor) const {
+  CheckF32(OpKind::kScale, x, "x");
+  ScaleKernel(x, factor);
+}
+
+}  // namespace air::engine
