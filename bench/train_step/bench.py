@@ -25,8 +25,9 @@ measured bf16 GEMM peak, bench/gemm/bench.py --peak) adds the fraction of it air
        --threads 2] [--dtype both|fp32|bf16] [--gemm-peak GFLOPS]
   (the 56M vocab-32k shape: --layers 8 --hidden 512 --vocab 32000)
 --isa avx2 measures both sides as an AVX2-only CPU runs them: air's AVX2 kernels
-(AIR_CPU_KERNELS=avx2) and PyTorch's (ATEN_CPU_CAPABILITY=avx2, oneDNN capped by
-ONEDNN_MAX_CPU_ISA=AVX2: no AVX-512, no bf16 dot products), both printed.
+(AIR_CPU_KERNELS=avx2) and PyTorch's (ATEN_CPU_CAPABILITY=avx2, oneDNN and MKL, its fp32
+GEMM, capped by ONEDNN_MAX_CPU_ISA / MKL_ENABLE_INSTRUCTIONS=AVX2: no AVX-512, no bf16 dot
+products), both printed.
 """
 import argparse
 import json
@@ -157,7 +158,7 @@ def main():
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     if args.isa == "avx2":  # before torch is imported: both read these once
         os.environ.update(AIR_CPU_KERNELS="avx2", ATEN_CPU_CAPABILITY="avx2",
-                          ONEDNN_MAX_CPU_ISA="AVX2")
+                          ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
     results = {}
@@ -168,7 +169,7 @@ def main():
         params = build_model(args, model_dir)
         import torch
         print(f"pytorch {torch.__version__}: ATen kernels {torch.backends.cpu.get_cpu_capability()}, "
-              f"oneDNN ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
+              f"oneDNN/MKL ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
               f"air kernels {os.environ.get('AIR_CPU_KERNELS', 'the best this CPU has')}")
         write_rows(args, data)
         print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
