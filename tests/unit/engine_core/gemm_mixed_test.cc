@@ -416,14 +416,20 @@ TEST(GemmBf16, TheSelectedPathIsTheSelectedKernelLevelAndRuns) {
               CpuKernelsName(SelectedCpuKernels()));
 }
 
-// convert.h's array conversions on the selected kernel level (ctest runs this binary under
-// AIR_CPU_KERNELS=avx2 and =generic too) give dtype.h's bits, vector body and scalar tail.
-TEST(Bf16Simd, ArrayConversionsMatchDtypeConversions) {
+// fp32 bit patterns: ties, NaNs, infinities, subnormals, the largest finite, then `random` more.
+std::vector<uint32_t> Fp32BitPatterns(uint64_t seed, int random) {
   std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
                                     0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00008000u,
                                     0x00018000u, 0x7f7fffffu, 0x7f7f8000u, 0x3f808000u};
-  std::mt19937_64 rng(7);
-  for (int i = 0; i < 4099; ++i) patterns.push_back(static_cast<uint32_t>(rng()));
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < random; ++i) patterns.push_back(static_cast<uint32_t>(rng()));
+  return patterns;
+}
+
+// convert.h's array conversions on the selected kernel level (ctest runs this binary under
+// AIR_CPU_KERNELS=avx2 and =generic too) give dtype.h's bits, vector body and scalar tail.
+TEST(Bf16Simd, ArrayConversionsMatchDtypeConversions) {
+  const std::vector<uint32_t> patterns = Fp32BitPatterns(7, 4099);
   const int64_t n = static_cast<int64_t>(patterns.size());  // not a multiple of 8 or 16
   std::vector<float> values(patterns.size()), widened(patterns.size());
   std::memcpy(values.data(), patterns.data(), patterns.size() * sizeof(float));
@@ -447,11 +453,7 @@ __attribute__((target("avx512f"))) void RoundPatternsAvx512(const uint32_t* in, 
 // bf16_simd.h's inline conversions are dtype.h's: ties, NaN, infinities, subnormals, and
 // random bit patterns; the 16-lane one too where the CPU has AVX-512F.
 TEST(Bf16Simd, RoundingMatchesDtypeConversions) {
-  std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
-                                    0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00008000u,
-                                    0x00018000u, 0x7f7fffffu, 0x7f7f8000u, 0x3f808000u};
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 20000; ++i) patterns.push_back(static_cast<uint32_t>(rng()));
+  const std::vector<uint32_t> patterns = Fp32BitPatterns(5, 20000);
   for (uint32_t u : patterns) {
     float f;
     std::memcpy(&f, &u, sizeof f);
