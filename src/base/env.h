@@ -4,10 +4,11 @@
 // Env so tests can inject faults (a full disk, EIO on a read, a crash between a write and its
 // rename, a frozen clock). The virtual calls are the primitives a fault test overrides
 // (base/env_wrapper.h): opening a file to read or write (whose streams carry every byte),
-// renaming, syncing a directory, locking. ReadFile, AppendToFile and WriteFileAtomic are built
-// on them here, once, so a fault injected in a primitive reaches every caller.
-// PosixEnv is the real implementation; DefaultEnv() returns a process-wide stateless instance.
-// Implementations must be safe to call from several threads; a stream or lock is used by one.
+// renaming (replacing or not), syncing a directory, locking. ReadFile, AppendToFile and
+// WriteFileAtomic are built on them here, once, so a fault injected in a primitive reaches every
+// caller. PosixEnv is the real implementation; DefaultEnv() returns a process-wide stateless
+// instance. Implementations must be safe to call from several threads; a stream or lock is used by
+// one.
 #pragma once
 
 #include <sys/types.h>
@@ -84,6 +85,9 @@ class Env {
                                                                 mode_t mode = 0644) = 0;
   // rename(2): atomic replacement of `to` on one file system.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // renameat2(RENAME_NOREPLACE): as RenameFile, but kAlreadyExists when `to` exists (atomically:
+  // two racing callers never both succeed).
+  virtual Status RenameFileNoReplace(const std::string& from, const std::string& to) = 0;
   // unlink(2); a missing file is fine.
   virtual Status RemoveFile(const std::string& path) = 0;
   // fsync of a directory, so that a rename or a new file in it survives a crash.

@@ -25,6 +25,9 @@ class EnvWrapper : public Env {
   Status RenameFile(const std::string& from, const std::string& to) override {
     return target_->RenameFile(from, to);
   }
+  Status RenameFileNoReplace(const std::string& from, const std::string& to) override {
+    return target_->RenameFileNoReplace(from, to);
+  }
   Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
   Status SyncDir(const std::string& dir) override { return target_->SyncDir(dir); }
   bool FileExists(const std::string& path) override { return target_->FileExists(path); }

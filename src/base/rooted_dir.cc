@@ -5,13 +5,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-
-#include "base/posix_io.h"
 
 namespace air {
 namespace {
@@ -56,16 +53,6 @@ Result<Fd> OpenChildDir(int dir_fd, const std::string& name, bool create, mode_t
     return ErrnoStatus("open " + shown, err);
   }
   return NotFound(fmt::format("'{}' does not exist", shown));
-}
-
-std::string RandomSuffix() {
-  uint64_t bits = 0;
-  if (::getrandom(&bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits))) {
-    static_assert(sizeof(uintptr_t) <= sizeof(bits));
-    bits = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
-           reinterpret_cast<uintptr_t>(&bits);
-  }
-  return fmt::format("{:016x}", bits);
 }
 
 }  // namespace
@@ -184,65 +171,22 @@ Result<uint64_t> RemoveAt(int dir_fd, const std::string& name, bool recursive,
 Result<std::string> CreateTempDirAt(int dir_fd, const std::string& name,
                                     const std::string& shown_as) {
   for (int attempt = 0; attempt < 8; ++attempt) {
-    std::string temp = "." + name.substr(0, 100) + ".air-tmp-" + RandomSuffix();
+    std::string temp = AtomicTempName(name);
     if (::mkdirat(dir_fd, temp.c_str(), 0700) == 0) return temp;
     if (errno != EEXIST) return ErrnoStatus("create a temporary directory for " + shown_as, errno);
   }
   return Internal("no free temporary name for " + shown_as);
 }
 
-Result<PendingFile> PendingFile::Create(int dir_fd, std::string name, mode_t mode,
+Result<PendingFile> PendingFile::Create(Env* env, int dir_fd, const std::string& name, mode_t mode,
                                         std::string shown_as) {
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    std::string temp = "." + name.substr(0, 100) + ".air-tmp-" + RandomSuffix();
-    int fd =
-        ::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd >= 0) {
-      if (::fchmod(fd, mode) != 0) {  // exact, whatever the umask
-        int err = errno;
-        ::close(fd);
-        ::unlinkat(dir_fd, temp.c_str(), 0);
-        return ErrnoStatus("chmod " + shown_as, err);
-      }
-      return PendingFile(dir_fd, Fd(fd), std::move(temp), std::move(name), std::move(shown_as));
-    }
-    if (errno != EEXIST) return ErrnoStatus("create a temporary file for " + shown_as, errno);
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return InvalidArgument(fmt::format("'{}' is not a file name", shown_as));
   }
-  return Internal("no free temporary name for " + shown_as);
-}
-
-PendingFile::PendingFile(PendingFile&& other) noexcept
-    : dir_fd_(other.dir_fd_),
-      fd_(std::move(other.fd_)),
-      temp_(std::move(other.temp_)),
-      name_(std::move(other.name_)),
-      shown_as_(std::move(other.shown_as_)),
-      written_(other.written_),
-      committed_(other.committed_) {
-  other.committed_ = true;  // the moved-from object removes nothing
-}
-
-PendingFile::~PendingFile() {
-  if (!committed_ && !temp_.empty()) ::unlinkat(dir_fd_, temp_.c_str(), 0);
-}
-
-Status PendingFile::Write(std::string_view data) {
-  AIR_RETURN_IF_ERROR(WriteFully(fd_.get(), data, shown_as_));
-  written_ += data.size();
-  return Status::Ok();
-}
-
-Status PendingFile::Commit(bool replace) {
-  if (::fsync(fd_.get()) != 0) return ErrnoStatus("fsync " + shown_as_, errno);
-  fd_ = Fd();
-  int rc = replace ? ::renameat(dir_fd_, temp_.c_str(), dir_fd_, name_.c_str())
-                   : ::renameat2(dir_fd_, temp_.c_str(), dir_fd_, name_.c_str(), RENAME_NOREPLACE);
-  if (rc != 0) {
-    if (errno == EEXIST) return AlreadyExists(fmt::format("'{}' already exists", shown_as_));
-    return ErrnoStatus("rename into " + shown_as_, errno);
-  }
-  committed_ = true;
-  return Status::Ok();
+  auto writer = std::make_unique<AtomicFileWriter>(
+      env, fmt::format("/proc/self/fd/{}/{}", dir_fd, name), mode, std::move(shown_as));
+  AIR_RETURN_IF_ERROR(writer->Open());
+  return PendingFile(std::move(writer));
 }
 
 Result<RootedDir> RootedDir::Open(const std::string& root, std::string shown_as) {

@@ -10,8 +10,9 @@
 // own naming rules first). The root itself is opened by its path once (it may be reached through
 // links its owner set up, e.g. a symlinked home).
 //
-// Writes go to a fresh temporary name beside the target (O_CREAT | O_EXCL) and are renamed into
-// place, so a reader never sees half a file and nothing is left behind on an error.
+// Writes go through AtomicFileWriter (PendingFile below): a fresh temporary name beside the
+// target, renamed into place, so a reader never sees half a file and nothing is left behind on
+// an error.
 // Thread safety: a RootedDir holds one descriptor and no other state; its methods may be called
 // from several threads. Fd and PendingFile belong to one thread at a time.
 #pragma once
@@ -20,11 +21,14 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/atomic_file.h"
+#include "base/env.h"
 #include "base/status.h"
 
 namespace air {
@@ -75,38 +79,27 @@ Result<uint64_t> RemoveAt(int dir_fd, const std::string& name, bool recursive,
 Result<std::string> CreateTempDirAt(int dir_fd, const std::string& name,
                                     const std::string& shown_as);
 
-// A file being written under a temporary name in `dir`; Commit() renames it to `name`.
-// Dropped without Commit(), the temporary file is removed.
+// A file being written under a temporary name in the open directory `dir_fd`; Commit()
+// renames it to `name`. Dropped without Commit(), the temporary file is removed. It is the
+// project's one atomic writer (base/atomic_file.h) through `env`, reaching the directory by its
+// descriptor (/proc/self/fd/<dir_fd>/<name>): no path is walked again, so a link planted above
+// the directory cannot redirect the write, and fault tests (EnvWrapper) reach every byte.
 class PendingFile {
  public:
-  // `shown_as` names the destination in errors.
-  static Result<PendingFile> Create(int dir_fd, std::string name, mode_t mode,
+  // `shown_as` names the destination in errors. `name` is one path component.
+  static Result<PendingFile> Create(Env* env, int dir_fd, const std::string& name, mode_t mode,
                                     std::string shown_as);
-  PendingFile(PendingFile&& other) noexcept;
-  PendingFile& operator=(PendingFile&&) = delete;
-  ~PendingFile();
 
-  int fd() const { return fd_.get(); }
-  Status Write(std::string_view data);
-  uint64_t written() const { return written_; }
+  Status Write(std::string_view data) { return writer_->Append(data); }
+  uint64_t written() const { return writer_->bytes_written(); }
   // fsync, then rename over `name` (replace) or only when `name` does not exist (else
-  // kAlreadyExists).
-  Status Commit(bool replace);
+  // kAlreadyExists: "'<shown_as>' already exists").
+  Status Commit(bool replace) { return replace ? writer_->Commit() : writer_->CommitNoReplace(); }
 
  private:
-  PendingFile(int dir_fd, Fd fd, std::string temp, std::string name, std::string shown_as)
-      : dir_fd_(dir_fd),
-        fd_(std::move(fd)),
-        temp_(std::move(temp)),
-        name_(std::move(name)),
-        shown_as_(std::move(shown_as)) {}
-  int dir_fd_;  // not owned: the caller keeps the directory open until Commit or destruction
-  Fd fd_;
-  std::string temp_;
-  std::string name_;
-  std::string shown_as_;
-  uint64_t written_ = 0;
-  bool committed_ = false;
+  explicit PendingFile(std::unique_ptr<AtomicFileWriter> writer) : writer_(std::move(writer)) {}
+  // The caller keeps `dir_fd` open until Commit or destruction.
+  std::unique_ptr<AtomicFileWriter> writer_;
 };
 
 class RootedDir {

@@ -206,7 +206,7 @@ Status CopyBytes(int from_fd, PendingFile* to) {
 }
 
 // Copies the tree below `from_fd` into the empty directory `to_fd`; returns the files copied.
-Result<int64_t> CopyTreeInto(int from_fd, int to_fd, const std::string& shown) {
+Result<int64_t> CopyTreeInto(Env* env, int from_fd, int to_fd, const std::string& shown) {
   AIR_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirAt(from_fd, shown));
   int64_t files = 0;
   for (const DirEntry& e : entries) {
@@ -223,10 +223,10 @@ Result<int64_t> CopyTreeInto(int from_fd, int to_fd, const std::string& shown) {
       int to = ::openat(to_fd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (to < 0) return ErrnoStatus("open " + path, errno);
       Fd to_owned(to);
-      AIR_ASSIGN_OR_RETURN(int64_t n, CopyTreeInto(from, to, path));
+      AIR_ASSIGN_OR_RETURN(int64_t n, CopyTreeInto(env, from, to, path));
       files += n;
     } else if (S_ISREG(st.st_mode)) {
-      AIR_ASSIGN_OR_RETURN(PendingFile out, PendingFile::Create(to_fd, e.name, 0644, path));
+      AIR_ASSIGN_OR_RETURN(PendingFile out, PendingFile::Create(env, to_fd, e.name, 0644, path));
       AIR_RETURN_IF_ERROR(CopyBytes(from, &out));
       AIR_RETURN_IF_ERROR(out.Commit(/*replace=*/false));
       ++files;
@@ -265,8 +265,8 @@ Status MoveInto(int from_fd, int to_fd, bool overwrite, const std::string& shown
 
 // Copies the directory `from` to `leaf` in `parent`: staged in a temporary directory there,
 // then renamed into place (a new target) or moved file by file into the existing one.
-Result<int64_t> CopyDirectory(int from, int parent, const std::string& leaf, bool overwrite,
-                              const std::string& shown) {
+Result<int64_t> CopyDirectory(Env* env, int from, int parent, const std::string& leaf,
+                              bool overwrite, const std::string& shown) {
   struct stat st {};
   const bool exists = ::fstatat(parent, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
   Fd existing;
@@ -292,7 +292,7 @@ Result<int64_t> CopyDirectory(int from, int parent, const std::string& leaf, boo
     discard();
     return ErrnoStatus("chmod " + shown, err);
   }
-  auto files = CopyTreeInto(from, staged, shown);
+  auto files = CopyTreeInto(env, from, staged, shown);
   Status placed = files.status();
   if (placed.ok() && exists) {
     placed = MoveInto(staged, existing.get(), overwrite, shown);
@@ -363,8 +363,8 @@ Status Copy(CliContext& ctx, const VolumesFlags& flags) {
   AIR_ASSIGN_OR_RETURN(Fd parent, to.dir.OpenParent(target, /*create=*/true, &leaf));
   int64_t files = 0;
   if (directory) {
-    AIR_ASSIGN_OR_RETURN(
-        files, CopyDirectory(source_fd.get(), parent.get(), leaf, flags.overwrite, target_name));
+    AIR_ASSIGN_OR_RETURN(files, CopyDirectory(ctx.env, source_fd.get(), parent.get(), leaf,
+                                              flags.overwrite, target_name));
   } else {
     const Fd& file = source_fd;
     struct stat existing {};
@@ -373,7 +373,7 @@ Status Copy(CliContext& ctx, const VolumesFlags& flags) {
       return AlreadyExists(target_name + " is a directory");
     }
     AIR_ASSIGN_OR_RETURN(PendingFile out,
-                         PendingFile::Create(parent.get(), leaf, 0644, target_name));
+                         PendingFile::Create(ctx.env, parent.get(), leaf, 0644, target_name));
     AIR_RETURN_IF_ERROR(CopyBytes(file.get(), &out));
     Status committed = out.Commit(flags.overwrite);
     if (committed.code() == ErrorCode::kAlreadyExists) {

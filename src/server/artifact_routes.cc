@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "backends/cluster_registry.h"
+#include "base/atomic_file.h"
 #include "base/rooted_dir.h"
 #include "base/strings.h"
 #include "server/server_internal.h"
@@ -68,7 +69,7 @@ uint64_t TreeBytes(int dir_fd) {
   if (!entries.ok()) return 0;
   uint64_t total = 0;
   for (const DirEntry& e : *entries) {
-    if (e.name.find(".air-tmp-") != std::string::npos) continue;
+    if (IsAtomicTempName(e.name)) continue;
     if (e.type == DirEntry::Type::kFile) total += e.size;
     if (e.type != DirEntry::Type::kDirectory) continue;
     int child = ::openat(dir_fd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -177,7 +178,7 @@ void Upload(ServerContext& ctx, const httplib::Request& req, httplib::Response& 
   };
   if (!reservation.Grow(declared, stored, max_run)) return run_too_large();
 
-  auto pending = PendingFile::Create(dir->get(), leaf, 0600, *path);
+  auto pending = PendingFile::Create(ctx.env, dir->get(), leaf, 0600, *path);
   if (!pending.ok()) {
     CloseAfter(res);
     return SendError(res, pending.status());
@@ -278,7 +279,7 @@ void List(ServerContext& ctx, const httplib::Request& req, httplib::Response& re
     auto entries = ListDirAt(dir->get(), *path);
     if (!entries.ok()) return SendError(res, entries.status());
     for (const DirEntry& e : *entries) {
-      if (e.name.find(".air-tmp-") != std::string::npos) continue;  // an upload in flight
+      if (IsAtomicTempName(e.name)) continue;  // an upload in flight
       if (e.type == DirEntry::Type::kDirectory) {
         files.push_back({{"path", e.name}, {"is_dir", true}});
       } else if (e.type == DirEntry::Type::kFile) {

@@ -136,7 +136,8 @@ def test_without_mount_namespaces_submit_names_the_path(air, air_home, tmp_path)
 
 
 def leftovers(*roots):
-    return [p for root in roots for p in root.rglob("*") if ".air-tmp-" in p.name]
+    # AtomicFileWriter's temporaries (base/atomic_file.h): ".<name>.tmp.<8 hex>".
+    return [p for root in roots for p in root.rglob("*") if ".tmp." in p.name]
 
 
 def test_symlinks_under_the_volume_root_are_never_followed(air, air_home, tmp_path):

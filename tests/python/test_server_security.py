@@ -339,7 +339,8 @@ def put_stream(base, token, path, size, chunked=False):
 
 
 def no_temp_files(root):
-    return [p for p in root.rglob("*") if ".air-tmp-" in p.name]
+    # AtomicFileWriter's temporaries (base/atomic_file.h): ".<name>.tmp.<8 hex>".
+    return [p for p in root.rglob("*") if ".tmp." in p.name]
 
 
 def test_big_uploads_stream_to_disk_and_quotas_give_413(air_home, server):

@@ -4,7 +4,8 @@
 //     first write (a full disk: ENOSPC; a dying disk: EIO), the file being created first;
 //   - FailReadsUnder(prefix, err): each read of a file under `prefix` fails (EIO);
 //   - TearReadsUnder(prefix): each file under `prefix` reads back as its first half;
-//   - BeforeRename(fn): runs fn(from, to) before each rename; a test "crashes" the process
+//   - BeforeRename(fn): runs fn(from, to) before each rename (replacing or not); a test "crashes"
+//   the process
 //     between a write and its rename with `_exit` (in a gtest death test's child).
 // Thread safety: configure before use; then as the real Env.
 #pragma once
@@ -62,6 +63,10 @@ class FaultEnv : public EnvWrapper {
   Status RenameFile(const std::string& from, const std::string& to) override {
     if (before_rename_) before_rename_(from, to);
     return target()->RenameFile(from, to);
+  }
+  Status RenameFileNoReplace(const std::string& from, const std::string& to) override {
+    if (before_rename_) before_rename_(from, to);
+    return target()->RenameFileNoReplace(from, to);
   }
 
  private:

@@ -18,6 +18,7 @@ namespace air {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TempDir;
 
 size_t Entries(const std::string& dir) { return DefaultEnv()->ListDir(dir)->size(); }
@@ -107,8 +108,42 @@ TEST(AtomicFileWriter, CrashBeforeTheRenameLeavesTheOldFile) {
   // The crash left the data under a temporary name, which no reader opens.
   auto names = DefaultEnv()->ListDir(dir.path());
   ASSERT_EQ(names->size(), 2u);
-  EXPECT_NE((*names)[1].find("state.json.tmp."), std::string::npos) << (*names)[1];
-  EXPECT_EQ(*DefaultEnv()->ReadFile(dir.path() + "/" + (*names)[1]), "new");
+  const std::string& temp = (*names)[0];  // ".state.json.tmp.<8 hex>" sorts first
+  EXPECT_EQ(temp.rfind(".state.json.tmp.", 0), 0u) << temp;
+  EXPECT_TRUE(IsAtomicTempName(temp)) << temp;
+  EXPECT_EQ(*DefaultEnv()->ReadFile(dir.path() + "/" + temp), "new");
+}
+
+TEST(AtomicFileWriter, TemporaryNamesAreRecognisedAndNothingElse) {
+  EXPECT_TRUE(IsAtomicTempName(AtomicTempName("model.safetensors")));
+  EXPECT_TRUE(IsAtomicTempName(AtomicTempName(std::string(255, 'x'))));
+  EXPECT_LE(AtomicTempName(std::string(255, 'x')).size(), 255u);  // NAME_MAX
+  for (const char* user : {"state.json", "a.tmp.deadbeef", ".a.tmp.deadbee", ".a.tmp.DEADBEEF",
+                           ".a.tmp.deadbeef.txt", ".tmp.", ""}) {
+    EXPECT_FALSE(IsAtomicTempName(user)) << user;
+  }
+}
+
+TEST(AtomicFileWriter, ErrorsNameTheTargetAsShownAndNoReplaceKeepsTheOldFile) {
+  TempDir dir;
+  const std::string path = dir.path() + "/state.json";
+  ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(path, "old").ok());
+  AtomicFileWriter writer(DefaultEnv(), path, 0644, "runs/state.json");
+  ASSERT_TRUE(writer.Open().ok());
+  ASSERT_TRUE(writer.Append("new").ok());
+  Status s = writer.CommitNoReplace();
+  EXPECT_EQ(s.code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(s.message(), "'runs/state.json' already exists");
+  EXPECT_EQ(*DefaultEnv()->ReadFile(path), "old");
+  EXPECT_EQ(Entries(dir.path()), 1u);
+  testing::FaultEnv full;
+  full.FailWritesUnder(dir.path(), ENOSPC);
+  AtomicFileWriter shown(&full, dir.path() + "/fresh.json", 0644, "runs/fresh.json");
+  ASSERT_TRUE(shown.Open().ok());
+  Status disk = shown.Append("data");
+  EXPECT_THAT(disk.message(), HasSubstr("disk full writing runs/fresh.json"));
+  EXPECT_THAT(disk.message(), Not(HasSubstr(dir.path())));
+  EXPECT_EQ(Entries(dir.path()), 1u);
 }
 
 TEST(AtomicFileWriter, EioOnAReadNamesThePath) {

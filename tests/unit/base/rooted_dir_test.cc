@@ -1,21 +1,32 @@
 // Tests for base/rooted_dir.h on a real file system: a symbolic link anywhere on a path below
 // the root is refused (never followed, whatever it points at), listing shows a link as a link,
 // removal takes a link itself and never its target, and a PendingFile appears only whole (and
-// not at all when dropped).
+// not at all when dropped, on a full disk or after a crash before its rename: the faults of
+// `air volumes cp` and an artifact upload, injected through the Env), its errors naming the
+// user's path.
 #include "base/rooted_dir.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
+
+#include "unit/fault_env.h"
 
 namespace air {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RootedDirTest : public ::testing::Test {
  protected:
@@ -115,12 +126,12 @@ TEST_F(RootedDirTest, PendingFilesAppearWholeOrNotAtAll) {
   auto parent = dir->OpenParent("new/dir/out.bin", true, &leaf, 0700);
   ASSERT_TRUE(parent.ok()) << parent.status().message();
   {
-    auto dropped = PendingFile::Create(parent->get(), leaf, 0600, "out.bin");
+    auto dropped = PendingFile::Create(DefaultEnv(), parent->get(), leaf, 0600, "out.bin");
     ASSERT_TRUE(dropped.ok());
     ASSERT_TRUE(dropped->Write("half").ok());
   }
   EXPECT_TRUE(fs::is_empty(root_ / "new" / "dir"));  // the temporary file went with it
-  auto file = PendingFile::Create(parent->get(), leaf, 0600, "out.bin");
+  auto file = PendingFile::Create(DefaultEnv(), parent->get(), leaf, 0600, "out.bin");
   ASSERT_TRUE(file.ok());
   ASSERT_TRUE(file->Write("whole").ok());
   EXPECT_FALSE(fs::exists(root_ / "new" / "dir" / "out.bin"));
@@ -130,18 +141,87 @@ TEST_F(RootedDirTest, PendingFilesAppearWholeOrNotAtAll) {
   EXPECT_EQ(fs::status(root_ / "new" / "dir" / "out.bin").permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
   // Without replace, an existing file stays.
-  auto again = PendingFile::Create(parent->get(), leaf, 0600, "out.bin");
+  auto again = PendingFile::Create(DefaultEnv(), parent->get(), leaf, 0600, "out.bin");
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->Commit(false).code(), ErrorCode::kAlreadyExists);
+  Status refused = again->Commit(false);
+  EXPECT_EQ(refused.code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(refused.message(), "'out.bin' already exists");
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "new" / "dir"), {}), 1);
   // A link in place of the target is replaced itself, never written through.
   fs::create_symlink(outside_ / "secret", root_ / "new" / "dir" / "linked");
-  auto over = PendingFile::Create(parent->get(), "linked", 0600, "linked");
+  auto over = PendingFile::Create(DefaultEnv(), parent->get(), "linked", 0600, "linked");
   ASSERT_TRUE(over.ok());
   ASSERT_TRUE(over->Write("replaced").ok());
   ASSERT_TRUE(over->Commit(true).ok());
   EXPECT_FALSE(fs::is_symlink(root_ / "new" / "dir" / "linked"));
   std::ifstream secret(outside_ / "secret");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(secret), {}), "outside the root");
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> Names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(RootedDirTest, AFullDiskLeavesTheOldFileAndNamesTheUsersPath) {
+  Write(root_ / "a" / "out.bin", "old");
+  auto dir = RootedDir::Open(root_.string(), "/Volumes");
+  ASSERT_TRUE(dir.ok());
+  std::string leaf;
+  auto parent = dir->OpenParent("a/out.bin", false, &leaf);
+  ASSERT_TRUE(parent.ok()) << parent.status().message();
+  testing::FaultEnv full;
+  full.FailWritesUnder("/proc/self/fd/", ENOSPC);
+  auto file = PendingFile::Create(&full, parent->get(), leaf, 0644, "/Volumes/a/out.bin");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  Status s = file->Write("new");
+  EXPECT_EQ(full.writes_failed(), 1);
+  EXPECT_EQ(s.code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("disk full writing /Volumes/a/out.bin"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("/proc/")));
+  EXPECT_FALSE(file->Commit(true).ok());
+  EXPECT_EQ(Slurp(root_ / "a" / "out.bin"), "old");
+  EXPECT_EQ(Names(root_ / "a"),
+            (std::vector<std::string>{"b", "link_dir", "link_file", "out.bin"}));
+}
+
+// The death test forks: the child crashes between the last write and the rename.
+TEST_F(RootedDirTest, ACrashBeforeTheRenameLeavesTheOldFileAndAHiddenTemporary) {
+  Write(root_ / "a" / "out.bin", "old");
+  auto dir = RootedDir::Open(root_.string(), "");
+  ASSERT_TRUE(dir.ok());
+  std::string leaf;
+  auto parent = dir->OpenParent("a/out.bin", false, &leaf);
+  ASSERT_TRUE(parent.ok()) << parent.status().message();
+  for (bool replace : {true, false}) {
+    EXPECT_EXIT(
+        {
+          testing::FaultEnv crashing;
+          crashing.BeforeRename([](const std::string&, const std::string&) { ::_exit(3); });
+          auto file = PendingFile::Create(&crashing, parent->get(), leaf, 0644, "a/out.bin");
+          if (!file.ok() || !file->Write("new").ok()) ::_exit(1);
+          (void)file->Commit(replace);
+          ::_exit(0);
+        },
+        ::testing::ExitedWithCode(3), "");
+  }
+  EXPECT_EQ(Slurp(root_ / "a" / "out.bin"), "old");
+  // The data lies under temporary names that listings (artifacts, volumes) leave out.
+  int temporaries = 0;
+  for (const std::string& name : Names(root_ / "a")) {
+    if (!IsAtomicTempName(name)) continue;
+    ++temporaries;
+    EXPECT_EQ(Slurp(root_ / "a" / name), "new");
+  }
+  EXPECT_EQ(temporaries, 2);
 }
 
 }  // namespace
