@@ -1,10 +1,9 @@
-// Gradient utilities over a list of parameters: the global L2 norm, clipping with
-// torch.nn.utils.clip_grad_norm_ semantics, and scaling.
-// clip: total = sqrt(sum of every gradient element squared); coef = max_norm / (total + 1e-6),
-// clamped to at most 1; every gradient is multiplied by coef. Returns the norm before clipping
-// (what torch returns and what the progress line shows). The sums and the scaling run on the
-// model's backend (threaded on the fast path); the squared norms accumulate in one device
-// scalar (`sum_slot`, an F64 view the caller owns) that is read back once.
+// Gradient clipping with torch.nn.utils.clip_grad_norm_ semantics, over a list of parameters:
+// total = sqrt(sum of every gradient element squared) (what torch returns and the progress line
+// shows); coef = max_norm / (total + 1e-6), clamped to at most 1; every gradient is multiplied
+// by coef — inside AdamW's pass (AdamW::Step's grad_scale, the same bits) rather than in place.
+// The sums run on the model's backend (threaded on the fast path); the squared norms accumulate
+// in one device scalar (`sum_slot`, an F64 view the caller owns) that is read back once.
 // Thread safety: pure over the pointees.
 #pragma once
 
@@ -26,15 +25,5 @@ double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& back
 // torch's clip coefficient as the fp32 factor the gradients are multiplied by: min(1, max_norm /
 // (total + 1e-6)); 1 when max_norm <= 0 (no clipping).
 float ClipCoefficient(double total, double max_norm);
-// Clips in place to `max_norm` (> 0) given the total norm `total` (computed here or summed across
-// ranks); returns total.
-double ClipToNorm(const std::vector<ParamView>& params, double total, double max_norm,
-                  const Backend& backend);
-
-// Clips in place when max_norm > 0; returns the total norm before clipping either way.
-double ClipGradNorm(const std::vector<ParamView>& params, double max_norm, const Backend& backend,
-                    const View& sum_slot);
-
-void ScaleGrads(const std::vector<ParamView>& params, float factor, const Backend& backend);
 
 }  // namespace air::engine::train

@@ -118,8 +118,8 @@ std::vector<Tensor> TrainOneProcess(int world, bool checkpointing,
       }
     }
     EXPECT_TRUE(f.FinishGradients().ok());
-    train::ClipGradNorm(params, kMaxNorm, model->backend(), slot);
-    (*adam)->Step(Lr(step));
+    const double norm = train::GlobalGradNorm(params, model->backend(), slot);
+    (*adam)->Step(Lr(step), train::ClipCoefficient(norm, kMaxNorm));
     EXPECT_TRUE(f.AfterOptimizerStep().ok());
   }
   auto full = f.GatherFullParameters();
@@ -182,8 +182,7 @@ std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy st
                       })
                       .ok());
     }
-    train::ClipToNorm(params, std::sqrt(squared), kMaxNorm, model->backend());
-    (*adam)->Step(Lr(step));
+    (*adam)->Step(Lr(step), train::ClipCoefficient(std::sqrt(squared), kMaxNorm));
     EXPECT_TRUE(f.AfterOptimizerStep().ok());
   }
   auto full = f.GatherFullParameters();

@@ -145,38 +145,34 @@ TEST(LrScheduleTest, WarmupAsLongAsTheRun) {
   EXPECT_DOUBLE_EQ(s.Multiplier(4), 1.0);
 }
 
-TEST(GradClipTest, ClipsToMaxNormAndReturnsTheNormBefore) {
+TEST(GradClipTest, NormAndTorchsClampedCoefficient) {
   std::vector<float> a = {0, 0}, ga = {3.0f, 0.0f}, b = {0}, gb = {4.0f};
   std::vector<ParamView> params = {View("a", {2, 1}, a, ga), View("b", {1}, b, gb)};
   NormSlot slot;
   EXPECT_NEAR(GlobalGradNorm(params, kOps, slot.view), 5.0, 1e-12);
-  double norm = ClipGradNorm(params, 1.0, kOps, slot.view);
-  EXPECT_NEAR(norm, 5.0, 1e-12);
-  const double coef = 1.0 / (5.0 + 1e-6);
-  EXPECT_NEAR(ga[0], 3.0 * coef, 1e-7);
-  EXPECT_NEAR(gb[0], 4.0 * coef, 1e-7);
-  EXPECT_NEAR(GlobalGradNorm(params, kOps, slot.view), 5.0 * coef, 1e-6);
+  EXPECT_EQ(ClipCoefficient(5.0, 1.0), static_cast<float>(1.0 / (5.0 + 1e-6)));
+  EXPECT_EQ(ClipCoefficient(0.5, 1.0), 1.0f);   // small gradients are left alone
+  EXPECT_EQ(ClipCoefficient(50.0, 0.0), 1.0f);  // max_norm 0 disables clipping
 }
 
-TEST(GradClipTest, LeavesSmallGradientsAlone) {
-  std::vector<float> a = {0, 0}, ga = {0.3f, 0.4f};
-  std::vector<ParamView> params = {View("a", {2, 1}, a, ga)};
-  NormSlot slot;
-  EXPECT_NEAR(ClipGradNorm(params, 1.0, kOps, slot.view), 0.5, 1e-7);
-  EXPECT_EQ(ga[0], 0.3f);
-  EXPECT_EQ(ga[1], 0.4f);
-  // max_norm 0 disables clipping but still reports the norm.
-  ga = {30.0f, 40.0f};
-  EXPECT_NEAR(ClipGradNorm(params, 0.0, kOps, slot.view), 50.0, 1e-5);
-  EXPECT_EQ(ga[0], 30.0f);
-}
-
-TEST(GradClipTest, Scale) {
-  std::vector<float> a = {0, 0}, ga = {1.0f, -2.0f};
-  std::vector<ParamView> params = {View("a", {2}, a, ga)};
-  ScaleGrads(params, 0.5f, kOps);
-  EXPECT_EQ(ga[0], 0.5f);
-  EXPECT_EQ(ga[1], -1.0f);
+// Step(lr, coef) gives the bits of scaling every gradient by coef first (what
+// clip_grad_norm_ does in place) and then stepping.
+TEST(GradClipTest, StepWithTheCoefficientIsScalingTheGradientsFirst) {
+  std::vector<float> w1 = {0.5f, -1.0f}, g1 = {3.0f, 4.0f}, w2 = w1, g2 = g1;
+  auto fused =
+      std::move(AdamW::Create({View("w", {2, 1}, w1, g1)}, {.weight_decay = 0.01}, kOps)).value();
+  auto scaled =
+      std::move(AdamW::Create({View("w", {2, 1}, w2, g2)}, {.weight_decay = 0.01}, kOps)).value();
+  const float coef = ClipCoefficient(5.0, 1.0);
+  for (int step = 0; step < 3; ++step) {
+    fused->Step(1e-2, coef);
+    std::vector<float> scaled_grads = {g2[0] * coef, g2[1] * coef};
+    std::swap(g2, scaled_grads);
+    scaled->Step(1e-2);
+    std::swap(g2, scaled_grads);
+  }
+  EXPECT_EQ(w1, w2);
+  EXPECT_EQ(g1, g2);  // the gradients themselves are left as they were
 }
 
 }  // namespace
