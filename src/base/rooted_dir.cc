@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -206,9 +206,8 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
       // read in place by the product instead of packed from fp32.
       uint16_t* p16 = nullptr;
       if (vb.bf16) {
-        auto& rounded = bf16_buf;
-        if (static_cast<int64_t>(rounded.size()) < nq * nk) rounded.resize(nq * nk);
-        p16 = rounded.data();
+        if (static_cast<int64_t>(bf16_buf.size()) < nq * nk) bf16_buf.resize(nq * nk);
+        p16 = bf16_buf.data();
       }
       std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
