@@ -9,6 +9,7 @@ import importlib.abc
 import importlib.machinery
 import json
 import os
+import select
 import sys
 import threading
 import time
@@ -92,10 +93,9 @@ class _RankPrefix:
                 break
             pending += chunk
             *lines, pending = pending.split(b"\n")
-            if lines:
-                os.write(original, b"".join(self._prefix + line + b"\n" for line in lines))
+            _write_lines(original, [self._prefix + line + b"\n" for line in lines])
         if pending:
-            os.write(original, self._prefix + pending + b"\n")
+            _write_lines(original, [self._prefix + pending + b"\n"])
         os.close(read_end)
 
     def close(self) -> None:
@@ -112,6 +112,27 @@ class _RankPrefix:
             thread.join(timeout=2)
             if not thread.is_alive():  # else a child still holds the pipe: leave it to exit
                 os.close(original)
+
+
+def _write_lines(fd: int, lines: list) -> None:
+    """Writes whole lines in writes of at most PIPE_BUF bytes: every rank of a node (and
+    torchrun) shares the node's output pipe, and only writes that small are atomic there, so a
+    line is never split by another process's bytes (one 64 KiB write once was: `[rank 1]` and
+    the rest of its line arrived apart). A single line longer than PIPE_BUF goes as it is."""
+    batch = b""
+    for line in lines:
+        if batch and len(batch) + len(line) > select.PIPE_BUF:
+            _write_all(fd, batch)
+            batch = b""
+        batch += line
+    if batch:
+        _write_all(fd, batch)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _error_record(kind: str, exc: BaseException, rank: int, message: str = "") -> dict:

@@ -3,7 +3,10 @@ nodes x 2 processes returns [6.0, 6.0, 6.0, 6.0]; every rank has torchrun's envi
 air's (MLFLOW_*, AIR_RUN_ID), the caller's working directory arrives as the code snapshot, each
 rank's output is streamed with its rank, and nothing is left behind."""
 import json
+import os
 import subprocess
+import sys
+import time
 
 from distributed_fixtures import functions
 from distributed_fixtures.helpers import air_json, call_dirs, py_env  # noqa: F401
@@ -13,6 +16,7 @@ import air
 from serverless_gpu import distributed
 
 SECRET = "s3cr3t-value-for-the-ranks"
+PYTHON_SOURCE = os.path.dirname(os.path.dirname(air.__file__))
 
 
 def test_all_reduce_on_two_nodes_of_two_processes(py_env, air_bin, air_home, tmp_path,  # noqa: F811
@@ -71,3 +75,34 @@ def test_lines_printed_just_before_the_end_all_arrive(py_env, air_bin, air_home,
     for rank in (0, 1):
         assert all(f"[rank {rank}] line {i} of rank {rank}" in out for i in range(3000)), rank
     assert "Bad file descriptor" not in out
+
+
+_PREFIXED_PRINTER = """
+import sys
+from air._worker import _RankPrefix
+prefix = _RankPrefix(int(sys.argv[1]))
+for i in range(20000):
+    print(f"line {i} of rank {sys.argv[1]} " + "x" * 40)
+prefix.close()
+"""
+
+
+def test_ranks_sharing_one_pipe_never_split_each_other_s_lines():
+    """Two ranks' prefixers writing to one pipe (a node's output, as torchrun's workers share
+    it) with a slow reader: every line arrives whole (64 KiB writes once interleaved mid-line)."""
+    read_end, write_end = os.pipe()
+    procs = [subprocess.Popen([sys.executable, "-c", _PREFIXED_PRINTER, str(rank)],
+                              stdout=write_end, env={**os.environ, "PYTHONPATH": PYTHON_SOURCE})
+             for rank in (0, 1)]
+    os.close(write_end)
+    data = b""
+    with os.fdopen(read_end, "rb", buffering=0) as reader:
+        while chunk := reader.read(4096):
+            data += chunk
+            time.sleep(0.0002)  # a reader slower than the writers: the pipe fills
+    assert [p.wait() for p in procs] == [0, 0]
+    lines = data.decode().splitlines()
+    for rank in (0, 1):
+        expected = [f"[rank {rank}] line {i} of rank {rank} " + "x" * 40 for i in range(20000)]
+        assert [line for line in lines if line.startswith(f"[rank {rank}] ")] == expected, rank
+    assert len(lines) == 40000
