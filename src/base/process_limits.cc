@@ -1,7 +1,8 @@
-// umask, private directories, core dump limits.
+// umask, private directories, core dump limits, the allowed CPUs.
 #include "base/process_limits.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -51,6 +52,16 @@ void DisableCoreDumpLimit() {
 void DisableCoreDumps() {
   DisableCoreDumpLimit();
   ::prctl(PR_SET_DUMPABLE, 0);
+}
+
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
 }
 
 }  // namespace air

@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -33,7 +35,7 @@ namespace {
 constexpr int kDrainAfterExitMs = 1000;
 
 // The step of the child's setup that failed, reported to the parent with its errno.
-enum class Step : int { kExec, kStdin, kWorkdir, kCgroup, kFork, kParentDied };
+enum class Step : int { kExec, kStdin, kWorkdir, kCgroup, kFork, kParentDied, kAffinity };
 struct ChildFailure {
   Step step;
   int err;
@@ -65,6 +67,10 @@ Status DescribeFailure(const SubprocessOptions& options, const std::string& prog
       return ErrnoStatus(fmt::format("fork {} into its own session", options.argv[0]), failure.err);
     case Step::kParentDied:
       return Internal(fmt::format("{}: its parent died while starting it", options.argv[0]));
+    case Step::kAffinity:
+      return ErrnoStatus(
+          fmt::format("bind {} to CPUs {}", options.argv[0], fmt::join(options.cpus, ",")),
+          failure.err);
   }
   return Internal("unknown start failure of " + options.argv[0]);
 }
@@ -85,6 +91,15 @@ Result<pid_t> ForkExec(const SubprocessOptions& options, int out_fd, int err_fd,
   const std::string workdir = options.workdir.empty() && detach ? "/" : options.workdir;
   const FdHygiene hygiene = FdHygieneFor(DefaultEnv());
   const bool close_fds = options.close_inherited_fds || detach;
+  cpu_set_t cpus;  // built here: the child of a multi-threaded parent must not allocate
+  CPU_ZERO(&cpus);
+  for (int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return InvalidArgument(fmt::format("subprocess {}: CPU {} is not in [0, {})", options.argv[0],
+                                         cpu, CPU_SETSIZE));
+    }
+    CPU_SET(cpu, &cpus);
+  }
   sigset_t mask;
   if (options.signal_mask) {
     mask = *options.signal_mask;
@@ -123,6 +138,9 @@ Result<pid_t> ForkExec(const SubprocessOptions& options, int out_fd, int err_fd,
     // Into the cgroup before anything of the program runs.
     if (options.cgroup_procs_fd >= 0 && ::write(options.cgroup_procs_fd, "0", 1) != 1) {
       Report(report[1], Step::kCgroup, errno);
+    }
+    if (!options.cpus.empty() && ::sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+      Report(report[1], Step::kAffinity, errno);
     }
     for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);

@@ -56,6 +56,9 @@ struct SubprocessOptions {
   int cgroup_procs_fd = -1;
   // The child's signal mask; nullopt: none blocked. Dispositions are always the defaults.
   std::optional<sigset_t> signal_mask;
+  // The CPUs the child (and what it starts) may run on (sched_setaffinity before exec); empty:
+  // the caller's.
+  std::vector<int> cpus;
   // Polled every 100 ms while the program runs (RunSubprocess); when it returns true the
   // program's process group gets SIGTERM (SIGKILL 2 s later) and the call returns kCancelled.
   // When the program exits, whatever it left in its group is killed, and captured output is

@@ -357,3 +357,35 @@ def test_logs_follow_streams_a_live_node_until_the_run_ends(air, tmp_path):
     ticks = [l for l in proc.stdout.splitlines() if l.startswith("tick")]
     assert ticks == [f"tick {i}" for i in range(1, 6)]
     assert get(air, run_id)["state"] == "SUCCEEDED"
+
+
+def _cpu_list(text: str) -> set:
+    """The CPUs of a Cpus_allowed_list value such as `0-3,6`."""
+    cpus = set()
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def test_each_simulated_node_runs_on_its_own_share_of_the_cpus(air, air_home, tmp_path):
+    """As a real node has its own cores, each local node (its agent, command and every process
+    it starts) is bound to a disjoint part of the CPUs air may use; with fewer CPUs than
+    nodes, none is bound."""
+    spec = write_spec(tmp_path, "grep Cpus_allowed_list /proc/self/status; "
+                      "sh -c 'grep Cpus_allowed_list /proc/self/status'", nodes=2)
+    run = wait_terminal(air, submit(air, spec))
+    assert run["state"] == "SUCCEEDED", run
+    mine = sorted(os.sched_getaffinity(0))
+    shares = []
+    for node in range(2):
+        lines = [l for l in air("logs", run["run_id"], "--node", node, check=True)
+                 .stdout.splitlines() if l.startswith("Cpus_allowed_list:")]
+        assert len(lines) == 2 and lines[0] == lines[1], lines  # the child keeps the node's
+        shares.append(_cpu_list(lines[0].split(":", 1)[1]))
+    print("allowed", mine, "nodes", shares)
+    if len(mine) >= 2:
+        half = len(mine) // 2
+        assert shares == [set(mine[:half]), set(mine[half:])], (mine, shares)
+    else:
+        assert shares == [set(mine), set(mine)], (mine, shares)

@@ -16,6 +16,7 @@
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
 #include "base/posix_io.h"
+#include "base/process_limits.h"
 #include "base/strings.h"
 #include "base/subprocess.h"
 
@@ -100,7 +101,19 @@ LocalBackend::~LocalBackend() {
   ::close(sigchld_fd_);
 }
 
-Result<pid_t> LocalBackend::SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices) {
+std::vector<std::vector<int>> SplitCpusAmongNodes(const std::vector<int>& cpus, int nodes) {
+  std::vector<std::vector<int>> parts;
+  const int64_t count = static_cast<int64_t>(cpus.size());
+  if (nodes <= 1 || count < nodes) return parts;
+  for (int64_t i = 0; i < nodes; ++i) {
+    const int64_t begin = i * count / nodes, end = (i + 1) * count / nodes;
+    parts.emplace_back(cpus.begin() + begin, cpus.begin() + end);
+  }
+  return parts;
+}
+
+Result<pid_t> LocalBackend::SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices,
+                                       std::vector<int> cpus) {
   agent::NodeLaunch launch = node.launch;
   if (!cuda_devices.empty()) launch.env.emplace_back("CUDA_VISIBLE_DEVICES", cuda_devices);
   AIR_RETURN_IF_ERROR(
@@ -115,6 +128,7 @@ Result<pid_t> LocalBackend::SpawnAgent(const NodeToLaunch& node, const std::stri
   agent.placement = ProcessPlacement::kCallerGroup;
   agent.parent_death_signal = SIGTERM;
   agent.inherit_output = true;
+  agent.cpus = std::move(cpus);  // inherited by the node's command and every process it starts
   AIR_ASSIGN_OR_RETURN(RunningSubprocess started, StartSubprocess(agent));
   return static_cast<pid_t>(started.pid());
 }
@@ -132,6 +146,8 @@ Status LocalBackend::Launch(const AttemptToLaunch& attempt) {
           attempt.nodes.size(), attempt.gpus_per_node, needed, devices.size()));
     }
   }
+  const std::vector<std::vector<int>> node_cpus =
+      SplitCpusAmongNodes(AllowedCpus(), static_cast<int>(attempt.nodes.size()));
   for (size_t i = 0; i < attempt.nodes.size(); ++i) {
     const NodeToLaunch& node = attempt.nodes[i];
     std::string cuda;
@@ -139,7 +155,7 @@ Status LocalBackend::Launch(const AttemptToLaunch& attempt) {
       if (!cuda.empty()) cuda += ",";
       cuda += devices[i * attempt.gpus_per_node + g];
     }
-    auto pid = SpawnAgent(node, cuda);
+    auto pid = SpawnAgent(node, cuda, node_cpus.empty() ? std::vector<int>{} : node_cpus[i]);
     if (!pid.ok()) {
       (void)KillAll();
       return pid.status().WithContext(fmt::format("node {}", node.launch.node_rank));

@@ -1,6 +1,8 @@
 // LocalBackend: the embedded default. Simulates N nodes on this machine: one `air agent` child
 // process per node, each started with the parent-death signal SIGTERM (if the supervisor dies,
-// its nodes stop) and, on a host with GPUs, its own disjoint CUDA_VISIBLE_DEVICES. Exits are
+// its nodes stop), its own disjoint share of the CPUs air may use (as a real node has its own
+// cores: SplitCpusAmongNodes) and, on a host with GPUs, its own disjoint CUDA_VISIBLE_DEVICES.
+// Exits are
 // noticed at once through SIGCHLD (a signalfd); the start and exit reports are read from the
 // run directory.
 //
@@ -23,6 +25,12 @@ namespace air::backends {
 
 // GPUs visible on this host (from /proc/driver/nvidia/gpus, else /dev/nvidiaN); 0 without.
 int CountLocalGpus();
+
+// The CPUs of each of `nodes` simulated nodes: `cpus` (the supervisor's allowed CPUs) cut into
+// `nodes` contiguous, disjoint parts as equal as they can be (the first parts take one more when
+// they do not divide). Empty (no binding: every node may use every CPU) for one node, or when
+// there are fewer CPUs than nodes.
+std::vector<std::vector<int>> SplitCpusAmongNodes(const std::vector<int>& cpus, int nodes);
 
 class LocalBackend final : public ClusterBackend {
  public:
@@ -52,7 +60,8 @@ class LocalBackend final : public ClusterBackend {
   };
 
   LocalBackend(Env* env, std::string agent_binary, int sigchld_fd, ClusterCapabilities caps);
-  Result<pid_t> SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices);
+  Result<pid_t> SpawnAgent(const NodeToLaunch& node, const std::string& cuda_devices,
+                           std::vector<int> cpus);
   void ReapAgents();
   void Refresh(Node& node);
   // Kills every process of the node through its tracker file (agent/process_tracker.h).

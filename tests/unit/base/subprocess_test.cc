@@ -1,5 +1,6 @@
 // Tests for RunSubprocess: captured output and exit status, exec failures told apart from exit
-// code 127, and a helper (pip, git) that dies with its caller instead of running on unowned.
+// code 127, a helper (pip, git) that dies with its caller instead of running on unowned, and the
+// CPUs a child is bound to.
 #include "base/subprocess.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "base/process_limits.h"
 #include "unit/runtime/test_util.h"
 
 namespace air {
@@ -35,6 +37,41 @@ TEST(RunSubprocess, MissingProgramIsAStartError) {
   auto ran = RunSubprocess(options);
   ASSERT_FALSE(ran.ok());
   EXPECT_NE(ran.status().message().find("run air-no-such-program"), std::string::npos)
+      << ran.status().ToString();
+}
+
+TEST(RunSubprocess, ChildRunsOnTheCpusItIsGiven) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  SubprocessOptions options;
+  options.argv = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+  options.cpus = {allowed.back()};
+  auto ran = RunSubprocess(options);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->output, "Cpus_allowed_list:\t" + std::to_string(allowed.back()) + "\n");
+  options.cpus.clear();  // none given: the caller's
+  ran = RunSubprocess(options);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line) && !line.starts_with("Cpus_allowed_list:")) {
+  }
+  EXPECT_EQ(ran->output, line + "\n");
+}
+
+TEST(RunSubprocess, CpusOutsideTheAllowedSetAreAStartError) {
+  SubprocessOptions options;
+  options.argv = {"true"};
+  options.cpus = {CPU_SETSIZE - 1};  // no machine this runs on has it
+  auto ran = RunSubprocess(options);
+  ASSERT_FALSE(ran.ok());
+  EXPECT_NE(ran.status().message().find("bind true to CPUs " + std::to_string(CPU_SETSIZE - 1)),
+            std::string::npos)
+      << ran.status().ToString();
+  options.cpus = {-1};
+  ran = RunSubprocess(options);
+  ASSERT_FALSE(ran.ok());
+  EXPECT_NE(ran.status().message().find("CPU -1 is not in [0, "), std::string::npos)
       << ran.status().ToString();
 }
 

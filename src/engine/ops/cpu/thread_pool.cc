@@ -2,12 +2,13 @@
 #include "engine/ops/cpu/thread_pool.h"
 
 #include <immintrin.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+
+#include "base/process_limits.h"
 
 namespace air::engine {
 
@@ -27,10 +28,11 @@ void ChunkBounds(int64_t n, int chunks, int c, int64_t* begin, int64_t* end) {
 constexpr int64_t kMaxSpinMicros = 50;
 constexpr int64_t kMinSpinMicros = 4;
 
-// The CPUs this process may run on (its affinity mask, e.g. under taskset).
+// How many CPUs this process may run on (its affinity mask, e.g. under taskset, or the node's
+// share of the host under the local backend).
 int UsableCpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  const size_t allowed = AllowedCpus().size();
+  if (allowed > 0) return static_cast<int>(allowed);
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
