@@ -48,7 +48,7 @@ Status RunMerge(CliContext& ctx, const MergeFlags& flags) {
                        CreateBackend({.kind = "fast", .num_threads = flags.threads}));
   AIR_ASSIGN_OR_RETURN(lora::ModelWithAdapter loaded,
                        lora::LoadModelWithAdapter(*base, *adapter, std::move(backend)));
-  const size_t adapters = loaded.lora->adapters().size();
+  const size_t adapters = loaded.lora->adapters().size() + loaded.lora->expert_adapters().size();
   AIR_RETURN_IF_ERROR(lora::MergeAdapters(loaded));
   AIR_RETURN_IF_ERROR(lora::SaveBaseModel(*loaded.model, flags.out));
   AIR_ASSIGN_OR_RETURN(std::vector<std::string> copied, CopyTokenizerFiles(*base, flags.out));

@@ -13,7 +13,8 @@
 //              "segment_ids": [[...]]} — rows of equal length; labels, position_ids and
 // segment_ids optional. With --adapter, a PEFT LoRA adapter is applied to the model (unmerged,
 // engine/lora) and the gradients written are those of the trainable parameters: the adapters'
-// (by PEFT's names without the adapter name, under "grad.") and modules_to_save's.
+// (by PEFT's names without the adapter name, under "grad.", in PEFT's layout) and
+// modules_to_save's.
 // Exit 0 on success; on error the message goes to stderr, exit 1.
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -143,7 +144,9 @@ Status Run(const Flags& f) {
   for (size_t i = 0; i < names.size(); ++i) {
     const auto& p = model->parameters()[i];
     if (!p.trainable) continue;  // frozen (the base under LoRA): no gradient
-    owned.push_back(backend->ToHostTensor(p.grad));
+    Tensor grad = backend->ToHostTensor(p.grad);
+    // An adapter's gradient in PEFT's layout (an expert adapter's lora_B: lora_model.h).
+    owned.push_back(loaded.lora ? loaded.lora->ToFile(p, grad) : std::move(grad));
     trainable.push_back(i);
   }
   size_t first_grad = owned.size() - trainable.size();

@@ -37,6 +37,9 @@ class GptOssStateDictAdapter : public TableStateDictAdapter {
                 {"moe.experts.mlp1_bias", "mlp.experts.gate_up_proj_bias"},
                 {"moe.experts.mlp2_weight", "mlp.experts.down_proj"},
                 {"moe.experts.mlp2_bias", "mlp.experts.down_proj_bias"},
+                // The experts module itself, after its parameters: where LoRA on the expert
+                // weights puts its adapters (engine/lora: "mlp.experts.lora_A.weight").
+                {"moe.experts", "mlp.experts"},
             }),
         config_(std::move(config)) {}
 

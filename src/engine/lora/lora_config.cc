@@ -43,6 +43,92 @@ std::string ModuleOf(const std::string& hf_param) {
   return hf_param.substr(0, hf_param.rfind('.'));
 }
 
+// "model.layers.0.mlp.experts.gate_up_proj" -> "mlp.experts.gate_up_proj" (the path inside a
+// layer; a path without a layer index is kept).
+std::string InLayer(const std::string& path) {
+  size_t start = 0;
+  while (start < path.size()) {
+    const size_t dot = path.find('.', start);
+    if (dot == std::string::npos) break;
+    const std::string piece = path.substr(start, dot - start);
+    const bool index =
+        !piece.empty() && std::all_of(piece.begin(), piece.end(),
+                                      [](unsigned char c) { return std::isdigit(c) != 0; });
+    if (index) return path.substr(dot + 1);
+    start = dot + 1;
+  }
+  return path;
+}
+
+bool MatchesParameter(const std::string& path, const std::string& entry) {
+  return path == entry || path.ends_with("." + entry);  // PEFT's _inject_parameters
+}
+
+// PEFT's target_parameters over the model's per-expert weights (lora_config.h).
+Status PlanParameterTargets(const LoraConfig& config, CausalLm& model, const WhereFn& where,
+                            LoraPlan& plan) {
+  if (config.target_parameters.empty()) return Status::Ok();
+  if (config.dropout != 0.0) {
+    return InvalidArgument(fmt::format(
+        "{}: {} with lora_target_parameters: PEFT's LoRA on parameters (its ParamWrapper) does "
+        "not work with lora_dropout != 0 (dropout cannot act on the input inside a weight); set "
+        "lora_dropout: 0",
+        where("lora_dropout"), config.dropout));
+  }
+  const auto adapter = StateDictAdapterFor(model.config());
+  const std::vector<NamedExpertLinear> experts = model.ExpertLinears();
+  if (experts.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}: this model ({}) has no per-expert weights; air adapts parameters (PEFT's "
+        "target_parameters) only for a mixture of experts' weights (GPT-OSS's "
+        "mlp.experts.gate_up_proj and mlp.experts.down_proj): adapt its linear layers with "
+        "lora_target_modules",
+        where("lora_target_parameters"), ArchitectureClassName(model.config().arch)));
+  }
+  std::vector<std::string> paths, names;
+  for (const NamedExpertLinear& e : experts) {
+    paths.push_back(adapter->ToHf(e.parameter));
+    if (std::find(names.begin(), names.end(), InLayer(paths.back())) == names.end()) {
+      names.push_back(InLayer(paths.back()));
+    }
+  }
+  const std::string valid = fmt::format(
+      "the parameters LoRA on parameters adapts are the expert weights {} ({} and so on)",
+      Join(names, ", "), paths.front());
+  std::vector<bool> chosen(experts.size(), false);
+  for (const std::string& entry : config.target_parameters) {
+    bool any = false;
+    for (size_t i = 0; i < experts.size(); ++i) {
+      if (MatchesParameter(paths[i], entry)) chosen[i] = any = true;
+    }
+    if (any) continue;
+    for (const Parameter& p : model.parameters()) {
+      const std::string hf = adapter->ToHf(p.name);
+      if (MatchesParameter(hf, entry)) {
+        return InvalidArgument(
+            fmt::format("{}: '{}' names {}, which air does not adapt as a parameter; {}",
+                        where("lora_target_parameters"), entry, hf, valid));
+      }
+    }
+    return InvalidArgument(fmt::format("{}: '{}' matches no parameter of the model; {}",
+                                       where("lora_target_parameters"), entry, valid));
+  }
+  // PEFT wraps a module's parameters in the module's order, each wrapper around the previous
+  // one: the first chosen is the innermost ("<module>.base_layer" once per wrapper outside it).
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (!chosen[i]) continue;
+    const std::string module = ModuleOf(experts[i].parameter);
+    std::string wrapped = module;
+    for (size_t j = i + 1; j < experts.size(); ++j) {
+      if (chosen[j] && ModuleOf(experts[j].parameter) == module) wrapped += ".base_layer";
+    }
+    const Parameter& w = *experts[i].linear->weight;
+    plan.parameter_targets.push_back(
+        {experts[i].parameter, paths[i], wrapped, w.layer, w.shape[0], w.shape[1], w.shape[2]});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 float LoraConfig::Scaling() const {
@@ -141,12 +227,16 @@ Result<LoraPlan> PlanLora(const LoraConfig& config, CausalLm& model, const Where
     return InvalidArgument(fmt::format("{}: '{}' names {}, which is not a linear layer; {}",
                                        where("lora_target_modules"), entry, path, linear_list));
   };
+  AIR_RETURN_IF_ERROR(PlanParameterTargets(config, model, where, plan));
   TargetModules targets = config.targets;
-  if (targets.kind == TargetModules::Kind::kDefault) {
+  const bool parameters_only =
+      targets.kind == TargetModules::Kind::kDefault && !plan.parameter_targets.empty();
+  if (targets.kind == TargetModules::Kind::kDefault && !parameters_only) {
     if (model.config().arch == Architecture::kGptOss) {
       // PEFT has no default target_modules for gpt_oss ("Please specify `target_modules`").
       return InvalidArgument(fmt::format(
-          "{}: PEFT has no default target modules for {}; name them: all-linear, or a list of {}",
+          "{}: PEFT has no default target modules for {}; name them: all-linear, or a list of "
+          "{} (or give lora_target_parameters alone)",
           where("lora_target_modules"), ArchitectureClassName(model.config().arch),
           ShortNames(linear_paths)));
     }
@@ -199,7 +289,7 @@ Result<LoraPlan> PlanLora(const LoraConfig& config, CausalLm& model, const Where
     const Parameter& w = *linears[i].linear->weight;
     plan.targets.push_back({linears[i].module, linear_paths[i], w.layer, w.shape[1], w.shape[0]});
   }
-  if (plan.targets.empty()) {
+  if (plan.targets.empty() && plan.parameter_targets.empty()) {
     return InvalidArgument(fmt::format(
         "{}: every targeted linear layer lies inside lora_modules_to_save; nothing gets an adapter",
         where("lora_target_modules")));
@@ -208,7 +298,7 @@ Result<LoraPlan> PlanLora(const LoraConfig& config, CausalLm& model, const Where
     for (const LoraTarget& t : plan.targets) plan.target_names.push_back(t.hf_module);
   } else if (targets.kind == TargetModules::Kind::kNames) {
     plan.target_names = targets.names;
-  } else {
+  } else if (targets.kind == TargetModules::Kind::kRegex) {
     plan.target_names = {targets.pattern};
   }
   std::sort(plan.target_names.begin(), plan.target_names.end());

@@ -47,33 +47,44 @@ View LoraLinear::DroppedInput(const Backend& ops, const LinearPass& pass, const 
   return xd;
 }
 
+void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                       const View& x, const View& u, const View& y) {
+  // u (N, r) = scaling * x (N, in) @ A (r, in)^T
+  ops.Gemm(false, true, rows, f.r, f.in, x, f.in, f.a, f.in, 0.0f, u, f.r);
+  if (scaling != 1.0f) ops.Scale(u, scaling);
+  // y (N, out) += u (N, r) @ B (out, r)^T
+  ops.Gemm(false, true, rows, f.out, f.r, u, f.r, f.b, f.r, 1.0f, y, f.out);
+}
+
+void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                        const View& x, const View& dy, const View& u, const View& du) {
+  // dB (out, r) += dy (N, out)^T @ u (N, r)   (u already carries the scaling)
+  ops.Gemm(true, false, f.out, f.r, rows, dy, f.out, u, f.r, 1.0f, f.b_grad, f.r);
+  // du (N, r) = scaling * dy (N, out) @ B (out, r)
+  ops.Gemm(false, false, rows, f.r, f.out, dy, f.out, f.b, f.r, 0.0f, du, f.r);
+  if (scaling != 1.0f) ops.Scale(du, scaling);
+  // dA (r, in) += du (N, r)^T @ x (N, in)
+  ops.Gemm(true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in);
+}
+
 void LoraLinear::Forward(const Backend& ops, const LinearPass& pass, const View& x, const View& y) {
-  const int64_t r = a_->shape[0], in = a_->shape[1], out = b_->shape[0];
-  const int64_t rows = x.numel() / in;
+  const LoraFactors f{a_->value,    b_->value,    a_->grad,    b_->grad,
+                      a_->shape[0], a_->shape[1], b_->shape[0]};
+  const int64_t rows = x.numel() / f.in;
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), pass.training);
   if (s.u.empty()) return;  // out of memory: recorded in the scratch's status
-  const View xd = DroppedInput(ops, pass, x, s.input);
-  // u (N, r) = scaling * xd (N, in) @ A (r, in)^T
-  ops.Gemm(false, true, rows, r, in, xd, in, a_->value, in, 0.0f, s.u, r);
-  if (scaling_ != 1.0f) ops.Scale(s.u, scaling_);
-  // y (N, out) += u (N, r) @ B (out, r)^T
-  ops.Gemm(false, true, rows, out, r, s.u, r, b_->value, r, 1.0f, y, out);
+  LoraBranchForward(ops, f, scaling_, rows, DroppedInput(ops, pass, x, s.input), s.u, y);
 }
 
 void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& dy,
                           const View& dx) {
-  const int64_t r = a_->shape[0], in = a_->shape[1], out = b_->shape[0];
-  const int64_t rows = x.numel() / in;
+  const LoraFactors f{a_->value,    b_->value,    a_->grad,    b_->grad,
+                      a_->shape[0], a_->shape[1], b_->shape[0]};
+  const int64_t r = f.r, in = f.in, rows = x.numel() / in;
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), true);
   if (s.u.empty()) return;
-  // dB (out, r) += dy (N, out)^T @ u (N, r)   (u already carries the scaling)
-  ops.Gemm(true, false, out, r, rows, dy, out, s.u, r, 1.0f, b_->grad, r);
-  // du (N, r) = scaling * dy (N, out) @ B (out, r)
-  ops.Gemm(false, false, rows, r, out, dy, out, b_->value, r, 0.0f, s.du, r);
-  if (scaling_ != 1.0f) ops.Scale(s.du, scaling_);
-  // dA (r, in) += du (N, r)^T @ xd (N, in): the mask drawn again from the forward's stream
-  const View xd = DroppedInput(ops, pass, x, s.input);
-  ops.Gemm(true, false, r, in, rows, s.du, r, xd, in, 1.0f, a_->grad, in);
+  // The mask drawn again from the forward's stream.
+  LoraBranchBackward(ops, f, scaling_, rows, DroppedInput(ops, pass, x, s.input), dy, s.u, s.du);
   if (dx.empty()) return;
   if (!pass.training || dropout_ <= 0.0f) {
     // dx (N, in) += du (N, r) @ A (r, in)
@@ -85,6 +96,48 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
   ops.Gemm(false, false, rows, in, r, s.du, r, a_->value, in, 0.0f, t, in);
   ops.Dropout(t, dropout_, Seed(pass), t);
   ops.AddInPlace(dx, t);
+}
+
+LoraFactors ExpertLora::Factors(int64_t e) const {
+  const int64_t r = a_->shape[0] / experts(), in = a_->shape[1], out = b_->shape[1];
+  auto block = [](const View& v, int64_t e, int64_t n) {
+    return v.empty() ? View() : v.Slice(e * n, n);
+  };
+  return {block(a_->value, e, r * in),
+          block(b_->value, e, out * r),
+          block(a_->grad, e, r * in),
+          block(b_->grad, e, out * r),
+          r,
+          in,
+          out};
+}
+
+void ExpertLora::Forward(const Backend& ops, const LinearPass& pass, const View& x,
+                         std::span<const int32_t> offsets, const View& y) {
+  const int64_t in = a_->shape[1], rows = x.numel() / in;
+  const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), pass.training);
+  if (s.u.empty()) return;  // out of memory: recorded in the scratch's status
+  for (int64_t e = 0; e < experts(); ++e) {
+    const int64_t r0 = offsets[e], n = offsets[e + 1] - offsets[e];
+    if (n == 0) continue;
+    LoraBranchForward(ops, Factors(e), scaling_, n, x.Rows(r0, n), s.u.Rows(r0, n), y.Rows(r0, n));
+  }
+}
+
+void ExpertLora::Backward(const Backend& ops, const LinearPass& /*pass*/, const View& x,
+                          std::span<const int32_t> offsets, const View& dy, const View& dx) {
+  const int64_t in = a_->shape[1], rows = x.numel() / in;
+  const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), true);
+  if (s.u.empty()) return;
+  for (int64_t e = 0; e < experts(); ++e) {
+    const int64_t r0 = offsets[e], n = offsets[e + 1] - offsets[e];
+    if (n == 0) continue;
+    const LoraFactors f = Factors(e);
+    const View du = s.du.Rows(r0, n);
+    LoraBranchBackward(ops, f, scaling_, n, x.Rows(r0, n), dy.Rows(r0, n), s.u.Rows(r0, n), du);
+    // dx_e (n, in) += du_e (n, r) @ A_e (r, in)
+    if (!dx.empty()) ops.Gemm(false, false, n, in, f.r, du, f.r, f.a, in, 1.0f, dx.Rows(r0, n), in);
+  }
 }
 
 }  // namespace air::engine::lora

@@ -7,19 +7,29 @@
 //             u = scaling * xd A^T (N, r, F32, kept for the backward); y += u B^T
 //   backward  dB += dy^T u;  du = scaling * dy B;  dA += du^T xd;  dx += dropout'(du A)
 //
+// ExpertLora: the same branch per expert of a per-expert weight W (E, in, out), an
+// ExpertLinearAdapter — PEFT's LoRA on a parameter (its ParamWrapper, target_parameters), whose
+// weight is W_e + scaling A_e^T B_e^T, computed unmerged over expert e's rows (the same product:
+// x_e (W_e + scaling A_e^T B_e^T) = x_e W_e + (scaling x_e A_e^T) B_e^T), without dropout (PEFT
+// refuses it there). A is PEFT's lora_A (E*r, in), expert-major (A_e = rows e*r ... e*r + r - 1);
+// B is kept (E, out, r), so each B_e (out, r) is one block (PEFT's lora_B is (out, r*E) with
+// B_e's column j at j*E + e: lora_model.h converts at the files).
+//
 // The dropout mask is never stored: Ops::Dropout draws it from a counter-based stream seeded by
 // the forward's LinearPass seed and this adapter's index, so the backward (and a recomputed
 // layer under activation checkpointing) draws it again, and a resumed run repeats it.
 //
-// Memory: each adapter keeps u (N x r fp32) between a training forward and its backward; the
-// temporaries (dropout(x), du, the masked input gradient) are shared by all adapters. Both live
-// in LoraScratch's workspaces, laid out per row count; Reserve() sizes them before a run so the
-// step loop never allocates (an allocation failure inside a forward is recorded in status()).
+// Memory: each adapter keeps u (N x r fp32; N*k rows for an expert adapter) between a training
+// forward and its backward; the temporaries (dropout(x), du, the masked input gradient) are
+// shared by all adapters of a scratch. Both live in LoraScratch's workspaces, laid out per row
+// count; Reserve() sizes them before a run so the step loop never allocates (an allocation
+// failure inside a forward is recorded in status()).
 //
 // Thread safety: driven by the model's thread.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -28,7 +38,8 @@
 
 namespace air::engine::lora {
 
-// The memory all adapters of a model share.
+// The memory all adapters of a model (of one row count: the linear layers', or the experts')
+// share. `max_in` is the widest input dropout is drawn over (0: no dropout).
 class LoraScratch {
  public:
   LoraScratch(const Backend* backend, int rank, int64_t max_in, int adapters)
@@ -67,6 +78,21 @@ class LoraScratch {
   Status status_;
 };
 
+// One adapter's factors as views: A (r, in), B (out, r) and their F32 gradients.
+struct LoraFactors {
+  View a, b, a_grad, b_grad;
+  int64_t r = 0, in = 0, out = 0;
+};
+
+// The branch over `rows` rows of x (dropout, if any, already applied):
+// u (rows, r) = scaling * x A^T (written); y (rows, out) += u B^T.
+void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                       const View& x, const View& u, const View& y);
+// Given the forward's x and u: dB += dy^T u; du (rows, r) = scaling * dy B (written);
+// dA += du^T x. The caller adds du A into dx (as its dropout requires).
+void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                        const View& x, const View& dy, const View& u, const View& du);
+
 class LoraLinear final : public LinearAdapter {
  public:
   // a (r, in) and b (out, r) are the model's parameters; `index` numbers the adapter (its
@@ -93,6 +119,33 @@ class LoraLinear final : public LinearAdapter {
   Parameter* b_;
   float scaling_;
   float dropout_;
+  int index_;
+  LoraScratch* scratch_;
+};
+
+class ExpertLora final : public ExpertLinearAdapter {
+ public:
+  // a (E*r, in) and b (E, out, r) are the model's parameters; `index` numbers the adapter among
+  // the experts' (its kept product in `scratch`, laid out for the experts' rows).
+  ExpertLora(Parameter* a, Parameter* b, float scaling, int index, LoraScratch* scratch)
+      : a_(a), b_(b), scaling_(scaling), index_(index), scratch_(scratch) {}
+
+  void Forward(const Backend& ops, const LinearPass& pass, const View& x,
+               std::span<const int32_t> offsets, const View& y) override;
+  void Backward(const Backend& ops, const LinearPass& pass, const View& x,
+                std::span<const int32_t> offsets, const View& dy, const View& dx) override;
+
+  Parameter* a() const { return a_; }
+  Parameter* b() const { return b_; }
+  int64_t experts() const { return b_->shape[0]; }
+
+ private:
+  // Expert e's A_e (r, in) and B_e (out, r) with their gradients.
+  LoraFactors Factors(int64_t e) const;
+
+  Parameter* a_;
+  Parameter* b_;
+  float scaling_;
   int index_;
   LoraScratch* scratch_;
 };

@@ -36,6 +36,19 @@ Result<ModelWithAdapter> LoadModelWithAdapter(const std::string& model_dir,
   return out;
 }
 
+namespace {
+
+// scaling * B in a new F32 buffer (held by the returned buffer; the view through `scaled`).
+Result<std::unique_ptr<Buffer>> ScaledCopy(const Backend& ops, const Parameter& b, float scaling,
+                                           View* scaled) {
+  AIR_ASSIGN_OR_RETURN(auto buffer, ops.AllocateView(DType::kF32, b.shape, scaled));
+  ops.Copy(*scaled, b.value);
+  ops.Scale(*scaled, scaling);
+  return buffer;
+}
+
+}  // namespace
+
 Status MergeAdapters(ModelWithAdapter& loaded) {
   CausalLm& model = *loaded.model;
   const Backend& ops = model.backend();
@@ -49,10 +62,26 @@ Status MergeAdapters(ModelWithAdapter& loaded) {
     const int64_t out = w.shape[0], in = w.shape[1], r = a.shape[0];
     // delta = (scaling B) (out, r) @ A (r, in), added into W (out, in).
     View scaled;
-    AIR_ASSIGN_OR_RETURN(auto buffer, ops.AllocateView(DType::kF32, b.shape, &scaled));
-    ops.Copy(scaled, b.value);
-    ops.Scale(scaled, scaling);
+    AIR_ASSIGN_OR_RETURN(auto buffer, ScaledCopy(ops, b, scaling, &scaled));
     ops.Gemm(false, false, out, in, r, scaled, r, a.value, in, 1.0f, w.value, in);
+    l.linear->adapter = nullptr;
+  }
+  for (const NamedExpertLinear& l : model.ExpertLinears()) {
+    auto* adapter = dynamic_cast<ExpertLora*>(l.linear->adapter);
+    if (adapter == nullptr) continue;
+    const Parameter& w = *l.linear->weight;
+    const Parameter& a = *adapter->a();
+    const Parameter& b = *adapter->b();
+    const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2], r = b.shape[2];
+    View scaled;
+    AIR_ASSIGN_OR_RETURN(auto buffer, ScaledCopy(ops, b, scaling, &scaled));
+    for (int64_t e = 0; e < experts; ++e) {
+      // delta_e (in, out) = A_e (r, in)^T @ (scaling B_e) (out, r)^T, added into W_e (in, out):
+      // PEFT's ParamWrapper delta for a weight stored (E, in, out).
+      ops.Gemm(true, true, in, out, r, a.value.Slice(e * r * in, r * in), in,
+               scaled.Slice(e * out * r, out * r), r, 1.0f, w.value.Slice(e * in * out, in * out),
+               out);
+    }
     l.linear->adapter = nullptr;
   }
   return Status::Ok();

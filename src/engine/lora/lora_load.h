@@ -27,8 +27,9 @@ Result<ModelWithAdapter> LoadModelWithAdapter(const std::string& model_dir,
                                               const std::string& adapter_dir,
                                               std::shared_ptr<Backend> backend);
 
-// W += scaling · B A for every adapter, on the backend, in the model's own fp32 storage; the
-// adapters are detached (the model then computes the merged weights alone).
+// W += scaling · B A for every adapter (an expert adapter's: W_e += scaling · A_e^T B_e^T, PEFT's
+// ParamWrapper merge), on the backend, in the model's own fp32 storage; the adapters are
+// detached (the model then computes the merged weights alone).
 Status MergeAdapters(ModelWithAdapter& loaded);
 
 // Writes the model's base parameters (LoRA's own left out) as an HF checkpoint in `dir`.

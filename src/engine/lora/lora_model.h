@@ -7,10 +7,16 @@
 //      (CausalLm::AddParameters), trainable — so FSDP keeps them in the unit's trainable segment
 //      beside the frozen base, the optimizer and the sharded checkpoints see them, and the
 //      state-dict adapter names them as PEFT does (model.layers.0.self_attn.q_proj.lora_A.weight);
-//   3. attaches a LoraLinear to each target.
+//   3. attaches a LoraLinear to each target;
+//   4. the same for each target parameter (a per-expert weight, PEFT's target_parameters): the
+//      parameters "<module>.lora_A.weight" (E*r, in) and "<module>.lora_B.weight" (E, out, r),
+//      <module> named as PEFT names its wrapper (lora_config.h), and an ExpertLora attached to
+//      the ExpertLinear. PEFT's file keeps that lora_B as (out, r*E), expert e's column j at
+//      j*E + e: FileShape / ToFile / FromFile convert at the files (peft_files.h).
 //
 // Initialization is PEFT's (init_lora_weights=True): A Kaiming-uniform with a = sqrt(5), i.e.
-// U(-1/sqrt(in), 1/sqrt(in)); B zero — drawn per adapter from (seed, adapter index), so a unit
+// U(-1/sqrt(in), 1/sqrt(in)); B zero (an expert adapter's too: PEFT's lora_A is one
+// nn.Linear(in, r*E)) — drawn per adapter from (seed, adapter index), so a unit
 // initialized alone (FSDP's unit-at-a-time loading) gets the values the whole model would.
 //
 // Thread safety: driven by the model's thread; must outlive the model's use of its adapters.
@@ -47,13 +53,23 @@ class Lora {
   static bool IsAdapterParameter(const std::string& name);
   int64_t NumAdapterParameters() const;  // lora_A and lora_B elements
 
+  // PEFT's file layout of the model's parameter p (an expert adapter's lora_B: (out, r*E), held
+  // (E, out, r)); every other parameter is stored as the model holds it.
+  Shape FileShape(const Parameter& p) const;
+  // p's values (a host tensor of p's shape) in the file's layout, and back.
+  Tensor ToFile(const Parameter& p, const Tensor& values) const;
+  Tensor FromFile(const Parameter& p, const Tensor& file) const;
+
   // PEFT's initialization of unit `unit`'s lora_A / lora_B (the unit must have storage).
   void InitializeUnit(int unit, uint64_t seed) const;
   // Sizes the adapters' scratch memory for batches of up to `rows` tokens in `dtype`.
-  Status Reserve(int64_t rows, DType dtype) { return scratch_->Reserve(rows, dtype); }
+  Status Reserve(int64_t rows, DType dtype);
   // A memory failure inside a forward (nothing else fails there).
-  const Status& status() const { return scratch_->status(); }
+  const Status& status() const;
   const std::vector<std::unique_ptr<LoraLinear>>& adapters() const { return adapters_; }
+  const std::vector<std::unique_ptr<ExpertLora>>& expert_adapters() const {
+    return expert_adapters_;
+  }
 
  private:
   Lora(CausalLm& model, LoraConfig config, LoraPlan plan)
@@ -63,7 +79,9 @@ class Lora {
   LoraConfig config_;
   LoraPlan plan_;
   std::unique_ptr<LoraScratch> scratch_;
-  std::vector<std::unique_ptr<LoraLinear>> adapters_;  // in plan order
+  std::unique_ptr<LoraScratch> expert_scratch_;  // laid out for the experts' rows (tokens * k)
+  std::vector<std::unique_ptr<LoraLinear>> adapters_;         // in plan order
+  std::vector<std::unique_ptr<ExpertLora>> expert_adapters_;  // in plan order
 };
 
 // "layers.0.attention.wq" -> "layers.0.attention.wq.lora_A.weight" (and lora_B).

@@ -108,9 +108,14 @@ Result<PeftAdapterConfig> ReadPeftAdapterConfig(const std::string& dir) {
       return bad(key, "per-module ranks or alphas are not supported");
     }
   }
-  if (j.contains("target_parameters") && !j["target_parameters"].is_null() &&
-      !(j["target_parameters"].is_array() && j["target_parameters"].empty())) {
-    return bad("target_parameters", kTargetParametersUnsupported);
+  if (j.contains("target_parameters") && !j["target_parameters"].is_null()) {
+    if (!j["target_parameters"].is_array()) {
+      return bad("target_parameters", "expected a list of parameter names");
+    }
+    for (const json& t : j["target_parameters"]) {
+      if (!t.is_string()) return bad("target_parameters", "a list of parameter names expected");
+      c.target_parameters.push_back(t.get<std::string>());
+    }
   }
   if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null()) {
     return bad("layers_to_transform", "not supported; list the modules in target_modules");
@@ -130,14 +135,14 @@ Status SavePeftAdapter(const std::string& dir, const CausalLm& model, const Lora
         fmt::format("SavePeftAdapter: {} tensors for {} parameters", values.size(), params.size()));
   }
   std::vector<std::string> keys;
+  std::vector<Tensor> file_values;  // in PEFT's layout (lora_model.h)
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!lora.InAdapter(params[i].name)) continue;
+    keys.push_back(PeftKey(model, params[i].name));
+    file_values.push_back(lora.ToFile(params[i], values[i]));
+  }
   std::vector<NamedTensorRef> refs;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (lora.InAdapter(params[i].name)) keys.push_back(PeftKey(model, params[i].name));
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (lora.InAdapter(params[i].name)) refs.push_back({keys[k++], &values[i]});
-  }
+  for (size_t k = 0; k < keys.size(); ++k) refs.push_back({keys[k], &file_values[k]});
   AIR_RETURN_IF_ERROR(env->CreateDirs(dir));
   AIR_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + kAdapterWeightsName, refs, DType::kF32,
                                        {{"format", "pt"}}, env));
@@ -160,9 +165,14 @@ Status SavePeftAdapter(const std::string& dir, const CausalLm& model, const Lora
   config["r"] = c.r;
   config["rank_pattern"] = json::object();
   config["revision"] = nullptr;
-  config["target_modules"] = c.targets.kind == TargetModules::Kind::kRegex
-                                 ? json(c.targets.pattern)
-                                 : json(lora.plan().target_names);
+  if (c.targets.kind == TargetModules::Kind::kRegex) {
+    config["target_modules"] = c.targets.pattern;
+  } else if (c.targets.kind == TargetModules::Kind::kDefault && lora.plan().target_names.empty()) {
+    config["target_modules"] = nullptr;  // target_parameters alone
+  } else {
+    config["target_modules"] = lora.plan().target_names;
+  }
+  config["target_parameters"] = c.target_parameters.empty() ? json() : json(c.target_parameters);
   config["task_type"] = "CAUSAL_LM";
   config["use_dora"] = false;
   config["use_rslora"] = c.use_rslora;
@@ -196,17 +206,17 @@ Result<std::unique_ptr<PeftAdapterReader>> PeftAdapterReader::Open(const std::st
           "base model, or with other target_modules / modules_to_save)",
           path, e.name));
     }
-    if (e.shape != p->shape) {
+    if (e.shape != lora.FileShape(*p)) {
       return InvalidArgument(fmt::format(
           "{}: {} has shape {} but the model's is {} (another base model, or another rank r)", path,
-          e.name, ShapeText(e.shape), ShapeText(p->shape)));
+          e.name, ShapeText(e.shape), ShapeText(lora.FileShape(*p))));
     }
   }
   for (const Parameter& p : model.parameters()) {
     if (!lora.InAdapter(p.name)) continue;
     if (reader->file_->Find(PeftKey(model, p.name)) == nullptr) {
       return InvalidArgument(fmt::format("{}: {} is missing (shape {})", path,
-                                         PeftKey(model, p.name), ShapeText(p.shape)));
+                                         PeftKey(model, p.name), ShapeText(lora.FileShape(p))));
     }
   }
   return reader;
@@ -216,9 +226,9 @@ Status PeftAdapterReader::LoadUnit(CausalLm& model, const Lora& lora, int unit) 
   Tensor host;
   for (Parameter& p : model.parameters()) {
     if ((unit >= 0 && p.unit != unit) || !lora.InAdapter(p.name)) continue;
-    host.ResizeZeroed(p.shape);
+    host.ResizeZeroed(lora.FileShape(p));
     AIR_RETURN_IF_ERROR(file_->ReadInto(PeftKey(model, p.name), host));
-    model.backend().FromHostTensor(p.value, host.data());
+    model.backend().FromHostTensor(p.value, lora.FromFile(p, host).data());
   }
   return Status::Ok();
 }

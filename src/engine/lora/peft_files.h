@@ -5,9 +5,13 @@
 //                              expanded to the module paths, as PEFT saves it; a regex as a
 //                              string), "use_rslora", "modules_to_save", "bias": "none",
 //                              "init_lora_weights": true, "base_model_name_or_path", ...}
+//                              "target_parameters" (a list as given, or null)
 //   adapter_model.safetensors  "base_model.model." + the HF module path + ".lora_A.weight"
-//                              [r, in] and ".lora_B.weight" [out, r]; modules_to_save's
-//                              parameters under their HF names (the adapter name is dropped)
+//                              [r, in] and ".lora_B.weight" [out, r]; a target parameter's
+//                              under its wrapper's path ("model.layers.0.mlp.experts[.base_layer]")
+//                              [r*E, in] and [out, r*E] (lora_model.h converts lora_B's layout);
+//                              modules_to_save's parameters under their HF names (the adapter
+//                              name is dropped)
 //
 // Reading accepts what air can train: LORA with bias "none", no DoRA, no fan_in_fan_out, no
 // rank/alpha patterns, no layers_to_transform — anything else is an error naming the field. An

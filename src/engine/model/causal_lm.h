@@ -12,8 +12,9 @@
 //                owner outside the model (ReleaseUnitStorage / BindUnit), in any float dtype
 //                (FSDP binds bf16 compute copies under mixed precision)
 //   linears      the Linear descriptors every projection is called through (model/linear.h),
-//                where converters attach adapters; a converter adds its parameters
-//                (AddParameters) before the units get storage
+//                and the ExpertLinear ones of a mixture of experts, where converters attach
+//                adapters; a converter adds its parameters (AddParameters) before the units get
+//                storage
 //   hooks        UnitHooks run before and after each unit's forward and backward
 //   checkpointed units   which layers keep only their input in the forward and recompute in
 //                the backward (ApplyActivationCheckpointing, engine/train)
@@ -136,6 +137,9 @@ class CausalLm {
   // Every linear layer the model calls through a Linear descriptor, with its module name (the
   // model's: "layers.0.attention.wq"); the head is not one (it is fused with the loss).
   virtual std::vector<NamedLinear> Linears() = 0;
+  // Every per-expert linear layer (a mixture of experts' [E, in, out] weights, model/linear.h's
+  // ExpertLinear) with its weight's name; none for a dense model.
+  virtual std::vector<NamedExpertLinear> ExpertLinears() { return {}; }
 
   // ---- storage, held by the model or bound from outside ---------------------------------
   // Gives a unit created with deferred storage its F32 value buffer (zeros, norm weights one).

@@ -75,7 +75,7 @@ Result<Tensor> GptOssModel::ForwardStep(std::span<const int32_t> tokens, KvCache
     LinearForward(ops, ctx.pass, a.att, w.attn.o, a.h);
     ops.AddInPlace(a.h, x);
     ops.RmsNormForward(a.h, w.attn.post_norm->value, eps, a.xn2, a.rstd2);
-    MoeForward(ops, w.moe, a.xn2, acts.moe, out);
+    MoeForward(ops, ctx.pass, w.moe, a.xn2, acts.moe, out);
     ops.AddInPlace(out, a.h);
     std::swap(x, out);
   }

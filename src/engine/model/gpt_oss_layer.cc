@@ -81,7 +81,7 @@ void GptOssLayerForward(const LayerContext& ctx, const GptOssLayerWeights& w,
   ops.AddInPlace(a.h, a.x);
   // out = h + MoE(RMSNorm(h) * w_post)
   ops.RmsNormForward(a.h, w.attn.post_norm->value, eps, a.xn2, a.rstd2);
-  MoeForward(ops, w.moe, a.xn2, acts.moe, out);
+  MoeForward(ops, ctx.pass, w.moe, a.xn2, acts.moe, out);
   ops.AddInPlace(out, a.h);
 }
 
@@ -95,7 +95,7 @@ void GptOssLayerBackward(const LayerContext& ctx, const GptOssLayerWeights& w,
 
   // --- MoE: out = h + MoE(xn2) ---
   ops.Zero(s.dxn);
-  MoeBackward(ops, w.moe, a.xn2, acts.moe, dh, g.moe, s.dxn);
+  MoeBackward(ops, ctx.pass, w.moe, a.xn2, acts.moe, dh, g.moe, s.dxn);
   ops.RmsNormBackward(a.h, w.attn.post_norm->value, a.rstd2, s.dxn, dh,
                       GradOrEmpty(w.attn.post_norm));
 

@@ -155,6 +155,17 @@ std::vector<NamedLinear> GptOssModel::Linears() {
   return out;
 }
 
+std::vector<NamedExpertLinear> GptOssModel::ExpertLinears() {
+  std::vector<NamedExpertLinear> out;
+  for (size_t l = 0; l < impl_->layers.size(); ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".moe.experts.";
+    MoeWeights& w = impl_->layers[l].moe;
+    out.push_back({p + "mlp1_weight", &w.mlp1});
+    out.push_back({p + "mlp2_weight", &w.mlp2});
+  }
+  return out;
+}
+
 void GptOssModel::InitWeights(uint64_t seed) {
   // transformers' _init_weights: norms one; Linear and expert biases zero; weights, sinks, the
   // router's weight and bias normal(0, initializer_range).

@@ -56,6 +56,9 @@ class GptOssModel : public CausalLm {
   // transformers' GptOssTopKRouter (not an nn.Linear: PEFT cannot target it), and the experts
   // are 3-D parameters: neither is listed.
   std::vector<NamedLinear> Linears() override;
+  // The experts' gate_up (mlp1) and down (mlp2) weights of every layer, in that order (the order
+  // of transformers' GptOssExperts parameters, which decides PEFT's nesting of its wrappers).
+  std::vector<NamedExpertLinear> ExpertLinears() override;
   Result<KvCache> NewKvCache(int64_t batch, int64_t capacity) const override;
   Result<Tensor> ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                              bool all_positions = false) override;

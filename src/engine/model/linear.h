@@ -3,7 +3,10 @@
 // engine/lora). A model keeps one Linear per projection (LlamaModel: q, k, v, o, gate, up, down
 // of every layer) and lists them with their module names (CausalLm::Linears); a converter sets
 // `adapter`, and LinearForward / LinearBackward then add the adapter's branch after the base
-// product. The model knows nothing of what the adapter is.
+// product. The model knows nothing of what the adapter is. ExpertLinear is the same for a
+// mixture of experts' per-expert weight [E, in, out] (model/moe.h): the model lists them
+// (CausalLm::ExpertLinears) and an ExpertLinearAdapter (PEFT's LoRA on parameters,
+// engine/lora/expert_lora.h) adds its branch over each expert's rows.
 //
 // LinearPass says what kind of pass a call belongs to: a training forward (and its
 // recomputation under activation checkpointing, which must draw the same dropout masks: the same
@@ -13,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "engine/backend/backend.h"
 #include "engine/model/parameter.h"
@@ -43,6 +48,34 @@ struct Linear {
   Parameter* weight = nullptr;       // (out, in) as in HF
   Parameter* bias = nullptr;         // (out) or null
   LinearAdapter* adapter = nullptr;  // attached from outside (engine/lora), or null
+};
+
+// A branch added to a per-expert linear's output (rows grouped by expert: expert e owns rows
+// [offsets[e], offsets[e + 1]) of x and y), owned outside the model.
+class ExpertLinearAdapter {
+ public:
+  virtual ~ExpertLinearAdapter() = default;
+  // y (rows, out) += adapter(x (rows, in)) per expert; in training, keeps what Backward needs.
+  virtual void Forward(const Backend& ops, const LinearPass& pass, const View& x,
+                       std::span<const int32_t> offsets, const View& y) = 0;
+  // Given the same x and offsets and dy (rows, out, F32) of the last training Forward:
+  // accumulates the adapter's gradients and dx (rows, in, F32) += dL/dx through the branch.
+  virtual void Backward(const Backend& ops, const LinearPass& pass, const View& x,
+                        std::span<const int32_t> offsets, const View& dy, const View& dx) = 0;
+};
+
+// A per-expert linear layer y_e = x_e W_e (+ b_e), W (E, in, out) as transformers' GptOssExperts
+// stores gate_up_proj and down_proj, and where expert adapters go.
+struct ExpertLinear {
+  Parameter* weight = nullptr;             // (E, in, out)
+  Parameter* bias = nullptr;               // (E, out) or null
+  ExpertLinearAdapter* adapter = nullptr;  // attached from outside (engine/lora), or null
+};
+
+// A model's per-expert linear layer by its weight's name ("layers.0.moe.experts.mlp1_weight").
+struct NamedExpertLinear {
+  std::string parameter;
+  ExpertLinear* linear = nullptr;
 };
 
 // A model's linear layer by its module name (the model's own: "layers.0.attention.wq").

@@ -41,8 +41,9 @@ void LayoutMoeGradScratch(Workspace& ws, int64_t n, int64_t hidden, int64_t inte
   g.dlogits = ws.F32({n, experts});
 }
 
-void ExpertLinearForward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
-                         const ExpertLinear& linear, const View& y) {
+void ExpertLinearForward(const Backend& ops, const LinearPass& pass, const View& x,
+                         std::span<const int32_t> offsets, const ExpertLinear& linear,
+                         const View& y) {
   const Parameter& w = *linear.weight;
   const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2];
   for (int64_t e = 0; e < experts; ++e) {
@@ -54,10 +55,12 @@ void ExpertLinearForward(const Backend& ops, const View& x, std::span<const int3
              ye, out);
     if (linear.bias != nullptr) ops.AddBias(ye, linear.bias->value.Rows(e, 1));
   }
+  if (linear.adapter != nullptr) linear.adapter->Forward(ops, pass, x, offsets, y);
 }
 
-void ExpertLinearBackward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
-                          const ExpertLinear& linear, const View& dy, const View& dx) {
+void ExpertLinearBackward(const Backend& ops, const LinearPass& pass, const View& x,
+                          std::span<const int32_t> offsets, const ExpertLinear& linear,
+                          const View& dy, const View& dx) {
   const Parameter& w = *linear.weight;
   const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2];
   const View db = GradOrEmpty(linear.bias);
@@ -74,10 +77,11 @@ void ExpertLinearBackward(const Backend& ops, const View& x, std::span<const int
     ops.Gemm(false, true, rows, in, out, dye, out, ExpertSlice(w.value, e), out, 0.0f,
              dx.Rows(r0, rows), in);
   }
+  if (linear.adapter != nullptr) linear.adapter->Backward(ops, pass, x, offsets, dy, dx);
 }
 
-void MoeForward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
-                const View& out) {
+void MoeForward(const Backend& ops, const LinearPass& pass, const MoeWeights& w, const View& xn,
+                const MoeActivations& a, const View& out) {
   // Route: logits (N, E) -> the k experts of each token and their weights.
   LinearForward(ops, LinearPass{}, xn, w.router, a.logits);  // no adapter on the router
   ops.RouterTopK(a.logits, a.experts, a.weights);
@@ -87,23 +91,24 @@ void MoeForward(const Backend& ops, const MoeWeights& w, const View& xn, const M
   offsets.resize(static_cast<size_t>(a.offsets.numel()));
   ops.CopyToHost(offsets.data(), a.offsets);
   ops.MoeGather(xn, a.token_of_row, a.xg);
-  ExpertLinearForward(ops, a.xg, offsets, w.mlp1, a.gate_up);
+  ExpertLinearForward(ops, pass, a.xg, offsets, w.mlp1, a.gate_up);
   ops.ClampedSwigluForward(a.gate_up, w.swiglu_alpha, w.swiglu_limit, a.act);
-  ExpertLinearForward(ops, a.act, offsets, w.mlp2, a.y);
+  ExpertLinearForward(ops, pass, a.act, offsets, w.mlp2, a.y);
   ops.MoeCombine(a.y, a.weights, a.row_of_slot, out);
 }
 
-void MoeBackward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
-                 const View& dout, const MoeGradScratch& g, const View& dxn) {
+void MoeBackward(const Backend& ops, const LinearPass& pass, const MoeWeights& w, const View& xn,
+                 const MoeActivations& a, const View& dout, const MoeGradScratch& g,
+                 const View& dxn) {
   const std::vector<int32_t>& offsets = *a.host_offsets;
   // out = sum_j weight_j y[row_j]: dy (written), dweights (accumulated: start from zero)
   ops.Zero(g.dweights);
   ops.MoeCombineBackward(a.y, a.weights, a.row_of_slot, dout, g.dy, g.dweights);
   // y = act W2_e + b2_e;  act = SwiGLU(gate_up);  gate_up = xg W1_e + b1_e
-  ExpertLinearBackward(ops, a.act, offsets, w.mlp2, g.dy, g.dact);
+  ExpertLinearBackward(ops, pass, a.act, offsets, w.mlp2, g.dy, g.dact);
   ops.Zero(g.dgate_up);
   ops.ClampedSwigluBackward(a.gate_up, w.swiglu_alpha, w.swiglu_limit, g.dact, g.dgate_up);
-  ExpertLinearBackward(ops, a.xg, offsets, w.mlp1, g.dgate_up, g.dxg);
+  ExpertLinearBackward(ops, pass, a.xg, offsets, w.mlp1, g.dgate_up, g.dxg);
   // xg = xn[token]: each token's rows add back into dxn
   ops.MoeGatherBackward(g.dxg, a.row_of_slot, dxn);
   // The router: softmax over the k chosen logits, then the Linear.

@@ -16,9 +16,10 @@
 // GEMMs; they are kept for the backward (and recomputed with the layer under activation
 // checkpointing — the same inputs give the same routing).
 //
-// ExpertLinear is the experts' counterpart of decoder_layer.h's Linear: the descriptor of a
-// per-expert weight [E, in, out] (x @ W, as transformers' GptOssExperts stores gate_up_proj and
-// down_proj) and bias [E, out], where expert adapters (PEFT's target_parameters) would attach.
+// The experts' projections go through ExpertLinear descriptors (model/linear.h: the per-expert
+// weight [E, in, out], x @ W as transformers' GptOssExperts stores gate_up_proj and down_proj,
+// and bias [E, out]), where expert adapters (PEFT's target_parameters, engine/lora) attach; an
+// adapter's branch is added after the base product, its gradient after the base's.
 // Thread safety: functions over caller-owned views; one thread per call.
 #pragma once
 
@@ -32,11 +33,6 @@
 #include "engine/workspace.h"
 
 namespace air::engine {
-
-struct ExpertLinear {
-  Parameter* weight = nullptr;  // (E, in, out)
-  Parameter* bias = nullptr;    // (E, out) or null
-};
 
 struct MoeWeights {
   Linear router;      // (E, C) + (E)
@@ -68,19 +64,25 @@ void LayoutMoeGradScratch(Workspace& ws, int64_t rows, int64_t hidden, int64_t i
                           int64_t experts, int64_t k, MoeGradScratch& g);
 
 // out (N, C) = the MoE block of xn (N, C) (written; the caller adds the residual). Fills `a`.
-void MoeForward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
-                const View& out);
+// `pass` is the experts' adapters' (training or evaluation).
+void MoeForward(const Backend& ops, const LinearPass& pass, const MoeWeights& w, const View& xn,
+                const MoeActivations& a, const View& out);
 // dxn (N, C) += d/dxn of the block for dout (N, C); accumulates the trainable parameters'
 // gradients. `a` holds the forward's activations.
-void MoeBackward(const Backend& ops, const MoeWeights& w, const View& xn, const MoeActivations& a,
-                 const View& dout, const MoeGradScratch& g, const View& dxn);
+void MoeBackward(const Backend& ops, const LinearPass& pass, const MoeWeights& w, const View& xn,
+                 const MoeActivations& a, const View& dout, const MoeGradScratch& g,
+                 const View& dxn);
 
-// y (rows, out) = x W_e (+ b_e) over each expert's row range of x (rows, in).
-void ExpertLinearForward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
-                         const ExpertLinear& linear, const View& y);
-// dx (rows, in) = dy W_e^T per expert (written); dW_e += x^T dy and db_e += colsum(dy) over
-// the expert's rows for the trainable ones (a frozen W or b is skipped).
-void ExpertLinearBackward(const Backend& ops, const View& x, std::span<const int32_t> offsets,
-                          const ExpertLinear& linear, const View& dy, const View& dx);
+// y (rows, out) = x W_e (+ b_e) (+ the adapter's branch) over each expert's row range of x
+// (rows, in).
+void ExpertLinearForward(const Backend& ops, const LinearPass& pass, const View& x,
+                         std::span<const int32_t> offsets, const ExpertLinear& linear,
+                         const View& y);
+// dx (rows, in) = dy W_e^T per expert (written; then + the adapter's part); dW_e += x^T dy and
+// db_e += colsum(dy) over the expert's rows for the trainable ones (a frozen W or b is
+// skipped); the adapter accumulates its own gradients.
+void ExpertLinearBackward(const Backend& ops, const LinearPass& pass, const View& x,
+                          std::span<const int32_t> offsets, const ExpertLinear& linear,
+                          const View& dy, const View& dx);
 
 }  // namespace air::engine

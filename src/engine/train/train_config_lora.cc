@@ -97,13 +97,33 @@ Setter TaskTypeField() {
   };
 }
 
-// lora_target_parameters (PEFT's target_parameters: LoRA on parameters such as GPT-OSS's 3-D
-// expert weights, through PEFT's ParamWrapper): refused by name unless empty. PEFT's
-// ParamWrapper also refuses lora_dropout != 0, so the seed's config could not use it either.
+// lora_target_parameters: PEFT's target_parameters, a list of parameter names (LoRA on
+// parameters: GPT-OSS's expert weights mlp.experts.gate_up_proj / mlp.experts.down_proj, through
+// PEFT's ParamWrapper); which parameters they match is decided against the model
+// (lora::PlanLora), as is PEFT's refusal of lora_dropout != 0 with them.
 Setter TargetParametersField() {
-  return [](const GivenValue& g, TrainConfig&, ErrorList& errors) {
-    if (g.node.IsNull() || (g.node.IsSequence() && g.node.items.empty())) return;
-    errors.Add(g.where, "lora_target_parameters", std::string(lora::kTargetParametersUnsupported));
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    const char* kName = "lora_target_parameters";
+    std::vector<std::string> names;
+    if (g.node.IsSequence()) {
+      for (const YamlNode& item : g.node.items) {
+        if (!IsText(item) || Trim(item.value).empty()) {
+          errors.Add(g.where, kName,
+                     fmt::format("expected parameter names such as mlp.experts.gate_up_proj, got "
+                                 "{} in the list",
+                                 Describe(item)));
+          return;
+        }
+        names.push_back(item.value);
+      }
+    } else if (!g.node.IsNull()) {
+      errors.Add(g.where, kName,
+                 fmt::format("expected a list of parameter names such as "
+                             "[mlp.experts.gate_up_proj, mlp.experts.down_proj], got {}",
+                             Describe(g.node)));
+      return;
+    }
+    c.lora.target_parameters = std::move(names);
   };
 }
 

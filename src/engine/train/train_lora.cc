@@ -52,6 +52,10 @@ Status MergeAdapterConfig(const TrainConfig& c, const lora::PeftAdapterConfig& a
     return differs("lora_modules_to_save", "[" + Join(given.modules_to_save, ", ") + "]",
                    "modules_to_save [" + Join(theirs.modules_to_save, ", ") + "]");
   }
+  if (given_key("lora_target_parameters") && given.target_parameters != theirs.target_parameters) {
+    return differs("lora_target_parameters", "[" + Join(given.target_parameters, ", ") + "]",
+                   "target_parameters [" + Join(theirs.target_parameters, ", ") + "]");
+  }
   const auto where = [&](const std::string& key) { return c.Where(key); };
   if (given_key("lora_target_modules")) {
     AIR_ASSIGN_OR_RETURN(lora::LoraPlan mine, lora::PlanLora(given, model, where));
@@ -130,11 +134,20 @@ Status PrepareLora(Env* env, PreparedTraining& p) {
     default:
       targets = Join(plan.target_names, ", ");
   }
+  if (!c.lora.target_parameters.empty()) {
+    targets =
+        fmt::format("{}{}target parameters {}", plan.target_names.empty() ? "" : targets,
+                    plan.target_names.empty() ? "" : " + ", Join(c.lora.target_parameters, ", "));
+  }
   p.lora_description = fmt::format(
-      "r {}, alpha {} (scaling {:g}{}), dropout {}, targets {}: {} linear layers, {} adapter "
+      "r {}, alpha {} (scaling {:g}{}), dropout {}, targets {}: {} linear layers{}, {} adapter "
       "parameters{}; {:.2f}% of {} trained, the base frozen{}",
       c.lora.r, c.lora.alpha, c.lora.Scaling(), c.lora.use_rslora ? ", rslora" : "", c.lora.dropout,
-      targets, plan.targets.size(), adapters,
+      targets, plan.targets.size(),
+      plan.parameter_targets.empty()
+          ? ""
+          : fmt::format(" and {} expert weights", plan.parameter_targets.size()),
+      adapters,
       whole > 0 ? fmt::format(" + {} trained whole ({})", whole, Join(c.lora.modules_to_save, ", "))
                 : "",
       100.0 * p.lora_trainable_fraction, base_parameters,
