@@ -1,0 +1,240 @@
+// DecoderStack: the whole-model training and evaluation pass that every decoder-only model here
+// shares (LlamaModel, GptOssModel), and the state it runs on. A TokenBatch's inputs are staged
+// on the host and uploaded, the RoPE tables built from its positions; the embedding, then the
+// layers in order — a checkpointed layer (applied from outside: CausalLm::
+// set_checkpointed_layers) keeps only its input and is recomputed in the backward, an
+// evaluation pass runs every layer in one set of scratch activations — then the final RMSNorm
+// and the head, whose gradient the training forward computes (fused, chunked: lm_head.h). The
+// model's unit hooks bracket the root unit and every layer, in both directions.
+//
+// What differs between models is their decoder layer: `Kind` names its types (Weights,
+// Activations, GradScratch) and where an Activations keeps the layer's input (Input), and a
+// Kind object lays them out and runs the layer:
+//   LayoutActivations(ws, config, dtype, batch, seq, keep_all, layer, acts)  layer -1: scratch
+//   LayoutGradScratch(ws, config, dtype, rows, scratch)
+//   Forward(ctx, weights, acts, out)        out (N, C) = the layer of acts' input
+//   Backward(ctx, weights, acts, dx, scratch)  dx: dL/d(output) in, dL/d(input) out (in place)
+// Thread safety: owned by one model, driven by one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/model/batch_inputs.h"
+#include "engine/model/causal_lm.h"
+#include "engine/model/decoder_layer.h"
+#include "engine/model/lm_head.h"
+#include "engine/workspace.h"
+
+namespace air::engine {
+
+template <typename Kind>
+struct DecoderStack {
+  using Activations = typename Kind::Activations;
+
+  explicit DecoderStack(const Backend* backend) : workspace(backend), decode_workspace(backend) {}
+
+  // Views into the model's parameters.
+  Parameter* embed = nullptr;       // (V, C)
+  Parameter* final_norm = nullptr;  // (C)
+  Parameter* lm_head = nullptr;     // (V, C); == embed when tied
+  std::vector<typename Kind::Weights> layers;
+  std::unique_ptr<Buffer> inv_freq_buffer;
+  View inv_freq;                  // (D/2) F32 on the device, rounded to the buffer dtype
+  float attention_factor = 1.0f;  // the RoPE tables' cos/sin scale (YaRN's; 1 otherwise)
+
+  // Host staging of a batch's inputs (reused; uploaded to the device views below).
+  std::vector<int32_t> host_targets, host_positions;
+
+  // Forward/Backward memory on the backend (views into `workspace`).
+  Workspace workspace;
+  Workspace decode_workspace;  // ForwardStep's, so generation never clobbers a training step
+  bool has_forward = false;
+  int64_t batch = 0, seq = 0;
+  LinearPass pass;  // the last Forward's (training and its rng_seed), for adapters
+  View input_ids, targets, positions, segments;  // (N) I32; segments empty when none
+  View rope_cos, rope_sin;                       // (N, D/2) F32
+  std::vector<Activations> acts;                 // per layer; only the input when checkpointed
+  Activations scratch_acts;                      // recomputation / evaluation (no input of its own)
+  View recompute_out;                            // (N, C) output of a recomputed layer (discarded)
+  View final_x;                                  // (N, C) input of the final norm
+  View xf, rstd_f;                               // (N, C), (N) after the final norm
+  HeadViews head;                                // a chunk of logits, lse, the loss sum
+  int64_t loss_tokens = 0;
+  typename Kind::GradScratch grad_scratch;
+  View dxf;  // (N, C) F32 gradient of the final norm's output (from the head, in the forward)
+  View dx;   // (N, C) F32 gradient flowing down the stack
+
+  LayerContext Context(const CausalLm& model, int layer) const {
+    LayerContext ctx;
+    ctx.config = &model.config();
+    ctx.backend = &model.backend();
+    ctx.batch = batch;
+    ctx.seq = seq;
+    ctx.rope_cos = rope_cos;
+    ctx.rope_sin = rope_sin;
+    ctx.segments = segments;
+    ctx.layer = layer;
+    ctx.pass = pass;
+    return ctx;
+  }
+
+  // The pass (CausalLm::Forward's contract) over a batch the model has validated, with its
+  // gradients ensured for a training pass.
+  Result<ForwardResult> Forward(const CausalLm& model, const UnitHooks& hooks, const Kind& kind,
+                                const TokenBatch& batch, const ForwardOptions& options);
+  // CausalLm::Backward's contract.
+  Status Backward(const CausalLm& model, const UnitHooks& hooks, const Kind& kind);
+};
+
+template <typename Kind>
+Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const UnitHooks& hooks,
+                                                  const Kind& kind, const TokenBatch& tokens,
+                                                  const ForwardOptions& options) {
+  const ModelConfig& c = model.config();
+  const Backend& ops = model.backend();
+  const DType dtype = model.options().compute_dtype;
+  has_forward = false;
+  batch = tokens.batch_size;
+  seq = tokens.seq_len;
+  pass = LinearPass{.training = options.training, .seed = options.rng_seed};
+  const int64_t n = batch * seq, dim = c.hidden_size, vocab = c.vocab_size;
+  const bool training = options.training;
+  const bool unfused = options.unfused_head || options.return_logits;
+  const bool has_segments = !tokens.segment_ids.empty();
+  bool any_checkpointed = false;
+  for (int l = 0; l < c.num_layers; ++l) any_checkpointed |= training && model.checkpointed(l);
+  // A layer keeps every activation when it trains without checkpointing; otherwise only its
+  // input (checkpointed) or nothing (evaluation: it runs in the scratch activations).
+  auto keeps_all = [&](int l) { return training && !model.checkpointed(l); };
+
+  // Device memory for this batch shape: inputs, activations, and (training) gradient scratch.
+  AIR_RETURN_IF_ERROR(workspace.Arrange([&](Workspace& ws) {
+    input_ids = ws.Take(DType::kI32, {n});
+    targets = ws.Take(DType::kI32, {n});
+    positions = ws.Take(DType::kI32, {n});
+    segments = has_segments ? ws.Take(DType::kI32, {batch, seq}) : View();
+    rope_cos = ws.F32({n, c.head_dim / 2});
+    rope_sin = ws.F32({n, c.head_dim / 2});
+    acts.resize(static_cast<size_t>(c.num_layers));
+    for (int l = 0; l < c.num_layers; ++l) {
+      Activations& a = acts[static_cast<size_t>(l)];
+      if (keeps_all(l)) {
+        kind.LayoutActivations(ws, c, dtype, batch, seq, true, l, a);
+      } else {
+        a = Activations{};
+        Kind::Input(a) = ws.F32({n, dim});  // the residual stream stays fp32
+      }
+    }
+    if (!training || any_checkpointed) {
+      kind.LayoutActivations(ws, c, dtype, batch, seq, false, -1, scratch_acts);
+    }
+    final_x = ws.F32({n, dim});
+    xf = ws.Take(dtype, {n, dim});
+    rstd_f = ws.F32({n});
+    head = LayoutHead(ws, n, vocab, unfused);
+    if (training) {
+      kind.LayoutGradScratch(ws, c, dtype, n, grad_scratch);
+      dxf = ws.F32({n, dim});
+      dx = ws.F32({n, dim});
+      recompute_out = any_checkpointed ? ws.F32({n, dim}) : View();
+    }
+  }));
+
+  // Inputs: ids, shifted targets (logits at t predict labels[t + 1]), positions, segments —
+  // prepared on the host from the host batch and uploaded; the RoPE tables are built on the
+  // device from the positions.
+  loss_tokens = StageBatchInputs(tokens, host_targets, host_positions);
+  ops.CopyToDevice(input_ids, tokens.input_ids.data());
+  ops.CopyToDevice(targets, host_targets.data());
+  ops.CopyToDevice(positions, host_positions.data());
+  if (has_segments) ops.CopyToDevice(segments, tokens.segment_ids.data());
+  ops.RopeTables(positions, inv_freq, attention_factor, rope_cos, rope_sin);
+
+  const int root = model.root_unit();
+  if (hooks.before_forward) hooks.before_forward(root);
+  // x (N, C) = embed[input_ids]
+  const View& x0 = c.num_layers > 0 ? Kind::Input(acts[0]) : final_x;
+  ops.EmbeddingForward(input_ids, embed->value, x0);
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (hooks.before_forward) hooks.before_forward(l);
+    const LayerContext ctx = Context(model, l);
+    const View& out = l + 1 < c.num_layers ? Kind::Input(acts[l + 1]) : final_x;
+    if (keeps_all(l)) {
+      kind.Forward(ctx, layers[l], acts[l], out);
+    } else {
+      Activations scratch = scratch_acts;
+      Kind::Input(scratch) = Kind::Input(acts[l]);
+      kind.Forward(ctx, layers[l], scratch, out);
+    }
+    if (hooks.after_forward) hooks.after_forward(l);
+  }
+
+  // xf = RMSNorm(x) * w; then the head and the loss (and in training its gradient, with the
+  // per-token scale known now: d(loss_scale * loss_sum / tokens)).
+  ops.RmsNormForward(final_x, final_norm->value, static_cast<float>(c.rms_norm_eps), xf, rstd_f);
+  const float per_token =
+      loss_tokens > 0 ? options.loss_scale / static_cast<float>(loss_tokens) : 0.0f;
+  ForwardResult result;
+  if (options.return_logits) {
+    // The caller wants the logits: compute the unfused head, copy them out, then its gradient.
+    HeadForward(ops, xf, *lm_head, targets, head, true);
+    result.logits = ops.ToHostTensor(head.logits);
+    result.logits.Reshape({batch, seq, vocab});
+  }
+  if (training) {
+    HeadForwardBackward(ops, xf, *lm_head, targets, per_token, head, unfused, dxf);
+  } else if (!options.return_logits) {
+    HeadForward(ops, xf, *lm_head, targets, head, unfused);
+  }
+  if (hooks.after_forward) hooks.after_forward(root);
+
+  result.loss_sum = ops.ReadScalar(head.loss_sum);  // the one read-back of a step's forward
+  result.loss_tokens = loss_tokens;
+  result.loss = loss_tokens > 0 ? result.loss_sum / static_cast<double>(loss_tokens) : 0.0;
+  has_forward = training;
+  return result;
+}
+
+template <typename Kind>
+Status DecoderStack<Kind>::Backward(const CausalLm& model, const UnitHooks& hooks,
+                                    const Kind& kind) {
+  if (!has_forward) {
+    return FailedPrecondition(
+        "Backward needs a preceding Forward with training = true (each Forward allows one "
+        "Backward)");
+  }
+  has_forward = false;
+  const ModelConfig& c = model.config();
+  const Backend& ops = model.backend();
+  const int root = model.root_unit();
+  if (hooks.before_backward) hooks.before_backward(root);
+  // dx (N, C) = final RMSNorm backward of dxf (the op accumulates into dx: start from zero)
+  ops.Zero(dx);
+  ops.RmsNormBackward(final_x, final_norm->value, rstd_f, dxf, dx,
+                      final_norm->trainable ? final_norm->grad : View());
+  for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
+    if (hooks.before_backward) hooks.before_backward(l);
+    const LayerContext ctx = Context(model, l);
+    if (model.checkpointed(l)) {
+      // Recompute this layer's activations from its saved input, then run its backward.
+      Activations recomputed = scratch_acts;
+      Kind::Input(recomputed) = Kind::Input(acts[l]);
+      kind.Forward(ctx, layers[l], recomputed, recompute_out);
+      kind.Backward(ctx, layers[l], recomputed, dx, grad_scratch);
+    } else {
+      kind.Backward(ctx, layers[l], acts[l], dx, grad_scratch);
+    }
+    if (hooks.after_backward) hooks.after_backward(l);
+  }
+  // dembed[input_ids] += dx, except the padding row (nn.Embedding's padding_idx).
+  if (embed->trainable) {
+    const int32_t skip = c.pad_token_id >= 0 ? static_cast<int32_t>(c.pad_token_id) : -1;
+    ops.EmbeddingBackward(input_ids, dx, skip, embed->grad);
+  }
+  if (hooks.after_backward) hooks.after_backward(root);
+  return Status::Ok();
+}
+
+}  // namespace air::engine
