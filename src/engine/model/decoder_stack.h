@@ -14,16 +14,24 @@
 //   LayoutGradScratch(ws, config, dtype, rows, scratch)
 //   Forward(ctx, weights, acts, out)        out (N, C) = the layer of acts' input
 //   Backward(ctx, weights, acts, dx, scratch)  dx: dL/d(output) in, dL/d(input) out (in place)
+//   DecodeLayer(ctx, weights, acts, cache, x, out)  a decode step's layer: appends the new
+//       tokens' keys and values to layer ctx.layer's cache (AppendToKvCache), attends over it
+//       and writes out (N, C) from x (N, C)
+// ForwardStep is the incremental decode over a KV cache that `air generate` runs: the same
+// embedding, layers (Kind::DecodeLayer), final norm and head, in the stack's decode workspace.
 // Thread safety: owned by one model, driven by one thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/model/batch_inputs.h"
 #include "engine/model/causal_lm.h"
 #include "engine/model/decoder_layer.h"
+#include "engine/model/kv_cache.h"
 #include "engine/model/lm_head.h"
 #include "engine/workspace.h"
 
@@ -86,7 +94,26 @@ struct DecoderStack {
                                 const TokenBatch& batch, const ForwardOptions& options);
   // CausalLm::Backward's contract.
   Status Backward(const CausalLm& model, const UnitHooks& hooks, const Kind& kind);
+  // CausalLm::ForwardStep's contract.
+  Result<Tensor> ForwardStep(const CausalLm& model, const Kind& kind,
+                             std::span<const int32_t> tokens, KvCache& cache, bool all_positions);
 };
+
+// Appends k, v (batch * step rows, Hkv * D) of a decode step to layer `layer`'s cache rows
+// [length, length + step) of each batch row; returns the cache's keys and values as
+// (batch * capacity, Hkv * D) views, what the step's attention reads.
+inline std::pair<View, View> AppendToKvCache(const Backend& ops, const KvCache& cache, int layer,
+                                             int64_t step, const View& k, const View& v) {
+  const int64_t batch = cache.batch, rows = batch * cache.capacity, kv_dim = k.dim(-1);
+  const View keys = cache.keys[layer].Reshaped({rows, kv_dim});
+  const View values = cache.values[layer].Reshaped({rows, kv_dim});
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t dst = b * cache.capacity + cache.length;
+    ops.Convert(k.Rows(b * step, step), keys.Rows(dst, step));
+    ops.Convert(v.Rows(b * step, step), values.Rows(dst, step));
+  }
+  return {keys, values};
+}
 
 template <typename Kind>
 Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const UnitHooks& hooks,
@@ -235,6 +262,71 @@ Status DecoderStack<Kind>::Backward(const CausalLm& model, const UnitHooks& hook
   }
   if (hooks.after_backward) hooks.after_backward(root);
   return Status::Ok();
+}
+
+template <typename Kind>
+Result<Tensor> DecoderStack<Kind>::ForwardStep(const CausalLm& model, const Kind& kind,
+                                               std::span<const int32_t> tokens, KvCache& cache,
+                                               bool all_positions) {
+  const ModelConfig& c = model.config();
+  const Backend& ops = model.backend();
+  const DType dtype = model.options().compute_dtype;
+  AIR_ASSIGN_OR_RETURN(const int64_t step, CheckDecodeStep(cache, c, tokens));
+  const int64_t batch_rows = cache.batch;
+  const int64_t n = batch_rows * step, dim = c.hidden_size;
+  const int64_t rows = all_positions ? n : batch_rows;  // rows that get logits
+
+  // Device memory for this step (its own workspace: a training step's activations survive).
+  View ids, step_positions, cos, sin, x, out, selected, normed, rstd, logits;
+  Activations step_acts;
+  AIR_RETURN_IF_ERROR(decode_workspace.Arrange([&](Workspace& ws) {
+    ids = ws.Take(DType::kI32, {n});
+    step_positions = ws.Take(DType::kI32, {n});
+    cos = ws.F32({n, c.head_dim / 2});
+    sin = ws.F32({n, c.head_dim / 2});
+    x = ws.F32({n, dim});  // the residual stream, fp32 as in training
+    out = ws.F32({n, dim});
+    kind.LayoutActivations(ws, c, dtype, batch_rows, step, false, -1, step_acts);
+    selected = ws.F32({rows, dim});
+    normed = ws.Take(dtype, {rows, dim});
+    rstd = ws.F32({rows});
+    logits = ws.F32({rows, c.vocab_size});
+  }));
+  host_positions.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    host_positions[i] = static_cast<int32_t>(cache.length + i % step);
+  }
+  ops.CopyToDevice(ids, tokens.data());
+  ops.CopyToDevice(step_positions, host_positions.data());
+  ops.RopeTables(step_positions, inv_freq, attention_factor, cos, sin);
+
+  LayerContext ctx;
+  ctx.config = &c;
+  ctx.backend = &ops;
+  ctx.batch = batch_rows;
+  ctx.seq = step;
+  ctx.rope_cos = cos;
+  ctx.rope_sin = sin;
+  ops.EmbeddingForward(ids, embed->value, x);
+  for (int l = 0; l < c.num_layers; ++l) {
+    ctx.layer = l;
+    Kind::Input(step_acts) = x;
+    kind.DecodeLayer(ctx, layers[l], step_acts, cache, x, out);
+    std::swap(x, out);
+  }
+  cache.length += step;
+
+  // Final norm and head, on every new token or only the last of each row.
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src = all_positions ? r : r * step + step - 1;
+    ops.Copy(selected.Rows(r, 1), x.Rows(src, 1));
+  }
+  ops.RmsNormForward(selected, final_norm->value, static_cast<float>(c.rms_norm_eps), normed, rstd);
+  ops.Gemm(false, true, rows, c.vocab_size, dim, normed, dim, lm_head->value, dim, 0.0f, logits,
+           c.vocab_size);
+  Tensor host_logits = ops.ToHostTensor(logits);
+  if (all_positions) host_logits.Reshape({batch_rows, step, c.vocab_size});
+  return host_logits;
 }
 
 }  // namespace air::engine

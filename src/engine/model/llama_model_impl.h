@@ -30,6 +30,9 @@ struct LlamaLayerKind {
                const View& out) const {
     LayerForward(ctx, w, a, out);
   }
+  // A decode step's layer (kv_decode.cc / gpt_oss_decode.cc).
+  void DecodeLayer(const LayerContext& ctx, const Weights& w, Activations& a, const KvCache& cache,
+                   const View& x, const View& out) const;
   void Backward(const LayerContext& ctx, const Weights& w, const Activations& a, const View& dx,
                 const GradScratch& g) const {
     LayerBackward(ctx, w, a, dx, g);
