@@ -56,9 +56,7 @@ void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, DType dtype, in
   }
 }
 
-namespace {
-
-AttentionShape MakeAttentionShape(const LayerContext& ctx) {
+AttentionShape LayerAttentionShape(const LayerContext& ctx) {
   const ModelConfig& c = *ctx.config;
   AttentionShape s;
   s.batch = ctx.batch;
@@ -71,6 +69,8 @@ AttentionShape MakeAttentionShape(const LayerContext& ctx) {
   s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   return s;
 }
+
+namespace {
 
 // (N, H*D) viewed as N*H rows of D, for the per-head q/k norms.
 View PerHead(const View& v, int64_t heads_times_rows, int64_t head_dim) {
@@ -125,7 +125,7 @@ void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerAct
                      acts.rstd1);
   ProjectQkv(ctx, w, acts.xn1, acts);
   // att (N, Hq*D) = Attention(q, k, v); lse (B, Hq, T)
-  ops.AttentionForward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
+  ops.AttentionForward(LayerAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
                        ctx.segments, acts.att, acts.lse);
   // h (N, C) = x + att Wo^T (+ bo)
   LinearForward(ops, ctx.pass, acts.att, w.o, acts.h);
@@ -158,7 +158,7 @@ void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerAc
   ops.Zero(g.dq);
   ops.Zero(g.dk);
   ops.Zero(g.dv);
-  ops.AttentionBackward(MakeAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
+  ops.AttentionBackward(LayerAttentionShape(ctx), acts.q, acts.k, acts.v, View(), ctx.segments,
                         ctx.segments, acts.att, acts.lse, g.datt, g.dq, g.dk, g.dv, View());
   // Undo RoPE on the gradients (in place).
   ops.RopeBackward(g.dq, ctx.rope_cos, ctx.rope_sin);

@@ -80,6 +80,9 @@ void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, in
 void LayoutLayerGradScratch(Workspace& ws, const ModelConfig& c, DType dtype, int64_t rows,
                             LayerGradScratch& g);
 
+// The attention shape of layer ctx.layer for a training pass (keys = queries).
+AttentionShape LayerAttentionShape(const LayerContext& ctx);
+
 // Runs the layer on acts.x (already set) and writes `out` (N, C); fills every other field of
 // `acts`. `out` must not alias any of them.
 void LayerForward(const LayerContext& ctx, const LayerWeights& w, const LayerActivations& acts,

@@ -3,8 +3,6 @@
 // (ProjectQkv, attention, MlpForward); their keys and values are appended to the cache and
 // attention reads the whole cache (q_offset = tokens already cached), so logits match a full
 // forward over the concatenated sequence.
-#include <cmath>
-
 #include "engine/model/llama_model.h"
 #include "engine/model/llama_model_impl.h"
 
@@ -18,17 +16,10 @@ void LlamaLayerKind::DecodeLayer(const LayerContext& ctx, const LayerWeights& w,
   ops.RmsNormForward(x, w.input_norm->value, static_cast<float>(c.rms_norm_eps), a.xn1, a.rstd1);
   ProjectQkv(ctx, w, a.xn1, a);
   const auto [keys, values] = AppendToKvCache(ops, cache, ctx.layer, ctx.seq, a.k, a.v);
-  AttentionShape s;
-  s.batch = ctx.batch;
-  s.q_len = ctx.seq;
+  AttentionShape s = LayerAttentionShape(ctx);
   s.kv_len = cache.length + ctx.seq;
   s.kv_capacity = cache.capacity;
-  s.q_heads = c.num_heads;
-  s.kv_heads = c.num_kv_heads;
-  s.head_dim = c.head_dim;
   s.q_offset = cache.length;
-  s.sliding_window = c.sliding_window(ctx.layer);
-  s.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ops.AttentionForward(s, a.q, keys, values, View(), View(), View(), a.att, View());
   // h = x + att Wo^T; then the MLP block.
   LinearForward(ops, ctx.pass, a.att, w.o, a.h);
