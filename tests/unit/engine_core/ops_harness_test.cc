@@ -482,6 +482,25 @@ TEST_P(OpsHarness, MemoryCallsCopyFillAndZero) {
   backend_->Zero(v.Rows(0, 1));
   backend_->Synchronize();
   EXPECT_EQ(d.Get(v), (std::vector<float>{0, 0, 0, 2.5f, 2.5f, 2.5f}));
+
+  // A large view (a step's gradients) at an odd size and offset: every element of it becomes 0,
+  // none around it changes.
+  const int64_t rows = 1000, cols = 1237;
+  View big;
+  auto big_buffer = backend_->AllocateView(dtype, {rows, cols}, &big);
+  ASSERT_TRUE(big_buffer.ok());
+  backend_->Fill(big, 7.0f);
+  backend_->Zero(big.Flat().Slice(3, rows * cols - 5));
+  backend_->Synchronize();
+  const std::vector<float> values = d.Get(big);
+  int64_t zeros = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const bool inside = i >= 3 && i < static_cast<size_t>(rows * cols - 2);
+    EXPECT_EQ(values[i], inside ? 0.0f : 7.0f) << i;
+    zeros += values[i] == 0.0f;
+    if (values[i] != (inside ? 0.0f : 7.0f)) break;
+  }
+  EXPECT_EQ(zeros, rows * cols - 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OpsHarness,
