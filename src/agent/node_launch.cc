@@ -19,7 +19,7 @@ Result<json> ParseObject(const std::string& text, const std::string& path) {
 }
 
 template <typename T>
-std::optional<T> Optional(const json& j, const char* key) {
+std::optional<T> OptionalField(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
   return it->template get<T>();
@@ -62,7 +62,7 @@ Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string
     l.log_path = j.at("log_path").get<std::string>();
     l.started_path = j.at("started_path").get<std::string>();
     l.exit_path = j.at("exit_path").get<std::string>();
-    l.tracker_path = Optional<std::string>(j, "tracker_path").value_or("");
+    l.tracker_path = OptionalField<std::string>(j, "tracker_path").value_or("");
     for (const auto& pair : j.at("env")) {
       l.env.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
     }
@@ -114,8 +114,8 @@ Result<NodeExitReport> NodeExitReportFromJson(const std::string& text, const std
   AIR_ASSIGN_OR_RETURN(json j, ParseObject(text, path));
   try {
     NodeExitReport r;
-    r.exit_code = Optional<int>(j, "exit_code");
-    r.signal = Optional<int>(j, "signal");
+    r.exit_code = OptionalField<int>(j, "exit_code");
+    r.signal = OptionalField<int>(j, "signal");
     r.stopped_by_air = j.at("stopped_by_air").get<bool>();
     r.pid = j.at("pid").get<int64_t>();
     r.pgid = j.at("pgid").get<int64_t>();

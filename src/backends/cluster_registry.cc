@@ -54,10 +54,6 @@ const Registered* Find(const std::string& name) {
   return nullptr;
 }
 
-std::string At(const std::string& path, const spec::YamlNode& node) {
-  return fmt::format("{}:{}", path, node.location.line);
-}
-
 Status UnknownBackend(const std::string& where, const std::string& name) {
   return InvalidArgument(fmt::format("{}: unknown backend '{}'; valid: {}", where, name,
                                      Join(ClusterBackendNames(), ", ")));
@@ -119,14 +115,14 @@ Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
   out->configured = true;
   if (block.IsScalar() && block.IsNull()) return Status::Ok();
   if (!block.IsMapping()) {
-    return InvalidArgument(
-        fmt::format("{}: tracking_server: expected a mapping ({})", At(path, block), kKeys));
+    return InvalidArgument(fmt::format("{}: tracking_server: expected a mapping ({})",
+                                       spec::SourceLine(path, block), kKeys));
   }
   for (const auto& [key_node, value] : block.entries) {
     const std::string& key = key_node.value;
     if (!value.IsScalar() || value.IsNull() || value.value.empty()) {
-      return InvalidArgument(
-          fmt::format("{}: tracking_server.{}: expected a value", At(path, value), key));
+      return InvalidArgument(fmt::format("{}: tracking_server.{}: expected a value",
+                                         spec::SourceLine(path, value), key));
     }
     const std::string& text = value.value;
     if (key == "host") {
@@ -138,21 +134,21 @@ Status ParseTrackingServer(const spec::YamlNode& block, const std::string& path,
           std::stoi(text) > 65535) {
         return InvalidArgument(fmt::format(
             "{}: tracking_server.port: '{}' is not a port (0 = any free one, up to 65535)",
-            At(path, value), text));
+            spec::SourceLine(path, value), text));
       }
       out->port = std::stoi(text);
     } else if (key == "artifact_max_file_size" || key == "artifact_max_run_size") {
       auto bytes = ParseByteSize(text);
       if (!bytes.ok() || *bytes == 0) {
         return InvalidArgument(fmt::format(
-            "{}: tracking_server.{}: {}", At(path, value), key,
+            "{}: tracking_server.{}: {}", spec::SourceLine(path, value), key,
             bytes.ok() ? std::string("must be more than 0 bytes") : bytes.status().message()));
       }
       (key == "artifact_max_file_size" ? out->artifact_max_file_bytes
                                        : out->artifact_max_run_bytes) = *bytes;
     } else {
       return InvalidArgument(fmt::format("{}: tracking_server: unknown key '{}'; valid: {}",
-                                         At(path, key_node), key, kKeys));
+                                         spec::SourceLine(path, key_node), key, kKeys));
     }
   }
   return Status::Ok();
@@ -177,38 +173,39 @@ Result<ClusterConfig> LoadClusterConfig(const std::string& air_home,
     AIR_ASSIGN_OR_RETURN(spec::YamlNode root, spec::LoadYaml(text, path));
     if (!(root.IsScalar() && root.IsNull())) {
       if (!root.IsMapping()) {
-        return InvalidArgument(
-            fmt::format("{}: expected a mapping with the keys {}", At(path, root), kValidKeys));
+        return InvalidArgument(fmt::format("{}: expected a mapping with the keys {}",
+                                           spec::SourceLine(path, root), kValidKeys));
       }
       for (const auto& [key_node, value] : root.entries) {
         if (!key_node.IsScalar()) {
           return InvalidArgument(fmt::format("{}: a key must be a string, got {}; valid: {}",
-                                             At(path, key_node), spec::DescribeNode(key_node),
-                                             kValidKeys));
+                                             spec::SourceLine(path, key_node),
+                                             spec::DescribeNode(key_node), kValidKeys));
         }
         const std::string& key = key_node.value;
         // A string value: a scalar that is not null.
         auto text_of = [&](const char* what) -> Result<std::string> {
           if (!value.IsScalar() || value.IsNull()) {
-            return InvalidArgument(fmt::format("{}: {}: expected {}, got {}", At(path, value), key,
-                                               what, spec::DescribeNode(value)));
+            return InvalidArgument(fmt::format("{}: {}: expected {}, got {}",
+                                               spec::SourceLine(path, value), key, what,
+                                               spec::DescribeNode(value)));
           }
           return value.value;
         };
         if (key == "backend") {
           AIR_ASSIGN_OR_RETURN(config.name, text_of("a backend name"));
           if (Find(config.name) == nullptr) {
-            return UnknownBackend(At(path, value) + ": backend", config.name);
+            return UnknownBackend(spec::SourceLine(path, value) + ": backend", config.name);
           }
         } else if (key == "shared_root" || key == "volumes_root") {
           std::string& dir = key == "shared_root" ? config.shared_root : config.volumes_root;
           AIR_ASSIGN_OR_RETURN(dir, text_of("a directory"));
           if (dir.empty() || dir[0] != '/') {
-            return InvalidArgument(
-                fmt::format("{}: {}: '{}' is not an absolute path "
-                            "(a directory every node sees, "
-                            "e.g. /shared/$USER/{})",
-                            At(path, value), key, dir, key == "shared_root" ? "air" : "volumes"));
+            return InvalidArgument(fmt::format(
+                "{}: {}: '{}' is not an absolute path "
+                "(a directory every node sees, "
+                "e.g. /shared/$USER/{})",
+                spec::SourceLine(path, value), key, dir, key == "shared_root" ? "air" : "volumes"));
           }
           while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
         } else if (key == "slurm") {
@@ -217,7 +214,8 @@ Result<ClusterConfig> LoadClusterConfig(const std::string& air_home,
           AIR_RETURN_IF_ERROR(ParseTrackingServer(value, path, &config.tracking_server));
         } else if (key == "tracking_uri") {
           AIR_ASSIGN_OR_RETURN(std::string uri, text_of("a URL"));
-          AIR_RETURN_IF_ERROR(ParseTrackingUri(At(path, value), uri, &config.tracking.uri));
+          AIR_RETURN_IF_ERROR(
+              ParseTrackingUri(spec::SourceLine(path, value), uri, &config.tracking.uri));
         } else if (key == "tracking_token_secret" || key == "tracking_username_secret" ||
                    key == "tracking_password_secret") {
           AIR_ASSIGN_OR_RETURN(std::string ref, text_of("an air secret's scope/key"));
@@ -225,10 +223,10 @@ Result<ClusterConfig> LoadClusterConfig(const std::string& air_home,
           std::string* out = key == "tracking_token_secret"      ? &t.token_secret
                              : key == "tracking_username_secret" ? &t.username_secret
                                                                  : &t.password_secret;
-          AIR_RETURN_IF_ERROR(ParseSecretPath(At(path, value), key, ref, out));
+          AIR_RETURN_IF_ERROR(ParseSecretPath(spec::SourceLine(path, value), key, ref, out));
         } else {
-          return InvalidArgument(
-              fmt::format("{}: unknown key '{}'; valid: {}", At(path, key_node), key, kValidKeys));
+          return InvalidArgument(fmt::format("{}: unknown key '{}'; valid: {}",
+                                             spec::SourceLine(path, key_node), key, kValidKeys));
         }
       }
       config.tracking.config_path = path;

@@ -190,8 +190,8 @@ Status RunPrompt(CliContext& ctx, const GenerateFlags& flags,
 }
 
 // Generations for every record of a dataset, compared with the records' answers.
-Status RunDataset(CliContext& ctx, const GenerateFlags& flags,
-                  const engine::train::SamplingOptions& sampling) {
+Status GenerateForDataset(CliContext& ctx, const GenerateFlags& flags,
+                          const engine::train::SamplingOptions& sampling) {
   using namespace air::engine;
   auto files = ResolveDataset(flags.dataset, ctx.env);
   if (!files.ok()) return files.status().WithContext("--dataset");
@@ -277,7 +277,7 @@ void RegisterGenerateCommand(CLI::App& root, CliContext& ctx) {
     Status status = ValidateFlags(*flags, sampling);
     if (status.ok()) {
       status = flags->dataset.empty() ? RunPrompt(ctx, *flags, sampling)
-                                      : RunDataset(ctx, *flags, sampling);
+                                      : GenerateForDataset(ctx, *flags, sampling);
     }
     if (!status.ok()) EmitError(ctx, status);
   });

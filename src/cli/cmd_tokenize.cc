@@ -26,6 +26,7 @@
 #include <fstream>
 #include <span>
 
+#include "base/time_format.h"
 #include "cli/commands.h"
 #include "engine/data/chat_template.h"
 #include "engine/data/dataset.h"
@@ -117,8 +118,7 @@ Status RunEncodeSummary(CliContext& ctx, const Tokenizer& tok, const TokenizeOpt
     if (!ids.ok()) return ids.status().WithContext(fmt::format("{}:{}", o.input_path, i + 1));
     tokens += static_cast<int64_t>(ids->size());
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = SecondsSince(start);
   *ctx.out << json{{"lines", texts.size()}, {"tokens", tokens}, {"encode_seconds", seconds}}.dump()
            << "\n";
   return Status::Ok();
@@ -147,7 +147,7 @@ Status RunChatFile(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions&
   });
 }
 
-Status RunDataset(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
+Status TokenizeDataset(CliContext& ctx, const Tokenizer& tok, const TokenizeOptions& o) {
   AIR_ASSIGN_OR_RETURN(auto files, engine::ResolveDataset(o.dataset, ctx.env));
   AIR_ASSIGN_OR_RETURN(auto records, engine::LoadRecords(files, ctx.env));
   engine::ExampleOptions options;
@@ -167,7 +167,7 @@ Status RunTokenize(CliContext& ctx, const TokenizeOptions& o) {
         "--decode nor --chat");
   }
   AIR_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(o.tokenizer_path, ctx.env));
-  if (!o.dataset.empty()) return RunDataset(ctx, tok, o);
+  if (!o.dataset.empty()) return TokenizeDataset(ctx, tok, o);
   if (!o.input_path.empty()) {
     if (o.chat) return RunChatFile(ctx, tok, o);
     return o.summary ? RunEncodeSummary(ctx, tok, o) : RunEncodeFile(ctx, tok, o);

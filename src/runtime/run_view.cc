@@ -18,8 +18,8 @@ int64_t DurationOf(const store::RunRecord& run, int64_t now_us) {
   return run.ended_us.value_or(now_us) - *run.started_us;
 }
 
-json Optional(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
-json Optional(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+json JsonOrNull(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+json JsonOrNull(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
 
 std::string NodeText(const store::NodeRecord& n) {
   std::string text = fmt::format("node {} {}", n.node_rank, store::NodeStateName(n.state));
@@ -94,11 +94,11 @@ json RunSummaryJson(const store::RunRecord& run, int64_t now_us, const std::stri
            {"per_node", run.per_node},
            {"attempts", run.attempt_count},
            {"max_retries", run.max_retries},
-           {"timeout_minutes", Optional(run.timeout_minutes)},
+           {"timeout_minutes", JsonOrNull(run.timeout_minutes)},
            {"created_us", run.created_us},
            {"created", FormatTime(run.created_us)},
-           {"started_us", Optional(run.started_us)},
-           {"ended_us", Optional(run.ended_us)},
+           {"started_us", JsonOrNull(run.started_us)},
+           {"ended_us", JsonOrNull(run.ended_us)},
            {"duration_s", static_cast<double>(DurationOf(run, now_us)) / 1e6},
            {"cancel_requested", run.cancel_requested},
            {"failure_summary", run.failure_summary}};
@@ -118,7 +118,7 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
   out["snapshot_id"] = run.snapshot_id ? json(*run.snapshot_id) : json(nullptr);
   out["idempotency_token"] = run.idempotency_token ? json(*run.idempotency_token) : json(nullptr);
   out["backend"] = run.backend;
-  out["supervisor_pid"] = Optional(run.supervisor_pid);
+  out["supervisor_pid"] = JsonOrNull(run.supervisor_pid);
   json attempts = json::array();
   for (size_t i = 0; i < details.attempts.size(); ++i) {
     const auto& a = details.attempts[i];
@@ -126,13 +126,13 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
     for (const auto& n : details.nodes[i]) {
       nodes.push_back({{"node_rank", n.node_rank},
                        {"state", store::NodeStateName(n.state)},
-                       {"agent_pid", Optional(n.agent_pid)},
-                       {"pid", Optional(n.pid)},
-                       {"pgid", Optional(n.pgid)},
-                       {"exit_code", Optional(n.exit_code)},
-                       {"signal", Optional(n.signal)},
-                       {"started_us", Optional(n.started_us)},
-                       {"ended_us", Optional(n.ended_us)}});
+                       {"agent_pid", JsonOrNull(n.agent_pid)},
+                       {"pid", JsonOrNull(n.pid)},
+                       {"pgid", JsonOrNull(n.pgid)},
+                       {"exit_code", JsonOrNull(n.exit_code)},
+                       {"signal", JsonOrNull(n.signal)},
+                       {"started_us", JsonOrNull(n.started_us)},
+                       {"ended_us", JsonOrNull(n.ended_us)}});
     }
     attempts.push_back({{"attempt", a.attempt},
                         {"state", store::AttemptStateName(a.state)},
@@ -140,7 +140,7 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
                         {"world_size", a.num_nodes * run.per_node},
                         {"master_port", a.master_port},
                         {"started_us", a.started_us},
-                        {"ended_us", Optional(a.ended_us)},
+                        {"ended_us", JsonOrNull(a.ended_us)},
                         {"failure_summary", a.failure_summary},
                         {"nodes", nodes}});
   }

@@ -74,7 +74,7 @@ void ListRuns(ServerContext& ctx, const httplib::Request& req, httplib::Response
   SendJson(res, {{"runs", items}});
 }
 
-void GetRun(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void GetRunDetails(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto run_id = runtime::ParseRunId(req.matches[1]);
   if (!run_id.ok()) return SendError(res, run_id.status());
   auto lease = ctx.pool.Acquire();
@@ -160,8 +160,9 @@ void RegisterAirRoutes(httplib::Server& http, ServerContext& ctx) {
   http.Get("/api/air/runs", [&ctx](const httplib::Request& req, httplib::Response& res) {
     ListRuns(ctx, req, res);
   });
-  http.Get(R"(/api/air/runs/([^/]+))",
-           [&ctx](const httplib::Request& req, httplib::Response& res) { GetRun(ctx, req, res); });
+  http.Get(R"(/api/air/runs/([^/]+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    GetRunDetails(ctx, req, res);
+  });
   http.Get(R"(/api/air/runs/([^/]+)/logs)",
            [&ctx](const httplib::Request& req, httplib::Response& res) { GetLogs(ctx, req, res); });
 }

@@ -18,7 +18,7 @@ json DoubleJson(double v) {
   return v;
 }
 
-json KeyValues(const std::vector<tracking::KeyValue>& entries) {
+json KeyValuesJson(const std::vector<tracking::KeyValue>& entries) {
   json out = json::array();
   for (const auto& kv : entries) out.push_back({{"key", kv.key}, {"value", kv.value}});
   return out;
@@ -143,8 +143,8 @@ json RunJson(const tracking::Run& run) {
   for (const auto& m : run.metrics) metrics.push_back(MetricJson(m));
   json data = json::object();
   if (!metrics.empty()) data["metrics"] = metrics;
-  if (!run.params.empty()) data["params"] = KeyValues(run.params);
-  if (!run.tags.empty()) data["tags"] = KeyValues(run.tags);
+  if (!run.params.empty()) data["params"] = KeyValuesJson(run.params);
+  if (!run.tags.empty()) data["tags"] = KeyValuesJson(run.tags);
   return {{"info", RunInfoJson(run.info)}, {"data", data}, {"inputs", json::object()}};
 }
 

@@ -77,7 +77,7 @@ void ServeWithBody(ServerContext& ctx, const httplib::Request& req, httplib::Res
   Serve(ctx, req, *body, res, handler);
 }
 
-Result<std::vector<tracking::KeyValue>> KeyValues(const Fields& f, const char* name) {
+Result<std::vector<tracking::KeyValue>> KeyValuesField(const Fields& f, const char* name) {
   std::vector<tracking::KeyValue> out;
   auto it = f.json().find(name);
   if (it == f.json().end() || it->is_null()) return out;
@@ -129,7 +129,7 @@ Result<json> CreateExperiment(const Fields& f, TrackingStore& store) {
     return InvalidArgument(
         "air keeps artifacts in its own store: artifact_location cannot be set (docs/tracking.md)");
   }
-  AIR_ASSIGN_OR_RETURN(auto tags, KeyValues(f, "tags"));
+  AIR_ASSIGN_OR_RETURN(auto tags, KeyValuesField(f, "tags"));
   AIR_ASSIGN_OR_RETURN(tracking::Experiment e, store.CreateExperiment(name, tags));
   return json{{"experiment_id", e.experiment_id}};
 }
@@ -234,7 +234,7 @@ Result<json> CreateRun(const Fields& f, TrackingStore& store) {
   run.user_id = f.OptionalString("user_id").value_or("");
   run.run_name = f.OptionalString("run_name").value_or("");
   AIR_ASSIGN_OR_RETURN(run.start_time, f.OptionalInt("start_time"));
-  AIR_ASSIGN_OR_RETURN(run.tags, KeyValues(f, "tags"));
+  AIR_ASSIGN_OR_RETURN(run.tags, KeyValuesField(f, "tags"));
   AIR_ASSIGN_OR_RETURN(tracking::RunInfo info, store.CreateRun(run));
   AIR_ASSIGN_OR_RETURN(tracking::Run created, store.GetRun(info.run_id));
   return json{{"run", RunJson(created)}};
@@ -309,8 +309,8 @@ Result<json> LogBatch(const Fields& f, TrackingStore& store) {
       batch.metrics.push_back(std::move(m));
     }
   }
-  AIR_ASSIGN_OR_RETURN(batch.params, KeyValues(f, "params"));
-  AIR_ASSIGN_OR_RETURN(batch.tags, KeyValues(f, "tags"));
+  AIR_ASSIGN_OR_RETURN(batch.params, KeyValuesField(f, "params"));
+  AIR_ASSIGN_OR_RETURN(batch.tags, KeyValuesField(f, "tags"));
   AIR_RETURN_IF_ERROR(store.LogBatch(id, batch));
   return json::object();
 }

@@ -325,6 +325,10 @@ YamlNode* YamlNode::Find(std::string_view key) {
   return nullptr;
 }
 
+std::string SourceLine(const std::string& source, const YamlNode& node) {
+  return fmt::format("{}:{}", source, node.location.line);
+}
+
 std::string DescribeNode(const YamlNode& node) {
   switch (node.kind) {
     case YamlKind::kMapping:

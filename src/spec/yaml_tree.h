@@ -54,6 +54,9 @@ struct YamlNode {
 // "a mapping", "a list", "null (no value)", "the string '4'", "5" ... for error messages.
 std::string DescribeNode(const YamlNode& node);
 
+// "SOURCE:LINE" of node: where an error message about it points.
+std::string SourceLine(const std::string& source, const YamlNode& node);
+
 // Parses a single YAML document. Returns false and adds one diagnostic (syntax error with its
 // line and column, a second document, an undefined alias, too many nodes) on failure. An empty
 // document (nothing but comments or whitespace) yields *is_empty = true and a null root.

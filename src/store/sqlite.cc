@@ -131,6 +131,11 @@ std::optional<int64_t> Statement::ColumnOptionalInt(int column) const {
   return ColumnInt(column);
 }
 
+std::optional<int> Statement::ColumnOptionalInt32(int column) const {
+  if (ColumnIsNull(column)) return std::nullopt;
+  return static_cast<int>(ColumnInt(column));
+}
+
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path, int busy_timeout_ms) {
   sqlite3* raw = nullptr;
   int rc =

@@ -64,6 +64,8 @@ class Statement {
   bool ColumnIsNull(int column) const;
   std::optional<std::string> ColumnOptionalText(int column) const;
   std::optional<int64_t> ColumnOptionalInt(int column) const;
+  // An INTEGER column of int range (exit codes, signals, ranks), or nullopt when NULL.
+  std::optional<int> ColumnOptionalInt32(int column) const;
 
  private:
   template <typename T>

@@ -17,12 +17,6 @@ constexpr const char* kRunColumns =
 
 constexpr const char* kRunFrom = " FROM runs r JOIN experiments e ON e.id = r.experiment_id ";
 
-std::optional<int> OptionalInt(const Statement& stmt, int column) {
-  auto v = stmt.ColumnOptionalInt(column);
-  if (!v) return std::nullopt;
-  return static_cast<int>(*v);
-}
-
 Result<RunRecord> ReadRun(const Statement& stmt) {
   RunRecord run;
   run.id = stmt.ColumnInt(0);
@@ -39,7 +33,7 @@ Result<RunRecord> ReadRun(const Statement& stmt) {
   run.num_nodes = static_cast<int>(stmt.ColumnInt(6));
   run.per_node = static_cast<int>(stmt.ColumnInt(7));
   run.max_retries = static_cast<int>(stmt.ColumnInt(8));
-  run.timeout_minutes = OptionalInt(stmt, 9);
+  run.timeout_minutes = stmt.ColumnOptionalInt32(9);
   run.idempotency_token = stmt.ColumnOptionalText(10);
   run.mlflow_run_id = stmt.ColumnText(11);
   run.snapshot_id = stmt.ColumnOptionalText(12);
@@ -238,8 +232,8 @@ Result<std::vector<EventRecord>> Store::ListEvents(int64_t run_id) {
     e.id = stmt.ColumnInt(0);
     e.run_id = stmt.ColumnInt(1);
     e.ts_us = stmt.ColumnInt(2);
-    e.attempt = OptionalInt(stmt, 3);
-    e.node_rank = OptionalInt(stmt, 4);
+    e.attempt = stmt.ColumnOptionalInt32(3);
+    e.node_rank = stmt.ColumnOptionalInt32(4);
     e.kind = stmt.ColumnText(5);
     e.from_state = stmt.ColumnOptionalText(6);
     e.to_state = stmt.ColumnOptionalText(7);

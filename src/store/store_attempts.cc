@@ -6,12 +6,6 @@
 namespace air::store {
 namespace {
 
-std::optional<int> OptionalInt(const Statement& stmt, int column) {
-  auto v = stmt.ColumnOptionalInt(column);
-  if (!v) return std::nullopt;
-  return static_cast<int>(*v);
-}
-
 std::string DescribeExit(const NodeExit& exit) {
   if (exit.signal) return fmt::format("killed by signal {}", *exit.signal);
   if (exit.exit_code) return fmt::format("exit code {}", *exit.exit_code);
@@ -157,8 +151,8 @@ Result<std::vector<NodeRecord>> Store::ListNodes(int64_t run_id, int attempt) {
     n.agent_pid = stmt.ColumnOptionalInt(4);
     n.pid = stmt.ColumnOptionalInt(5);
     n.pgid = stmt.ColumnOptionalInt(6);
-    n.exit_code = OptionalInt(stmt, 7);
-    n.signal = OptionalInt(stmt, 8);
+    n.exit_code = stmt.ColumnOptionalInt32(7);
+    n.signal = stmt.ColumnOptionalInt32(8);
     n.started_us = stmt.ColumnOptionalInt(9);
     n.ended_us = stmt.ColumnOptionalInt(10);
     nodes.push_back(std::move(n));

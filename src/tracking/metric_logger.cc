@@ -16,7 +16,7 @@ int64_t SteadyMillis() {
       .count();
 }
 
-nlohmann::json MetricValue(double v) {
+nlohmann::json MetricValueJson(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
   return v;
@@ -85,7 +85,7 @@ void MetricLogger::Send() {
     nlohmann::json metrics = nlohmann::json::array();
     for (const Metric& m : batch) {
       metrics.push_back({{"key", m.key},
-                         {"value", MetricValue(m.value)},
+                         {"value", MetricValueJson(m.value)},
                          {"timestamp", m.timestamp},
                          {"step", m.step}});
     }

@@ -41,10 +41,6 @@ constexpr const char* kOwnedOptions[] = {"--nodes",
                                          "--qos",
                                          "-q"};
 
-std::string At(const std::string& path, const spec::YamlNode& node) {
-  return fmt::format("{}:{}", path, node.location.line);
-}
-
 }  // namespace
 
 Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, SlurmConfig* out) {
@@ -52,12 +48,13 @@ Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, S
   if (!block.IsMapping()) {
     return InvalidArgument(fmt::format(
         "{}: slurm: expected a mapping (partition, account, qos, sbatch_options, air_binary)",
-        At(where, block)));
+        spec::SourceLine(where, block)));
   }
   for (const auto& [key_node, value] : block.entries) {
     if (!key_node.IsScalar()) {
       return InvalidArgument(fmt::format("{}: slurm: a key must be a string, got {}",
-                                         At(where, key_node), spec::DescribeNode(key_node)));
+                                         spec::SourceLine(where, key_node),
+                                         spec::DescribeNode(key_node)));
     }
     const std::string& key = key_node.value;
     if (key == "sbatch_options") {
@@ -65,18 +62,18 @@ Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, S
         return InvalidArgument(
             fmt::format("{}: slurm.sbatch_options: expected a list of sbatch options, e.g. "
                         "[\"--exclusive\", \"--constraint=a100\"]",
-                        At(where, value)));
+                        spec::SourceLine(where, value)));
       }
       for (const auto& option : value.items) {
         if (!option.IsScalar() || option.IsNull()) {
-          return InvalidArgument(
-              fmt::format("{}: slurm.sbatch_options: expected a string", At(where, option)));
+          return InvalidArgument(fmt::format("{}: slurm.sbatch_options: expected a string",
+                                             spec::SourceLine(where, option)));
         }
         const std::string& text = option.value;
         if (!StartsWith(text, "-")) {
           return InvalidArgument(
               fmt::format("{}: slurm.sbatch_options: '{}' is not an option (they start with -)",
-                          At(where, option), text));
+                          spec::SourceLine(where, option), text));
         }
         std::string name = text.substr(0, text.find('='));
         for (const char* owned : kOwnedOptions) {
@@ -84,7 +81,7 @@ Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, S
             return InvalidArgument(fmt::format(
                 "{}: slurm.sbatch_options: '{}' is set by air (from the workload's compute and "
                 "timeout_minutes, or slurm.partition/account/qos); remove it",
-                At(where, option), text));
+                spec::SourceLine(where, option), text));
           }
         }
         out->sbatch_options.push_back(text);
@@ -92,7 +89,8 @@ Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, S
       continue;
     }
     if (!value.IsScalar()) {
-      return InvalidArgument(fmt::format("{}: slurm.{}: expected a string", At(where, value), key));
+      return InvalidArgument(
+          fmt::format("{}: slurm.{}: expected a string", spec::SourceLine(where, value), key));
     }
     const std::string text = value.IsNull() ? "" : value.value;
     if (key == "partition") {
@@ -106,14 +104,14 @@ Status ParseSlurmConfig(const spec::YamlNode& block, const std::string& where, S
         return InvalidArgument(fmt::format(
             "{}: slurm.air_binary: '{}' is not an absolute path (the air executable every node "
             "runs, on the shared filesystem)",
-            At(where, value), text));
+            spec::SourceLine(where, value), text));
       }
       out->air_binary = text;
     } else {
       return InvalidArgument(fmt::format(
           "{}: slurm: unknown key '{}'; valid: partition, account, qos, sbatch_options, "
           "air_binary",
-          At(where, key_node), key));
+          spec::SourceLine(where, key_node), key));
     }
   }
   return Status::Ok();

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 // rope_parameters (transformers 5) or rope_theta + rope_scaling (the released files), with
 // transformers' defaults (standardize_rope_params, _compute_yarn_parameters).
-Status ParseRope(const json& j, const std::string& source, GptOssConfig& c) {
+Status ParseGptOssRope(const json& j, const std::string& source, GptOssConfig& c) {
   JsonFields top(j, source);
   GptOssRope& rope = c.rope;
   double top_theta = 0;
@@ -199,7 +199,7 @@ Result<GptOssConfig> GptOssConfigFromJson(const json& j, const std::string& sour
                                               "(set it to 0.0)");
   }
   AIR_RETURN_IF_ERROR(ParseLayers(j, source, c));
-  AIR_RETURN_IF_ERROR(ParseRope(j, source, c));
+  AIR_RETURN_IF_ERROR(ParseGptOssRope(j, source, c));
   AIR_RETURN_IF_ERROR(ParseQuantization(j, source, c));
   AIR_RETURN_IF_ERROR(ValidateGptOssConfig(c, source));
   return c;

@@ -5,12 +5,6 @@
 
 namespace air::engine {
 
-namespace {
-
-View GradOrEmpty(const Parameter* p) { return p != nullptr && p->trainable ? p->grad : View(); }
-
-}  // namespace
-
 void LayoutLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
                             int64_t seq, bool with_input, LayerActivations& a) {
   const int64_t n = batch * seq, dim = c.hidden_size, inter = c.intermediate_size;

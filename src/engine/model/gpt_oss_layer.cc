@@ -7,12 +7,6 @@
 
 namespace air::engine {
 
-namespace {
-
-View GradOrEmpty(const Parameter* p) { return p != nullptr && p->trainable ? p->grad : View(); }
-
-}  // namespace
-
 void LayoutGptOssLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
                                   int64_t seq, bool with_input, std::vector<int32_t>* host_offsets,
                                   GptOssLayerActivations& acts) {

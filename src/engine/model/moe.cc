@@ -5,8 +5,6 @@ namespace air::engine {
 
 namespace {
 
-View GradOrEmpty(const Parameter* p) { return p != nullptr && p->trainable ? p->grad : View(); }
-
 // Expert e's matrix of a [E, a, b] parameter view as a flat (a * b) view.
 View ExpertSlice(const View& v, int64_t e) {
   const int64_t per = v.numel() / v.dim(0);

@@ -41,6 +41,12 @@ struct Parameter {
   int64_t numel() const { return NumElements(shape); }
 };
 
+// Where a layer's backward writes p's weight gradient: an empty view (no weight-gradient GEMM)
+// when p is absent (an optional weight such as a bias) or frozen.
+inline View GradOrEmpty(const Parameter* p) {
+  return p != nullptr && p->trainable ? p->grad : View();
+}
+
 // One FSDP unit: the parameters whose memory is one contiguous buffer.
 struct ParamGroup {
   std::string name;                // "layers.3" or "root"

@@ -6,14 +6,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/time_format.h"
+
 namespace air::engine::train {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 Result<GenerateResult> Generate(CausalLm& model, std::span<const int32_t> prompt,
                                 const GenerateOptions& options,

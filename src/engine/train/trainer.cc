@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "base/time_format.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/hf_state_dict.h"
 #include "engine/lora/peft_files.h"
@@ -20,10 +21,6 @@
 
 namespace air::engine::train {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // splitmix64 of a ^ splitmix64(b): a seed per (run seed, stream).
 uint64_t MixSeed(uint64_t a, uint64_t b) {
