@@ -42,14 +42,18 @@ def test_submit_returns_id_and_nodes_get_the_torchrun_environment(air, air_home,
     (code / "train.py").write_text("print('v1')\n")
     (code / ".gitignore").write_text("*.ckpt\n")
     (code / "big.ckpt").write_text("x" * 1000)
-    spec = write_spec(tmp_path, ENV_DUMP, name="env-check", nodes=2, per_node=2,
+    # The nodes wait for a file the test writes only once `air run` has returned: a submit that
+    # waited for its run would never return (the test would time out).
+    go = tmp_path / "go"
+    spec = write_spec(tmp_path, f"while [ ! -e {go} ]; do sleep 0.05; done\n" + ENV_DUMP,
+                      name="env-check", nodes=2, per_node=2,
                       code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
                       env_variables={"GREETING": "hello"},
                       parameters={"lr": 0.001, "layers": [1, 2]})
-    started = time.monotonic()
     run_id = submit(air, spec)
-    assert time.monotonic() - started < 5  # returns without waiting for the run
+    assert get(air, run_id)["state"] not in ("SUCCEEDED", "FAILED")  # it waits for `go`
     (code / "train.py").write_text("print('edited after submit')\n")
+    go.touch()
     run = wait_terminal(air, run_id)
     assert run["state"] == "SUCCEEDED", run
     envs = [node_env(air, run_id, n) for n in range(2)]
@@ -194,7 +198,9 @@ def test_the_run_keeps_no_file_descriptor_of_its_submitter(air_bin, air, tmp_pat
     # Whoever calls `air run` may hold a pipe open in it (a CI step waiting for EOF, make's
     # jobserver): the detached run must not keep it open, and the command gets fds 0-2 only.
     # Also where the kernel lacks close_range(CLOSE_RANGE_CLOEXEC): the fallback, forced.
-    spec = write_spec(tmp_path, "ls /proc/self/fd; sleep 2", nodes=1)
+    go = tmp_path / "go"  # the node runs until the test writes it
+    spec = write_spec(tmp_path, f"ls /proc/self/fd; while [ ! -e {go} ]; do sleep 0.05; done",
+                      nodes=1)
     env = dict(os.environ)
     if close_range == "fallback":
         env["AIR_TEST_NO_CLOSE_RANGE"] = "1"
@@ -206,7 +212,9 @@ def test_the_run_keeps_no_file_descriptor_of_its_submitter(air_bin, air, tmp_pat
         os.close(write_end)
         write_end = -1
         os.set_blocking(read_end, False)
-        deadline = time.monotonic() + 1.5  # the command still sleeps for 2 s
+        # EOF while the run still runs: none of its processes holds the write end. (A bound
+        # far past the supervisor's start: a run that held the pipe would hold it until `go`.)
+        deadline = time.monotonic() + 60
         while True:
             try:
                 assert os.read(read_end, 1) == b""  # EOF: nobody holds the write end
@@ -214,7 +222,9 @@ def test_the_run_keeps_no_file_descriptor_of_its_submitter(air_bin, air, tmp_pat
             except BlockingIOError:
                 assert time.monotonic() < deadline, "the run holds the submitter's pipe open"
                 time.sleep(0.02)
+        assert get(air, int(proc.stdout))["state"] not in ("SUCCEEDED", "FAILED")
     finally:
+        go.touch()
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)

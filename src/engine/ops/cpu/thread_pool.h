@@ -32,6 +32,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // Whether waiting threads poll before they sleep: only when the pool has no more threads than
+  // the CPUs the process may run on.
+  bool spins() const { return spin_; }
 
   // Calls fn(begin, end, thread_index) over [0, n) split into at most num_threads contiguous
   // chunks of at least `min_chunk` items; returns when all are done. Small n runs inline.
