@@ -16,13 +16,14 @@ at 1.0), batch and sequence length, and the same number of threads:
 air's tokens/s come from its metrics.jsonl between the warm-up and the last step (loading and
 saving excluded); PyTorch's are timed over the same steps after the same warm-up. It prints every
 side's tokens/s and first/last loss, the ratios air bf16 / air fp32 and air / PyTorch's best
-(the faster of its fp32 and bf16), the training FLOP/s each side reaches (6 x matmul parameters
-+ attention, per token) and the CPU's model and flags. --gemm-peak GFLOPS (the machine's
+(the faster of its fp32 and bf16; with --rounds N every side runs N times, interleaved, and
+each figure is its median, each ratio printed per round too), the training FLOP/s each side
+reaches (6 x matmul parameters + attention, per token) and the CPU's model and flags. --gemm-peak GFLOPS (the machine's
 measured bf16 GEMM peak, bench/gemm/bench.py --peak) adds the fraction of it air bf16 reaches.
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/train_step/bench.py \
       [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 12 --warmup 2
-       --threads 2] [--dtype both|fp32|bf16] [--gemm-peak GFLOPS]
+       --threads 2] [--dtype both|fp32|bf16] [--gemm-peak GFLOPS] [--rounds N]
   (the 56M vocab-32k shape: --layers 8 --hidden 512 --vocab 32000)
 --isa avx2 measures both sides as an AVX2-only CPU runs them: air's AVX2 kernels
 (AIR_CPU_KERNELS=avx2) and PyTorch's (ATEN_CPU_CAPABILITY=avx2, oneDNN and MKL, its fp32
@@ -33,6 +34,7 @@ import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -153,9 +155,14 @@ def main():
                         help="avx2: both sides capped at AVX2 (a CPU without AVX-512)")
     parser.add_argument("--gemm-peak", type=float, default=0.0,
                         help="the machine's measured bf16 GEMM peak in GFLOP/s")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="every side this many times, interleaved; medians and per-round "
+                             "ratios (a shared host's slow phases then hit every side)")
     args = parser.parse_args()
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     if args.isa == "avx2":  # before torch is imported: both read these once
         os.environ.update(AIR_CPU_KERNELS="avx2", ATEN_CPU_CAPABILITY="avx2",
                           ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
@@ -175,11 +182,19 @@ def main():
         print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
               f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
               f"{args.steps} timed steps after {args.warmup}; {args.threads} threads")
-        for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
-            results[("air", bf16)] = run_air(args, air, model_dir, data, work, bf16)
-        for bf16 in dtypes:
-            results[("pytorch", bf16)] = run_pytorch(args, model_dir, work / "batches.jsonl",
+        rounds = []
+        for _ in range(args.rounds):
+            one = {}
+            for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
+                one[("air", bf16)] = run_air(args, air, model_dir, data, work, bf16)
+            for bf16 in dtypes:
+                one[("pytorch", bf16)] = run_pytorch(args, model_dir, work / "batches.jsonl",
                                                      bf16)
+            rounds.append(one)
+    # Each side's median tokens/s over the rounds; the losses are the first round's (every
+    # round trains the same steps).
+    for key in rounds[0]:
+        results[key] = (statistics.median(r[key][0] for r in rounds),) + rounds[0][key][1:]
     flops = train_flops_per_token(args)
     print(f"{'':14} {'tokens/s':>10} {'GFLOP/s':>8} {'first loss':>11} {'last loss':>10}")
     for (side, bf16), (tps, first, last) in results.items():
@@ -189,6 +204,13 @@ def main():
     for bf16 in dtypes:
         print(f"ratio air {'bf16' if bf16 else 'fp32'} / PyTorch's best: "
               f"{results[('air', bf16)][0] / torch_best:.2f}x")
+        if args.rounds > 1:
+            air_tps = [r[("air", bf16)][0] for r in rounds]
+            best = [max(r[("pytorch", b)][0] for b in dtypes) for r in rounds]
+            each = [a / t for a, t in zip(air_tps, best)]
+            print(f"  per round: {' '.join(f'{x:.2f}x' for x in each)} (median "
+                  f"{statistics.median(each):.2f}x; air {' '.join(f'{a:.0f}' for a in air_tps)}"
+                  f" vs PyTorch's best {' '.join(f'{t:.0f}' for t in best)} tokens/s)")
     if len(dtypes) == 2:
         print(f"ratio air bf16 / air fp32: "
               f"{results[('air', True)][0] / results[('air', False)][0]:.2f}x; "
