@@ -32,7 +32,7 @@ void GptOssLayerKind::DecodeLayer(const LayerContext& ctx, const GptOssLayerWeig
 
 Result<Tensor> GptOssModel::ForwardStep(std::span<const int32_t> tokens, KvCache& cache,
                                         bool all_positions) {
-  return impl_->ForwardStep(*this, impl_->Kind(), tokens, cache, all_positions);
+  return impl_->ForwardStep(*this, impl_->LayerKind(), tokens, cache, all_positions);
 }
 
 }  // namespace air::engine

@@ -10,9 +10,9 @@ Result<ForwardResult> GptOssModel::Forward(const TokenBatch& batch, const Forwar
   AIR_RETURN_IF_ERROR(ValidateTokenBatch(batch, config().vocab_size));
   if (options.training) AIR_RETURN_IF_ERROR(EnsureGradients());
   impl_->host_offsets.resize(static_cast<size_t>(config().num_layers));
-  return impl_->Forward(*this, hooks(), impl_->Kind(), batch, options);
+  return impl_->Forward(*this, hooks(), impl_->LayerKind(), batch, options);
 }
 
-Status GptOssModel::Backward() { return impl_->Backward(*this, hooks(), impl_->Kind()); }
+Status GptOssModel::Backward() { return impl_->Backward(*this, hooks(), impl_->LayerKind()); }
 
 }  // namespace air::engine

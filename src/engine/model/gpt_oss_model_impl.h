@@ -54,7 +54,7 @@ struct GptOssModel::Impl : DecoderStack<GptOssLayerKind> {
   std::vector<std::vector<int32_t>> host_offsets;  // per layer: the MoE's row ranges
   std::vector<int32_t> scratch_offsets;            // scratch_acts' row ranges
 
-  GptOssLayerKind Kind() { return {&host_offsets, &scratch_offsets}; }
+  GptOssLayerKind LayerKind() { return {&host_offsets, &scratch_offsets}; }
 };
 
 }  // namespace air::engine
