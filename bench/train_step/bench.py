@@ -202,12 +202,15 @@ def main():
         print(f"{name:14} {tps:10.0f} {tps * flops / 1e9:8.1f} {first:11.4f} {last:10.4f}")
     torch_best = max(results[("pytorch", b)][0] for b in dtypes)
     for bf16 in dtypes:
-        print(f"ratio air {'bf16' if bf16 else 'fp32'} / PyTorch's best: "
+        of = " (of the sides' medians)" if args.rounds > 1 else ""
+        print(f"ratio air {'bf16' if bf16 else 'fp32'} / PyTorch's best{of}: "
               f"{results[('air', bf16)][0] / torch_best:.2f}x")
         if args.rounds > 1:
             air_tps = [r[("air", bf16)][0] for r in rounds]
             best = [max(r[("pytorch", b)][0] for b in dtypes) for r in rounds]
             each = [a / t for a, t in zip(air_tps, best)]
+            # Each round's sides ran back to back: a slow phase of a shared host slows both,
+            # so the median of these is the steadier figure.
             print(f"  per round: {' '.join(f'{x:.2f}x' for x in each)} (median "
                   f"{statistics.median(each):.2f}x; air {' '.join(f'{a:.0f}' for a in air_tps)}"
                   f" vs PyTorch's best {' '.join(f'{t:.0f}' for t in best)} tokens/s)")
