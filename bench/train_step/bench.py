@@ -18,8 +18,9 @@ saving excluded); PyTorch's are timed over the same steps after the same warm-up
 side's tokens/s and first/last loss, the ratios air bf16 / air fp32 and air / PyTorch's best
 (the faster of its fp32 and bf16; with --rounds N every side runs N times, interleaved, and
 each figure is its median, each ratio printed per round too), the training FLOP/s each side
-reaches (6 x matmul parameters + attention, per token) and the CPU's model and flags. --gemm-peak GFLOPS (the machine's
-measured bf16 GEMM peak, bench/gemm/bench.py --peak) adds the fraction of it air bf16 reaches.
+reaches (6 x matmul parameters + attention, per token) and the CPU's model and flags.
+--gemm-peak GFLOPS (the machine's measured vdpbf16ps peak: the first line of
+`bench/gemm/bench.py --table bf16`) adds the fraction of it air bf16 reaches.
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/train_step/bench.py \
       [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 12 --warmup 2
