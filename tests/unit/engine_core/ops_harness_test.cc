@@ -460,6 +460,14 @@ TEST_P(OpsHarness, SumOfSquaresAccumulatesAndScale) {
     Expect("reduction", std::fabs(d.Scalar(sum) - d.Scalar(want)) / d.Scalar(want),
            tol().reduction_relative, std::to_string(n));
     EXPECT_EQ(d.Scalar(sum), d.Scalar(again)) << "not deterministic, n=" << n;
+    // The same bits on other thread counts (the pieces' partial sums are added in order).
+    for (int threads : {1, 3}) {
+      const auto other = testing::MakeBackend(std::get<0>(GetParam()).options.kind, threads);
+      DeviceArrays od(*other);
+      const View ox = od.F32(x), osum = od.F64(0.5);
+      other->SumOfSquares(ox, osum);
+      EXPECT_EQ(od.Scalar(osum), d.Scalar(sum)) << threads << " threads, n=" << n;
+    }
     ref_.Scale(xr, 0.37f);
     backend_->Scale(xv, 0.37f);
     if (tol().optimizer_exact) {

@@ -166,7 +166,7 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   const size_t out_size = DTypeSize(out.dtype());
-  pool_->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& scores_buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& bf16_buf = attention_bf16_[static_cast<size_t>(thread)];
     TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
@@ -248,7 +248,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
   const float* lse = lse_view.f32();
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
-  pool_->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& rounded = attention_bf16_[static_cast<size_t>(thread)];
     TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],

@@ -91,7 +91,7 @@ void FastOps::RmsNormForwardKernel(const View& x, const View& w, float eps, cons
                                    const View& rstd) const {
   const int64_t dim = w.numel(), rows = x.numel() / dim;
   const float* w_copy = WeightF32(w);
-  pool_->ParallelFor(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       float partial[8] = {};
@@ -175,7 +175,7 @@ void FastOps::CrossEntropyForwardKernel(const View& logits, const View& targets,
 void FastOps::CrossEntropyBackwardKernel(const View& logits, const View& targets, const View& lse,
                                          float scale, const View& dlogits) const {
   const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
-  pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
       float* drow = WriteF32(dlogits, r * vocab, Scratch(thread, 1, vocab));

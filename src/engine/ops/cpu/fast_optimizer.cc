@@ -113,7 +113,8 @@ void FastOps::AdamWUpdateKernel(const AdamWScalars& s, const View& pv, const Vie
   const int64_t n = pv.numel();
   float *p = pv.f32(), *m = mv.f32(), *v = vv.f32();
   const float* g = gv.f32();
-  pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
+  // Balanced: each element's update is the same whichever thread makes it.
+  pool_->ParallelForBalanced(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
     if (UseAvx512()) return AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin);
     int64_t done = 0;
     if (UseAvx2()) done = AdamWAvx2(s, end - begin, p + begin, g + begin, m + begin, v + begin);
@@ -126,22 +127,27 @@ void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
   const float* x = xv.f32();
   const int64_t n = xv.numel();
   double* sum_out = sum_view.f64();
-  std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
-  pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int thread) {
-    const float* chunk = x + begin;
-    const int64_t count = end - begin;
-    double sum;
-    if (UseAvx512()) {
-      sum = SumOfSquaresAvx512(chunk, count);
-    } else if (UseAvx2()) {
-      sum = SumOfSquaresAvx2(chunk, count);
-    } else {
-      sum = SumOfSquaresLoop(chunk, count);
+  // One partial sum per piece of kMinChunk elements, added in piece order: the same bits
+  // whatever the thread count or which thread summed a piece (so the pieces may be balanced).
+  const int64_t pieces = std::max<int64_t>(1, (n + kMinChunk - 1) / kMinChunk);
+  std::vector<double> partial(static_cast<size_t>(pieces), 0.0);
+  pool_->ParallelForBalanced(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
+    for (int64_t at = begin; at < end; at += kMinChunk) {
+      const float* chunk = x + at;
+      const int64_t count = std::min(kMinChunk, end - at);
+      double sum;
+      if (UseAvx512()) {
+        sum = SumOfSquaresAvx512(chunk, count);
+      } else if (UseAvx2()) {
+        sum = SumOfSquaresAvx2(chunk, count);
+      } else {
+        sum = SumOfSquaresLoop(chunk, count);
+      }
+      partial[static_cast<size_t>(at / kMinChunk)] = sum;
     }
-    partial[static_cast<size_t>(thread)] = sum;
   });
   double total = 0.0;
-  for (double value : partial) total += value;  // in thread order: deterministic
+  for (double value : partial) total += value;  // in piece order: deterministic
   *sum_out += total;
 }
 

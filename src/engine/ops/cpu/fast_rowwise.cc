@@ -19,13 +19,18 @@ constexpr int64_t kMinParallel = 1 << 14;  // elements per thread below which on
 template <typename Fn>
 void ForChunks(ThreadPool& pool, int64_t n, Fn&& fn) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  pool.ParallelFor(chunks, std::max<int64_t>(1, kMinParallel / kChunk),
-                   [&](int64_t begin, int64_t end, int thread) {
-                     for (int64_t c = begin; c < end; ++c) {
-                       const int64_t offset = c * kChunk;
-                       fn(offset, std::min(kChunk, n - offset), thread);
-                     }
-                   });
+  // Small arrays on one thread; else balanced, a chunk at a time (elementwise: no chunk's result
+  // depends on where it runs).
+  if (chunks * kChunk < 2 * kMinParallel) {
+    for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(kChunk, n - c * kChunk), 0);
+    return;
+  }
+  pool.ParallelForBalanced(chunks, 1, [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t offset = c * kChunk;
+      fn(offset, std::min(kChunk, n - offset), thread);
+    }
+  });
 }
 
 int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }
@@ -34,7 +39,7 @@ int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int6
 
 void FastOps::EmbeddingForwardKernel(const View& ids, const View& table, const View& out) const {
   const int64_t n = ids.numel(), dim = table.dim(-1);
-  pool_->ParallelFor(n, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(n, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t row = ids.i32()[i];
       const float* src = ReadF32(table, row * dim, dim, Scratch(thread, 0, dim));
@@ -59,7 +64,7 @@ void FastOps::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t
 void FastOps::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
                                const View& cos, const View& sin) const {
   const int64_t n = positions.numel(), half = inv_freq.numel();
-  pool_->ParallelFor(n, MinRows(half * 16), [&](int64_t begin, int64_t end, int) {
+  pool_->ParallelForBalanced(n, MinRows(half * 16), [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t i = 0; i < half; ++i) {
         RopeAngle(positions.i32()[t], inv_freq.f32()[i], scale, &cos.f32()[t * half + i],
@@ -90,7 +95,7 @@ void RotateRow(float* v, int64_t heads, int64_t half, const float* c, const floa
 void FastOps::RopeForwardKernel(const View& x, const View& cos, const View& sin) const {
   const int64_t n = cos.dim(0), half = cos.dim(-1);
   const int64_t row = n > 0 ? x.numel() / n : 0, heads = half > 0 ? row / (2 * half) : 0;
-  pool_->ParallelFor(n, MinRows(row), [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(n, MinRows(row), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t t = begin; t < end; ++t) {
       float* v = WriteF32(x, t * row, Scratch(thread, 0, row));
       if (x.dtype() != DType::kF32) LoadF32(x, t * row, row, v);
@@ -103,7 +108,7 @@ void FastOps::RopeForwardKernel(const View& x, const View& cos, const View& sin)
 void FastOps::RopeBackwardKernel(const View& dx, const View& cos, const View& sin) const {
   const int64_t n = cos.dim(0), half = cos.dim(-1);
   const int64_t row = n > 0 ? dx.numel() / n : 0, heads = half > 0 ? row / (2 * half) : 0;
-  pool_->ParallelFor(n, MinRows(row), [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(n, MinRows(row), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t t = begin; t < end; ++t) {
       float* v = WriteF32(dx, t * row, Scratch(thread, 0, row));
       if (dx.dtype() != DType::kF32) LoadF32(dx, t * row, row, v);
@@ -176,7 +181,7 @@ void FastOps::DropoutKernel(const View& x, float p, uint64_t seed, const View& o
 void FastOps::AddBiasKernel(const View& y, const View& bias) const {
   const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
   const float* b = WeightF32(bias);
-  pool_->ParallelFor(rows, MinRows(cols), [&](int64_t begin, int64_t end, int thread) {
+  pool_->ParallelForBalanced(rows, MinRows(cols), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
       float* ys = WriteF32(y, r * cols, Scratch(thread, 0, cols));
       if (y.dtype() != DType::kF32) LoadF32(y, r * cols, cols, ys);

@@ -13,7 +13,7 @@ inline int64_t CeilDiv(int64_t x, int64_t by) { return (x + by - 1) / by; }
 void GemmForRange(ThreadPool* pool, int64_t count,
                   const std::function<void(int64_t, int64_t, int)>& body) {
   if (pool == nullptr) return body(0, count, 0);
-  pool->ParallelFor(count, 1, body);
+  pool->ParallelForBalanced(count, 1, body);
 }
 
 // Serially, kGemmMC rows (whole micro-tiles). On a pool, the row tile (kGemmMC, half or a

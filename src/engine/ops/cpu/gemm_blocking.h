@@ -2,10 +2,11 @@
 // bf16 one), apart from what they pack and multiply: for each block of up to kNBlock columns
 // (and of up to `row_block` rows) and each KC-deep slice of K, op(B) is packed into NR-column
 // panels once, by all threads together; then the block's MC x kNC tiles of C are spread over
-// the thread pool, each thread packing its rows of op(A) into MR-row panels, and the
-// micro-kernel multiplies panel pairs into MR x NR tiles of C. Each element of C sums its
-// slices in order of K whatever the tiling or thread count, so results are deterministic.
-// Thread safety: one call per set of panel buffers at a time.
+// the thread pool (balanced: a thread done with its share takes tiles from another's end), each
+// thread packing its rows of op(A) into MR-row panels, and the micro-kernel multiplies panel pairs
+// into MR x NR tiles of C. Each element of C sums its slices in order of K whatever the tiling or
+// thread count, so results are deterministic. Thread safety: one call per set of panel buffers at a
+// time.
 #pragma once
 
 #include <algorithm>
@@ -44,7 +45,8 @@ struct BlockedGemmShape {
 // The row tile for `threads` threads (see gemm_blocking.cc); 0 threads: the serial one.
 int64_t GemmRowTile(const BlockedGemmShape& shape, int threads);
 
-// Runs body(begin, end, thread) over [0, count): on the pool, or inline when pool is null.
+// Runs body(begin, end, thread) over [0, count): on the pool, balanced (body may run several
+// times per thread, on pieces of one item), or inline when pool is null.
 void GemmForRange(ThreadPool* pool, int64_t count,
                   const std::function<void(int64_t, int64_t, int)>& body);
 
@@ -84,6 +86,9 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
     }
   }
   Word* b_panels = packed_b.data();
+  // The row tile (its first row) each thread's A panels hold in the current slice of K: the
+  // tiles reach a thread in pieces (ThreadPool::ParallelForBalanced), a row tile's in a row.
+  std::vector<int64_t> packed_rows(static_cast<size_t>(threads), -1);
   for (int64_t jc = 0; jc < g.n; jc += kGemmNBlock) {
     const int64_t nc = std::min(kGemmNBlock, g.n - jc);
     const int64_t b_count = ceil_div(nc, nr), col_tiles = ceil_div(nc, kGemmNC);
@@ -97,15 +102,16 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
           const int64_t cols = std::min(end * nr, nc) - begin * nr;
           pack_b(jc + begin * nr, cols, p0, kc, b_panels + begin * panel_depth * nr);
         });
+        std::fill(packed_rows.begin(), packed_rows.end(), -1);  // a new slice of K
         GemmForRange(pool, row_tiles * col_tiles, [&](int64_t begin, int64_t end, int thread) {
           Word* packed_a = kPackA ? packed_a_buffers[static_cast<size_t>(thread)].data() : nullptr;
-          int64_t packed_rows = -1;  // the row tile packed_a holds
+          int64_t& held = packed_rows[static_cast<size_t>(thread)];
           for (int64_t t = begin; t < end; ++t) {
             const int64_t i0 = ic + (t / col_tiles) * mc, j0 = (t % col_tiles) * kGemmNC;
             const int64_t i_end = std::min(m_end, i0 + mc), j_end = std::min(nc, j0 + kGemmNC);
-            if (kPackA && packed_rows != i0) {
+            if (kPackA && held != i0) {
               pack_a(i0, i_end - i0, p0, kc, packed_a);
-              packed_rows = i0;
+              held = i0;
             }
             // Each A panel (or A's rows read in place) stays in L1 while the tile's B panels
             // stream past it from L2.

@@ -60,7 +60,8 @@ void ThreadPool::SpinThenWait(std::condition_variable& cv, Done done, int64_t& s
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(std::max(1, num_threads)),
       spin_(num_threads_ <= UsableCpus()),
-      caller_spin_micros_(kMaxSpinMicros) {
+      caller_spin_micros_(kMaxSpinMicros),
+      shares_(static_cast<size_t>(num_threads_)) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -85,12 +86,7 @@ void ThreadPool::WorkerLoop(int index) {
     if (stopping_.load(std::memory_order_acquire)) return;
     // task_, task_n_ and task_chunks_ were written before generation_ was bumped (release).
     seen = generation_.load(std::memory_order_acquire);
-    const int chunks = task_chunks_;
-    if (index < chunks) {
-      int64_t begin, end;
-      ChunkBounds(task_n_, chunks, index, &begin, &end);
-      (*task_)(begin, end, index);
-    }
+    RunPart(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's check under mutex_
       work_done_.notify_one();
@@ -103,26 +99,82 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   if (n <= 0) return;
   const int64_t by_size = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
   const int chunks = static_cast<int>(std::min<int64_t>(num_threads_, by_size));
-  if (chunks <= 1) {
-    fn(0, n, 0);
-    return;
-  }
+  if (chunks <= 1) return fn(0, n, 0);
+  Start(fn, n, chunks, 0);
+}
+
+void ThreadPool::ParallelForBalanced(int64_t n, int64_t grain,
+                                     const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>({1, grain, (n >> 31) + 1});  // piece indices fit in 32 bits
+  const int64_t pieces = (n + grain - 1) / grain;
+  const int chunks = static_cast<int>(std::min<int64_t>(num_threads_, pieces));
+  if (chunks <= 1) return fn(0, n, 0);
+  Start(fn, n, chunks, grain);
+}
+
+void ThreadPool::Start(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int chunks,
+                       int64_t grain) {
   std::lock_guard<std::mutex> call_lock(call_mutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task_ = &fn;
     task_n_ = n;
     task_chunks_ = chunks;
+    task_grain_ = grain;
+    if (grain > 0) {
+      const int64_t pieces = (n + grain - 1) / grain;
+      for (int c = 0; c < num_threads_; ++c) {
+        int64_t front = pieces, back = pieces;  // threads past `chunks` own nothing
+        if (c < chunks) ChunkBounds(pieces, chunks, c, &front, &back);
+        shares_[static_cast<size_t>(c)].range.store(
+            static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back),
+            std::memory_order_relaxed);
+      }
+    }
     pending_.store(num_threads_ - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
-  int64_t begin, end;
-  ChunkBounds(n, chunks, 0, &begin, &end);
-  fn(begin, end, 0);
+  RunPart(0);
   SpinThenWait(
       work_done_, [&] { return pending_.load(std::memory_order_acquire) == 0; },
       caller_spin_micros_);
+}
+
+bool ThreadPool::ClaimPiece(int owner, int index, int64_t* piece) {
+  std::atomic<uint64_t>& range = shares_[static_cast<size_t>(owner)].range;
+  uint64_t current = range.load(std::memory_order_relaxed);
+  while (true) {
+    const uint64_t front = current >> 32, back = current & 0xffffffffu;
+    if (front >= back) return false;
+    const bool own = owner == index;
+    const uint64_t next = own ? (front + 1) << 32 | back : front << 32 | (back - 1);
+    if (range.compare_exchange_weak(current, next, std::memory_order_relaxed)) {
+      *piece = static_cast<int64_t>(own ? front : back - 1);
+      return true;
+    }
+  }
+}
+
+void ThreadPool::RunPart(int index) {
+  const int chunks = task_chunks_;
+  if (task_grain_ == 0) {
+    if (index >= chunks) return;
+    int64_t begin, end;
+    ChunkBounds(task_n_, chunks, index, &begin, &end);
+    return (*task_)(begin, end, index);
+  }
+  const auto run = [&](int64_t piece) {
+    const int64_t begin = piece * task_grain_;
+    (*task_)(begin, std::min(task_n_, begin + task_grain_), index);
+  };
+  int64_t piece;
+  while (ClaimPiece(index, index, &piece)) run(piece);
+  for (int step = 1; step < num_threads_; ++step) {  // then the others', the next one first
+    const int owner = (index + step) % num_threads_;
+    while (ClaimPiece(owner, index, &piece)) run(piece);
+  }
 }
 
 int DefaultThreadCount() {

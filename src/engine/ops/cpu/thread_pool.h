@@ -41,7 +41,28 @@ class ThreadPool {
   void ParallelFor(int64_t n, int64_t min_chunk,
                    const std::function<void(int64_t, int64_t, int)>& fn);
 
+  // The same over [0, n) in pieces of `grain` items: each thread starts on its contiguous share
+  // of the pieces (front first) and, when done, takes pieces from the back of the shares still
+  // running, one at a time. For work whose items' results do not depend on the thread that
+  // computes them or on the pieces (fn's thread_index picks scratch only; no per-thread
+  // partial sums): results are then the same bits as ParallelFor's, while a thread that other
+  // load slows down no longer holds up the call. fn may be called several times per thread.
+  void ParallelForBalanced(int64_t n, int64_t grain,
+                           const std::function<void(int64_t, int64_t, int)>& fn);
+
  private:
+  // A thread's share of a balanced task's pieces: [front, back) packed as front << 32 | back,
+  // so that its owner (front) and a thief (back) claim pieces with one compare-and-swap each.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  // Runs thread `index`'s part of the current task (task_ and its fields, set by the caller).
+  void RunPart(int index);
+  // Balanced tasks: claims the next piece of share `owner`, from its front when `index` owns
+  // it, else from its back; false when the share is empty.
+  bool ClaimPiece(int owner, int index, int64_t* piece);
+  void Start(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int chunks,
+             int64_t grain);
   void WorkerLoop(int index);
   // Waits until `done()` holds (read with acquire ordering): spinning first, when spin_, for
   // the waiting thread's current budget, which it then adapts.
@@ -60,6 +81,8 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t, int)>* task_ = nullptr;
   int64_t task_n_ = 0;
   int task_chunks_ = 0;
+  int64_t task_grain_ = 0;               // items per piece of a balanced task; 0: a static one
+  std::vector<Share> shares_;            // a balanced task's, one per thread
   std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) for each task
   std::atomic<int> pending_{0};          // workers still running the current task
   std::atomic<bool> stopping_{false};
