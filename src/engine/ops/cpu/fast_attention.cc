@@ -95,20 +95,28 @@ void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int6
   if (*lo > *hi) *lo = *hi;
 }
 
+// The columns [c0, c1) of row r of a block (queries from i0, keys from lo, nk of them) that the
+// causal and window limits leave visible: AttentionVisible's rule but for segments, which are
+// checked only inside this run.
+void VisibleRun(const AttentionShape& s, int64_t i0, int64_t r, int64_t lo, int64_t nk, int64_t* c0,
+                int64_t* c1) {
+  const int64_t q_abs = s.q_offset + i0 + r;
+  int64_t first = lo;
+  if (s.sliding_window > 0) first = std::max(first, q_abs - s.sliding_window + 1);
+  *c0 = std::min(nk, first - lo);
+  *c1 = std::max(*c0, std::min(nk, q_abs - lo + 1));
+}
+
 // Fills S (nq, nk) rows with scaled scores, setting invisible entries to -inf. `scores` holds
-// the raw dot products on entry. AttentionVisible's rule, row by row: the causal and window
-// limits bound one contiguous run of visible keys (scaled in one pass); segments are checked
-// only inside it.
+// the raw dot products on entry. Row by row, the visible run (VisibleRun) is scaled in one
+// pass and its keys' segments checked.
 void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
                   int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
                   float* scores) {
   for (int64_t r = 0; r < nq; ++r) {
     float* row = scores + r * nk;
-    const int64_t q_abs = s.q_offset + i0 + r;
-    int64_t first = lo;
-    if (s.sliding_window > 0) first = std::max(first, q_abs - s.sliding_window + 1);
-    const int64_t c0 = std::min(nk, first - lo);
-    const int64_t c1 = std::max(c0, std::min(nk, q_abs - lo + 1));
+    int64_t c0, c1;
+    VisibleRun(s, i0, r, lo, nk, &c0, &c1);
     std::fill(row, row + c0, kNegInf);
     if (q_segments == nullptr) {
       for (int64_t c = c0; c < c1; ++c) row[c] *= s.scale;
@@ -212,7 +220,12 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
       std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
-        const float max_score = MaxOf(row, nk, sink);
+        // Past the visible run every score is -inf, its exponential 0: not computed (the
+        // row's sums and bits are the same).
+        int64_t c0, end;
+        VisibleRun(s, i0, r, lo, nk, &c0, &end);
+        std::fill(row + end, row + nk, 0.0f);
+        const float max_score = MaxOf(row, end, sink);
         if (max_score == kNegInf) {  // nothing visible, no sink: zero output
           std::fill(row, row + nk, 0.0f);
           if (p16) std::fill(p16 + r * nk, p16 + (r + 1) * nk, uint16_t{0});
@@ -220,10 +233,10 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
           empty[static_cast<size_t>(r)] = true;
           continue;
         }
-        const double denom = ExpShifted(row, max_score, 1.0f, nk, row) +
+        const double denom = ExpShifted(row, max_score, 1.0f, end, row) +
                              (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
         const float inv = static_cast<float>(1.0 / denom);
-        for (int64_t c = 0; c < nk; ++c) row[c] *= inv;
+        for (int64_t c = 0; c < end; ++c) row[c] *= inv;
         if (p16) RoundToBf16(row, p16 + r * nk, nk);
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
       }
@@ -280,7 +293,10 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
               std::fill(row, row + nk, 0.0f);
               continue;
             }
-            ExpShifted(row, lse_b[r], 1.0f, nk, row);
+            int64_t c0, end;  // past the visible run P is 0 (as the forward's)
+            VisibleRun(s, i0, r, lo, nk, &c0, &end);
+            ExpShifted(row, lse_b[r], 1.0f, end, row);
+            std::fill(row + end, row + nk, 0.0f);
           }
           // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
           gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
