@@ -237,6 +237,9 @@ void Fsdp::SetupOptimizerViews() {
         v.decay = p->decay;
         v.value = u.master.Slice(start - lo, v.numel);
         v.grad = u.grads.Slice(start - lo, v.numel);
+        // NO_SHARD keeps a whole param_dtype copy: the optimizer writes it in its pass
+        // (AfterOptimizerStep then has nothing to convert).
+        if (whole && param_dtype() != DType::kF32) v.compute = u.resident.Slice(start, v.numel);
         views_.push_back(std::move(v));
         view_places_.push_back({static_cast<int>(i), start});
       }

@@ -133,10 +133,13 @@ class Fsdp {
   // Whether this rank writes its shards into a checkpoint (HYBRID_SHARD: the first node only;
   // NO_SHARD: rank 0 only).
   bool writes_state() const;
-  // After the optimizer updated the master shards: refreshes the param_dtype copies (NO_SHARD),
-  // converts and all-gathers the updated shards (SHARD_GRAD_OP), or marks the gathered copies
-  // stale (FULL_SHARD).
+  // After the optimizer updated the master shards through OptimizerViews (writing their compute
+  // copies too, NO_SHARD): converts and all-gathers the updated shards (SHARD_GRAD_OP), or marks
+  // the gathered copies stale (FULL_SHARD).
   Status AfterOptimizerStep();
+  // After the masters changed any other way (a checkpoint written back by WriteShard): as
+  // AfterOptimizerStep, and NO_SHARD's param_dtype copies converted from the masters.
+  Status RefreshComputeCopies();
 
   // Collective: every unit's whole parameters in turn, one unit at a time — the fp32 masters
   // of the trainable ones and (unless trainable_only) the frozen ones widened from their
@@ -144,7 +147,7 @@ class Fsdp {
   // (empty ones for frozen parameters when trainable_only), the other ranks an empty vector.
   Result<std::vector<Tensor>> GatherFullParameters(bool trainable_only = false);
   // For sharded checkpoints: this rank's fp32 master range of unit u's trainable segment on the
-  // host, and writing it back (call AfterOptimizerStep after writing every unit). The frozen
+  // host, and writing it back (call RefreshComputeCopies after writing every unit). The frozen
   // segment is not training state (it is reloaded from the base model).
   struct ShardRange {
     int64_t begin = 0;  // first element of the segment this rank owns

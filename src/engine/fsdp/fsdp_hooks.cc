@@ -194,6 +194,11 @@ Status Fsdp::FinishGradients() {
 }
 
 Status Fsdp::AfterOptimizerStep() {
+  if (strategy_ == ShardingStrategy::kNoShard) return error_;  // the optimizer wrote the copies
+  return RefreshComputeCopies();
+}
+
+Status Fsdp::RefreshComputeCopies() {
   switch (strategy_) {
     case ShardingStrategy::kFullShard:
     case ShardingStrategy::kHybridShard:

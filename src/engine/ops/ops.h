@@ -230,7 +230,7 @@ inline float DropoutUniform(uint64_t seed, uint64_t i) {
                                           const View& lse, float scale, const View& dlogits)       \
       const SPEC;                                                                                  \
   VIRTUAL void AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,              \
-                                 const View& m, const View& v) const SPEC;                         \
+                                 const View& m, const View& v, const View& p_copy) const SPEC;     \
   VIRTUAL void SumOfSquaresKernel(const View& x, const View& sum) const SPEC;                      \
   VIRTUAL void ScaleKernel(const View& x, float factor) const SPEC;
 
@@ -394,8 +394,10 @@ class Ops {
   //   p *= decay_factor (when decay); m += (1 - beta1) * (g - m);
   //   v = v * beta2 + (1 - beta2) * g * g; p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
   // Every implementation gives the same bits (no fused multiply-add, IEEE sqrt and division).
+  // p_copy, when not empty (numel as p, F32 or BF16), receives the updated p as Convert writes
+  // it, in the same pass: the compute copy of the master (a bf16 run's resident parameters).
   void AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
-                   const View& v) const;
+                   const View& v, const View& p_copy = View()) const;
   // *sum (scalar) += the sum of x[i]^2, accumulated in double (the order may differ by
   // implementation; fixed for a backend and thread count).
   void SumOfSquares(const View& x, const View& sum) const;

@@ -358,13 +358,17 @@ void Ops::CrossEntropyBackward(const View& logits, const View& targets, const Vi
 }
 
 void Ops::AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
-                      const View& v) const {
+                      const View& v, const View& p_copy) const {
   const OpKind op = OpKind::kAdamWUpdate;
   for (const auto& [x, name] : {Named{&p, "p"}, Named{&g, "g"}, Named{&m, "m"}, Named{&v, "v"}}) {
     CheckF32(op, *x, name);
     CheckSameSize(op, p, *x, name);
   }
-  AdamWUpdateKernel(s, p, g, m, v);
+  if (!p_copy.empty()) {
+    CheckData(*this, OpKind::kConvert, p_copy, "p_copy (written as Convert writes)");
+    CheckSameSize(op, p, p_copy, "p_copy");
+  }
+  AdamWUpdateKernel(s, p, g, m, v, p_copy);
 }
 
 void Ops::SumOfSquares(const View& x, const View& sum) const {

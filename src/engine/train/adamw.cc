@@ -56,7 +56,7 @@ void AdamW::Step(double lr, float grad_scale) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamView& p = params_[i];
     scalars.decay = options_.weight_decay != 0.0 && p.decay;
-    backend_->AdamWUpdate(scalars, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i]);
+    backend_->AdamWUpdate(scalars, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], p.compute);
   }
 }
 

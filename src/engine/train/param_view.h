@@ -26,6 +26,9 @@ struct ParamView {
   // Weight decay is applied to matrices and embeddings (2+ dims), not to norms or biases (1 dim),
   // as transformers' Trainer does for Llama-family models.
   bool decay = true;
+  // The compute copy the optimizer writes with each update (numel, param_dtype: a bf16 run's
+  // resident parameters under NO_SHARD), or empty: none, or one the sharding refreshes itself.
+  View compute;
 };
 
 // Views of every trainable parameter of a model, in the model's order. The grads must be

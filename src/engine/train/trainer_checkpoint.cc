@@ -96,7 +96,7 @@ Result<int> Trainer::MaybeResume(DataLoader& loader, AdamW& optimizer,
                       ? Status::Ok()
                       : position.status().WithContext(config_.Where("resume_from_checkpoint"));
   AIR_RETURN_IF_ERROR(AgreeOnStatus(loaded, "loading " + dir));
-  AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());  // the compute copies from the masters
+  AIR_RETURN_IF_ERROR(fsdp->RefreshComputeCopies());  // the compute copies from the masters
   AIR_RETURN_IF_ERROR(loader.Seek(position->micro_batches));
   progress.Note(fmt::format("resumed from {} (step {})", dir, position->step));
   return position->step;

@@ -432,6 +432,20 @@ TEST_P(OpsHarness, AdamWUpdateMatchesTheReference) {
           EXPECT_EQ(d.Get(v), d.Get(vr)) << what;
         }
         Expect("adamw", ScaledMaxDiff(d.Get(p), d.Get(pr)), tol().rowwise, what);
+        // With the compute copy written in the same pass: p, m and v as without it, and the
+        // copy as Convert writes the updated p.
+        for (DType copy_dtype : {DType::kBF16, DType::kF32}) {
+          if (!backend_->Supports(OpKind::kConvert, copy_dtype)) continue;
+          const View p2 = d.F32(p0), g2 = d.F32(g), m2 = d.F32(m0), v2 = d.F32(v0);
+          const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+          const View copy = d.Data(zeros, copy_dtype), want = d.Data(zeros, copy_dtype);
+          for (int step = 0; step < 3; ++step) backend_->AdamWUpdate(s, p2, g2, m2, v2, copy);
+          EXPECT_EQ(d.Get(p2), d.Get(p)) << what;
+          EXPECT_EQ(d.Get(m2), d.Get(m)) << what;
+          EXPECT_EQ(d.Get(v2), d.Get(v)) << what;
+          backend_->Convert(p2, want);
+          EXPECT_EQ(d.Get(copy), d.Get(want)) << what << ", copy in " << DTypeName(copy_dtype);
+        }
         if (grad_scale != 1.0f) {  // the bits of scaling the gradient in place first
           const View p1 = d.F32(p0), g1 = d.F32(g), m1 = d.F32(m0), v1 = d.F32(v0);
           AdamWScalars unscaled = s;

@@ -1,9 +1,12 @@
-// FastOps' optimizer ops (see ops.h): AdamW's elementwise update, sums of squares for the
-// gradient norm, and scaling, each split into contiguous chunks over the thread pool and
-// vectorized with AVX-512 or AVX2 when the CPU has them (cpu_features.h). The AdamW update uses the
-// reference's exact operation order without fused multiply-adds, so it gives the reference's bits.
+// FastOps' optimizer ops (see ops.h): AdamW's elementwise update (with the compute copy of the
+// updated parameters written in the same pass), sums of squares for the gradient norm, and
+// scaling, each split into chunks over the thread pool and vectorized with AVX-512 or AVX2 when
+// the CPU has them (cpu_features.h). The AdamW update uses the reference's exact operation order
+// without fused multiply-adds, so it gives the reference's bits.
 #include <immintrin.h>
 
+#include "engine/ops/cpu/bf16_simd.h"
+#include "engine/ops/cpu/convert.h"
 #include "engine/ops/cpu/cpu_features.h"
 
 // GCC 12 reports the undefined pass-through operand inside unmasked AVX-512 extract
@@ -11,6 +14,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,8 +32,10 @@ inline __mmask16 TailMask(int64_t remaining) {
                          : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
+// copy16, when not null, gets the updated p rounded to bf16 (as RoundToBf16 rounds).
 __attribute__((target("avx512f"))) void AdamWAvx512(const AdamWScalars& s, int64_t n, float* p,
-                                                    const float* g, float* m, float* v) {
+                                                    const float* g, float* m, float* v,
+                                                    uint16_t* copy16) {
   const __m512 decay = _mm512_set1_ps(s.decay_factor), omb1 = _mm512_set1_ps(s.one_minus_beta1);
   const __m512 beta2 = _mm512_set1_ps(s.beta2), omb2 = _mm512_set1_ps(s.one_minus_beta2);
   const __m512 bc2 = _mm512_set1_ps(s.bias_correction2_sqrt), eps = _mm512_set1_ps(s.eps);
@@ -48,6 +54,9 @@ __attribute__((target("avx512f"))) void AdamWAvx512(const AdamWScalars& s, int64
     _mm512_mask_storeu_ps(p + j, k, pv);
     _mm512_mask_storeu_ps(m + j, k, mv);
     _mm512_mask_storeu_ps(v + j, k, vv);
+    if (copy16 != nullptr) {
+      _mm512_mask_cvtepi32_storeu_epi16(copy16 + j, k, RoundToBf16x16(pv));  // AVX-512F
+    }
   }
 }
 
@@ -109,17 +118,25 @@ __attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t 
 }  // namespace
 
 void FastOps::AdamWUpdateKernel(const AdamWScalars& s, const View& pv, const View& gv,
-                                const View& mv, const View& vv) const {
+                                const View& mv, const View& vv, const View& p_copy) const {
   const int64_t n = pv.numel();
   float *p = pv.f32(), *m = mv.f32(), *v = vv.f32();
   const float* g = gv.f32();
+  uint16_t* copy16 = !p_copy.empty() && p_copy.dtype() == DType::kBF16 ? p_copy.bf16() : nullptr;
   // Balanced: each element's update is the same whichever thread makes it.
   pool_->ParallelForBalanced(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
-    if (UseAvx512()) return AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin);
-    int64_t done = 0;
-    if (UseAvx2()) done = AdamWAvx2(s, end - begin, p + begin, g + begin, m + begin, v + begin);
-    const int64_t at = begin + done;
-    RefAdamWUpdate(s, end - at, p + at, g + at, m + at, v + at);
+    if (UseAvx512()) {
+      AdamWAvx512(s, end - begin, p + begin, g + begin, m + begin, v + begin,
+                  copy16 == nullptr ? nullptr : copy16 + begin);
+      if (copy16 != nullptr || p_copy.empty()) return;
+    } else {
+      int64_t done = 0;
+      if (UseAvx2()) done = AdamWAvx2(s, end - begin, p + begin, g + begin, m + begin, v + begin);
+      const int64_t at = begin + done;
+      RefAdamWUpdate(s, end - at, p + at, g + at, m + at, v + at);
+    }
+    // The copy of this piece while it is in cache (BF16 by the vectorized rounding; F32 as is).
+    if (!p_copy.empty()) StoreF32(p + begin, p_copy, begin, end - begin);
   });
 }
 

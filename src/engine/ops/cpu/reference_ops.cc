@@ -244,8 +244,9 @@ void ReferenceOps::CrossEntropyBackwardKernel(const View& logits, const View& ta
 }
 
 void ReferenceOps::AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,
-                                     const View& m, const View& v) const {
+                                     const View& m, const View& v, const View& p_copy) const {
   RefAdamWUpdate(s, p.numel(), p.f32(), g.f32(), m.f32(), v.f32());
+  if (!p_copy.empty()) ConvertKernel(p, p_copy);
 }
 
 void ReferenceOps::SumOfSquaresKernel(const View& x, const View& sum) const {
