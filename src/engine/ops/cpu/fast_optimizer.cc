@@ -60,17 +60,32 @@ __attribute__((target("avx512f"))) void AdamWAvx512(const AdamWScalars& s, int64
   }
 }
 
+// lo, hi += the squares of xv's low and high 8 floats, in double (float * float is exact).
+__attribute__((target("avx512f"), always_inline)) inline void AddSquares(__m512 xv, __m512d& lo,
+                                                                         __m512d& hi) {
+  const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+  const __m512d b =
+      _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
+  lo = _mm512_add_pd(lo, _mm512_mul_pd(a, a));
+  hi = _mm512_add_pd(hi, _mm512_mul_pd(b, b));
+}
+
+// Four vectors of 16 per step into eight double accumulators: with two, the loop waited on the
+// adds' latency (6.8 GB/s on one Zen 5 core, a third of what AdamW streams).
 __attribute__((target("avx512f"))) double SumOfSquaresAvx512(const float* x, int64_t n) {
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __m512 xv = _mm512_maskz_loadu_ps(TailMask(n - j), x + j);
-    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
-    const __m512d b =
-        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
-    lo = _mm512_add_pd(lo, _mm512_mul_pd(a, a));  // float * float is exact in double
-    hi = _mm512_add_pd(hi, _mm512_mul_pd(b, b));
+  __m512d acc[8];
+  for (__m512d& a : acc) a = _mm512_setzero_pd();
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v)
+      AddSquares(_mm512_loadu_ps(x + j + 16 * v), acc[2 * v], acc[2 * v + 1]);
   }
-  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+  for (; j < n; j += 16) AddSquares(_mm512_maskz_loadu_ps(TailMask(n - j), x + j), acc[0], acc[1]);
+  const __m512d sum =
+      _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])),
+                    _mm512_add_pd(_mm512_add_pd(acc[4], acc[5]), _mm512_add_pd(acc[6], acc[7])));
+  return _mm512_reduce_add_pd(sum);
 }
 
 // The AVX2 versions: whole vectors of 8, the rest by the reference loop (the same bits).
@@ -98,18 +113,31 @@ __attribute__((target("avx2"))) int64_t AdamWAvx2(const AdamWScalars& s, int64_t
   return j;  // elements done
 }
 
+// The same over vectors of 8: four per step into eight accumulators, the last floats scalar.
+__attribute__((target("avx2"), always_inline)) inline void AddSquaresAvx2(__m256 xv, __m256d& lo,
+                                                                          __m256d& hi) {
+  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
+  const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+  lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
+  hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+}
+
 __attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t n) {
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  __m256d acc[8];
+  for (__m256d& a : acc) a = _mm256_setzero_pd();
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + j);
-    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
-    const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
-    lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
-    hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+  for (; j + 32 <= n; j += 32) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      AddSquaresAvx2(_mm256_loadu_ps(x + j + 8 * v), acc[2 * v], acc[2 * v + 1]);
+    }
   }
+  for (; j + 8 <= n; j += 8) AddSquaresAvx2(_mm256_loadu_ps(x + j), acc[0], acc[1]);
+  const __m256d total =
+      _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])),
+                    _mm256_add_pd(_mm256_add_pd(acc[4], acc[5]), _mm256_add_pd(acc[6], acc[7])));
   alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(lo, hi));
+  _mm256_store_pd(lanes, total);
   double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   for (; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
   return sum;
