@@ -19,18 +19,15 @@ constexpr int64_t kMinParallel = 1 << 14;  // elements per thread below which on
 template <typename Fn>
 void ForChunks(ThreadPool& pool, int64_t n, Fn&& fn) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  // Small arrays on one thread; else balanced, a chunk at a time (elementwise: no chunk's result
-  // depends on where it runs).
-  if (chunks * kChunk < 2 * kMinParallel) {
-    for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(kChunk, n - c * kChunk), 0);
-    return;
-  }
-  pool.ParallelForBalanced(chunks, 1, [&](int64_t begin, int64_t end, int thread) {
-    for (int64_t c = begin; c < end; ++c) {
-      const int64_t offset = c * kChunk;
-      fn(offset, std::min(kChunk, n - offset), thread);
-    }
-  });
+  // Balanced (elementwise: no chunk's result depends on where it runs), in pieces of
+  // kMinParallel elements; an array of one piece runs on the calling thread.
+  pool.ParallelForBalanced(chunks, kMinParallel / kChunk,
+                           [&](int64_t begin, int64_t end, int thread) {
+                             for (int64_t c = begin; c < end; ++c) {
+                               const int64_t offset = c * kChunk;
+                               fn(offset, std::min(kChunk, n - offset), thread);
+                             }
+                           });
 }
 
 int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }

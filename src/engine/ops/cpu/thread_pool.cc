@@ -84,7 +84,8 @@ void ThreadPool::WorkerLoop(int index) {
   while (true) {
     SpinThenWait(work_ready_, new_task_or_stop, spin_micros);
     if (stopping_.load(std::memory_order_acquire)) return;
-    // task_, task_n_ and task_chunks_ were written before generation_ was bumped (release).
+    // The task's fields (and a balanced task's shares) were written before generation_ was
+    // bumped (release).
     seen = generation_.load(std::memory_order_acquire);
     RunPart(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
