@@ -107,9 +107,9 @@ void VisibleRun(const AttentionShape& s, int64_t i0, int64_t r, int64_t lo, int6
   *c1 = std::max(*c0, std::min(nk, q_abs - lo + 1));
 }
 
-// Fills S (nq, nk) rows with scaled scores, setting invisible entries to -inf. `scores` holds
-// the raw dot products on entry. Row by row, the visible run (VisibleRun) is scaled in one
-// pass and its keys' segments checked.
+// With segments: fills S (nq, nk) rows with scaled scores, setting invisible entries to -inf.
+// `scores` holds the raw dot products on entry. Row by row, the visible run (VisibleRun) is
+// scaled in one pass and its keys' segments checked.
 void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
                   int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
                   float* scores) {
@@ -209,7 +209,11 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
       float* scores = scores_buf.data();
       // S (nq, nk) = Q (nq, D) @ K (nk, D)^T
       gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk));
-      MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
+      // Segments mask inside the visible run (and scale it); without them the scale is
+      // applied by the exponentials' pass.
+      if (q_segments != nullptr)
+        MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
+      const float x_scale = q_segments != nullptr ? 1.0f : s.scale;
       // P @ V with a BF16 V rounds P to bf16: rounded here, row by row while it is in L1, and
       // read in place by the product instead of packed from fp32.
       uint16_t* p16 = nullptr;
@@ -220,12 +224,14 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
       std::vector<bool> empty(static_cast<size_t>(nq), false);
       for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
         float* row = scores + r * nk;
-        // Past the visible run every score is -inf, its exponential 0: not computed (the
-        // row's sums and bits are the same).
+        // Outside the visible run every score is -inf, its exponential 0: not computed.
+        // Rounding is monotonic, so the largest scaled score is the largest raw one scaled.
         int64_t c0, end;
         VisibleRun(s, i0, r, lo, nk, &c0, &end);
+        std::fill(row, row + c0, 0.0f);
         std::fill(row + end, row + nk, 0.0f);
-        const float max_score = MaxOf(row, end, sink);
+        const float raw_max = MaxOf(row + c0, end - c0, kNegInf);
+        const float max_score = std::max(sink, raw_max == kNegInf ? kNegInf : x_scale * raw_max);
         if (max_score == kNegInf) {  // nothing visible, no sink: zero output
           std::fill(row, row + nk, 0.0f);
           if (p16) std::fill(p16 + r * nk, p16 + (r + 1) * nk, uint16_t{0});
@@ -233,10 +239,10 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
           empty[static_cast<size_t>(r)] = true;
           continue;
         }
-        const double denom = ExpShifted(row, max_score, 1.0f, end, row) +
+        const double denom = ExpOfScaled(row + c0, x_scale, max_score, end - c0, row + c0) +
                              (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
         const float inv = static_cast<float>(1.0 / denom);
-        for (int64_t c = 0; c < end; ++c) row[c] *= inv;
+        for (int64_t c = c0; c < end; ++c) row[c] *= inv;
         if (p16) RoundToBf16(row, p16 + r * nk, nk);
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
       }
@@ -286,16 +292,18 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
           const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
           // P = exp(scale * Q K^T - lse), 0 where masked
           gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
-          MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
+          if (q_segments != nullptr) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
+          const float x_scale = q_segments != nullptr ? 1.0f : s.scale;  // as the forward's
           for (int64_t r = 0; r < nq; ++r) {
             float* row = p + r * nk;
             if (lse_b[r] == kNegInf) {
               std::fill(row, row + nk, 0.0f);
               continue;
             }
-            int64_t c0, end;  // past the visible run P is 0 (as the forward's)
+            int64_t c0, end;  // outside the visible run P is 0 (as the forward's)
             VisibleRun(s, i0, r, lo, nk, &c0, &end);
-            ExpShifted(row, lse_b[r], 1.0f, end, row);
+            ExpOfScaled(row + c0, x_scale, lse_b[r], end - c0, row + c0);
+            std::fill(row, row + c0, 0.0f);
             std::fill(row + end, row + nk, 0.0f);
           }
           // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T

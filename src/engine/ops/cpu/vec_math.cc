@@ -48,14 +48,18 @@ inline __mmask16 TailMask(int64_t remaining) {
                          : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
-__attribute__((target("avx512f,fma"))) double ExpShiftedAvx512(const float* x, float shift,
-                                                               float scale, int64_t n, float* out) {
+// The ExpShifted family's loop: e_i = exp(x_scale * x[i] - shift), out[i] = scale * e_i.
+__attribute__((target("avx512f,fma"))) double ExpShiftedAvx512(const float* x, float x_scale,
+                                                               float shift, float scale, int64_t n,
+                                                               float* out) {
   const __m512 vshift = _mm512_set1_ps(shift), vscale = _mm512_set1_ps(scale);
+  const __m512 vx_scale = _mm512_set1_ps(x_scale);
   __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = TailMask(n - i);
-    const __m512 e =
-        _mm512_maskz_mov_ps(mask, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vshift)));
+    const __m512 e = _mm512_maskz_mov_ps(
+        mask,
+        Exp16(_mm512_sub_ps(_mm512_mul_ps(vx_scale, _mm512_maskz_loadu_ps(mask, x + i)), vshift)));
     sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     sum_hi = _mm512_add_pd(
         sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
@@ -142,14 +146,16 @@ __attribute__((target("avx2,fma"))) inline void StorePartial8(float* dst, __m256
   for (int64_t i = 0; i < count; ++i) dst[i] = buffer[i];
 }
 
-__attribute__((target("avx2,fma"))) double ExpShiftedAvx2(const float* x, float shift, float scale,
-                                                          int64_t n, float* out) {
+__attribute__((target("avx2,fma"))) double ExpShiftedAvx2(const float* x, float x_scale,
+                                                          float shift, float scale, int64_t n,
+                                                          float* out) {
   const __m256 vshift = _mm256_set1_ps(shift), vscale = _mm256_set1_ps(scale);
+  const __m256 vx_scale = _mm256_set1_ps(x_scale);
   __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();
   for (int64_t i = 0; i < n; i += 8) {
     const int64_t count = std::min<int64_t>(8, n - i);
     const __m256 xv = LoadUpTo8(x + i, count);
-    __m256 e = Exp8(_mm256_sub_ps(xv, vshift));
+    __m256 e = Exp8(_mm256_sub_ps(_mm256_mul_ps(vx_scale, xv), vshift));
     if (count < 8) {  // zero the padding lanes out of the sum
       alignas(32) float keep[8] = {};
       for (int64_t j = 0; j < count; ++j) keep[j] = 1.0f;
@@ -289,16 +295,29 @@ float MaxOf(const float* x, int64_t n, float start) {
   return start;
 }
 
-double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out) {
-  if (UseAvx512()) return ExpShiftedAvx512(x, shift, scale, n, out);
-  if (UseAvx2()) return ExpShiftedAvx2(x, shift, scale, n, out);
+namespace {
+
+double ExpShiftedAnyScale(const float* x, float x_scale, float shift, float scale, int64_t n,
+                          float* out) {
+  if (UseAvx512()) return ExpShiftedAvx512(x, x_scale, shift, scale, n, out);
+  if (UseAvx2()) return ExpShiftedAvx2(x, x_scale, shift, scale, n, out);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    const float e = std::exp(x[i] - shift);
+    const float e = std::exp(x_scale * x[i] - shift);
     sum += e;
     if (out != nullptr) out[i] = scale * e;
   }
   return sum;
+}
+
+}  // namespace
+
+double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out) {
+  return ExpShiftedAnyScale(x, 1.0f, shift, scale, n, out);
+}
+
+double ExpOfScaled(const float* x, float x_scale, float shift, int64_t n, float* out) {
+  return ExpShiftedAnyScale(x, x_scale, shift, 1.0f, n, out);
 }
 
 void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* out) {

@@ -15,6 +15,11 @@ namespace air::engine {
 // x). Returns the sum of the e_i, accumulated in double.
 double ExpShifted(const float* x, float shift, float scale, int64_t n, float* out);
 
+// e_i = exp(x_scale * x[i] - shift), the product rounded to float before the subtraction (the
+// bits ExpShifted gives on x already scaled); out[i] = e_i when `out` is not null (out may be
+// x). Returns the sum of the e_i, accumulated in double: attention's softmax on raw scores.
+double ExpOfScaled(const float* x, float x_scale, float shift, int64_t n, float* out);
+
 // The largest of start and x[0..n), as a loop of std::max(m, x[i]) gives it (a NaN x[i] is
 // skipped, a NaN start stays): the row maxima of softmax and cross-entropy.
 float MaxOf(const float* x, int64_t n, float start);
