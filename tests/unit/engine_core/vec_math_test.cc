@@ -71,6 +71,27 @@ TEST(VecMath, RaggedLengthsShiftScaleInPlaceAndSumOnly) {
   }
 }
 
+// ExpOfScaled(x, s, shift) is ExpShifted on the rounded products s * x, bit for bit, sums
+// included: ragged lengths, in place, -inf entries (masked scores) giving 0.
+TEST(VecMath, ExpOfScaledIsExpShiftedOfTheScaledValues) {
+  const float scale = 0.125f * 1.0001f;  // not a power of two: the products round
+  for (int64_t n : {1, 7, 16, 31, 64, 257}) {
+    std::vector<float> raw(static_cast<size_t>(n)), scaled(raw.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t at = static_cast<size_t>(i);
+      raw[at] = i % 11 == 3 ? -std::numeric_limits<float>::infinity()
+                            : 1.7f * static_cast<float>(i % 29) - 20.0f;
+      scaled[at] = scale * raw[at];
+    }
+    std::vector<float> want(raw.size()), got = raw;
+    const double want_sum = ExpShifted(scaled.data(), 1.5f, 1.0f, n, want.data());
+    const double got_sum = ExpOfScaled(got.data(), scale, 1.5f, n, got.data());
+    EXPECT_EQ(got_sum, want_sum) << n;
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << n;
+    EXPECT_EQ(ExpOfScaled(raw.data(), scale, 1.5f, n, nullptr), want_sum) << n;
+  }
+}
+
 // MaxOf is the loop m = std::max(m, x[i]) bit for bit: every ragged length, -inf rows, a NaN
 // inside (skipped) or as the start (kept), and signed zeros (the first one seen stays).
 TEST(VecMath, MaxOfIsTheSequentialMax) {
