@@ -13,6 +13,13 @@
 // row's max and denominator in the forward; the backward's P comes from the lse, which includes
 // them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a separate pass per head
 // (SinkGradients) so that no two tasks write the same dsink.
+#include <immintrin.h>
+
+// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
+// shift and convert intrinsics as uninitialized (a false positive; as in vec_math.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +29,7 @@
 #include "engine/dtype.h"
 #include "engine/ops/cpu/bf16_simd.h"
 #include "engine/ops/cpu/convert.h"
+#include "engine/ops/cpu/cpu_features.h"
 #include "engine/ops/cpu/fast_ops.h"
 #include "engine/ops/cpu/gemm_mixed.h"
 #include "engine/ops/cpu/reference_ops.h"
@@ -127,6 +135,64 @@ void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, in
     }
     std::fill(row + c1, row + nk, kNegInf);
   }
+}
+
+// 16 elements of a row from `at` (fewer past n: zeros), as fp32.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512 Load16F32(
+    const Mat& m, int64_t at, __mmask16 k) {
+  if (!m.bf16) return _mm512_maskz_loadu_ps(k, static_cast<const float*>(m.data) + at);
+  const __m256i bits = _mm256_maskz_loadu_epi16(k, static_cast<const uint16_t*>(m.data) + at);
+  return WidenBf16x16(_mm512_cvtepu16_epi32(bits));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) double RowDotAvx512(const Mat& a, const Mat& b,
+                                                                         int64_t n) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k =
+        n - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 product = _mm512_mul_ps(Load16F32(a, i, k), Load16F32(b, i, k));
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(product)));
+    hi = _mm512_add_pd(
+        hi,
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(product), 1))));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+}
+
+// The sum over i < n of a[i] * b[i], each product rounded to float, summed in double: the
+// backward's delta = dO_r . O_r (in 16 double lanes with AVX-512, else in order).
+double RowDot(const Mat& a, const Mat& b, int64_t n) {
+  if (UseAvx512()) return RowDotAvx512(a, b, n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += Elem(a, i) * Elem(b, i);
+  return sum;
+}
+
+__attribute__((target("avx512f"))) void DsRowAvx512(const float* p, float* dp, int64_t n,
+                                                    float delta, float scale, uint16_t* p16,
+                                                    uint16_t* ds16) {
+  const __m512 vdelta = _mm512_set1_ps(delta), vscale = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 k =
+        n - c >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - c)) - 1);
+    const __m512 pv = _mm512_maskz_loadu_ps(k, p + c);
+    const __m512 dpv = _mm512_maskz_loadu_ps(k, dp + c);
+    const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dpv, vdelta)), vscale);
+    _mm512_mask_storeu_ps(dp + c, k, ds);
+    if (p16 != nullptr) _mm512_mask_cvtepi32_storeu_epi16(p16 + c, k, RoundToBf16x16(pv));
+    if (ds16 != nullptr) _mm512_mask_cvtepi32_storeu_epi16(ds16 + c, k, RoundToBf16x16(ds));
+  }
+}
+
+// One row of dS = P * (dP - delta) * scale, written over dP (the products in that order), and
+// the bf16 roundings of P and dS into p16 and ds16 (null: not wanted): one pass with AVX-512.
+void DsRow(const float* p, float* dp, int64_t n, float delta, float scale, uint16_t* p16,
+           uint16_t* ds16) {
+  if (UseAvx512()) return DsRowAvx512(p, dp, n, delta, scale, p16, ds16);
+  for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - delta) * scale;
+  if (p16 != nullptr) RoundToBf16(p, p16, n);
+  if (ds16 != nullptr) RoundToBf16(dp, ds16, n);
 }
 
 // The sinks of a call as fp32 (empty when the view is).
@@ -322,15 +388,9 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
           for (int64_t r = 0; r < nq; ++r) {
             const Mat do_r = At(dout, q_off + r * q_stride, 0),
                       o_r = At(out, q_off + r * q_stride, 0);
-            double delta = 0.0;
-            for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(do_r, d) * Elem(o_r, d);
-            float* dp_row = dp + r * nk;
-            const float* p_row = p + r * nk;
-            for (int64_t c = 0; c < nk; ++c) {
-              dp_row[c] = p_row[c] * (dp_row[c] - static_cast<float>(delta)) * s.scale;
-            }
-            if (p16) RoundToBf16(p_row, p16 + r * nk, nk);
-            if (ds16) RoundToBf16(dp_row, ds16 + r * nk, nk);
+            const double delta = RowDot(do_r, o_r, s.head_dim);
+            DsRow(p + r * nk, dp + r * nk, nk, static_cast<float>(delta), s.scale,
+                  p16 ? p16 + r * nk : nullptr, ds16 ? ds16 + r * nk : nullptr);
           }
           const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
           const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
