@@ -332,6 +332,7 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
         AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},         // several q blocks
         AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},            // sliding window
         AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},            // packed segments
+        AttentionCase{1, 200, 200, 2, 1, 16, 0, 0, true},          // blocks in one segment, mixed
         AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},           // KV-cache step
         AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false},            // decode + window
         AttentionCase{2, 70, 70, 4, 2, 16, 0, 8, false, true},     // sinks, GQA, window

@@ -115,9 +115,26 @@ void VisibleRun(const AttentionShape& s, int64_t i0, int64_t r, int64_t lo, int6
   *c1 = std::max(*c0, std::min(nk, q_abs - lo + 1));
 }
 
-// With segments: fills S (nq, nk) rows with scaled scores, setting invisible entries to -inf.
-// `scores` holds the raw dot products on entry. Row by row, the visible run (VisibleRun) is
-// scaled in one pass and its keys' segments checked.
+// Whether a block's segment ids leave it unmasked: no segments, or queries [i0, i1) and keys
+// [lo, hi) of batch row b all in one segment (then only the causal and window limits mask it).
+bool OneSegment(const AttentionShape& s, const int32_t* q_segments, const int32_t* kv_segments,
+                int64_t b, int64_t i0, int64_t i1, int64_t lo, int64_t hi) {
+  if (q_segments == nullptr) return true;
+  const int32_t* queries = q_segments + b * s.q_len;
+  const int32_t* keys = kv_segments + b * s.kv_rows();
+  const int32_t id = queries[i0];
+  for (int64_t i = i0; i < i1; ++i) {
+    if (queries[i] != id) return false;
+  }
+  for (int64_t c = lo; c < hi; ++c) {
+    if (keys[c] != id) return false;
+  }
+  return true;
+}
+
+// For a block across segments: fills S (nq, nk) rows with scaled scores, setting invisible entries
+// to -inf. `scores` holds the raw dot products on entry. Row by row, the visible run (VisibleRun)
+// is scaled in one pass and its keys' segments checked.
 void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
                   int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
                   float* scores) {
@@ -275,11 +292,11 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
       float* scores = scores_buf.data();
       // S (nq, nk) = Q (nq, D) @ K (nk, D)^T
       gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk));
-      // Segments mask inside the visible run (and scale it); without them the scale is
-      // applied by the exponentials' pass.
-      if (q_segments != nullptr)
-        MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
-      const float x_scale = q_segments != nullptr ? 1.0f : s.scale;
+      // Segments mask inside the visible run (and scale it); a block in one segment is scaled
+      // by the exponentials' pass instead.
+      const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
+      if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
+      const float x_scale = masked ? 1.0f : s.scale;
       // P @ V with a BF16 V rounds P to bf16: rounded here, row by row while it is in L1, and
       // read in place by the product instead of packed from fp32.
       uint16_t* p16 = nullptr;
@@ -358,8 +375,9 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
           const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
           // P = exp(scale * Q K^T - lse), 0 where masked
           gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
-          if (q_segments != nullptr) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
-          const float x_scale = q_segments != nullptr ? 1.0f : s.scale;  // as the forward's
+          const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
+          if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
+          const float x_scale = masked ? 1.0f : s.scale;  // as the forward's
           for (int64_t r = 0; r < nq; ++r) {
             float* row = p + r * nk;
             if (lse_b[r] == kNegInf) {
