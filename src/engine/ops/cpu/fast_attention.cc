@@ -350,6 +350,21 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
   const float* lse = lse_view.f32();
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+  // delta (b, h, i) = dO . O of each query row, in one streaming pass over both before the
+  // tiles (which would each read their rows' O from far apart).
+  const int64_t query_rows = s.batch * s.q_len;
+  attention_deltas_.resize(static_cast<size_t>(query_rows * s.q_heads));
+  float* deltas = attention_deltas_.data();
+  pool_->ParallelForBalanced(query_rows, 16, [&](int64_t begin, int64_t end, int) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / s.q_len, i = row % s.q_len;
+      for (int64_t h = 0; h < s.q_heads; ++h) {
+        const int64_t at = row * q_stride + h * s.head_dim;
+        const double delta = RowDot(At(dout, at, 0), At(out, at, 0), s.head_dim);
+        deltas[(b * s.q_heads + h) * s.q_len + i] = static_cast<float>(delta);
+      }
+    }
+  });
   pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& rounded = attention_bf16_[static_cast<size_t>(thread)];
@@ -403,12 +418,10 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
             if (kb.bf16 || qb.bf16) ds16 = rounded.data() + nq * nk;
           }
           // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
+          const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
           for (int64_t r = 0; r < nq; ++r) {
-            const Mat do_r = At(dout, q_off + r * q_stride, 0),
-                      o_r = At(out, q_off + r * q_stride, 0);
-            const double delta = RowDot(do_r, o_r, s.head_dim);
-            DsRow(p + r * nk, dp + r * nk, nk, static_cast<float>(delta), s.scale,
-                  p16 ? p16 + r * nk : nullptr, ds16 ? ds16 + r * nk : nullptr);
+            DsRow(p + r * nk, dp + r * nk, nk, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
+                  ds16 ? ds16 + r * nk : nullptr);
           }
           const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
           const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);

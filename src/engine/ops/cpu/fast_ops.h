@@ -55,6 +55,7 @@ class FastOps : public CpuBackend {
   mutable std::vector<GemmBf16Scratch> gemm_bf16_serial_scratch_;  // per thread, inside tasks
   mutable std::vector<std::vector<float>> attention_staging_;      // per thread
   mutable std::vector<std::vector<uint16_t>> attention_bf16_;      // per thread: P, dS rounded
+  mutable std::vector<float> attention_deltas_;                    // backward's dO . O per row
   mutable std::vector<std::vector<double>> row_scratch_;           // per thread (norm weight grads)
   mutable std::vector<std::vector<float>> f32_scratch_;            // per thread x 3 slots
   mutable std::vector<float> weight_scratch_;                      // WeightF32's
