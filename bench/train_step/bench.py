@@ -18,7 +18,9 @@ saving excluded); PyTorch's are timed over the same steps after the same warm-up
 side's tokens/s and first/last loss, the ratios air bf16 / air fp32 and air / PyTorch's best
 (the faster of its fp32 and bf16; with --rounds N every side runs N times, interleaved, and
 each figure is its median, each ratio printed per round too), the training FLOP/s each side
-reaches (6 x matmul parameters + attention, per token) and the CPU's model and flags.
+reaches (6 x matmul parameters + attention, per token), the host's steal time during each
+side's run (on a virtual machine: the share of the CPUs' time the host gave other guests, the
+usual cause of a slow round) and the CPU's model and flags.
 --gemm-peak GFLOPS (the machine's measured vdpbf16ps peak: the first line of
 `bench/gemm/bench.py --table bf16`) adds the fraction of it air bf16 reaches.
 
@@ -183,15 +185,21 @@ def main():
         print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
               f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
               f"{args.steps} timed steps after {args.warmup}; {args.threads} threads")
-        rounds = []
+        rounds, steals = [], []  # steals: the host's steal time during each side's run, %
         for _ in range(args.rounds):
             one = {}
+            steal = {}
             for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
+                before = cpu_info.cpu_times()
                 one[("air", bf16)] = run_air(args, air, model_dir, data, work, bf16)
+                steal[("air", bf16)] = cpu_info.steal_percent(before, cpu_info.cpu_times())
             for bf16 in dtypes:
+                before = cpu_info.cpu_times()
                 one[("pytorch", bf16)] = run_pytorch(args, model_dir, work / "batches.jsonl",
                                                      bf16)
+                steal[("pytorch", bf16)] = cpu_info.steal_percent(before, cpu_info.cpu_times())
             rounds.append(one)
+            steals.append(steal)
     # Each side's median tokens/s over the rounds; the losses are the first round's (every
     # round trains the same steps).
     for key in rounds[0]:
@@ -215,6 +223,11 @@ def main():
             print(f"  per round: {' '.join(f'{x:.2f}x' for x in each)} (median "
                   f"{statistics.median(each):.2f}x; air {' '.join(f'{a:.0f}' for a in air_tps)}"
                   f" vs PyTorch's best {' '.join(f'{t:.0f}' for t in best)} tokens/s)")
+    # A virtual machine's host may run other guests on its CPUs: the time it took from each
+    # side's run (whole runs, start-up included), the noise behind a slow round.
+    print("host steal time during each side's run, per round: " + "; ".join(
+        f"{side} {'bf16' if bf16 else 'fp32'} "
+        + " ".join(f"{s[(side, bf16)]:.0f}%" for s in steals) for side, bf16 in rounds[0]))
     if len(dtypes) == 2:
         print(f"ratio air bf16 / air fp32: "
               f"{results[('air', True)][0] / results[('air', False)][0]:.2f}x; "
