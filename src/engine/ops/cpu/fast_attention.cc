@@ -154,16 +154,22 @@ void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, in
   }
 }
 
-// 16 elements of a row from `at` (fewer past n: zeros), as fp32.
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512 Load16F32(
-    const Mat& m, int64_t at, __mmask16 k) {
+// 16 elements of a row from `at` (those outside the mask: zeros), as fp32. AVX-512F only (a
+// bf16 row's ragged end goes through a copy: a masked 16-bit load needs AVX512BW).
+__attribute__((target("avx512f"), always_inline)) inline __m512 Load16F32(const Mat& m, int64_t at,
+                                                                          __mmask16 k) {
   if (!m.bf16) return _mm512_maskz_loadu_ps(k, static_cast<const float*>(m.data) + at);
-  const __m256i bits = _mm256_maskz_loadu_epi16(k, static_cast<const uint16_t*>(m.data) + at);
+  const uint16_t* src = static_cast<const uint16_t*>(m.data) + at;
+  uint16_t tail[16] = {};
+  if (k != 0xffff) {
+    for (int i = 0; i < 16; ++i) tail[i] = (k >> i) & 1 ? src[i] : uint16_t{0};
+    src = tail;
+  }
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
   return WidenBf16x16(_mm512_cvtepu16_epi32(bits));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) double RowDotAvx512(const Mat& a, const Mat& b,
-                                                                         int64_t n) {
+__attribute__((target("avx512f"))) double RowDotAvx512(const Mat& a, const Mat& b, int64_t n) {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k =
