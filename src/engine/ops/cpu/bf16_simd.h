@@ -1,7 +1,9 @@
 // The bf16 GEMM's inline SIMD helpers. bf16 <-> fp32 conversions for its packing and stores:
 // the scalar ones are dtype.h's F32ToBf16 / Bf16ToF32 (round to nearest even; a NaN stays a
 // NaN, made quiet; gemm_mixed_test checks they agree), the vector ones do the same on 16 lanes
-// (AVX-512) or 8 (AVX2); and an 8 x 8 transpose of 32-bit words (AVX2). The vector ones are
+// (AVX-512) or 8 (AVX2); an 8 x 8 transpose of 32-bit words (AVX2); and the mask of a 16-lane
+// loop's last, partial vector (the AVX-512 loops of vec_math, the optimizer and attention). The
+// vector ones are
 // compiled for their instruction sets only: callers run them on CPUs that have them.
 // Thread safety: pure functions.
 #pragma once
@@ -12,6 +14,12 @@
 #include <cstring>
 
 namespace air::engine {
+
+// The lanes of a 16-lane vector that `remaining` elements fill (all 16 past the end).
+inline __mmask16 TailMask(int64_t remaining) {
+  return remaining >= 16 ? static_cast<__mmask16>(0xFFFF)
+                         : static_cast<__mmask16>((1u << remaining) - 1u);
+}
 
 // Without a branch, so that loops of it vectorize.
 inline uint16_t RoundToBf16(float value) {

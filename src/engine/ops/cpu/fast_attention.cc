@@ -172,8 +172,7 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 Load16F32(const 
 __attribute__((target("avx512f"))) double RowDotAvx512(const Mat& a, const Mat& b, int64_t n) {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k =
-        n - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 k = TailMask(n - i);
     const __m512 product = _mm512_mul_ps(Load16F32(a, i, k), Load16F32(b, i, k));
     lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(product)));
     hi = _mm512_add_pd(
@@ -197,8 +196,7 @@ __attribute__((target("avx512f"))) void DsRowAvx512(const float* p, float* dp, i
                                                     uint16_t* ds16) {
   const __m512 vdelta = _mm512_set1_ps(delta), vscale = _mm512_set1_ps(scale);
   for (int64_t c = 0; c < n; c += 16) {
-    const __mmask16 k =
-        n - c >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - c)) - 1);
+    const __mmask16 k = TailMask(n - c);
     const __m512 pv = _mm512_maskz_loadu_ps(k, p + c);
     const __m512 dpv = _mm512_maskz_loadu_ps(k, dp + c);
     const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dpv, vdelta)), vscale);

@@ -27,11 +27,6 @@ namespace {
 
 constexpr int64_t kMinChunk = 1 << 15;  // elements per thread below which one thread does it
 
-inline __mmask16 TailMask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xFFFF)
-                         : static_cast<__mmask16>((1u << remaining) - 1u);
-}
-
 // copy16, when not null, gets the updated p rounded to bf16 (as RoundToBf16 rounds).
 __attribute__((target("avx512f"))) void AdamWAvx512(const AdamWScalars& s, int64_t n, float* p,
                                                     const float* g, float* m, float* v,

@@ -3,6 +3,7 @@
 
 #include <immintrin.h>
 
+#include "engine/ops/cpu/bf16_simd.h"
 #include "engine/ops/cpu/cpu_features.h"
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
@@ -41,11 +42,6 @@ __attribute__((target("avx512f,fma"))) inline __m512 Exp16(__m512 x) {
   const __m512 r2 = _mm512_mul_ps(r, r);
   const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(y, n);
-}
-
-inline __mmask16 TailMask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xFFFF)
-                         : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
 // The ExpShifted family's loop: e_i = exp(x_scale * x[i] - shift), out[i] = scale * e_i.
