@@ -160,7 +160,7 @@ Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const U
     final_x = ws.F32({n, dim});
     xf = ws.Take(dtype, {n, dim});
     rstd_f = ws.F32({n});
-    head = LayoutHead(ws, n, vocab, unfused);
+    head = LayoutHead(ws, n, vocab, unfused, dtype, training);
     if (training) {
       kind.LayoutGradScratch(ws, c, dtype, n, grad_scratch);
       dxf = ws.F32({n, dim});

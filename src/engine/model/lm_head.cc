@@ -11,9 +11,12 @@ int64_t HeadChunkRows(int64_t n, int64_t vocab) {
   return std::max<int64_t>(1, std::min(n, std::max<int64_t>(64, rows)));
 }
 
-HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused) {
+HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused, DType compute,
+                     bool training) {
   HeadViews v;
-  v.logits = ws.F32({unfused ? n : HeadChunkRows(n, vocab), vocab});
+  const int64_t rows = unfused ? n : HeadChunkRows(n, vocab);
+  v.logits = ws.F32({rows, vocab});
+  if (training && compute == DType::kBF16) v.dlogits = ws.Take(DType::kBF16, {rows, vocab});
   v.lse = ws.F32({n});
   v.loss_sum = ws.Take(DType::kF64, {1});
   return v;
@@ -45,15 +48,16 @@ void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& he
     const int64_t rows = std::min(chunk, n - r0);
     View logits;
     ChunkLoss(ops, xf, head, targets, views, r0, rows, &logits);
-    // dlogits (rows, V) = per_token * (softmax - onehot), written over the logits.
+    // dlogits (rows, V) = per_token * (softmax - onehot), over the logits or in their bf16 chunk.
+    const View dlogits = views.dlogits.empty() ? logits : views.dlogits.Rows(0, rows);
     ops.CrossEntropyBackward(logits, targets.Slice(r0, rows), views.lse.Slice(r0, rows), per_token,
-                             logits);
+                             dlogits);
     // dW (V, C) += dlogits^T xf;  dxf (rows, C) = dlogits W
     if (head.trainable) {
-      ops.Gemm(true, false, vocab, dim, rows, logits, vocab, xf.Rows(r0, rows), dim, 1.0f,
+      ops.Gemm(true, false, vocab, dim, rows, dlogits, vocab, xf.Rows(r0, rows), dim, 1.0f,
                head.grad, dim);
     }
-    ops.Gemm(false, false, rows, dim, vocab, logits, vocab, head.value, dim, 0.0f,
+    ops.Gemm(false, false, rows, dim, vocab, dlogits, vocab, head.value, dim, 0.0f,
              dxf.Rows(r0, rows), dim);
   }
 }

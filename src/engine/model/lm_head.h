@@ -1,8 +1,11 @@
 // The language-model head and its loss, shared by the models: logits = xf W^T (N, V) from the
 // final norm's output xf (N, C), cross-entropy against the shifted targets, and — in a training
 // forward — the gradients, fused and chunked as Liger-Kernel's FusedLinearCrossEntropy does:
-// for each chunk of rows, logits (rows, V, fp32) -> loss and lse -> dlogits written over them
-// -> dxf (rows, C) = dlogits W and dW += dlogits^T xf. Only one chunk of logits ever exists, never
+// for each chunk of rows, logits (rows, V, fp32) -> loss and lse -> dlogits -> dxf (rows, C) =
+// dlogits W and dW += dlogits^T xf. dlogits are written over the logits, or, when the model
+// computes in BF16, into a bf16 chunk of their own: the products would round them to bf16 anyway,
+// so this is the same arithmetic with half the bytes, and the input-gradient product reads them
+// in place instead of packing them. Only one chunk of logits ever exists, never
 // the N x V matrix (vocab 128k x 8k tokens would be 4 GiB of fp32). The loss and softmax are
 // fp32 whatever the compute dtype.
 // The unfused path (one (N, V) product; needed when the caller wants the logits) computes the
@@ -25,12 +28,15 @@ int64_t HeadChunkRows(int64_t n, int64_t vocab);
 
 struct HeadViews {
   View logits;    // (chunk rows, V) F32: one chunk, or (N, V) for the unfused head
+  View dlogits;   // (chunk rows, V) BF16 for a BF16 head in training, else empty (over logits)
   View lse;       // (N) F32
   View loss_sum;  // F64 scalar
 };
 
-// Takes the head's views for n rows from `ws` (`unfused`: room for all n rows of logits).
-HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused);
+// Takes the head's views for n rows from `ws` (`unfused`: room for all n rows of logits;
+// `compute`: the model's compute dtype, with `training`, whether dlogits get a bf16 chunk).
+HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused, DType compute,
+                     bool training);
 
 // Training: loss_sum (zeroed here) = the summed token loss; dxf (N, C, F32) = d(per_token *
 // loss_sum)/dxf (written); head.grad += its gradient when the head is trainable. `xf` (N, C) is
