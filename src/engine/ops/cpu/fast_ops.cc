@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/data/batch.h"
 #include "engine/dtype.h"
@@ -31,6 +32,17 @@ FastOps::FastOps(int num_threads)
 bool FastOps::Supports(OpKind op, DType dtype) const {
   if (dtype == DType::kF32) return true;
   return dtype == DType::kBF16 && !IsMasterStateOp(op);
+}
+
+void FastOps::Zero(const View& dst) const {
+  constexpr int64_t kLine = 64, kMinLinesPerThread = int64_t{1} << 14;  // 1 MiB
+  const int64_t bytes = static_cast<int64_t>(dst.bytes());
+  char* base = static_cast<char*>(dst.raw());
+  pool_->ParallelFor((bytes + kLine - 1) / kLine, kMinLinesPerThread,
+                     [&](int64_t begin, int64_t end, int) {
+                       const int64_t from = begin * kLine, to = std::min(bytes, end * kLine);
+                       std::memset(base + from, 0, static_cast<size_t>(to - from));
+                     });
 }
 
 const float* FastOps::WeightF32(const View& w) const {

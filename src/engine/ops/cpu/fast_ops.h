@@ -30,6 +30,9 @@ class FastOps : public CpuBackend {
   int num_threads() const { return pool_->num_threads(); }
   // F32 and BF16 for every op but the master-state ones (F32 only), as the reference.
   bool Supports(OpKind op, DType dtype) const override;
+  // Zero on the pool for large views (a step's gradient buffers: tens of MiB, else one thread's
+  // memset while the others wait), CpuBackend's memset for small ones.
+  void Zero(const View& dst) const override;
 
  protected:
   // Every op's kernel (ops.h: the public op has checked the arguments when a kernel runs).
