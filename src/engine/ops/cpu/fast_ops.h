@@ -31,7 +31,7 @@ class FastOps : public CpuBackend {
   // F32 and BF16 for every op but the master-state ones (F32 only), as the reference.
   bool Supports(OpKind op, DType dtype) const override;
   // Zero on the pool for large views (a step's gradient buffers: tens of MiB, else one thread's
-  // memset while the others wait), CpuBackend's memset for small ones.
+  // memset while the others wait); a view under 2 MiB is one memset on the calling thread.
   void Zero(const View& dst) const override;
 
  protected:
