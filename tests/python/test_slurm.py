@@ -118,6 +118,38 @@ def test_a_killed_node_fails_the_attempt_naming_it_and_the_retry_succeeds(air, s
     assert_nothing_left(slurm_home, [run_id], [first["JobId"], second["JobId"]])
 
 
+def test_a_node_whose_command_dies_of_sigterm_first_does_not_hide_the_failed_node(
+        air, slurm_home, tmp_path):
+    """Slurm signals every process of a failed job's step: node 0's command may die of SIGTERM
+    before its agent reads its own, so its report says only 'killed by signal 15'. That report
+    waits for the job's state, and the failure names the dead node, not node 0. Here node 0's
+    command sends itself the SIGTERM as soon as the other node's host is stopped (long before
+    Slurm notices), the order the race can take."""
+    out = tmp_path / "out"
+    out.mkdir()
+    command = (f'if [ "$AIR_ATTEMPT" = 0 ]; then touch {out}/started_$NODE_RANK; '
+               f'if [ "$NODE_RANK" = 0 ]; then while [ ! -e {out}/go ]; do sleep 0.1; done; '
+               f'kill -TERM $$; fi; sleep 300; else echo "attempt $AIR_ATTEMPT"; fi')
+    spec = write_spec(tmp_path, command, nodes=2, max_retries=1)
+    run_id = submit(air, spec)
+    deadline = time.monotonic() + 60
+    while not all((out / f"started_{n}").exists() for n in (0, 1)):
+        assert time.monotonic() < deadline, get(air, run_id)
+        time.sleep(0.1)
+    first = job_of(f"air-{run_id}-0")
+    victim = hostnames(first["NodeList"])[1]
+    subprocess.run([str(SCRIPTS / "stop.sh"), victim], check=True, capture_output=True)
+    (out / "go").touch()
+    run = wait_terminal(air, run_id, timeout=150)
+    details = json.dumps(run, indent=1)
+    assert run["state"] == "SUCCEEDED", details
+    failed, retried = run["attempt_details"]
+    assert failed["nodes"][0]["signal"] == 15, details  # node 0 did die of its SIGTERM first
+    assert f"Slurm node {victim} failed" in failed["failure_summary"], details
+    assert "node 1" in failed["failure_summary"], details
+    assert retried["state"] == "SUCCEEDED", details
+
+
 def test_timeout_minutes_ends_a_hanging_job_timed_out(air, slurm_home, tmp_path):
     # Slurm's limits are whole minutes, checked about every 30 s: this ends 60-90 s in.
     spec = write_spec(tmp_path, "sleep 300", nodes=2, timeout_minutes=1)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -19,10 +20,19 @@ namespace {
 
 using slurm::JobPhase;
 
-constexpr int64_t kQueryIntervalUs = 1'000'000;   // scontrol at most once a second
-constexpr int64_t kReportGraceUs = 2'000'000;     // reports may land just after the job ends
-constexpr int64_t kHeldReportMaxUs = 30'000'000;  // a node stopped by Slurm waits for the reason
-constexpr int64_t kSelfEndWaitUs = 10'000'000;    // a job whose nodes all reported ends by itself
+constexpr int64_t kQueryIntervalUs = 1'000'000;  // scontrol at most once a second
+constexpr int64_t kReportGraceUs = 2'000'000;    // reports may land just after the job ends
+// A node stopped by Slurm waits this long for the job's state to give the reason: Slurm marks a
+// dead node's job NODE_FAIL SlurmdTimeout (plus a ping interval) after it died, ~28 s on the
+// test cluster's SlurmdTimeout=10, while the other nodes may be signalled at once.
+constexpr int64_t kHeldReportMaxUs = 60'000'000;
+constexpr int64_t kSelfEndWaitUs = 10'000'000;  // a job whose nodes all reported ends by itself
+
+// Whether a node's command ended because something outside it asked it to stop: its agent got
+// a stop signal first, or the command itself died of SIGTERM (the signal, or a shell's exit 143).
+bool StoppedFromOutside(const agent::NodeExitReport& exit) {
+  return exit.stopped_by_air || exit.signal == SIGTERM || exit.exit_code == 128 + SIGTERM;
+}
 
 std::string Get(const slurm::Record& r, const char* key) {
   auto it = r.find(key);
@@ -438,8 +448,9 @@ Result<std::vector<NodeStatus>> SlurmBackend::Poll(int64_t wait_micros) {
     if (node.status.phase == NodePhase::kEnded || !node.status.exit) continue;
     // A node stopped by a signal air did not send (Slurm ending the job): hold its report until
     // the job's state says why, so the failure names the cause (a failed node, the time limit).
-    // Released with the lost nodes (EndLostNodes), which come first.
-    const bool held = node.status.exit->stopped_by_air && !stop_requested_ &&
+    // Released with the lost nodes (EndLostNodes), which come first. Slurm signals every process
+    // of the step, so the command may die of its SIGTERM before the agent has read its own.
+    const bool held = StoppedFromOutside(*node.status.exit) && !stop_requested_ &&
                       now - node.reported_us < kHeldReportMaxUs;
     if (!held) node.status.phase = NodePhase::kEnded;
   }
