@@ -85,12 +85,9 @@ def test_secret_reaches_both_nodes_and_nothing_else(air, slurm_home, tmp_path):
     assert_not_in_files([slurm_home, SLURM_DIR], CANARY)
 
 
-def test_a_killed_node_fails_the_attempt_naming_it_and_the_retry_succeeds(air, slurm_home,
-                                                                           tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    command = (f'if [ "$AIR_ATTEMPT" = 0 ]; then touch {out}/started_$NODE_RANK; sleep 300; '
-               f'else echo "attempt $AIR_ATTEMPT node $NODE_RANK on $(hostname)"; fi')
+def start_then_stop_node_1(air, tmp_path, out, command):
+    """Submits COMMAND on 2 nodes with one retry, waits until both touched out/started_<rank>,
+    then stops node 1's Slurm host; returns the run id, the first job and that host."""
     spec = write_spec(tmp_path, command, nodes=2, max_retries=1)
     run_id = submit(air, spec)
     deadline = time.monotonic() + 60
@@ -100,6 +97,16 @@ def test_a_killed_node_fails_the_attempt_naming_it_and_the_retry_succeeds(air, s
     first = job_of(f"air-{run_id}-0")
     victim = hostnames(first["NodeList"])[1]
     subprocess.run([str(SCRIPTS / "stop.sh"), victim], check=True, capture_output=True)
+    return run_id, first, victim
+
+
+def test_a_killed_node_fails_the_attempt_naming_it_and_the_retry_succeeds(air, slurm_home,
+                                                                           tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    command = (f'if [ "$AIR_ATTEMPT" = 0 ]; then touch {out}/started_$NODE_RANK; sleep 300; '
+               f'else echo "attempt $AIR_ATTEMPT node $NODE_RANK on $(hostname)"; fi')
+    run_id, first, victim = start_then_stop_node_1(air, tmp_path, out, command)
     killed_at = time.monotonic()
     run = wait_terminal(air, run_id, timeout=120)
     print(f"node {victim} killed: run ended {time.monotonic() - killed_at:.1f} s later")
@@ -130,15 +137,7 @@ def test_a_node_whose_command_dies_of_sigterm_first_does_not_hide_the_failed_nod
     command = (f'if [ "$AIR_ATTEMPT" = 0 ]; then touch {out}/started_$NODE_RANK; '
                f'if [ "$NODE_RANK" = 0 ]; then while [ ! -e {out}/go ]; do sleep 0.1; done; '
                f'kill -TERM $$; fi; sleep 300; else echo "attempt $AIR_ATTEMPT"; fi')
-    spec = write_spec(tmp_path, command, nodes=2, max_retries=1)
-    run_id = submit(air, spec)
-    deadline = time.monotonic() + 60
-    while not all((out / f"started_{n}").exists() for n in (0, 1)):
-        assert time.monotonic() < deadline, get(air, run_id)
-        time.sleep(0.1)
-    first = job_of(f"air-{run_id}-0")
-    victim = hostnames(first["NodeList"])[1]
-    subprocess.run([str(SCRIPTS / "stop.sh"), victim], check=True, capture_output=True)
+    run_id, _, victim = start_then_stop_node_1(air, tmp_path, out, command)
     (out / "go").touch()
     run = wait_terminal(air, run_id, timeout=150)
     details = json.dumps(run, indent=1)
