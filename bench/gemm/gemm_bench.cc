@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/fast_gemm.h"
+#include "engine/backend/cpu/fast_ops.h"
+#include "engine/backend/cpu/gemm_mixed.h"
 #include "engine/dtype.h"
-#include "engine/ops/cpu/cpu_features.h"
-#include "engine/ops/cpu/fast_gemm.h"
-#include "engine/ops/cpu/fast_ops.h"
-#include "engine/ops/cpu/gemm_mixed.h"
 #include "onednn_gemm.h"
 
 namespace {

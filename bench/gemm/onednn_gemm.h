@@ -22,7 +22,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/ops/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/gemm_mixed.h"
 
 namespace air::bench {
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/check.h"
+#include "engine/ops/op_semantics.h"
 
 namespace air::engine {
 
@@ -63,16 +64,9 @@ float BitsFloat(uint32_t u) {
 
 }  // namespace
 
-float Bf16ToF32(uint16_t bits) { return BitsFloat(static_cast<uint32_t>(bits) << 16); }
+float Bf16ToF32(uint16_t bits) { return WidenBf16(bits); }
 
-uint16_t F32ToBf16(float value) {
-  uint32_t u = FloatBits(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it quiet and a NaN
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  }
-  const uint32_t rounding_bias = 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return static_cast<uint16_t>((u + rounding_bias) >> 16);
-}
+uint16_t F32ToBf16(float value) { return RoundToBf16(value); }
 
 float F16ToF32(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;

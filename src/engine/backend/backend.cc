@@ -7,6 +7,10 @@
 
 namespace air::engine {
 
+HostBuffer::~HostBuffer() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->FreeHost(data_, bytes_);
+}
+
 Result<std::unique_ptr<Buffer>> Backend::AllocateView(DType dtype, const Shape& shape,
                                                       View* view) const {
   AIR_ASSIGN_OR_RETURN(auto buffer,

@@ -1,17 +1,76 @@
-// Backend names, factories and tolerances (see registry.h).
+// Backend names, devices, factories and tolerances (see registry.h).
 #include "engine/backend/registry.h"
 
-#include "engine/ops/cpu/cpu_features.h"
-#include "engine/ops/cpu/fast_ops.h"
-#include "engine/ops/cpu/reference_ops.h"
+#include <cstdlib>
+
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/fast_ops.h"
+#include "engine/backend/cpu/reference_ops.h"
+#ifndef AIR_HAVE_CUDA
+#define AIR_HAVE_CUDA 0
+#endif
+#if AIR_HAVE_CUDA
+#include "engine/backend/cuda/cuda_factory.h"
+#endif
 
 namespace air::engine {
 
-bool IsKnownBackendKind(const std::string& kind) { return kind == "fast" || kind == "reference"; }
+bool BuiltWithCuda() { return AIR_HAVE_CUDA != 0; }
 
-std::string KnownBackendKinds() { return "fast, reference"; }
+bool IsKnownBackendKind(const std::string& kind) {
+  return kind == "fast" || kind == "reference" || (BuiltWithCuda() && kind == "cuda");
+}
+
+std::string KnownBackendKinds() {
+  return BuiltWithCuda() ? "cuda, fast, reference" : "fast, reference";
+}
+
+BackendOptions ForDevice(Device device, int num_threads) {
+  return {.kind = device.type == DeviceType::kCuda ? "cuda" : "fast",
+          .num_threads = num_threads,
+          .device = device};
+}
+
+Result<Device> ParseDevice(const std::string& text) {
+  if (text == "cpu") return Device{DeviceType::kCpu, 0};
+  if (text == "cuda") return Device{DeviceType::kCuda, 0};
+  if (text.starts_with("cuda:") && text.size() > 5 && text.size() <= 8 &&
+      text.find_first_not_of("0123456789", 5) == std::string::npos) {
+    return Device{DeviceType::kCuda, std::atoi(text.c_str() + 5)};
+  }
+  return InvalidArgument("unknown device '" + text + "': valid devices are cpu, cuda, cuda:N");
+}
+
+namespace {
+
+// Why this build or machine cannot run the CUDA backend, with the way out; OK when it can.
+Status CudaUsable() {
+#if AIR_HAVE_CUDA
+  Result<int> count = cuda::CudaDeviceCount();
+  if (!count.ok()) return count.status();
+  return Status::Ok();
+#else
+  return FailedPrecondition(
+      "this air was built without the CUDA backend (the CUDA toolkit's nvcc was not found when "
+      "it was configured): rebuild where nvcc is on PATH (cmake -DAIR_CUDA=ON), or train on "
+      "the CPU (device: cpu)");
+#endif
+}
+
+}  // namespace
 
 Result<std::shared_ptr<Backend>> CreateBackend(const BackendOptions& options) {
+  const bool on_gpu = options.device.type == DeviceType::kCuda;
+  if (options.kind == "cuda" || (on_gpu && options.kind == "fast")) {
+    AIR_RETURN_IF_ERROR(CudaUsable());
+#if AIR_HAVE_CUDA
+    return cuda::CreateCudaBackend(on_gpu ? options.device.index : 0);
+#endif
+  }
+  if (on_gpu && (options.kind == "fast" || options.kind == "reference")) {
+    return InvalidArgument("the " + options.kind + " backend runs on the cpu, not on " +
+                           options.device.ToString());
+  }
   if (options.kind == "reference") return std::shared_ptr<Backend>(new ReferenceOps());
   if (options.kind == "fast") return std::shared_ptr<Backend>(new FastOps(options.num_threads));
   return InvalidArgument("unknown backend '" + options.kind + "': valid backends are " +
@@ -77,6 +136,39 @@ std::vector<RegisteredBackend> RegisteredBackends(int threads) {
                  fast,
                  Bf16Figures(),
                  fast_mixed});
+  if (CudaUsable().ok()) {
+    // The CUDA kernels: fp32 math with fp32 exp/log (not the reference's double), sums in a
+    // fixed blocked order (no atomics), cuBLASLt's fp32 and bf16 GEMMs; AdamW, Scale, the
+    // conversions and the elementwise ops give the reference's bits (compiled without FMA
+    // contraction). NOT YET MEASURED on a GPU: these bounds are the CPU fast path's with
+    // headroom for fp32 exponentials, to be set to 10x the worst the device check prints
+    // (scripts/device-check.sh; docs/gpu.md records its last run).
+    BackendTolerances cuda;
+    cuda.gemm_per_sqrt_k = 6e-7;
+    cuda.rowwise = 4e-6;
+    cuda.rowwise_backward = 1e-5;
+    cuda.attention = 1e-5;
+    cuda.attention_backward = 2e-5;
+    cuda.cross_entropy_grad = 1e-6;
+    cuda.elementwise = 1e-6;
+    cuda.reduction_relative = 1e-6;
+    cuda.optimizer_exact = true;
+    BackendTolerances cuda_mixed = Bf16Figures();
+    cuda_mixed.gemm_per_sqrt_k = 4e-7;
+    cuda_mixed.rowwise_backward = 1e-5;
+    cuda_mixed.attention_backward = 3e-2;
+    cuda_mixed.reduction_relative = 1e-6;
+    BackendTolerances cuda_bf16 = Bf16Figures();
+    cuda_bf16.reduction_relative = 1e-6;
+    const Device gpu{DeviceType::kCuda, 0};
+    out.push_back({gpu.ToString(), ForDevice(gpu, threads), cuda, cuda_bf16, cuda_mixed});
+  }
+  return out;
+}
+
+std::vector<UnavailableBackend> UnavailableBackends() {
+  std::vector<UnavailableBackend> out;
+  if (const Status cuda = CudaUsable(); !cuda.ok()) out.push_back({"cuda", cuda.message()});
   return out;
 }
 

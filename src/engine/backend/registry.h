@@ -1,21 +1,24 @@
-// The backends air can run on, by name, and how close each is to the CPU reference.
+// The one registry of backends: which this build has, which this machine can run, how each is
+// created for a device, and how close each is to the CPU reference.
 //
-//   reference  ops/cpu/reference_ops: plain loops, double sums — the ground truth
-//   fast       ops/cpu/fast_ops: blocked, vectorized, threaded CPU kernels at the level
+//   reference  backend/cpu/reference_ops: plain loops, double sums — the ground truth (cpu)
+//   fast       backend/cpu/fast_ops: blocked, vectorized, threaded CPU kernels at the level
 //              cpu_features.h selects (avx512bf16, avx512, avx2 or generic; AIR_CPU_KERNELS
-//              caps it)
+//              caps it) (cpu)
+//   cuda       backend/cuda: cuBLASLt GEMMs and CUDA kernels on one GPU (cuda:N), in builds
+//              configured with the CUDA toolkit (AIR_CUDA)
 //
-// A CUDA backend registers here next. Each registered backend declares its tolerances against
-// the fp32 reference, per data dtype (F32; BF16: against the fp32 reference on the same
-// bf16-rounded inputs, so the figure includes rounding the output once); the op harness
-// (tests/unit/engine_core/ops_harness_test.cc, ggml's test-backend-ops) runs every op of every
-// registered backend in every dtype it supports through the backend's own memory and holds it to
-// them. Results are deterministic for a fixed backend, thread count and world
-// size (the same call gives the same bits), not identical across backends.
-// Thread safety: pure functions.
+// Each registered backend declares its tolerances against the fp32 reference, per data dtype
+// (F32; BF16: against the fp32 reference on the same bf16-rounded inputs, so the figure includes
+// rounding the output once); the op harness (tests/unit/engine_core/ops_harness_test.cc,
+// ggml's test-backend-ops) runs every op of every backend this machine can run, in every dtype
+// pattern, in the backend's own memory against the reference in its own, and holds it to them.
+// A backend this build has but this machine cannot run (cuda without a GPU) is listed with the
+// reason, never silently left out. Results are deterministic for a fixed backend, thread count
+// and world size (the same call gives the same bits), not identical across backends.
+// Thread safety: pure functions (the CUDA probe is done once per process).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,15 +29,24 @@
 namespace air::engine {
 
 struct BackendOptions {
-  // "fast" (default) or "reference".
+  // "fast" (default) or "reference" on the CPU; "cuda" on a GPU. The device says which GPU;
+  // ForDevice fills both.
   std::string kind = "fast";
   // Worker threads of the fast CPU path; 0 means AIR_NUM_THREADS if set, else the usable cores.
   int num_threads = 0;
+  // cpu, or cuda:N (N among the GPUs CUDA_VISIBLE_DEVICES shows this process).
+  Device device;
 };
 
+// The default backend of a device: fast for cpu, cuda for cuda:N.
+BackendOptions ForDevice(Device device, int num_threads = 0);
+
+// Parses "cpu", "cuda" (cuda:0) or "cuda:N"; InvalidArgument naming the valid forms otherwise.
+Result<Device> ParseDevice(const std::string& text);
+
 // How far a backend's results may be from the fp32 reference's, as max |a - b| / (1 + max |ref|)
-// per op family (0: the same bits). Each figure is at most 10x the worst the harness measures
-// over the kernel levels (avx512bf16, avx512, avx2, generic), and 0 where it measures 0.
+// per op family (0: the same bits). Each figure is at most 10x the worst the harness measures,
+// and 0 where it measures 0.
 struct BackendTolerances {
   double gemm_per_sqrt_k = 0.0;     // GEMM, divided by sqrt(K)
   double rowwise = 0.0;             // RMSNorm forward, SwiGLU, log-sum-exp
@@ -48,22 +60,35 @@ struct BackendTolerances {
 };
 
 struct RegisteredBackend {
-  std::string name;  // "reference", "fast/avx512", ...
+  std::string name;  // "reference", "fast/avx512", "cuda:0"
   BackendOptions options;
   BackendTolerances f32;           // F32 data
   BackendTolerances bf16;          // every data argument BF16
   BackendTolerances bf16_f32grad;  // BF16 activations and weights, F32 gradients (the model's)
 };
 
-bool IsKnownBackendKind(const std::string& kind);
-// "fast, reference": for error messages.
-std::string KnownBackendKinds();
+// A backend this build has that this machine cannot run, and why.
+struct UnavailableBackend {
+  std::string name;  // "cuda"
+  std::string why;   // "no CUDA device: cudaGetDeviceCount: ..."
+};
 
-// Builds the backend options name; InvalidArgument naming the valid kinds for anything else.
+bool IsKnownBackendKind(const std::string& kind);
+// "cuda, fast, reference" (what this build has): for error messages.
+std::string KnownBackendKinds();
+// Whether this build has the CUDA backend (configured with AIR_CUDA).
+bool BuiltWithCuda();
+
+// Creates the backend `options` names on its device. Errors name what is missing and the way
+// out: an unknown kind (InvalidArgument, the valid kinds), a kind that does not run on the
+// device, cuda in a build without it or on a machine without a usable GPU or driver
+// (FailedPrecondition, naming the CPU path), a GPU index beyond the visible ones.
 Result<std::shared_ptr<Backend>> CreateBackend(const BackendOptions& options = {});
 
-// Every backend this build can run, with its tolerances (the reference first). `threads` is
-// the thread count of the threaded ones.
+// Every backend this build can run on this machine, with its tolerances (the reference first;
+// cuda:0 when a GPU is visible). `threads` is the thread count of the threaded ones.
 std::vector<RegisteredBackend> RegisteredBackends(int threads);
+// The backends this build has that this machine cannot run (for the harness to print).
+std::vector<UnavailableBackend> UnavailableBackends();
 
 }  // namespace air::engine

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace air::engine {
+#include "engine/ops/op_semantics.h"  // kIgnoreIndex
 
-inline constexpr int32_t kIgnoreIndex = -100;
+namespace air::engine {
 
 struct TokenBatch {
   int batch_size = 0;                 // B

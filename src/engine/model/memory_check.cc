@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "base/strings.h"
+#include "engine/backend/cpu/host_memory.h"
 #include "engine/model/model_factory.h"
 
 namespace air::engine {
@@ -25,20 +25,9 @@ double ParameterCount(const ModelConfig& config) {
 }
 
 std::optional<uint64_t> AvailableMemoryBytes(Env* env) {
-  auto text = env->ReadFile("/proc/meminfo");
-  if (!text.ok()) return std::nullopt;
-  std::istringstream lines(*text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    // "MemAvailable:   23456789 kB"
-    if (!line.starts_with("MemAvailable:")) continue;
-    std::istringstream fields(line.substr(13));
-    uint64_t kib = 0;
-    std::string unit;
-    if (fields >> kib >> unit && unit == "kB") return kib * 1024;
-    return std::nullopt;
-  }
-  return std::nullopt;
+  const std::optional<DeviceMemory> memory = HostMemory(env);
+  if (!memory) return std::nullopt;
+  return memory->free_bytes;
 }
 
 ParameterBytes InferenceBytes(DType dtype) {

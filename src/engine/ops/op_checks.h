@@ -13,12 +13,15 @@
 
 namespace air::engine {
 
+// Every check of an argument with memory also checks that the memory is on `ops`' device: a
+// view of another device's memory (a cuda:0 view reaching a CPU backend, or one of cuda:1
+// reaching cuda:0) aborts naming both devices, never dereferences a pointer it cannot.
 // A data argument: a float dtype `ops` supports for `op`.
 void CheckData(const Ops& ops, OpKind op, const View& v, const char* arg);
 // Stat and master arguments: F32. Index arguments: I32. Scalars: one F64.
-void CheckF32(OpKind op, const View& v, const char* arg);
-void CheckIndex(OpKind op, const View& v, const char* arg);
-void CheckScalar(OpKind op, const View& v, const char* arg);
+void CheckF32(const Ops& ops, OpKind op, const View& v, const char* arg);
+void CheckIndex(const Ops& ops, OpKind op, const View& v, const char* arg);
+void CheckScalar(const Ops& ops, OpKind op, const View& v, const char* arg);
 // The view holds at least `elements` elements.
 void CheckSize(OpKind op, const View& v, int64_t elements, const char* arg);
 // Both views hold the same number of elements.

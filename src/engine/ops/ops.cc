@@ -96,9 +96,19 @@ namespace {
   std::abort();
 }
 
+// A view with memory on another device than the backend's.
+void CheckDevice(const Ops& ops, OpKind op, const View& v, const char* arg) {
+  if (v.buffer() == nullptr || v.device() == ops.device()) return;
+  Fail(op, arg,
+       fmt::format("a view of {} memory reached the {} backend, which runs on {} (copy it through "
+                   "the host, or create it with this backend)",
+                   v.device().ToString(), ops.name(), ops.device().ToString()));
+}
+
 }  // namespace
 
 void CheckData(const Ops& ops, OpKind op, const View& v, const char* arg) {
+  CheckDevice(ops, op, v, arg);
   if (v.dtype() != DType::kF32 && v.dtype() != DType::kBF16 && v.dtype() != DType::kF16) {
     Fail(op, arg, fmt::format("{} is not a float dtype", DTypeName(v.dtype())));
   }
@@ -108,19 +118,22 @@ void CheckData(const Ops& ops, OpKind op, const View& v, const char* arg) {
   }
 }
 
-void CheckF32(OpKind op, const View& v, const char* arg) {
+void CheckF32(const Ops& ops, OpKind op, const View& v, const char* arg) {
+  CheckDevice(ops, op, v, arg);
   if (!v.empty() && v.dtype() != DType::kF32) {
     Fail(op, arg, fmt::format("must be F32, is {}", DTypeName(v.dtype())));
   }
 }
 
-void CheckIndex(OpKind op, const View& v, const char* arg) {
+void CheckIndex(const Ops& ops, OpKind op, const View& v, const char* arg) {
+  CheckDevice(ops, op, v, arg);
   if (!v.empty() && v.dtype() != DType::kI32) {
     Fail(op, arg, fmt::format("must be I32, is {}", DTypeName(v.dtype())));
   }
 }
 
-void CheckScalar(OpKind op, const View& v, const char* arg) {
+void CheckScalar(const Ops& ops, OpKind op, const View& v, const char* arg) {
+  CheckDevice(ops, op, v, arg);
   if (v.dtype() != DType::kF64 || v.numel() < 1) {
     Fail(op, arg, fmt::format("must be one F64, is {} x {}", v.numel(), DTypeName(v.dtype())));
   }

@@ -22,9 +22,10 @@
 // The checks live in one place, in front of every backend: each public op checks its arguments
 // (roles, dtypes, sizes: ops_checked.cc) once per call and then calls the backend's kernel hook
 // (AIR_OPS_KERNELS below), as ggml-backend keeps supports_op apart from the kernels.
-// Implementations are folders under ops/: ops/cpu/reference_ops (clear loops, the ground truth:
-// BF16 arguments are widened to fp32, computed by the fp32 loops, and rounded back) and
-// ops/cpu/fast_ops (blocked, vectorized, threaded). A CUDA backend will be a third. Every
+// Implementations are folders beside the backend interface: backend/cpu/reference_ops (clear
+// loops, the ground truth: BF16 arguments are widened to fp32, computed by the fp32 loops, and
+// rounded back), backend/cpu/fast_ops (blocked, vectorized, threaded) and backend/cuda (the
+// GPU's kernels and cuBLASLt). The per-element rules they share are op_semantics.h. Every
 // registered backend is tested against the fp32 reference op by op and dtype by dtype with its
 // own tolerances, and every backward against finite differences (backend/registry.h,
 // tests/unit/engine_core/ops_harness_test.cc, ops_gradcheck_test.cc).
@@ -46,6 +47,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "engine/ops/op_semantics.h"
 #include "engine/view.h"
 
 namespace air::engine {
@@ -118,53 +120,10 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
 // "Gemm", "RmsNormForward", ...
 const char* OpName(OpKind op);
 
-// Shape and masking of one attention call. Queries are the tokens being computed; keys and
-// values are the sequence they look at (the same tokens when training, the KV cache plus the
-// new tokens when generating). Query i of a row sits at absolute index q_offset + i of the
-// key sequence. Key j is visible to query i when
-//   j <= q_offset + i                                     (causal)
-//   and (sliding_window == 0 or (q_offset + i) - j < sliding_window)   (HF: kv > q - window)
-//   and (no segments given or q_segments[i] == kv_segments[j])        (packing)
-struct AttentionShape {
-  int64_t batch = 0;           // B
-  int64_t q_len = 0;           // Tq
-  int64_t kv_len = 0;          // Tk: keys actually present (<= kv_capacity)
-  int64_t kv_capacity = 0;     // rows per batch entry in the k/v buffers; 0 means kv_len
-  int64_t q_heads = 0;         // Hq
-  int64_t kv_heads = 0;        // Hkv; Hq % Hkv == 0, query head h reads kv head h / (Hq / Hkv)
-  int64_t head_dim = 0;        // D
-  int64_t q_offset = 0;        // absolute index of query 0 in the key sequence
-  int64_t sliding_window = 0;  // 0: no window
-  float scale = 1.0f;          // usually 1/sqrt(D)
-
-  int64_t kv_rows() const { return kv_capacity > 0 ? kv_capacity : kv_len; }
-};
-
-// The per-step scalars of one AdamW update (train/adamw.h computes them in double, as torch
-// does, and passes them in fp32).
-struct AdamWScalars {
-  float step_size = 0.0f;              // lr / (1 - beta1^t)
-  float bias_correction2_sqrt = 1.0f;  // sqrt(1 - beta2^t)
-  float one_minus_beta1 = 0.1f;
-  float beta2 = 0.999f;
-  float one_minus_beta2 = 0.001f;
-  float eps = 1e-8f;
-  bool decay = false;         // apply decoupled weight decay to this tensor
-  float decay_factor = 1.0f;  // 1 - lr * weight_decay
-  // The gradient used is grad_scale * g (one fp32 product, the bits of scaling g in place
-  // first): global-norm clipping's coefficient, applied without a pass of its own.
-  float grad_scale = 1.0f;
-};
-
-// The uniform draw in [0, 1) that decides element i of a dropout mask with `seed` (splitmix64 of
-// a counter: the same on every backend and thread count, and cheap to draw again, which is how a
-// backward or a recomputed layer sees its forward's mask without storing it). 24 bits.
-inline float DropoutUniform(uint64_t seed, uint64_t i) {
-  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1.0p-24f;
+// Whether an op's data role exists at all: the master-state ops take F32 only (their inputs
+// are fp32 master weights, gradients and moments on every backend).
+constexpr bool IsMasterStateOp(OpKind op) {
+  return op == OpKind::kAdamWUpdate || op == OpKind::kSumOfSquares || op == OpKind::kScale;
 }
 
 // The kernel hooks, one per op: the op's signature with "Kernel" after its name. Ops declares
@@ -238,8 +197,10 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
-  // "reference" or "fast": which implementation this is (for logs and tests).
+  // "reference", "fast" or "cuda": which implementation this is (for logs and tests).
   virtual std::string name() const = 0;
+  // The device whose memory every view passed to an op must be on (checked: op_checks.h).
+  virtual Device device() const = 0;
 
   // Whether `op` accepts data arguments (see the roles above) of `dtype` on this backend.
   virtual bool Supports(OpKind op, DType dtype) const = 0;

@@ -25,8 +25,8 @@ int64_t Tokens(const View& indices) {
 void CheckRope(const Ops& ops, OpKind op, const View& x, const char* arg, const View& cos,
                const View& sin) {
   CheckData(ops, op, x, arg);
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
+  CheckF32(ops, op, cos, "cos");
+  CheckF32(ops, op, sin, "sin");
   CheckSameSize(op, cos, sin, "cos, sin");
   const int64_t n = cos.dim(0), half = cos.dim(-1);
   const int64_t row = n > 0 ? x.numel() / n : 0, heads = half > 0 ? row / (2 * half) : 0;
@@ -49,18 +49,18 @@ void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s,
     CheckData(ops, op, *v, name);
     CheckSize(op, *v, kv_size, name);
   }
-  CheckIndex(op, q_segments, "q_segments");
-  CheckIndex(op, kv_segments, "kv_segments");
+  CheckIndex(ops, op, q_segments, "q_segments");
+  CheckIndex(ops, op, kv_segments, "kv_segments");
   if (q_segments.empty() != kv_segments.empty()) {
     CheckSize(op, q_segments.empty() ? q_segments : kv_segments, 1, "segments (give both)");
   }
-  CheckF32(op, lse, "lse");
+  CheckF32(ops, op, lse, "lse");
   if (lse_required || !lse.empty()) CheckSize(op, lse, s.batch * s.q_heads * s.q_len, "lse");
   if (!sinks.empty()) {
     CheckData(ops, op, sinks, "sinks");
     CheckSize(op, sinks, s.q_heads, "sinks");
   }
-  CheckF32(op, dsinks, "dsinks");
+  CheckF32(ops, op, dsinks, "dsinks");
   if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
 }
 
@@ -83,7 +83,7 @@ void Ops::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 
 void Ops::EmbeddingForward(const View& ids, const View& table, const View& out) const {
   const OpKind op = OpKind::kEmbeddingForward;
-  CheckIndex(op, ids, "ids");
+  CheckIndex(*this, op, ids, "ids");
   CheckData(*this, op, table, "table");
   CheckData(*this, op, out, "out");
   CheckSize(op, out, ids.numel() * table.dim(-1), "out");
@@ -93,9 +93,9 @@ void Ops::EmbeddingForward(const View& ids, const View& table, const View& out) 
 void Ops::EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
                             const View& dtable) const {
   const OpKind op = OpKind::kEmbeddingBackward;
-  CheckIndex(op, ids, "ids");
+  CheckIndex(*this, op, ids, "ids");
   CheckData(*this, op, dout, "dout");
-  CheckF32(op, dtable, "dtable");
+  CheckF32(*this, op, dtable, "dtable");
   CheckSize(op, dout, ids.numel() * dtable.dim(-1), "dout");
   EmbeddingBackwardKernel(ids, dout, skip_id, dtable);
 }
@@ -106,7 +106,7 @@ void Ops::RmsNormForward(const View& x, const View& w, float eps, const View& y,
   CheckData(*this, op, x, "x");
   CheckData(*this, op, w, "w");
   CheckData(*this, op, y, "y");
-  CheckF32(op, rstd, "rstd");
+  CheckF32(*this, op, rstd, "rstd");
   CheckSameSize(op, x, y, "x, y");
   const int64_t dim = w.numel();
   CheckSize(op, rstd, dim > 0 ? x.numel() / dim : 0, "rstd");
@@ -120,8 +120,8 @@ void Ops::RmsNormBackward(const View& x, const View& w, const View& rstd, const 
   CheckData(*this, op, w, "w");
   CheckData(*this, op, dy, "dy");
   CheckData(*this, op, dx, "dx");
-  CheckF32(op, rstd, "rstd");
-  CheckF32(op, dw, "dw");
+  CheckF32(*this, op, rstd, "rstd");
+  CheckF32(*this, op, dw, "dw");
   CheckSameSize(op, x, dy, "x, dy");
   CheckSameSize(op, x, dx, "x, dx");
   const int64_t dim = w.numel();
@@ -133,10 +133,10 @@ void Ops::RmsNormBackward(const View& x, const View& w, const View& rstd, const 
 void Ops::RopeTables(const View& positions, const View& inv_freq, float scale, const View& cos,
                      const View& sin) const {
   const OpKind op = OpKind::kRopeTables;
-  CheckIndex(op, positions, "positions");
-  CheckF32(op, inv_freq, "inv_freq");
-  CheckF32(op, cos, "cos");
-  CheckF32(op, sin, "sin");
+  CheckIndex(*this, op, positions, "positions");
+  CheckF32(*this, op, inv_freq, "inv_freq");
+  CheckF32(*this, op, cos, "cos");
+  CheckF32(*this, op, sin, "sin");
   const int64_t entries = positions.numel() * inv_freq.numel();
   CheckSize(op, cos, entries, "cos");
   CheckSize(op, sin, entries, "sin");
@@ -220,8 +220,8 @@ void Ops::ClampedSwigluBackward(const View& gate_up, float alpha, float limit, c
 void Ops::RouterTopK(const View& logits, const View& indices, const View& weights) const {
   const OpKind op = OpKind::kRouterTopK;
   CheckData(*this, op, logits, "logits");
-  CheckIndex(op, indices, "indices");
-  CheckF32(op, weights, "weights");
+  CheckIndex(*this, op, indices, "indices");
+  CheckF32(*this, op, weights, "weights");
   CheckSameSize(op, indices, weights, "indices, weights");
   CheckSize(op, logits, indices.numel(), "logits (fewer experts than k)");
   RouterTopKKernel(logits, indices, weights);
@@ -230,9 +230,9 @@ void Ops::RouterTopK(const View& logits, const View& indices, const View& weight
 void Ops::RouterTopKBackward(const View& indices, const View& weights, const View& dweights,
                              const View& dlogits) const {
   const OpKind op = OpKind::kRouterTopKBackward;
-  CheckIndex(op, indices, "indices");
-  CheckF32(op, weights, "weights");
-  CheckF32(op, dweights, "dweights");
+  CheckIndex(*this, op, indices, "indices");
+  CheckF32(*this, op, weights, "weights");
+  CheckF32(*this, op, dweights, "dweights");
   CheckData(*this, op, dlogits, "dlogits");
   CheckSameSize(op, indices, weights, "indices, weights");
   CheckSameSize(op, indices, dweights, "indices, dweights");
@@ -245,7 +245,7 @@ void Ops::MoeDispatch(const View& indices, const View& offsets, const View& toke
   for (const auto& [v, name] :
        {Named{&indices, "indices"}, Named{&offsets, "offsets"},
         Named{&token_of_row, "token_of_row"}, Named{&row_of_slot, "row_of_slot"}}) {
-    CheckIndex(op, *v, name);
+    CheckIndex(*this, op, *v, name);
   }
   CheckSameSize(op, indices, token_of_row, "indices, token_of_row");
   CheckSameSize(op, indices, row_of_slot, "indices, row_of_slot");
@@ -255,7 +255,7 @@ void Ops::MoeDispatch(const View& indices, const View& offsets, const View& toke
 void Ops::MoeGather(const View& x, const View& token_of_row, const View& grouped) const {
   const OpKind op = OpKind::kMoeGather;
   CheckData(*this, op, x, "x");
-  CheckIndex(op, token_of_row, "token_of_row");
+  CheckIndex(*this, op, token_of_row, "token_of_row");
   CheckData(*this, op, grouped, "grouped");
   MoeGatherKernel(x, token_of_row, grouped);
 }
@@ -263,7 +263,7 @@ void Ops::MoeGather(const View& x, const View& token_of_row, const View& grouped
 void Ops::MoeGatherBackward(const View& dgrouped, const View& row_of_slot, const View& dx) const {
   const OpKind op = OpKind::kMoeGatherBackward;
   CheckData(*this, op, dgrouped, "dgrouped");
-  CheckIndex(op, row_of_slot, "row_of_slot");
+  CheckIndex(*this, op, row_of_slot, "row_of_slot");
   CheckData(*this, op, dx, "dx");
   const int64_t n = Tokens(row_of_slot);
   CheckSize(op, dgrouped, n > 0 ? row_of_slot.numel() * (dx.numel() / n) : 0, "dgrouped");
@@ -274,8 +274,8 @@ void Ops::MoeCombine(const View& y, const View& weights, const View& row_of_slot
                      const View& out) const {
   const OpKind op = OpKind::kMoeCombine;
   CheckData(*this, op, y, "y");
-  CheckF32(op, weights, "weights");
-  CheckIndex(op, row_of_slot, "row_of_slot");
+  CheckF32(*this, op, weights, "weights");
+  CheckIndex(*this, op, row_of_slot, "row_of_slot");
   CheckData(*this, op, out, "out");
   CheckSameSize(op, weights, row_of_slot, "weights, row_of_slot");
   const int64_t n = Tokens(row_of_slot);
@@ -287,11 +287,11 @@ void Ops::MoeCombineBackward(const View& y, const View& weights, const View& row
                              const View& dout, const View& dy, const View& dweights) const {
   const OpKind op = OpKind::kMoeCombineBackward;
   CheckData(*this, op, y, "y");
-  CheckF32(op, weights, "weights");
-  CheckIndex(op, row_of_slot, "row_of_slot");
+  CheckF32(*this, op, weights, "weights");
+  CheckIndex(*this, op, row_of_slot, "row_of_slot");
   CheckData(*this, op, dout, "dout");
   CheckData(*this, op, dy, "dy");
-  CheckF32(op, dweights, "dweights");
+  CheckF32(*this, op, dweights, "dweights");
   CheckSameSize(op, y, dy, "y, dy");
   CheckSameSize(op, weights, dweights, "weights, dweights");
   const int64_t n = Tokens(row_of_slot);
@@ -315,7 +315,7 @@ void Ops::AddBias(const View& y, const View& bias) const {
 
 void Ops::BiasBackward(const View& dy, const View& dbias) const {
   CheckData(*this, OpKind::kBiasBackward, dy, "dy");
-  CheckF32(OpKind::kBiasBackward, dbias, "dbias");
+  CheckF32(*this, OpKind::kBiasBackward, dbias, "dbias");
   BiasBackwardKernel(dy, dbias);
 }
 
@@ -339,9 +339,9 @@ void Ops::CrossEntropyForward(const View& logits, const View& targets, const Vie
                               const View& loss_sum) const {
   const OpKind op = OpKind::kCrossEntropyForward;
   CheckData(*this, op, logits, "logits");
-  CheckIndex(op, targets, "targets");
-  CheckF32(op, lse, "lse");
-  CheckScalar(op, loss_sum, "loss_sum");
+  CheckIndex(*this, op, targets, "targets");
+  CheckF32(*this, op, lse, "lse");
+  CheckScalar(*this, op, loss_sum, "loss_sum");
   CheckSize(op, lse, targets.numel(), "lse");
   CrossEntropyForwardKernel(logits, targets, lse, loss_sum);
 }
@@ -351,8 +351,8 @@ void Ops::CrossEntropyBackward(const View& logits, const View& targets, const Vi
   const OpKind op = OpKind::kCrossEntropyBackward;
   CheckData(*this, op, logits, "logits");
   CheckData(*this, op, dlogits, "dlogits");
-  CheckIndex(op, targets, "targets");
-  CheckF32(op, lse, "lse");
+  CheckIndex(*this, op, targets, "targets");
+  CheckF32(*this, op, lse, "lse");
   CheckSameSize(op, logits, dlogits, "logits, dlogits");
   CrossEntropyBackwardKernel(logits, targets, lse, scale, dlogits);
 }
@@ -361,7 +361,7 @@ void Ops::AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const
                       const View& v, const View& p_copy) const {
   const OpKind op = OpKind::kAdamWUpdate;
   for (const auto& [x, name] : {Named{&p, "p"}, Named{&g, "g"}, Named{&m, "m"}, Named{&v, "v"}}) {
-    CheckF32(op, *x, name);
+    CheckF32(*this, op, *x, name);
     CheckSameSize(op, p, *x, name);
   }
   if (!p_copy.empty()) {
@@ -372,13 +372,13 @@ void Ops::AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const
 }
 
 void Ops::SumOfSquares(const View& x, const View& sum) const {
-  CheckF32(OpKind::kSumOfSquares, x, "x");
-  CheckScalar(OpKind::kSumOfSquares, sum, "sum");
+  CheckF32(*this, OpKind::kSumOfSquares, x, "x");
+  CheckScalar(*this, OpKind::kSumOfSquares, sum, "sum");
   SumOfSquaresKernel(x, sum);
 }
 
 void Ops::Scale(const View& x, float factor) const {
-  CheckF32(OpKind::kScale, x, "x");
+  CheckF32(*this, OpKind::kScale, x, "x");
   ScaleKernel(x, factor);
 }
 

@@ -8,6 +8,9 @@
 #include <filesystem>
 
 #include "base/strings.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/gemm_precision.h"
+#include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/registry.h"
 #include "engine/data/dataset.h"
 #include "engine/data/examples.h"
@@ -17,9 +20,6 @@
 #include "engine/io/hf_state_dict.h"
 #include "engine/model/memory_check.h"
 #include "engine/model/model_factory.h"
-#include "engine/ops/cpu/cpu_features.h"
-#include "engine/ops/cpu/gemm_precision.h"
-#include "engine/ops/cpu/thread_pool.h"
 #include "engine/parallel/dist_env.h"
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/activation_checkpointing.h"

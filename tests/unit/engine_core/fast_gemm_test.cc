@@ -3,7 +3,7 @@
 // partial micro-tiles, several K slices and column blocks, beta 0 over NaN and beta != 0,
 // nothing written outside C, and bit-identical results across repeats, thread counts, the
 // serial entry point and a scratch reused over different shapes.
-#include "engine/ops/cpu/fast_gemm.h"
+#include "engine/backend/cpu/fast_gemm.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // outside C, F32 inputs and BF16 results rounded to nearest even, and bit-identical results
 // across repeats, thread counts, the serial entry point and a reused scratch. Each path's
 // worst error is printed; the bounds hold it within 10x of what was measured.
-#include "engine/ops/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/gemm_mixed.h"
 
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend/cpu/bf16_simd.h"
+#include "engine/backend/cpu/convert.h"
 #include "engine/dtype.h"
-#include "engine/ops/cpu/bf16_simd.h"
-#include "engine/ops/cpu/convert.h"
 #include "test_util.h"
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512

@@ -10,12 +10,12 @@
 
 #include <cmath>
 
+#include "engine/backend/cpu/reference_ops.h"
 #include "engine/io/hf_config.h"
 #include "engine/io/hf_state_dict.h"
 #include "engine/io/state_dict_adapter.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/lm_head.h"
-#include "engine/ops/cpu/reference_ops.h"
 #include "engine/train/activation_checkpointing.h"
 #include "test_util.h"
 

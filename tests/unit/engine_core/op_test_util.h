@@ -63,6 +63,11 @@ class DeviceArrays {
     const Tensor t = backend_.ToHostTensor(v);
     return std::vector<float>(t.values().begin(), t.values().end());
   }
+  std::vector<int32_t> GetI32(const View& v) const {
+    std::vector<int32_t> out(static_cast<size_t>(v.numel()));
+    backend_.CopyToHost(out.data(), v);
+    return out;
+  }
   double Scalar(const View& v) const { return backend_.ReadScalar(v); }
 
  private:

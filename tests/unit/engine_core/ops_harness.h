@@ -1,7 +1,8 @@
 // The per-op harness's fixture (ops_harness_test.cc describes the harness): a backend from the
-// registry and a precision per test, the fp32 reference beside it, host data rounded to the
-// tested dtype, and the worst error measured per op family, printed at the end of each test.
-// Shared by ops_harness_test.cc and ops_harness_moe_test.cc (one suite, one instantiation).
+// registry and a precision per test, the fp32 reference beside it in its own memory, host data
+// rounded to the tested dtype, and the worst error measured per op family, printed at the end of
+// each test. Shared by ops_harness_test.cc and ops_harness_moe_test.cc (one suite, one
+// instantiation).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/registry.h"
-#include "engine/ops/cpu/reference_ops.h"
 #include "op_test_util.h"
 #include "test_util.h"
 
@@ -35,6 +36,51 @@ inline const std::vector<Precision>& Precisions() {
       {"bf16_f32grad", DType::kBF16, DType::kBF16, DType::kF32}};
   return kAll;
 }
+
+// One array in both memories, made from the same host values: `got` in the tested backend's
+// memory (in the tested dtype), `want` in the reference's (F32 for float data). An op runs on
+// each side with that side's views; results meet only as host copies.
+struct Pair {
+  View got, want;
+};
+
+class Sides {
+ public:
+  Sides(const Backend& tested, const Backend& reference) : got_(tested), want_(reference) {}
+
+  // Float data: the tested side in `dtype`, the reference in F32 (host values already rounded
+  // to `dtype` by the caller, so both compute from the same numbers).
+  Pair Data(const std::vector<float>& host, DType dtype, Shape shape = {}) {
+    return {got_.Data(host, dtype, shape), want_.F32(host, shape)};
+  }
+  // F32 on both sides (stat and master arguments).
+  Pair F32(const std::vector<float>& host, Shape shape = {}) {
+    return {got_.F32(host, shape), want_.F32(host, shape)};
+  }
+  Pair I32(const std::vector<int32_t>& host, Shape shape = {}) {
+    return {got_.I32(host, shape), want_.I32(host, shape)};
+  }
+  Pair F64(double value) { return {got_.F64(value), want_.F64(value)}; }
+  // The reference's current values of `p`, as a fresh pair (feeding one result to both sides'
+  // next op: the tested side in `dtype`).
+  Pair FromWant(const Pair& p, DType dtype) {
+    return Data(want_.Get(p.want), dtype, p.want.shape());
+  }
+  // Index results: the reference's, on both sides.
+  Pair I32FromWant(const Pair& p) { return I32(want_.GetI32(p.want), p.want.shape()); }
+
+  std::vector<float> Got(const Pair& p) const { return got_.Get(p.got); }
+  std::vector<float> Want(const Pair& p) const { return want_.Get(p.want); }
+  std::vector<int32_t> GotI32(const Pair& p) const { return got_.GetI32(p.got); }
+  std::vector<int32_t> WantI32(const Pair& p) const { return want_.GetI32(p.want); }
+  double GotScalar(const Pair& p) const { return got_.Scalar(p.got); }
+  double WantScalar(const Pair& p) const { return want_.Scalar(p.want); }
+  // max |got - want| / (1 + max |want|).
+  double Error(const Pair& p) const { return ScaledMaxDiff(Got(p), Want(p)); }
+
+ private:
+  DeviceArrays got_, want_;
+};
 
 class OpsHarness : public ::testing::TestWithParam<std::tuple<RegisteredBackend, Precision>> {
  protected:

@@ -3,7 +3,7 @@
 // (back to back, after the workers went to sleep, and with more threads than cores); a
 // balanced call runs whole pieces and lets the other threads finish the share of one that is
 // held up.
-#include "engine/ops/cpu/thread_pool.h"
+#include "engine/backend/cpu/thread_pool.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

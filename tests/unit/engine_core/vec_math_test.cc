@@ -1,7 +1,7 @@
 // Tests for the vectorized exponentials (vec_math.h) against std::exp: accuracy over the range
 // softmax and SiLU use, the ends (-inf gives 0, overflow gives inf, NaN stays NaN), ragged
 // lengths that end in a partial vector, and the in-place and sum-only forms.
-#include "engine/ops/cpu/vec_math.h"
+#include "engine/backend/cpu/vec_math.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/ops/cpu/cpu_features.h"
+#include "engine/backend/cpu/cpu_features.h"
 
 namespace air::engine {
 namespace {

@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "base/env.h"
+#include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/registry.h"
 #include "engine/dtype.h"
 #include "engine/model/llama_model.h"
-#include "engine/ops/cpu/reference_ops.h"
 #include "engine/parallel/gloo_process_group.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/ops/cpu/reference_ops.h"
+#include "engine/backend/cpu/reference_ops.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"
 #include "engine/train/lr_schedule.h"

@@ -1,0 +1,448 @@
+// FastOps attention: the reference math (reference_loops.cc) reorganized into tiles so the heavy
+// parts are GEMMs. For one batch row b and query head h, a block of up to kQueryBlock queries
+// [i0, i1) can see only keys [lo, hi) (causal bound and sliding window), so
+//   S = scale * Q[i0:i1] @ K[lo:hi]^T, masked;  P = softmax(S);  O[i0:i1] = P @ V[lo:hi]
+// and the backward recomputes P from the saved log-sum-exp:
+//   dP = dO @ V^T;  dS = P * (dP - rowsum(dO * O)) * scale
+//   dQ += dS @ K;  dK += dS^T @ Q;  dV += P^T @ dO
+// Forward tasks are (b, h, query block); backward tasks are (b, kv head) so that each task owns
+// the dK/dV rows it writes (no races, deterministic). The tiles read q, k, v, out, dout in their
+// own dtype and write out, dq, dk, dv in theirs: a product with a BF16 operand is gemm_mixed.h's
+// bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16 as its other operand), an
+// all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32. Sinks (GPT-OSS) join each
+// row's max and denominator in the forward; the backward's P comes from the lse, which includes
+// them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a separate pass per head
+// (SinkGradients) so that no two tasks write the same dsink.
+#include <immintrin.h>
+
+// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
+// shift and convert intrinsics as uninitialized (a false positive; as in vec_math.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engine/backend/cpu/bf16_simd.h"
+#include "engine/backend/cpu/convert.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/fast_ops.h"
+#include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/reference_ops.h"
+#include "engine/backend/cpu/vec_math.h"
+#include "engine/dtype.h"
+
+namespace air::engine {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A matrix inside one of the op's views: its first element, dtype and row stride.
+struct Mat {
+  const void* data;
+  bool bf16;
+  int64_t ld;
+};
+
+Mat At(const View& v, int64_t offset, int64_t ld) {
+  if (v.dtype() == DType::kBF16) return {v.bf16() + offset, true, ld};
+  return {v.f32() + offset, false, ld};
+}
+
+Mat Scratch32(const float* data, int64_t ld) { return {data, false, ld}; }
+
+// Element i of a row, as fp32.
+float Elem(const Mat& m, int64_t i) {
+  return m.bf16 ? WidenBf16(static_cast<const uint16_t*>(m.data)[i])
+                : static_cast<const float*>(m.data)[i];
+}
+
+// One product inside a task: C (m, n) = op(A) @ op(B) + beta * C. Per-task scratch.
+struct TaskGemm {
+  GemmScratch& floats;
+  GemmBf16Scratch& mixed;
+  std::vector<float>& staging;  // an fp32 C for the rare F32 x F32 -> BF16 product
+
+  void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Mat& a, const Mat& b,
+                  float beta, const Mat& c) {
+    void* c_data = const_cast<void*>(c.data);
+    if (a.bf16 || b.bf16) {
+      GemmBf16Serial(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb}, beta,
+                     {c_data, c.bf16, c.ld});
+      return;
+    }
+    const auto* af = static_cast<const float*>(a.data);
+    const auto* bf = static_cast<const float*>(b.data);
+    if (!c.bf16) {
+      FastGemmSerial(floats, ta, tb, m, n, k, af, a.ld, bf, b.ld, beta, static_cast<float*>(c_data),
+                     c.ld);
+      return;
+    }
+    staging.assign(static_cast<size_t>(m * n), 0.0f);
+    auto* out = static_cast<uint16_t*>(c_data);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) staging[i * n + j] = Bf16ToF32(out[i * c.ld + j]);
+    }
+    FastGemmSerial(floats, ta, tb, m, n, k, af, a.ld, bf, b.ld, beta, staging.data(), n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) out[i * c.ld + j] = F32ToBf16(staging[i * n + j]);
+    }
+  }
+};
+
+// The key range [lo, hi) that queries [i0, i1) of a row may see before segment masking.
+void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int64_t* hi) {
+  *hi = std::min(s.kv_len, s.q_offset + i1);  // causal: key <= q_offset + i
+  *lo = 0;
+  if (s.sliding_window > 0) *lo = std::max<int64_t>(0, s.q_offset + i0 - s.sliding_window + 1);
+  if (*lo > *hi) *lo = *hi;
+}
+
+// The columns [c0, c1) of row r of a block (queries from i0, keys from lo, nk of them) that the
+// causal and window limits leave visible: AttentionVisible's rule but for segments, which are
+// checked only inside this run.
+void VisibleRun(const AttentionShape& s, int64_t i0, int64_t r, int64_t lo, int64_t nk, int64_t* c0,
+                int64_t* c1) {
+  const int64_t q_abs = s.q_offset + i0 + r;
+  int64_t first = lo;
+  if (s.sliding_window > 0) first = std::max(first, q_abs - s.sliding_window + 1);
+  *c0 = std::min(nk, first - lo);
+  *c1 = std::max(*c0, std::min(nk, q_abs - lo + 1));
+}
+
+// Whether a block's segment ids leave it unmasked: no segments, or queries [i0, i1) and keys
+// [lo, hi) of batch row b all in one segment (then only the causal and window limits mask it).
+bool OneSegment(const AttentionShape& s, const int32_t* q_segments, const int32_t* kv_segments,
+                int64_t b, int64_t i0, int64_t i1, int64_t lo, int64_t hi) {
+  if (q_segments == nullptr) return true;
+  const int32_t* queries = q_segments + b * s.q_len;
+  const int32_t* keys = kv_segments + b * s.kv_rows();
+  const int32_t id = queries[i0];
+  for (int64_t i = i0; i < i1; ++i) {
+    if (queries[i] != id) return false;
+  }
+  for (int64_t c = lo; c < hi; ++c) {
+    if (keys[c] != id) return false;
+  }
+  return true;
+}
+
+// For a block across segments: fills S (nq, nk) rows with scaled scores, setting invisible entries
+// to -inf. `scores` holds the raw dot products on entry. Row by row, the visible run (VisibleRun)
+// is scaled in one pass and its keys' segments checked.
+void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
+                  int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
+                  float* scores) {
+  for (int64_t r = 0; r < nq; ++r) {
+    float* row = scores + r * nk;
+    int64_t c0, c1;
+    VisibleRun(s, i0, r, lo, nk, &c0, &c1);
+    std::fill(row, row + c0, kNegInf);
+    if (q_segments == nullptr) {
+      for (int64_t c = c0; c < c1; ++c) row[c] *= s.scale;
+    } else {
+      const int32_t mine = q_segments[b * s.q_len + i0 + r];
+      const int32_t* keys = kv_segments + b * s.kv_rows() + lo;
+      for (int64_t c = c0; c < c1; ++c) row[c] = keys[c] == mine ? row[c] * s.scale : kNegInf;
+    }
+    std::fill(row + c1, row + nk, kNegInf);
+  }
+}
+
+// 16 elements of a row from `at` (those outside the mask: zeros), as fp32. AVX-512F only (a
+// bf16 row's ragged end goes through a copy: a masked 16-bit load needs AVX512BW).
+__attribute__((target("avx512f"), always_inline)) inline __m512 Load16F32(const Mat& m, int64_t at,
+                                                                          __mmask16 k) {
+  if (!m.bf16) return _mm512_maskz_loadu_ps(k, static_cast<const float*>(m.data) + at);
+  const uint16_t* src = static_cast<const uint16_t*>(m.data) + at;
+  uint16_t tail[16] = {};
+  if (k != 0xffff) {
+    for (int i = 0; i < 16; ++i) tail[i] = (k >> i) & 1 ? src[i] : uint16_t{0};
+    src = tail;
+  }
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  return WidenBf16x16(_mm512_cvtepu16_epi32(bits));
+}
+
+__attribute__((target("avx512f"))) double RowDotAvx512(const Mat& a, const Mat& b, int64_t n) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i);
+    const __m512 product = _mm512_mul_ps(Load16F32(a, i, k), Load16F32(b, i, k));
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(product)));
+    hi = _mm512_add_pd(
+        hi,
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(product), 1))));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+}
+
+// The sum over i < n of a[i] * b[i], each product rounded to float, summed in double: the
+// backward's delta = dO_r . O_r (in 16 double lanes with AVX-512, else in order).
+double RowDot(const Mat& a, const Mat& b, int64_t n) {
+  if (UseAvx512()) return RowDotAvx512(a, b, n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += Elem(a, i) * Elem(b, i);
+  return sum;
+}
+
+__attribute__((target("avx512f"))) void DsRowAvx512(const float* p, float* dp, int64_t n,
+                                                    float delta, float scale, uint16_t* p16,
+                                                    uint16_t* ds16) {
+  const __m512 vdelta = _mm512_set1_ps(delta), vscale = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 k = TailMask(n - c);
+    const __m512 pv = _mm512_maskz_loadu_ps(k, p + c);
+    const __m512 dpv = _mm512_maskz_loadu_ps(k, dp + c);
+    const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dpv, vdelta)), vscale);
+    _mm512_mask_storeu_ps(dp + c, k, ds);
+    if (p16 != nullptr) _mm512_mask_cvtepi32_storeu_epi16(p16 + c, k, RoundToBf16x16(pv));
+    if (ds16 != nullptr) _mm512_mask_cvtepi32_storeu_epi16(ds16 + c, k, RoundToBf16x16(ds));
+  }
+}
+
+// One row of dS = P * (dP - delta) * scale, written over dP (the products in that order), and
+// the bf16 roundings of P and dS into p16 and ds16 (null: not wanted): one pass with AVX-512.
+void DsRow(const float* p, float* dp, int64_t n, float delta, float scale, uint16_t* p16,
+           uint16_t* ds16) {
+  if (UseAvx512()) return DsRowAvx512(p, dp, n, delta, scale, p16, ds16);
+  for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - delta) * scale;
+  if (p16 != nullptr) RoundToBf16(p, p16, n);
+  if (ds16 != nullptr) RoundToBf16(dp, ds16, n);
+}
+
+// The sinks of a call as fp32 (empty when the view is).
+std::vector<float> SinkValues(const View& sinks) {
+  std::vector<float> values(static_cast<size_t>(sinks.numel()));
+  const Mat m = sinks.empty() ? Mat{nullptr, false, 0} : At(sinks, 0, 0);
+  for (size_t h = 0; h < values.size(); ++h) values[h] = Elem(m, static_cast<int64_t>(h));
+  return values;
+}
+
+// dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
+// double (rows that saw nothing, lse = -inf, have no sink and add nothing).
+void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, const View& out,
+                   const View& dout, const float* lse, float* dsinks) {
+  const int64_t q_stride = s.q_heads * s.head_dim;
+  for (int64_t h = 0; h < s.q_heads; ++h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t i = 0; i < s.q_len; ++i) {
+        const float l = lse[(b * s.q_heads + h) * s.q_len + i];
+        if (l == kNegInf) continue;
+        const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
+        const Mat o = At(out, off, 0), d_o = At(dout, off, 0);
+        double delta = 0.0;
+        for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(d_o, d) * Elem(o, d);
+        sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
+      }
+    }
+    dsinks[h] -= static_cast<float>(sum);
+  }
+}
+
+}  // namespace
+
+void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                     const View& v, const View& sinks_view, const View& q_seg,
+                                     const View& kv_seg, const View& out,
+                                     const View& lse_view) const {
+  const std::vector<float> sinks = SinkValues(sinks_view);
+  const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
+  const int64_t tasks = s.batch * s.q_heads * q_blocks;
+  const int64_t group = s.q_heads / s.kv_heads;
+  const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
+  float* lse = lse_view.empty() ? nullptr : lse_view.f32();
+  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
+  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+  const size_t out_size = DTypeSize(out.dtype());
+  pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+    auto& scores_buf = attention_scratch_[static_cast<size_t>(thread)];
+    auto& bf16_buf = attention_bf16_[static_cast<size_t>(thread)];
+    TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
+                  gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
+                  attention_staging_[static_cast<size_t>(thread)]};
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t blk = t % q_blocks, h = (t / q_blocks) % s.q_heads;
+      const int64_t b = t / (q_blocks * s.q_heads);
+      const int64_t i0 = blk * kQueryBlock, i1 = std::min(s.q_len, i0 + kQueryBlock);
+      const int64_t nq = i1 - i0;
+      int64_t lo, hi;
+      KeyRange(s, i0, i1, &lo, &hi);
+      const int64_t nk = hi - lo;
+      const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
+      const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + (h / group) * s.head_dim;
+      const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
+      const Mat vb = At(v, kv_off, kv_stride), ob = At(out, q_off, q_stride);
+      float* lse_b = lse ? lse + (b * s.q_heads + h) * s.q_len + i0 : nullptr;
+      const float sink = sinks.empty() ? kNegInf : sinks[static_cast<size_t>(h)];
+      auto zero_row = [&](int64_t r) {  // 0.0 is all-zero bits in F32 and BF16
+        std::memset(static_cast<char*>(const_cast<void*>(ob.data)) + r * q_stride * out_size, 0,
+                    static_cast<size_t>(s.head_dim) * out_size);
+      };
+      if (nk <= 0) {
+        for (int64_t r = 0; r < nq; ++r) {
+          zero_row(r);
+          if (lse_b) lse_b[r] = sink;  // all weight on the sink, or nothing seen
+        }
+        continue;
+      }
+      if (static_cast<int64_t>(scores_buf.size()) < nq * nk) scores_buf.resize(nq * nk);
+      float* scores = scores_buf.data();
+      // S (nq, nk) = Q (nq, D) @ K (nk, D)^T
+      gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk));
+      // Segments mask inside the visible run (and scale it); a block in one segment is scaled
+      // by the exponentials' pass instead.
+      const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
+      if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, scores);
+      const float x_scale = masked ? 1.0f : s.scale;
+      // P @ V with a BF16 V rounds P to bf16: rounded here, row by row while it is in L1, and
+      // read in place by the product instead of packed from fp32.
+      uint16_t* p16 = nullptr;
+      if (vb.bf16) {
+        if (static_cast<int64_t>(bf16_buf.size()) < nq * nk) bf16_buf.resize(nq * nk);
+        p16 = bf16_buf.data();
+      }
+      std::vector<bool> empty(static_cast<size_t>(nq), false);
+      for (int64_t r = 0; r < nq; ++r) {  // softmax rows in place
+        float* row = scores + r * nk;
+        // Outside the visible run every score is -inf, its exponential 0: not computed.
+        // Rounding is monotonic, so the largest scaled score is the largest raw one scaled.
+        int64_t c0, end;
+        VisibleRun(s, i0, r, lo, nk, &c0, &end);
+        std::fill(row, row + c0, 0.0f);
+        std::fill(row + end, row + nk, 0.0f);
+        const float raw_max = MaxOf(row + c0, end - c0, kNegInf);
+        const float max_score = std::max(sink, raw_max == kNegInf ? kNegInf : x_scale * raw_max);
+        if (max_score == kNegInf) {  // nothing visible, no sink: zero output
+          std::fill(row, row + nk, 0.0f);
+          if (p16) std::fill(p16 + r * nk, p16 + (r + 1) * nk, uint16_t{0});
+          if (lse_b) lse_b[r] = kNegInf;
+          empty[static_cast<size_t>(r)] = true;
+          continue;
+        }
+        const double denom = ExpOfScaled(row + c0, x_scale, max_score, end - c0, row + c0) +
+                             (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
+        const float inv = static_cast<float>(1.0 / denom);
+        for (int64_t c = c0; c < end; ++c) row[c] *= inv;
+        if (p16) RoundToBf16(row, p16 + r * nk, nk);
+        if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
+      }
+      // O (nq, D) = P (nq, nk) @ V (nk, D)
+      const Mat pb = p16 ? Mat{p16, true, nk} : Scratch32(scores, nk);
+      gemm(false, false, nq, s.head_dim, nk, pb, vb, 0.0f, ob);
+      for (int64_t r = 0; r < nq; ++r) {
+        if (empty[static_cast<size_t>(r)]) zero_row(r);
+      }
+    }
+  });
+}
+
+void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                      const View& v, const View& sinks_view, const View& q_seg,
+                                      const View& kv_seg, const View& out, const View& lse_view,
+                                      const View& dout, const View& dq, const View& dk,
+                                      const View& dv, const View& dsinks_view) const {
+  const int64_t group = s.q_heads / s.kv_heads;
+  const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
+  const int64_t tasks = s.batch * s.kv_heads;
+  const float* lse = lse_view.f32();
+  const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
+  const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+  // delta (b, h, i) = dO . O of each query row, in one streaming pass over both before the
+  // tiles (which would each read their rows' O from far apart).
+  const int64_t query_rows = s.batch * s.q_len;
+  attention_deltas_.resize(static_cast<size_t>(query_rows * s.q_heads));
+  float* deltas = attention_deltas_.data();
+  pool_->ParallelForBalanced(query_rows, 16, [&](int64_t begin, int64_t end, int) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / s.q_len, i = row % s.q_len;
+      for (int64_t h = 0; h < s.q_heads; ++h) {
+        const int64_t at = row * q_stride + h * s.head_dim;
+        const double delta = RowDot(At(dout, at, 0), At(out, at, 0), s.head_dim);
+        deltas[(b * s.q_heads + h) * s.q_len + i] = static_cast<float>(delta);
+      }
+    }
+  });
+  pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+    auto& buf = attention_scratch_[static_cast<size_t>(thread)];
+    auto& rounded = attention_bf16_[static_cast<size_t>(thread)];
+    TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
+                  gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
+                  attention_staging_[static_cast<size_t>(thread)]};
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t g = t % s.kv_heads, b = t / s.kv_heads;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
+          const int64_t i1 = std::min(s.q_len, i0 + kQueryBlock), nq = i1 - i0;
+          int64_t lo, hi;
+          KeyRange(s, i0, i1, &lo, &hi);
+          const int64_t nk = hi - lo;
+          if (nk <= 0) continue;
+          if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
+          float* p = buf.data();             // (nq, nk)
+          float* dp = buf.data() + nq * nk;  // (nq, nk)
+          const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
+          const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + g * s.head_dim;
+          const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
+          const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
+          const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
+          // P = exp(scale * Q K^T - lse), 0 where masked
+          gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
+          const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
+          if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
+          const float x_scale = masked ? 1.0f : s.scale;  // as the forward's
+          for (int64_t r = 0; r < nq; ++r) {
+            float* row = p + r * nk;
+            if (lse_b[r] == kNegInf) {
+              std::fill(row, row + nk, 0.0f);
+              continue;
+            }
+            int64_t c0, end;  // outside the visible run P is 0 (as the forward's)
+            VisibleRun(s, i0, r, lo, nk, &c0, &end);
+            ExpOfScaled(row + c0, x_scale, lse_b[r], end - c0, row + c0);
+            std::fill(row, row + c0, 0.0f);
+            std::fill(row + end, row + nk, 0.0f);
+          }
+          // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
+          gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
+          // A product with a BF16 partner rounds its fp32 operand to bf16: P (for dV, with dO)
+          // and dS (for dQ with K, dK with Q) are rounded once here, row by row, and read as
+          // bf16 by those products (in place or packed without converting).
+          uint16_t* p16 = nullptr;
+          uint16_t* ds16 = nullptr;
+          if (dob.bf16 || kb.bf16 || qb.bf16) {
+            if (static_cast<int64_t>(rounded.size()) < 2 * nq * nk) rounded.resize(2 * nq * nk);
+            if (dob.bf16) p16 = rounded.data();
+            if (kb.bf16 || qb.bf16) ds16 = rounded.data() + nq * nk;
+          }
+          // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
+          const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
+          for (int64_t r = 0; r < nq; ++r) {
+            DsRow(p + r * nk, dp + r * nk, nk, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
+                  ds16 ? ds16 + r * nk : nullptr);
+          }
+          const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
+          const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
+          const Mat p_do = p16 ? Mat{p16, true, nk} : Scratch32(p, nk);
+          // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
+          gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride));
+          // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
+          gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride));
+          // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
+          gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride));
+        }
+      }
+    }
+  });
+  if (!sinks_view.empty() && !dsinks_view.empty()) {
+    SinkGradients(s, SinkValues(sinks_view), out, dout, lse, dsinks_view.f32());
+  }
+}
+
+}  // namespace air::engine

@@ -1,0 +1,213 @@
+// FastOps: construction, support, the GEMM entry point, RMSNorm and cross-entropy (see
+// fast_ops.h). The elementwise and embedding/RoPE ops are in fast_rowwise.cc, attention in
+// fast_attention.cc, the optimizer's ops in fast_optimizer.cc.
+#include "engine/backend/cpu/fast_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/backend/cpu/convert.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/reference_ops.h"
+#include "engine/backend/cpu/vec_math.h"
+#include "engine/data/batch.h"
+#include "engine/dtype.h"
+#include "engine/ops/op_checks.h"
+
+namespace air::engine {
+
+FastOps::FastOps(int num_threads)
+    : pool_(std::make_unique<ThreadPool>(num_threads > 0 ? num_threads : DefaultThreadCount())) {
+  const auto threads = static_cast<size_t>(pool_->num_threads());
+  attention_scratch_.resize(threads);
+  gemm_serial_scratch_.resize(threads);
+  gemm_bf16_serial_scratch_.resize(threads);
+  attention_staging_.resize(threads);
+  attention_bf16_.resize(threads);
+  row_scratch_.resize(threads);
+  f32_scratch_.resize(3 * threads);
+}
+
+std::string FastOps::Describe() const {
+  const int threads = pool_->num_threads();
+  return std::string("cpu, ") + CpuKernelsName(SelectedCpuKernels()) + " kernels, " +
+         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+bool FastOps::Supports(OpKind op, DType dtype) const {
+  if (dtype == DType::kF32) return true;
+  return dtype == DType::kBF16 && !IsMasterStateOp(op);
+}
+
+void FastOps::Zero(const View& dst) const {
+  constexpr int64_t kLine = 64, kMinLinesPerThread = int64_t{1} << 14;  // 1 MiB
+  const int64_t bytes = static_cast<int64_t>(dst.bytes());
+  char* base = static_cast<char*>(dst.raw());
+  pool_->ParallelFor((bytes + kLine - 1) / kLine, kMinLinesPerThread,
+                     [&](int64_t begin, int64_t end, int) {
+                       const int64_t from = begin * kLine, to = std::min(bytes, end * kLine);
+                       std::memset(base + from, 0, static_cast<size_t>(to - from));
+                     });
+}
+
+const float* FastOps::WeightF32(const View& w) const {
+  if (w.dtype() == DType::kF32) return w.f32();
+  if (static_cast<int64_t>(weight_scratch_.size()) < w.numel()) {
+    weight_scratch_.resize(static_cast<size_t>(w.numel()));
+  }
+  LoadF32(w, 0, w.numel(), weight_scratch_.data());
+  return weight_scratch_.data();
+}
+
+float* FastOps::Scratch(int thread, int slot, int64_t n) const {
+  std::vector<float>& buffer = f32_scratch_[static_cast<size_t>(3 * thread + slot)];
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+
+void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                         int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
+                         int64_t ldc) const {
+  // A BF16 operand makes it a bf16 product (gemm_mixed.h: vdpbf16ps where the CPU has it).
+  if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
+    const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
+    const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
+    const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+    GemmBf16(*pool_, gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
+    return;
+  }
+  if (c.dtype() == DType::kF32) {
+    FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
+             k > 0 ? b.f32() : nullptr, ldb, beta, c.f32(), ldc);
+    return;
+  }
+  GemmStaged(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+// An fp32 product into a BF16 C (or a BF16 C scaled by beta when K is 0): the fp32 kernel on an
+// fp32 staging of C, rounded once.
+void FastOps::GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                         int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
+                         int64_t ldc) const {
+  const int64_t c_span = MatrixSpan(m, n, ldc);
+  float* c32 = Scratch(0, 2, c_span);
+  // Loaded even for beta 0: a strided C's gaps between rows are staged and written back too.
+  LoadF32(c, 0, c_span, c32);
+  FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
+           k > 0 ? b.f32() : nullptr, ldb, beta, c32, ldc);
+  StoreF32(c32, c, 0, c_span);
+}
+
+namespace {
+// Rows per task so that a task has at least ~16k elements of work.
+int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }
+}  // namespace
+
+// y (N, C) = w * x * rstd, rows spread over threads.
+void FastOps::RmsNormForwardKernel(const View& x, const View& w, float eps, const View& y,
+                                   const View& rstd) const {
+  const int64_t dim = w.numel(), rows = x.numel() / dim;
+  const float* w_copy = WeightF32(w);
+  pool_->ParallelForBalanced(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
+      float partial[8] = {};
+      int64_t c = 0;
+      for (; c + 8 <= dim; c += 8) {
+        for (int u = 0; u < 8; ++u) partial[u] += xr[c + u] * xr[c + u];
+      }
+      double sum_sq = 0.0;
+      for (float p : partial) sum_sq += p;
+      for (; c < dim; ++c) sum_sq += static_cast<double>(xr[c]) * xr[c];
+      const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / dim + eps));
+      rstd.f32()[r] = inv;
+      float* yr = WriteF32(y, r * dim, Scratch(thread, 1, dim));
+      for (c = 0; c < dim; ++c) yr[c] = w_copy[c] * (xr[c] * inv);
+      CommitF32(yr, y, r * dim, dim);
+    }
+  });
+}
+
+// dx += rstd * w * dy - rstd^3 / C * x * sum(w * dy * x); dw += dy * x * rstd (per-thread
+// partial sums, added in thread order so the result is deterministic).
+void FastOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rstd, const View& dy,
+                                    const View& dx, const View& dw) const {
+  const int64_t dim = w.numel(), rows = x.numel() / dim;
+  const float* w_copy = WeightF32(w);
+  const int64_t min_rows = MinRows(dim);
+  const int64_t chunks =
+      std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, rows / min_rows));
+  for (int64_t t = 0; t < chunks; ++t) {
+    row_scratch_[static_cast<size_t>(t)].assign(static_cast<size_t>(dim), 0.0);
+  }
+  pool_->ParallelFor(rows, min_rows, [&](int64_t begin, int64_t end, int thread) {
+    double* dw_partial = row_scratch_[static_cast<size_t>(thread)].data();
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
+      const float* dyr = ReadF32(dy, r * dim, dim, Scratch(thread, 1, dim));
+      const float inv = rstd.f32()[r];
+      const double dot = SumOfProducts(w_copy, dyr, xr, dim);
+      const float coef = static_cast<float>(static_cast<double>(inv) * inv * inv * dot / dim);
+      float* dxr = WriteF32(dx, r * dim, Scratch(thread, 2, dim));
+      if (dx.dtype() != DType::kF32) LoadF32(dx, r * dim, dim, dxr);  // dx accumulates
+      for (int64_t c = 0; c < dim; ++c) {
+        dxr[c] += inv * w_copy[c] * dyr[c] - coef * xr[c];
+        dw_partial[c] += dyr[c] * xr[c] * inv;
+      }
+      CommitF32(dxr, dx, r * dim, dim);
+    }
+  });
+  if (dw.empty()) return;
+  for (int64_t c = 0; c < dim; ++c) {
+    double sum = 0.0;
+    for (int64_t t = 0; t < chunks; ++t) sum += row_scratch_[static_cast<size_t>(t)][c];
+    dw.f32()[c] += static_cast<float>(sum);
+  }
+}
+
+// Per-row log-sum-exp in fp32 with a double accumulator for the sum of exponentials; the loss
+// sum is added in thread order.
+void FastOps::CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse,
+                                        const View& loss_sum) const {
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  std::vector<double> partial(static_cast<size_t>(pool_->num_threads()), 0.0);
+  pool_->ParallelFor(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
+    double total = 0.0;
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
+      const float max_logit = MaxOf(row + 1, vocab - 1, row[0]);
+      const double sum = ExpShifted(row, max_logit, 1.0f, vocab, nullptr);
+      const double row_lse = max_logit + std::log(sum);
+      lse.f32()[r] = static_cast<float>(row_lse);
+      const int32_t target = targets.i32()[r];
+      if (target != kIgnoreIndex) total += row_lse - row[target];
+    }
+    partial[static_cast<size_t>(thread)] = total;
+  });
+  double total = 0.0;
+  for (double p : partial) total += p;
+  *loss_sum.f64() += total;
+}
+
+void FastOps::CrossEntropyBackwardKernel(const View& logits, const View& targets, const View& lse,
+                                         float scale, const View& dlogits) const {
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  pool_->ParallelForBalanced(n, MinRows(vocab), [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = ReadF32(logits, r * vocab, vocab, Scratch(thread, 0, vocab));
+      float* drow = WriteF32(dlogits, r * vocab, Scratch(thread, 1, vocab));
+      const int32_t target = targets.i32()[r];
+      if (target == kIgnoreIndex) {
+        std::fill(drow, drow + vocab, 0.0f);
+      } else {
+        ExpShifted(row, lse.f32()[r], scale, vocab, drow);
+        drow[target] -= scale;
+      }
+      CommitF32(drow, dlogits, r * vocab, vocab);
+    }
+  });
+}
+
+}  // namespace air::engine

@@ -1,0 +1,264 @@
+// The packed GEMMs' micro-kernels (see gemm_kernels.h).
+#include "engine/backend/cpu/gemm_kernels.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/backend/cpu/bf16_simd.h"
+
+// GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
+// shift and convert intrinsics as uninitialized (a false positive; as in vec_math.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace air::engine {
+namespace {
+
+// The AVX-512 and portable kernels' micro-tile: 8 rows x 32 columns (two 16-float vectors).
+constexpr int64_t kMR = 8;
+constexpr int64_t kNR = 32;
+// The AVX2 kernel's: 6 x 16 (12 ymm accumulators, two for B, one broadcast: 15 of 16
+// registers; enough independent FMAs in flight to cover their latency on both FMA ports).
+constexpr int64_t kMR2 = 6;
+constexpr int64_t kNR2 = 16;
+static_assert(kBf16KernelMR == kMR && kBf16KernelNR == kNR,
+              "the bf16 kernel stores like the AVX-512 one");
+
+// acc holds rows of `nr_stride` floats (the kernel's NR).
+inline void StoreTile(const float* acc /* (MR, NR) */, const TileOut& out,
+                      int64_t nr_stride = kNR) {
+  for (int64_t r = 0; r < out.mr; ++r) {
+    float* crow = out.c + r * out.ldc;
+    const float* arow = acc + r * nr_stride;
+    if (!out.first_slice) {
+      for (int64_t j = 0; j < out.nr; ++j) crow[j] += arow[j];
+    } else if (out.beta == 0.0f) {
+      for (int64_t j = 0; j < out.nr; ++j) crow[j] = arow[j];
+    } else {
+      for (int64_t j = 0; j < out.nr; ++j) crow[j] = out.beta * crow[j] + arow[j];
+    }
+  }
+}
+
+// acc (MR, NR) = sum_p ap[p] (MR) outer bp[p] (NR): the portable micro-kernel.
+void MicroKernelGeneric(int64_t kc, const float* ap, const float* bp, const TileOut& out) {
+  alignas(64) float acc[kMR * kNR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* a = ap + p * kMR;
+    const float* b = bp + p * kNR;
+    for (int64_t r = 0; r < kMR; ++r) {
+      const float ar = a[r];
+      for (int64_t j = 0; j < kNR; ++j) acc[r * kNR + j] += ar * b[j];
+    }
+  }
+  StoreTile(acc, out);
+}
+
+// Adds the accumulators of an 8 x 32 AVX-512 tile into C (TileOut's rule): vector stores
+// for a full tile, else through StoreTile.
+__attribute__((target("avx512f,fma"), always_inline)) inline void StoreAccAvx512(
+    const __m512 (&acc)[kMR][2], const TileOut& out) {
+  if (out.mr == kMR && out.nr == kNR) {
+    const __m512 beta = _mm512_set1_ps(out.beta);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      float* crow = out.c + r * out.ldc;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m512 v = acc[r][h];
+        if (!out.first_slice) {
+          v = _mm512_add_ps(v, _mm512_loadu_ps(crow + 16 * h));
+        } else if (out.beta != 0.0f) {
+          v = _mm512_fmadd_ps(beta, _mm512_loadu_ps(crow + 16 * h), v);
+        }
+        _mm512_storeu_ps(crow + 16 * h, v);
+      }
+    }
+    return;
+  }
+  alignas(64) float tile[kMR * kNR];
+  for (int r = 0; r < kMR; ++r) {
+    _mm512_store_ps(tile + r * kNR, acc[r][0]);
+    _mm512_store_ps(tile + r * kNR + 16, acc[r][1]);
+  }
+  StoreTile(tile, out);
+}
+
+// The same with 16 AVX-512 accumulators (8 rows x 2 vectors of 16).
+__attribute__((target("avx512f,fma"))) void MicroKernelAvx512(int64_t kc, const float* ap,
+                                                              const float* bp, const TileOut& out) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) {
+    acc[r][0] = _mm512_setzero_ps();
+    acc[r][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_loadu_ps(bp + p * kNR);
+    const __m512 b1 = _mm512_loadu_ps(bp + p * kNR + 16);
+    const float* a = ap + p * kMR;
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r]);
+      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+    }
+  }
+  StoreAccAvx512(acc, out);
+}
+
+// AVX2 and FMA (16 ymm registers) on a 6 x 16 tile: 12 accumulators (6 rows x 2 vectors of 8),
+// named one by one: as an array GCC keeps them in memory and stores all twelve every step.
+__attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float* ap,
+                                                         const float* bp, const TileOut& out) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  const float* a = ap;
+  const float* b = bp;
+  for (int64_t p = 0; p < kc; ++p, a += kMR2, b += kNR2) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 ar = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(ar, b0, c00);
+    c01 = _mm256_fmadd_ps(ar, b1, c01);
+    ar = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(ar, b0, c10);
+    c11 = _mm256_fmadd_ps(ar, b1, c11);
+    ar = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(ar, b0, c20);
+    c21 = _mm256_fmadd_ps(ar, b1, c21);
+    ar = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(ar, b0, c30);
+    c31 = _mm256_fmadd_ps(ar, b1, c31);
+    ar = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(ar, b0, c40);
+    c41 = _mm256_fmadd_ps(ar, b1, c41);
+    ar = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(ar, b0, c50);
+    c51 = _mm256_fmadd_ps(ar, b1, c51);
+  }
+  alignas(64) float tile[kMR2 * kNR2];
+  _mm256_store_ps(tile, c00);
+  _mm256_store_ps(tile + 8, c01);
+  _mm256_store_ps(tile + 16, c10);
+  _mm256_store_ps(tile + 24, c11);
+  _mm256_store_ps(tile + 32, c20);
+  _mm256_store_ps(tile + 40, c21);
+  _mm256_store_ps(tile + 48, c30);
+  _mm256_store_ps(tile + 56, c31);
+  _mm256_store_ps(tile + 64, c40);
+  _mm256_store_ps(tile + 72, c41);
+  _mm256_store_ps(tile + 80, c50);
+  _mm256_store_ps(tile + 88, c51);
+  if (out.mr == kMR2 && out.nr == kNR2) {
+    const __m256 beta = _mm256_set1_ps(out.beta);
+    for (int r = 0; r < kMR2; ++r) {
+      float* crow = out.c + r * out.ldc;
+      for (int h = 0; h < 2; ++h) {
+        __m256 v = _mm256_load_ps(tile + r * kNR2 + 8 * h);
+        if (!out.first_slice) {
+          v = _mm256_add_ps(v, _mm256_loadu_ps(crow + 8 * h));
+        } else if (out.beta != 0.0f) {
+          v = _mm256_fmadd_ps(beta, _mm256_loadu_ps(crow + 8 * h), v);
+        }
+        _mm256_storeu_ps(crow + 8 * h, v);
+      }
+    }
+    return;
+  }
+  StoreTile(tile, out, kNR2);
+}
+
+}  // namespace
+
+Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level) {
+  if (level >= CpuKernels::kAvx512) return {MicroKernelAvx512, kMR, kNR};
+  if (level >= CpuKernels::kAvx2) return {MicroKernelAvx2, kMR2, kNR2};
+  return {MicroKernelGeneric, kMR, kNR};
+}
+
+// The bf16 kernel's rounding store (Bf16TileOut): masked 16-column vectors, full or partial.
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"), always_inline)) inline void
+StoreAccBf16Avx512(const __m512 (&acc)[kMR][2], const TileOut& out, const Bf16TileOut& dst) {
+  const __m512 beta = _mm512_set1_ps(out.beta);
+  for (int r = 0; r < out.mr; ++r) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int64_t cols = std::clamp<int64_t>(out.nr - 16 * h, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+      uint16_t* c16 = dst.c + r * dst.ldc + 16 * h;
+      __m512 v = acc[r][h];
+      if (!out.first_slice) {
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.c + r * out.ldc + 16 * h));
+      }
+      if (out.beta != 0.0f) {
+        const __m256i old = _mm256_maskz_loadu_epi16(mask, c16);
+        v = _mm512_fmadd_ps(beta, WidenBf16x16(_mm512_cvtepu16_epi32(old)), v);
+      }
+      _mm256_mask_storeu_epi16(c16, mask, _mm512_cvtepi32_epi16(RoundToBf16x16(v)));
+    }
+  }
+}
+
+// acc (8, 32) = sum_q A pairs (8 rows) . bp[q] (32 pairs): per step, two vectors of B pairs
+// and each row's A pair broadcast; vdpbf16ps adds both products of a pair into its fp32 lane.
+// The pad step of an odd kc reads only the low half of each row's word.
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKernelAvx512Bf16(
+    int64_t kc, const Bf16Rows& a, const uint32_t* b_panel, const TileOut& out,
+    const Bf16TileOut* round_to) {
+  __m512 acc[kMR][2];
+  const char* row[kMR];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) {
+    acc[r][0] = _mm512_setzero_ps();
+    acc[r][1] = _mm512_setzero_ps();
+    row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
+  }
+  // The C rows the store reads (partial sums, or beta * C), fetched while the tile computes.
+  const bool reads_f32 = !out.first_slice || (round_to == nullptr && out.beta != 0.0f);
+  for (int r = 0; r < a.rows; ++r) {
+    if (reads_f32) {
+      _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc + 16), _MM_HINT_T0);
+    }
+    if (round_to != nullptr && out.beta != 0.0f) {
+      _mm_prefetch(reinterpret_cast<const char*>(round_to->c + r * round_to->ldc), _MM_HINT_T0);
+    }
+  }
+  const int64_t full_steps = kc / 2;
+  const uint32_t* b = b_panel;
+  int64_t offset = 0;
+  for (int64_t q = 0; q < full_steps; ++q, b += kNR, offset += a.step_bytes) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, row[r] + offset, sizeof pair);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(pair);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+  }
+  if (kc % 2 != 0) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      uint16_t low;
+      std::memcpy(&low, row[r] + offset, sizeof low);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(low);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+  }
+  if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
+  StoreAccAvx512(acc, out);
+}
+
+}  // namespace air::engine

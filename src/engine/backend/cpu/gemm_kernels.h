@@ -1,0 +1,66 @@
+// The micro-kernels of the packed CPU GEMMs (gemm_blocking.h): each multiplies an A panel
+// (MR rows) by a B panel (NR columns) over one K slice and adds the MR x NR product into C
+// through a TileOut. fp32 panels (fast_gemm.h, and gemm_mixed.h's conversion paths) hold one
+// value per K step: A as [p][r], B as [p][c]. bf16 pair panels (gemm_mixed.h's avx512bf16
+// path) hold two K steps per 32-bit word, the even one in the low half: A as [q][r], B as
+// [q][c] (VNNI layout), an odd K padded with zeros.
+// Thread safety: pure functions of their arguments.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/backend/cpu/cpu_features.h"
+
+namespace air::engine {
+
+// Where a micro-kernel's result goes: C (mr x nr valid of MR x NR) with row stride ldc.
+// first_slice: C = beta * C + acc (beta == 0: C = acc, ignoring what C held); else C += acc.
+struct TileOut {
+  float* c;
+  int64_t ldc;
+  int64_t mr;
+  int64_t nr;
+  float beta;
+  bool first_slice;
+};
+
+using Fp32MicroKernelFn = void (*)(int64_t kc, const float* a_panel, const float* b_panel,
+                                   const TileOut& out);
+// A micro-kernel with its tile: the packing lays panels out as it reads them.
+struct Fp32MicroKernel {
+  Fp32MicroKernelFn fn;
+  int64_t mr;
+  int64_t nr;
+};
+
+// The fp32 FMA kernel of a level: 8 x 32 with AVX-512 (avx512 and avx512bf16), 6 x 16 with
+// AVX2 + FMA, 8 x 32 portable loops.
+Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level);
+
+// Where the bf16 kernel rounds its result to when C is BF16 and the slice is K's last:
+// C16 = bf16(acc + partial + beta * C16), partial the fp32 sums of the earlier slices at
+// TileOut's c (none on the first slice), C16 read as fp32, beta from TileOut (0: C16 unread).
+struct Bf16TileOut {
+  uint16_t* c;
+  int64_t ldc;
+};
+
+// Where the bf16 kernel reads op(A)'s pairs: the word of row r, step q at byte offset
+// r * row_bytes + q * step_bytes from data. A pair panel: (4, 4 * MR); the rows of a BF16 A
+// stored (M, K), K contiguous, from its column p0: (2 * lda, 4), read in place. Rows past
+// `rows` (a ragged last tile) are never read: the kernel reads row 0 for them.
+struct Bf16Rows {
+  const void* data;
+  int64_t row_bytes, step_bytes;
+  int64_t rows;
+};
+
+// The vdpbf16ps kernel (AVX512-BF16 CPUs, with AVX512BW and VL): an 8 x 32 tile over kc K
+// steps (a B pair panel of ceil(kc / 2) words per column). `round_to` null: the result goes
+// to out as TileOut says; else to round_to as Bf16TileOut says.
+inline constexpr int64_t kBf16KernelMR = 8;
+inline constexpr int64_t kBf16KernelNR = 32;
+void MicroKernelAvx512Bf16(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
+                           const TileOut& out, const Bf16TileOut* round_to);
+
+}  // namespace air::engine

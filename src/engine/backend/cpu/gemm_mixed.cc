@@ -1,0 +1,252 @@
+// The bf16 GEMM's paths (see gemm_mixed.h): for each, the panels it packs, its micro-kernel,
+// and where a BF16 C's fp32 sums wait before their one rounding.
+#include "engine/backend/cpu/gemm_mixed.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "engine/backend/cpu/bf16_simd.h"
+#include "engine/backend/cpu/gemm_blocking.h"
+#include "engine/backend/cpu/gemm_kernels.h"
+#include "engine/backend/cpu/gemm_mixed_pack.h"
+
+namespace air::engine {
+namespace {
+
+constexpr int64_t kFloatKC = 256;  // K slice of the fp32 panels, as fast_gemm's
+constexpr int64_t kPairKC = 2048;  // of the pair panels: single slices for the training shapes
+// Bounds the fp32 staging block of a BF16 C (rows x up to kGemmNBlock columns): 8 MiB.
+constexpr int64_t kStagingFloats = int64_t{1} << 21;
+constexpr int64_t kMaxTile = 8 * 32;  // floats of the largest micro-tile
+
+struct Problem {
+  int64_t m, n, k;
+  GemmOperand a, b;
+  float beta;
+  GemmResult c;
+};
+
+CpuKernels LevelOf(GemmBf16Path path) {
+  switch (path) {
+    case GemmBf16Path::kAvx512Bf16:
+      return CpuKernels::kAvx512Bf16;
+    case GemmBf16Path::kAvx512:
+      return CpuKernels::kAvx512;
+    case GemmBf16Path::kAvx2:
+      return CpuKernels::kAvx2;
+    case GemmBf16Path::kGeneric:
+      break;
+  }
+  return CpuKernels::kGeneric;
+}
+
+// The fp32 kernels' Bf16TileOut (gemm_kernels.h): C16 (mr x nr) = bf16(tile + partial +
+// beta * C16), tile the last slice's sums, partial the earlier slices' (null: none).
+void FinishBf16TileScalar(const float* tile, int64_t ld_tile, const float* partial,
+                          int64_t ld_partial, const Bf16TileOut& dst, int64_t mr, int64_t nr,
+                          float beta) {
+  for (int64_t r = 0; r < mr; ++r) {
+    for (int64_t j = 0; j < nr; ++j) {
+      float v = tile[r * ld_tile + j];
+      if (partial != nullptr) v += partial[r * ld_partial + j];
+      uint16_t& c = dst.c[r * dst.ldc + j];
+      if (beta != 0.0f) v = beta * WidenBf16(c) + v;
+      c = RoundToBf16(v);
+    }
+  }
+}
+
+// The same, 8 columns at a time (AVX2: the avx2 and avx512 paths), the last columns of a row
+// as the scalar one.
+__attribute__((target("avx2,fma"))) void FinishBf16TileAvx2(const float* tile, int64_t ld_tile,
+                                                            const float* partial,
+                                                            int64_t ld_partial,
+                                                            const Bf16TileOut& dst, int64_t mr,
+                                                            int64_t nr, float beta) {
+  const __m256 vbeta = _mm256_set1_ps(beta);
+  const int64_t vector_cols = nr / 8 * 8;
+  for (int64_t r = 0; r < mr; ++r) {
+    uint16_t* crow = dst.c + r * dst.ldc;
+    for (int64_t j = 0; j < vector_cols; j += 8) {
+      __m256 v = _mm256_loadu_ps(tile + r * ld_tile + j);
+      if (partial != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(partial + r * ld_partial + j));
+      if (beta != 0.0f) {
+        const __m128i old = _mm_loadu_si128(reinterpret_cast<const __m128i*>(crow + j));
+        v = _mm256_fmadd_ps(vbeta, WidenBf16x8(_mm256_cvtepu16_epi32(old)), v);
+      }
+      const __m256i bits = RoundToBf16x8(v);  // each below 0x10000: packs without saturating
+      const __m128i packed =
+          _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(crow + j), packed);
+    }
+  }
+  if (vector_cols == nr) return;
+  const float* partial_tail = partial == nullptr ? nullptr : partial + vector_cols;
+  FinishBf16TileScalar(tile + vector_cols, ld_tile, partial_tail, ld_partial,
+                       {dst.c + vector_cols, dst.ldc}, mr, nr - vector_cols, beta);
+}
+
+// K == 0: C = beta * C (beta == 0: zeros, whatever C held).
+void ScaleOnly(const Problem& g) {
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      const int64_t at = i * g.c.ld + j;
+      if (g.c.bf16) {
+        uint16_t& v = static_cast<uint16_t*>(g.c.data)[at];
+        v = g.beta == 0.0f ? 0 : RoundToBf16(g.beta * WidenBf16(v));
+      } else {
+        float& v = static_cast<float*>(g.c.data)[at];
+        v = g.beta == 0.0f ? 0.0f : g.beta * v;
+      }
+    }
+  }
+}
+
+// A path's panels: packing (F32/BF16 sources into Word panels; none for A when its kernel
+// reads A in place), micro-tile and deepest K slice.
+template <typename Word>
+struct PathPanels {
+  using PackFn = void (*)(const PanelSource&, int64_t, int64_t, int64_t, int64_t, int64_t, Word*);
+  PackFn pack_a, pack_b;  // pack_a null: A read in place
+  int64_t mr, nr;
+  int64_t kc;
+  int64_t k_per_word;
+};
+
+// K in slices of equal depth (a multiple of k_per_word), none deeper than max_depth: 1344 as
+// 2 x 672 rather than 1024 + 320, so that no slice is a shallow one.
+int64_t SliceDepth(int64_t k, int64_t max_depth, int64_t k_per_word) {
+  const int64_t slices = (k + max_depth - 1) / max_depth;
+  const int64_t depth = (k + slices - 1) / slices;
+  return (depth + k_per_word - 1) / k_per_word * k_per_word;
+}
+
+// Runs a path. multiply(a_panel, b_panel, t, out, round_to) multiplies an A panel (null: A
+// read in place) and a B panel into the micro-tile t: as TileOut says, or rounded to a BF16 C
+// as Bf16TileOut says (gemm_kernels.h).
+template <typename Word, typename Multiply>
+void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Problem& g,
+             ThreadPool* pool, std::vector<std::vector<Word>>& packed_a,
+             std::vector<Word>& packed_b, std::vector<float>& staging) {
+  const int64_t kc = SliceDepth(g.k, parts.kc, parts.k_per_word);
+  const PanelSource a_src{g.a.data, g.a.bf16, g.a.ld, !g.a.trans, g.m};
+  const PanelSource b_src{g.b.data, g.b.bf16, g.b.ld, g.b.trans, g.n};
+  // A BF16 C over several K slices keeps its sums in fp32 until the last slice: a staging
+  // block of row_block x stage_ld floats, indexed like C's current block.
+  const bool staged = g.c.bf16 && g.k > kc;
+  const int64_t stage_ld = std::min(g.n, kGemmNBlock);
+  int64_t row_block = g.m;
+  if (staged) {
+    row_block = std::clamp(kStagingFloats / stage_ld / parts.mr * parts.mr, parts.mr, g.m);
+    const size_t size = static_cast<size_t>(row_block * stage_ld);
+    if (staging.size() < size) staging.resize(size);
+  }
+  const BlockedGemmShape shape{g.m, g.n, g.k, parts.mr, parts.nr, kc, parts.k_per_word, row_block};
+  float* stage_data = staging.data();
+  const auto pack_a = [&](int64_t i, int64_t rows, int64_t p0, int64_t depth, Word* dst) {
+    parts.pack_a(a_src, parts.mr, i, rows, p0, depth, dst);
+  };
+  const auto pack_b = [&](int64_t j, int64_t cols, int64_t p0, int64_t depth, Word* dst) {
+    parts.pack_b(b_src, parts.nr, j, cols, p0, depth, dst);
+  };
+  const auto kernel = [&](const Word* ap, const Word* bp, const MicroTile& t) {
+    if (!g.c.bf16) {
+      float* c = static_cast<float*>(g.c.data) + t.i * g.c.ld + t.j;
+      return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, g.beta, t.first_slice}, nullptr);
+    }
+    float* sums = staged ? stage_data + (t.i % row_block) * stage_ld + t.j % kGemmNBlock : nullptr;
+    if (!t.last_slice) {
+      return multiply(ap, bp, t, {sums, stage_ld, t.mr, t.nr, 0.0f, t.first_slice}, nullptr);
+    }
+    const Bf16TileOut c{static_cast<uint16_t*>(g.c.data) + t.i * g.c.ld + t.j, g.c.ld};
+    multiply(ap, bp, t, {sums, stage_ld, t.mr, t.nr, g.beta, t.first_slice}, &c);
+  };
+  if (parts.pack_a == nullptr) {
+    return RunBlockedGemm<false>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel);
+  }
+  RunBlockedGemm<true>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel);
+}
+
+void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) return ScaleOnly(g);
+  if (path == GemmBf16Path::kAvx512Bf16) {
+    // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts.
+    const bool a_in_place = g.a.bf16 && !g.a.trans;
+    const PathPanels<uint32_t> parts{a_in_place ? nullptr : PackPairPanels,
+                                     PackPairPanels,
+                                     kBf16KernelMR,
+                                     kBf16KernelNR,
+                                     kPairKC,
+                                     2};
+    const auto multiply = [&](const uint32_t* ap, const uint32_t* bp, const MicroTile& t,
+                              const TileOut& out, const Bf16TileOut* round_to) {
+      Bf16Rows rows{ap, 4, 4 * kBf16KernelMR, t.mr};
+      if (a_in_place) {
+        rows = {static_cast<const uint16_t*>(g.a.data) + t.i * g.a.ld + t.p0, 2 * g.a.ld, 4, t.mr};
+      }
+      MicroKernelAvx512Bf16(t.kc, rows, bp, out, round_to);
+    };
+    return RunPath(parts, multiply, g, pool, scratch.pairs_a, scratch.pairs_b, scratch.staging);
+  }
+  // The fp32 kernels: a BF16 C's sums go to a local tile first, then FinishBf16Tile*.
+  const Fp32MicroKernel kernel = Fp32MicroKernelFor(LevelOf(path));
+  const auto pack = path >= GemmBf16Path::kAvx2 ? PackFloatPanelsAvx2 : PackFloatPanels;
+  const PathPanels<float> parts{pack, pack, kernel.mr, kernel.nr, kFloatKC, 1};
+  const auto multiply = [&](const float* ap, const float* bp, const MicroTile& t,
+                            const TileOut& out, const Bf16TileOut* round_to) {
+    if (round_to == nullptr) return kernel.fn(t.kc, ap, bp, out);
+    alignas(64) float tile[kMaxTile];
+    kernel.fn(t.kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
+    const float* partial = out.first_slice ? nullptr : out.c;
+    if (path >= GemmBf16Path::kAvx2) {
+      return FinishBf16TileAvx2(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
+                                out.beta);
+    }
+    FinishBf16TileScalar(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr, out.beta);
+  };
+  RunPath(parts, multiply, g, pool, scratch.floats.packed_a, scratch.floats.packed_b,
+          scratch.staging);
+}
+
+}  // namespace
+
+const char* GemmBf16PathName(GemmBf16Path path) { return CpuKernelsName(LevelOf(path)); }
+
+GemmBf16Path SelectedGemmBf16Path() {
+  for (GemmBf16Path path :
+       {GemmBf16Path::kAvx512Bf16, GemmBf16Path::kAvx512, GemmBf16Path::kAvx2}) {
+    if (LevelOf(path) == SelectedCpuKernels()) return path;
+  }
+  return GemmBf16Path::kGeneric;
+}
+
+bool GemmBf16PathRuns(GemmBf16Path path, std::string* why) {
+  if (DetectedCpuKernels() >= LevelOf(path)) return true;
+  if (why != nullptr) {
+    static constexpr const char* kNeeds[] = {"", "AVX2 and FMA", "AVX-512F",
+                                             "AVX-512F, BW, VL and AVX512_BF16"};
+    *why = std::string("needs ") + kNeeds[static_cast<int>(LevelOf(path))] +
+           "; this CPU's best kernels are " + CpuKernelsName(DetectedCpuKernels());
+  }
+  return false;
+}
+
+void GemmBf16(ThreadPool& pool, GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+              const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c) {
+  Run(SelectedGemmBf16Path(), &pool, scratch, {m, n, k, a, b, beta, c});
+}
+
+void GemmBf16Serial(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                    const GemmOperand& b, float beta, const GemmResult& c) {
+  Run(SelectedGemmBf16Path(), nullptr, scratch, {m, n, k, a, b, beta, c});
+}
+
+void GemmBf16OnPath(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, int64_t m,
+                    int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float beta,
+                    const GemmResult& c) {
+  Run(path, pool, scratch, {m, n, k, a, b, beta, c});
+}
+
+}  // namespace air::engine

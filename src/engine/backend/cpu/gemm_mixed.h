@@ -1,0 +1,84 @@
+// The bf16 matrix multiply with fp32 accumulation, for the typed FastOps::Gemm:
+//   C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C
+// row-major with leading dimensions, the transposes as in Ops::Gemm (trans: A stored (K,M), B
+// stored (N,K)). A and B are each F32 or BF16 (uint16 bits); C is F32 or BF16.
+//
+// Semantics, on every path: each input element is rounded to bf16 (round to nearest even, as
+// dtype.h's F32ToBf16; BF16 inputs are taken as they are), products of two bf16 are exact in
+// fp32, sums are fp32; beta * C is read as fp32 and added once; a BF16 C gets the fp32 result
+// rounded once (to nearest even). beta == 0 ignores C (NaN too). Paths differ in the order of
+// their fp32 sums (and vdpbf16ps flushes subnormal inputs and results to zero), so their bits
+// differ; each path gives the same bits whatever the thread count or repeat.
+//
+// Paths (GemmBf16Path), chosen at run time from cpu_features.h's level:
+//   avx512bf16  vdpbf16ps on B packed in VNNI pairs along K, pairs of A broadcast (a BF16 A
+//               stored (M, K) is read in place: its pairs are already 32-bit words)
+//   avx512      bf16 -> fp32 when packing, the fp32 FMA micro-kernel (AVX-512F)
+//   avx2        the same with AVX2 + FMA
+//   generic     the same with portable loops
+// The loop nest is fast_gemm.h's (gemm_blocking.h): op(B) packed per KC x NC block by all
+// threads, C tiles spread over the pool, each thread packing its rows of op(A); K in equal
+// slices of up to 2048 (avx512bf16: one slice for the training shapes) or 256 (the others).
+// A BF16 C whose K takes more than one slice keeps its partial sums in an fp32 staging block
+// (scratch) until the last slice, which rounds them once.
+//
+// Thread safety: one call per scratch at a time; GemmBf16Serial may run inside a pool task
+// (each task with its own scratch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/fast_gemm.h"
+#include "engine/backend/cpu/thread_pool.h"
+
+namespace air::engine {
+
+// An input matrix: op(X) is (rows, cols) of the product; `trans` says X is stored transposed
+// (A: (K, M); B: (N, K)), `ld` is the row stride of the stored matrix in elements.
+struct GemmOperand {
+  const void* data;  // float* or uint16_t* (bf16 bits)
+  bool bf16;
+  int64_t ld;
+  bool trans;
+};
+
+struct GemmResult {
+  void* data;  // float* or uint16_t* (bf16 bits), (M, N) with row stride ld
+  bool bf16;
+  int64_t ld;
+};
+
+enum class GemmBf16Path { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+
+const char* GemmBf16PathName(GemmBf16Path path);  // "generic", "avx2", "avx512", "avx512bf16"
+// The path GemmBf16 takes: the one of SelectedCpuKernels()'s level.
+GemmBf16Path SelectedGemmBf16Path();
+// Whether this CPU can execute `path`; when not, *why says which CPU feature is missing.
+bool GemmBf16PathRuns(GemmBf16Path path, std::string* why);
+
+// Packing buffers and the fp32 staging block, reused across calls (grown, never shrunk):
+// fp32 panels for the conversion paths (fast_gemm.h's), bf16 pair panels for avx512bf16.
+struct GemmBf16Scratch {
+  GemmScratch floats;
+  std::vector<std::vector<uint32_t>> pairs_a;  // per thread, by the pool's thread index
+  std::vector<uint32_t> pairs_b;               // shared by the threads of one call
+  std::vector<float> staging;                  // fp32 partial sums of a BF16 C across K slices
+};
+
+void GemmBf16(ThreadPool& pool, GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+              const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c);
+
+// Single-threaded version for callers already inside a parallel region.
+void GemmBf16Serial(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                    const GemmOperand& b, float beta, const GemmResult& c);
+
+// On an explicit path (tests and benchmarks; the path must run on this CPU:
+// GemmBf16PathRuns). pool == nullptr runs serially.
+void GemmBf16OnPath(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, int64_t m,
+                    int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float beta,
+                    const GemmResult& c);
+
+}  // namespace air::engine

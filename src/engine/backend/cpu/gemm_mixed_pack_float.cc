@@ -1,0 +1,146 @@
+// Float panels for the bf16 GEMM's conversion paths (see gemm_mixed_pack.h): F32 or BF16
+// operands rounded to bf16 and widened back to fp32 for the fp32 micro-kernels; portable
+// loops for the generic path, AVX2 for the avx2 and avx512 ones.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "engine/backend/cpu/gemm_mixed_pack.h"
+
+namespace air::engine {
+namespace {
+
+// A source element as the fp32 value of its bf16.
+inline float Bf16Value(uint16_t bits) { return WidenBf16(bits); }
+inline float Bf16Value(float value) { return WidenBf16(RoundToBf16(value)); }
+
+// One panel from elements of type T, K contiguous or not, portable loops.
+template <typename T, bool kKContiguous>
+void PackFloatPanel(const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc,
+                    float* dst) {
+  const int64_t lanes = std::min(width, s.lanes - w0);
+  if (lanes < width) std::fill(dst, dst + kc * width, 0.0f);
+  const T* src = static_cast<const T*>(s.data);
+  if (!kKContiguous) {  // each step reads `lanes` contiguous values
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* row = src + (p0 + p) * s.ld + w0;
+      float* out = dst + p * width;
+      for (int64_t w = 0; w < lanes; ++w) out[w] = Bf16Value(row[w]);
+    }
+    return;
+  }
+  // Each lane's run of K is contiguous: read it in blocks that stay in L1.
+  constexpr int64_t kBlock = 64;
+  for (int64_t pb = 0; pb < kc; pb += kBlock) {
+    const int64_t pe = std::min(kc, pb + kBlock);
+    for (int64_t w = 0; w < lanes; ++w) {
+      const T* run = src + (w0 + w) * s.ld + p0;
+      for (int64_t p = pb; p < pe; ++p) dst[p * width + w] = Bf16Value(run[p]);
+    }
+  }
+}
+
+// Eight consecutive source elements as the fp32 values of their bf16.
+__attribute__((target("avx2"), always_inline)) inline __m256 Load8Values(const uint16_t* src) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  return WidenBf16x8(_mm256_cvtepu16_epi32(bits));
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 Load8Values(const float* src) {
+  return WidenBf16x8(RoundToBf16x8(_mm256_loadu_ps(src)));
+}
+
+// Lanes contiguous: 8 lanes of a step at a time, a ragged rest one at a time.
+template <typename T>
+__attribute__((target("avx2"))) void PackFloatPanelAvx2LanesContiguous(const PanelSource& s,
+                                                                       int64_t width, int64_t w0,
+                                                                       int64_t p0, int64_t kc,
+                                                                       float* dst) {
+  const int64_t lanes = std::min(width, s.lanes - w0), vector_lanes = lanes / 8 * 8;
+  const T* src = static_cast<const T*>(s.data);
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* row = src + (p0 + p) * s.ld + w0;
+    float* out = dst + p * width;
+    for (int64_t w = 0; w < vector_lanes; w += 8) _mm256_storeu_ps(out + w, Load8Values(row + w));
+    for (int64_t w = vector_lanes; w < width; ++w) out[w] = w < lanes ? Bf16Value(row[w]) : 0.0f;
+  }
+}
+
+// K contiguous: groups of 8 lanes by 8 steps transposed (a group narrower than 8, as the AVX2
+// kernel's 6-row A panels, through a masked store); the steps past a multiple of 8 one at a
+// time.
+template <typename T>
+__attribute__((target("avx2"))) void PackFloatPanelAvx2KContiguous(const PanelSource& s,
+                                                                   int64_t width, int64_t w0,
+                                                                   int64_t p0, int64_t kc,
+                                                                   float* dst) {
+  const int64_t lanes = std::min(width, s.lanes - w0), blocked = kc / 8 * 8;
+  const T* src = static_cast<const T*>(s.data) + w0 * s.ld + p0;
+  for (int64_t wb = 0; wb < width; wb += 8) {
+    const int64_t group = std::min<int64_t>(8, width - wb);
+    const int64_t valid = std::clamp<int64_t>(lanes - wb, 0, group);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(group)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t pb = 0; pb < blocked; pb += 8) {
+      __m256i r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        r[i] = i < valid ? _mm256_castps_si256(Load8Values(src + (wb + i) * s.ld + pb))
+                         : _mm256_setzero_si256();
+      }
+      if (group == 8) {
+        Transpose8x8(r, dst + pb * width + wb, width);
+        continue;
+      }
+      alignas(32) float block[64];
+      Transpose8x8(r, block, 8);
+      for (int j = 0; j < 8; ++j) {
+        _mm256_maskstore_ps(dst + (pb + j) * width + wb, mask, _mm256_load_ps(block + 8 * j));
+      }
+    }
+    for (int64_t p = blocked; p < kc; ++p) {
+      for (int64_t w = 0; w < group; ++w) {
+        dst[p * width + wb + w] = w < valid ? Bf16Value(src[(wb + w) * s.ld + p]) : 0.0f;
+      }
+    }
+  }
+}
+
+template <typename T, bool kKContiguous, bool kAvx2>
+void PackFloatPanelsOf(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                       int64_t kc, float* dst) {
+  for (int64_t w = 0; w < count; w += width) {
+    float* panel = dst + w * kc;
+    if (!kAvx2) {
+      PackFloatPanel<T, kKContiguous>(s, width, w0 + w, p0, kc, panel);
+    } else if (kKContiguous) {
+      PackFloatPanelAvx2KContiguous<T>(s, width, w0 + w, p0, kc, panel);
+    } else {
+      PackFloatPanelAvx2LanesContiguous<T>(s, width, w0 + w, p0, kc, panel);
+    }
+  }
+}
+
+template <bool kAvx2>
+void PackFloatPanelsFor(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                        int64_t kc, float* dst) {
+  if (s.k_contiguous) {
+    if (s.bf16) return PackFloatPanelsOf<uint16_t, true, kAvx2>(s, width, w0, count, p0, kc, dst);
+    return PackFloatPanelsOf<float, true, kAvx2>(s, width, w0, count, p0, kc, dst);
+  }
+  if (s.bf16) return PackFloatPanelsOf<uint16_t, false, kAvx2>(s, width, w0, count, p0, kc, dst);
+  PackFloatPanelsOf<float, false, kAvx2>(s, width, w0, count, p0, kc, dst);
+}
+
+}  // namespace
+
+void PackFloatPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                     int64_t kc, float* dst) {
+  PackFloatPanelsFor<false>(s, width, w0, count, p0, kc, dst);
+}
+
+void PackFloatPanelsAvx2(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                         int64_t kc, float* dst) {
+  PackFloatPanelsFor<true>(s, width, w0, count, p0, kc, dst);
+}
+
+}  // namespace air::engine
