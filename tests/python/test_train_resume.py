@@ -278,7 +278,11 @@ def test_elastic_retry_continues_on_the_node_left_from_the_last_checkpoint(
     assert second["world_size"] == 1 and len(second["nodes"]) == 1, second
     assert "attempt 1: NUM_NODES=1 WORLD_SIZE=1" in logs, logs
     resumed = [l for l in logs.splitlines() if "resumed from" in l]
-    assert resumed and "(step 1" in resumed[0], logs  # checkpoint-10, or a later one
+    # checkpoint-10, or a later one: how many steps the two ranks make between the kill and the
+    # supervisor's stop depends on the machine's load (seen: checkpoint-20 on a busy host).
+    assert resumed, logs
+    resumed_step = int(resumed[0].split("(step ")[1].rstrip(")"))
+    assert 10 <= resumed_step < STEPS, logs
     # The retry names the lost node, the rule and the new size (the UI's timeline, air's API).
     url = air.json("ui")[1]["data"]["url"]
     status, body, _ = http("GET", f"{url}api/air/runs/{run_id}", token=server_token(air_home))

@@ -75,11 +75,17 @@ struct ForwardOptions {
   // seed draws the same masks, so a recomputed layer (activation checkpointing) matches its
   // forward and a resumed run repeats the masks of the run it continues.
   uint64_t rng_seed = 0;
+  // Where the loss goes. Empty (the default): the forward reads its loss sum back to the host
+  // (ForwardResult::loss_sum; a device sync). An F64 scalar on the model's backend: the forward
+  // adds its loss sum into it on the device and reads nothing back (ForwardResult's loss and
+  // loss_sum stay 0), so a trainer sums its micro-batches there and reads once per step.
+  // Not with return_logits in evaluation (that loss is read back).
+  View loss_sum_into;
 };
 
 struct ForwardResult {
   double loss = 0.0;        // mean cross-entropy over loss tokens; 0 when there are none
-  double loss_sum = 0.0;    // sum of the per-token losses
+  double loss_sum = 0.0;    // sum of the per-token losses (0 with ForwardOptions::loss_sum_into)
   int64_t loss_tokens = 0;  // labels != -100 after the shift
   Tensor logits;            // (B, T, V) on the host, when ForwardOptions::return_logits
 };

@@ -204,22 +204,30 @@ Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const U
   const float per_token =
       loss_tokens > 0 ? options.loss_scale / static_cast<float>(loss_tokens) : 0.0f;
   ForwardResult result;
+  // The loss sum goes to the caller's device accumulator, or to the head's own (read below).
+  const bool accumulate = !options.loss_sum_into.empty();
+  HeadViews loss_views = head;
+  if (accumulate) loss_views.loss_sum = options.loss_sum_into;
+  ops.Zero(head.loss_sum);
   if (options.return_logits) {
     // The caller wants the logits: compute the unfused head, copy them out, then its gradient.
     HeadForward(ops, xf, *lm_head, targets, head, true);
     result.logits = ops.ToHostTensor(head.logits);
     result.logits.Reshape({batch, seq, vocab});
+    if (training && !accumulate) ops.Zero(head.loss_sum);  // counted again by the training head
   }
   if (training) {
-    HeadForwardBackward(ops, xf, *lm_head, targets, per_token, head, unfused, dxf);
+    HeadForwardBackward(ops, xf, *lm_head, targets, per_token, loss_views, unfused, dxf);
   } else if (!options.return_logits) {
-    HeadForward(ops, xf, *lm_head, targets, head, unfused);
+    HeadForward(ops, xf, *lm_head, targets, loss_views, unfused);
   }
   if (hooks.after_forward) hooks.after_forward(root);
 
-  result.loss_sum = ops.ReadScalar(head.loss_sum);  // the one read-back of a step's forward
   result.loss_tokens = loss_tokens;
-  result.loss = loss_tokens > 0 ? result.loss_sum / static_cast<double>(loss_tokens) : 0.0;
+  if (!accumulate || (options.return_logits && !training)) {
+    result.loss_sum = ops.ReadScalar(head.loss_sum);  // the forward's one read-back
+    result.loss = loss_tokens > 0 ? result.loss_sum / static_cast<double>(loss_tokens) : 0.0;
+  }
   has_forward = training;
   return result;
 }

@@ -43,7 +43,6 @@ void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& he
                          const View& dxf) {
   const int64_t n = targets.numel(), dim = head.shape[1], vocab = head.shape[0];
   const int64_t chunk = unfused ? n : views.logits.dim(0);
-  ops.Zero(views.loss_sum);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t rows = std::min(chunk, n - r0);
     View logits;
@@ -66,7 +65,6 @@ void HeadForward(const Backend& ops, const View& xf, const Parameter& head, cons
                  const HeadViews& views, bool unfused) {
   const int64_t n = targets.numel();
   const int64_t chunk = unfused ? n : views.logits.dim(0);
-  ops.Zero(views.loss_sum);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     View logits;
     ChunkLoss(ops, xf, head, targets, views, r0, std::min(chunk, n - r0), &logits);

@@ -6,16 +6,16 @@
 
 namespace air::engine::train {
 
-double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
-                       const View& sum_slot) {
-  backend.Zero(sum_slot);
+void AddSquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
+                        const View& sum_slot) {
   for (const ParamView& p : params) backend.SumOfSquares(p.grad, sum_slot);
-  return backend.ReadScalar(sum_slot);
 }
 
 double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backend,
                       const View& sum_slot) {
-  return std::sqrt(SquaredGradNorm(params, backend, sum_slot));
+  backend.Zero(sum_slot);
+  AddSquaredGradNorm(params, backend, sum_slot);
+  return std::sqrt(backend.ReadScalar(sum_slot));
 }
 
 float ClipCoefficient(double total, double max_norm) {

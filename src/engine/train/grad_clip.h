@@ -2,8 +2,9 @@
 // total = sqrt(sum of every gradient element squared) (what torch returns and the progress line
 // shows); coef = max_norm / (total + 1e-6), clamped to at most 1; every gradient is multiplied
 // by coef — inside AdamW's pass (AdamW::Step's grad_scale, the same bits) rather than in place.
-// The sums run on the model's backend (threaded on the fast path); the squared norms accumulate
-// in one device scalar (`sum_slot`, an F64 view the caller owns) that is read back once.
+// The sums run on the model's backend (threaded on the fast path, kernels on a GPU) into a
+// device scalar the caller owns and reads when it reads the step's other scalars: one device
+// read per step (the trainer's).
 // Thread safety: pure over the pointees.
 #pragma once
 
@@ -14,13 +15,14 @@
 
 namespace air::engine::train {
 
-// sqrt(sum_i ||g_i||^2), accumulated in double.
+// *sum_slot (an F64 device scalar) += sum_i ||g_i||^2, accumulated in double on the device;
+// nothing is read back.
+void AddSquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
+                        const View& sum_slot);
+
+// sqrt(sum_i ||g_i||^2): AddSquaredGradNorm into a zeroed `sum_slot`, read back (one sync).
 double GlobalGradNorm(const std::vector<ParamView>& params, const Backend& backend,
                       const View& sum_slot);
-
-// sum_i ||g_i||^2 over these views only (one rank's part of a sharded model's global sum).
-double SquaredGradNorm(const std::vector<ParamView>& params, const Backend& backend,
-                       const View& sum_slot);
 
 // torch's clip coefficient as the fp32 factor the gradients are multiplied by: min(1, max_norm /
 // (total + 1e-6)); 1 when max_norm <= 0 (no clipping).

@@ -100,18 +100,9 @@ Status Trainer::SumOverRanks(double* values, size_t n) const {
   });
 }
 
-Result<double> Trainer::GradientNorm(const std::vector<ParamView>& params,
-                                     const View& norm_slot) const {
-  const Backend& backend = model_->backend();
-  fsdp::Fsdp* fsdp = io_.parallel.fsdp;
-  if (fsdp->gradients_replicated()) return GlobalGradNorm(params, backend, norm_slot);
-  // Each rank holds a shard: the squared norms add up across the shards.
-  AIR_ASSIGN_OR_RETURN(const double squared,
-                       fsdp->SumOverShards(SquaredGradNorm(params, backend, norm_slot)));
-  return std::sqrt(squared);
-}
-
-Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader, int step) {
+Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader, int step,
+                                                              const std::vector<ParamView>& params,
+                                                              const View& step_scalars) {
   // All micro-batches first: each backward's scale needs the step's total loss-token count.
   std::vector<TokenBatch> micro_batches;
   AccumulatedStep out;
@@ -131,6 +122,8 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
   AIR_RETURN_IF_ERROR(SumOverRanks(&global_tokens, 1));
   const int64_t total_tokens = static_cast<int64_t>(global_tokens);
   AIR_RETURN_IF_ERROR(fsdp->ZeroGrads());
+  const Backend& backend = model_->backend();
+  backend.Zero(step_scalars);  // [loss sum, squared gradient norm]
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const TokenBatch& batch = micro_batches[i];
     // Every rank runs every micro-batch (they take part in the same collectives), even one
@@ -152,18 +145,29 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
         ForwardResult r,
         model_->Forward(batch, {.loss_scale = scale,
                                 .unfused_head = !config_.fused_linear_cross_entropy,
-                                .rng_seed = rng_seed}));
-    out.loss_sum += r.loss_sum;
+                                .rng_seed = rng_seed,
+                                .loss_sum_into = step_scalars.Slice(0, 1)}));
+    (void)r;  // the loss went to step_scalars[0]
     AIR_RETURN_IF_ERROR(model_->Backward());
     if (io_.lora != nullptr) AIR_RETURN_IF_ERROR(io_.lora->status());
   }
   AIR_RETURN_IF_ERROR(fsdp->FinishGradients());
+  AddSquaredGradNorm(params, backend, step_scalars.Slice(1, 1));
+  double local[2] = {0.0, 0.0};  // this rank's loss sum and squared gradient norm
+  backend.CopyToHost(local, step_scalars);
   // The step's loss and token counts over every rank.
-  double sums[2] = {out.loss_sum, static_cast<double>(out.real_tokens)};
+  double sums[2] = {local[0], static_cast<double>(out.real_tokens)};
   AIR_RETURN_IF_ERROR(SumOverRanks(sums, 2));
   out.loss_sum = sums[0];
   out.real_tokens = static_cast<int64_t>(sums[1]);
   out.loss_tokens = total_tokens;
+  // The norm: replicated gradients are already whole; shards' squared norms add up (over the
+  // shard group: HYBRID_SHARD's replicas hold the same shard).
+  double squared = local[1];
+  if (!fsdp->gradients_replicated()) {
+    AIR_ASSIGN_OR_RETURN(squared, fsdp->SumOverShards(squared));
+  }
+  out.grad_norm = std::sqrt(squared);
   return out;
 }
 
@@ -191,8 +195,9 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
                                                                   .epsilon = c.adam_epsilon,
                                                                   .weight_decay = c.weight_decay},
                                                      backend));
-  View norm_slot;  // the device scalar the gradient norm accumulates in
-  AIR_ASSIGN_OR_RETURN(auto norm_slot_buffer, backend.AllocateView(DType::kF64, {1}, &norm_slot));
+  View step_scalars;  // the device scalars a step accumulates: its loss sum, its squared norm
+  AIR_ASSIGN_OR_RETURN(auto step_scalars_buffer,
+                       backend.AllocateView(DType::kF64, {2}, &step_scalars));
   AIR_ASSIGN_OR_RETURN(const int start_step, MaybeResume(loader, *optimizer, params, progress));
   std::optional<MetricsLog> metrics;  // rank 0's
   if (lead()) {
@@ -212,7 +217,8 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
 
   for (int step = start_step; step < total_steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
-    AIR_ASSIGN_OR_RETURN(AccumulatedStep accumulated, AccumulateGradients(loader, step));
+    AIR_ASSIGN_OR_RETURN(AccumulatedStep accumulated,
+                         AccumulateGradients(loader, step, params, step_scalars));
     const int64_t loss_tokens = accumulated.loss_tokens;
     const int64_t step_tokens = accumulated.real_tokens;
     const double loss_sum = accumulated.loss_sum;
@@ -231,7 +237,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
     }
     // Clipping as torch clips (gradients x min(1, max / (norm + 1e-6))), the factor applied
     // inside the optimizer's pass over the gradients rather than in a pass of its own.
-    AIR_ASSIGN_OR_RETURN(const double grad_norm, GradientNorm(params, norm_slot));
+    const double grad_norm = accumulated.grad_norm;
     const double lr = schedule.LearningRate(step);
     optimizer->Step(lr, ClipCoefficient(grad_norm, c.max_grad_norm));
     AIR_RETURN_IF_ERROR(fsdp->AfterOptimizerStep());

@@ -113,16 +113,19 @@ class Trainer {
 
  private:
   struct AccumulatedStep {
-    double loss_sum = 0.0;    // summed token losses of the step's micro-batches
+    double loss_sum = 0.0;    // summed token losses of the step's micro-batches, every rank's
     int64_t loss_tokens = 0;  // N
     int64_t real_tokens = 0;  // non-padding tokens
+    double grad_norm = 0.0;   // the global gradient norm (every rank's shard)
   };
-  // Zeroes the grads, then runs forward and scaled backward over the next G micro-batches.
-  Result<AccumulatedStep> AccumulateGradients(DataLoader& loader, int step);
+  // Zeroes the grads, then runs forward and scaled backward over the next G micro-batches; the
+  // loss sums and the squared gradient norm accumulate on the device in `step_scalars` (F64
+  // {2}), read back in one copy (the step's one device sync) and combined over the ranks.
+  Result<AccumulatedStep> AccumulateGradients(DataLoader& loader, int step,
+                                              const std::vector<ParamView>& params,
+                                              const View& step_scalars);
   // Sums values[n] over ranks (F64) on the communication thread.
   Status SumOverRanks(double* values, size_t n) const;
-  // The global gradient norm (over every rank's shard).
-  Result<double> GradientNorm(const std::vector<ParamView>& params, const View& norm_slot) const;
   bool lead() const { return io_.parallel.rank == 0; }
   // This rank's part of the training state (trainer_checkpoint.cc).
   StateLayout Layout(const std::vector<ParamView>& params) const;

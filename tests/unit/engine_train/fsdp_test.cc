@@ -174,7 +174,9 @@ std::vector<Tensor> TrainRank(int rank, int world, int port, ShardingStrategy st
       EXPECT_TRUE(model->Backward().ok());
     }
     EXPECT_TRUE(f.FinishGradients().ok()) << f.status().ToString();
-    double squared = train::SquaredGradNorm(params, model->backend(), slot);
+    model->backend().Zero(slot);
+    train::AddSquaredGradNorm(params, model->backend(), slot);
+    double squared = model->backend().ReadScalar(slot);
     if (!f.gradients_replicated()) {
       EXPECT_TRUE(comm.Run([&] {
                         return (*group)->AllReduce(&squared, 1, parallel::CommDType::kF64,
