@@ -59,6 +59,15 @@ Status CudaUsable() {
 
 }  // namespace
 
+Result<int> VisibleGpuCount() {
+  AIR_RETURN_IF_ERROR(CudaUsable());
+#if AIR_HAVE_CUDA
+  return cuda::CudaDeviceCount();
+#else
+  return 0;
+#endif
+}
+
 Result<std::shared_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   const bool on_gpu = options.device.type == DeviceType::kCuda;
   if (options.kind == "cuda" || (on_gpu && options.kind == "fast")) {

@@ -79,6 +79,10 @@ std::string KnownBackendKinds();
 // Whether this build has the CUDA backend (configured with AIR_CUDA).
 bool BuiltWithCuda();
 
+// The GPUs this process can use (CUDA_VISIBLE_DEVICES applied). FailedPrecondition naming why
+// there are none (a build without the CUDA backend, no driver, no device) and the CPU path.
+Result<int> VisibleGpuCount();
+
 // Creates the backend `options` names on its device. Errors name what is missing and the way
 // out: an unknown kind (InvalidArgument, the valid kinds), a kind that does not run on the
 // device, cuda in a build without it or on a machine without a usable GPU or driver

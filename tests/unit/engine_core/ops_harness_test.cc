@@ -86,19 +86,22 @@ TEST_P(OpsHarness, GemmBetaZeroIgnoresNaNInOutputAndStridedOperands) {
   auto a = In(static_cast<size_t>(m * (k + pad)), 4);
   auto b = In(static_cast<size_t>(n * (k + pad)), 5);
   std::vector<float> c_init(static_cast<size_t>(m * (n + pad)), NAN);
-  Sides d(*backend_, ref_);
-  const Pair av = d.Data(a, p.in), bv = d.Data(b, p.in), c = d.Data(c_init, p.out);
-  ref_.Gemm(false, true, m, n, k, av.want, k + pad, bv.want, k + pad, 0.0f, c.want, n + pad);
-  backend_->Gemm(false, true, m, n, k, av.got, k + pad, bv.got, k + pad, 0.0f, c.got, n + pad);
-  const auto got = d.Got(c), ref = d.Want(c);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n + pad; ++j) {
-      const float f = got[i * (n + pad) + j];
-      if (j < n) {
-        ASSERT_FALSE(std::isnan(f));
-        EXPECT_NEAR(f, ref[i * (n + pad) + j], 0.05f + 1e-4f);
-      } else {
-        EXPECT_TRUE(std::isnan(f)) << "wrote outside the matrix at column " << j;
+  // The operands in the precision, and F32 (an fp32 product into the output dtype).
+  for (const DType operands : {p.in, DType::kF32}) {
+    Sides d(*backend_, ref_);
+    const Pair av = d.Data(a, operands), bv = d.Data(b, operands), c = d.Data(c_init, p.out);
+    ref_.Gemm(false, true, m, n, k, av.want, k + pad, bv.want, k + pad, 0.0f, c.want, n + pad);
+    backend_->Gemm(false, true, m, n, k, av.got, k + pad, bv.got, k + pad, 0.0f, c.got, n + pad);
+    const auto got = d.Got(c), ref = d.Want(c);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n + pad; ++j) {
+        const float f = got[i * (n + pad) + j];
+        if (j < n) {
+          ASSERT_FALSE(std::isnan(f));
+          EXPECT_NEAR(f, ref[i * (n + pad) + j], 0.05f + 1e-4f);
+        } else {
+          EXPECT_TRUE(std::isnan(f)) << "wrote outside the matrix at column " << j;
+        }
       }
     }
   }
@@ -181,31 +184,34 @@ TEST_P(OpsHarness, AddInPlaceAddBiasBiasBackwardConvert) {
     if (!Runs(op)) return;
   }
   const Precision& p = precision();
-  const int64_t rows = 300, cols = 67, n = rows * cols;  // over several chunks and threads
-  Sides d(*backend_, ref_);
-  auto y = RoundedTo(RandomVector(n, 40), p.out), x = In(n, 41);
-  const Pair yv = d.Data(y, p.out), xv = d.Data(x, p.in);
-  backend_->AddInPlace(yv.got, xv.got);
-  ref_.AddInPlace(yv.want, xv.want);
-  Expect("elementwise", d.Error(yv), tol().elementwise, "add");
-  auto bias = In(cols, 42);
-  const Pair bv = d.Data(y, p.out, {rows, cols}), biasv = d.Data(bias, p.in);
-  backend_->AddBias(bv.got, biasv.got);
-  ref_.AddBias(bv.want, biasv.want);
-  Expect("elementwise", d.Error(bv), tol().elementwise, "bias");
-  auto dy = Grad(n, 43), db = RandomVector(cols, 44);
-  const Pair dbv = d.F32(db), dyv = d.Data(dy, p.grad, {rows, cols});
-  backend_->BiasBackward(dyv.got, dbv.got);
-  ref_.BiasBackward(dyv.want, dbv.want);
-  Expect("reduction", d.Error(dbv), tol().reduction_relative, "bias backward");
-  // Conversions both ways: F32 -> data dtype rounds to nearest even, back is exact.
-  DeviceArrays t(*backend_);
-  auto src = RandomVector(n, 45);
-  const View to = t.Data(std::vector<float>(n), p.in), back = t.F32(std::vector<float>(n));
-  backend_->Convert(t.F32(src), to);
-  backend_->Convert(to, back);
-  EXPECT_EQ(t.Get(to), RoundedTo(src, p.in));
-  EXPECT_EQ(t.Get(back), RoundedTo(src, p.in));
+  // Over several chunks and threads; ragged rows, then rows of whole vectors.
+  for (const int64_t cols : {67, 64}) {
+    const int64_t rows = 300, n = rows * cols;
+    Sides d(*backend_, ref_);
+    auto y = RoundedTo(RandomVector(n, 40), p.out), x = In(n, 41);
+    const Pair yv = d.Data(y, p.out), xv = d.Data(x, p.in);
+    backend_->AddInPlace(yv.got, xv.got);
+    ref_.AddInPlace(yv.want, xv.want);
+    Expect("elementwise", d.Error(yv), tol().elementwise, "add");
+    auto bias = In(cols, 42);
+    const Pair bv = d.Data(y, p.out, {rows, cols}), biasv = d.Data(bias, p.in);
+    backend_->AddBias(bv.got, biasv.got);
+    ref_.AddBias(bv.want, biasv.want);
+    Expect("elementwise", d.Error(bv), tol().elementwise, "bias");
+    auto dy = Grad(n, 43), db = RandomVector(cols, 44);
+    const Pair dbv = d.F32(db), dyv = d.Data(dy, p.grad, {rows, cols});
+    backend_->BiasBackward(dyv.got, dbv.got);
+    ref_.BiasBackward(dyv.want, dbv.want);
+    Expect("reduction", d.Error(dbv), tol().reduction_relative, "bias backward");
+    // Conversions both ways: F32 -> data dtype rounds to nearest even, back is exact.
+    DeviceArrays t(*backend_);
+    auto src = RandomVector(n, 45);
+    const View to = t.Data(std::vector<float>(n), p.in), back = t.F32(std::vector<float>(n));
+    backend_->Convert(t.F32(src), to);
+    backend_->Convert(to, back);
+    EXPECT_EQ(t.Get(to), RoundedTo(src, p.in));
+    EXPECT_EQ(t.Get(back), RoundedTo(src, p.in));
+  }
 }
 
 TEST_P(OpsHarness, DropoutDrawsTheReferenceMaskInPlaceOrNot) {
@@ -292,26 +298,28 @@ TEST_P(OpsHarness, SwigluForwardBackward) {
 TEST_P(OpsHarness, CrossEntropyForwardBackwardWithIgnoredRows) {
   if (!Runs(OpKind::kCrossEntropyForward) || !Runs(OpKind::kCrossEntropyBackward)) return;
   const Precision& p = precision();
-  const int64_t n = 50, vocab = 1001;
-  auto logits = In(static_cast<size_t>(n * vocab), 12, 4.0f);
-  std::vector<int32_t> targets(n);
-  for (int64_t i = 0; i < n; ++i) targets[i] = i % 7 == 0 ? kIgnoreIndex : (i * 37) % vocab;
-  Sides d(*backend_, ref_);
-  const Pair lv = d.Data(logits, p.in, {n, vocab}), tv = d.I32(targets);
-  const Pair lse = d.F32(std::vector<float>(n));
-  const Pair loss = d.F64(0.5);  // the op accumulates
-  backend_->CrossEntropyForward(lv.got, tv.got, lse.got, loss.got);
-  ref_.CrossEntropyForward(lv.want, tv.want, lse.want, loss.want);
-  Expect("reduction", std::fabs(d.GotScalar(loss) - d.WantScalar(loss)) / d.WantScalar(loss),
-         tol().reduction_relative, "loss sum");
-  Expect("rowwise", d.Error(lse), tol().rowwise, "lse");
-  // Both backwards read the reference's lse, and write over the logits (in place).
-  const Pair lse_ref = d.FromWant(lse, DType::kF32);
-  backend_->CrossEntropyBackward(lv.got, tv.got, lse_ref.got, 0.1f, lv.got);
-  ref_.CrossEntropyBackward(lv.want, tv.want, lse_ref.want, 0.1f, lv.want);
-  const auto got = d.Got(lv);
-  Expect("ce_grad", ScaledMaxDiff(got, d.Want(lv)), tol().cross_entropy_grad, "dlogits");
-  for (int64_t c = 0; c < vocab; ++c) ASSERT_EQ(got[c], 0.0f) << "ignored row 0 has grads";
+  for (const int64_t vocab : {1001, 1024}) {  // ragged rows, and rows of whole vectors
+    const int64_t n = 50;
+    auto logits = In(static_cast<size_t>(n * vocab), 12, 4.0f);
+    std::vector<int32_t> targets(n);
+    for (int64_t i = 0; i < n; ++i) targets[i] = i % 7 == 0 ? kIgnoreIndex : (i * 37) % vocab;
+    Sides d(*backend_, ref_);
+    const Pair lv = d.Data(logits, p.in, {n, vocab}), tv = d.I32(targets);
+    const Pair lse = d.F32(std::vector<float>(n));
+    const Pair loss = d.F64(0.5);  // the op accumulates
+    backend_->CrossEntropyForward(lv.got, tv.got, lse.got, loss.got);
+    ref_.CrossEntropyForward(lv.want, tv.want, lse.want, loss.want);
+    Expect("reduction", std::fabs(d.GotScalar(loss) - d.WantScalar(loss)) / d.WantScalar(loss),
+           tol().reduction_relative, "loss sum");
+    Expect("rowwise", d.Error(lse), tol().rowwise, "lse");
+    // Both backwards read the reference's lse, and write over the logits (in place).
+    const Pair lse_ref = d.FromWant(lse, DType::kF32);
+    backend_->CrossEntropyBackward(lv.got, tv.got, lse_ref.got, 0.1f, lv.got);
+    ref_.CrossEntropyBackward(lv.want, tv.want, lse_ref.want, 0.1f, lv.want);
+    const auto got = d.Got(lv);
+    Expect("ce_grad", ScaledMaxDiff(got, d.Want(lv)), tol().cross_entropy_grad, "dlogits");
+    for (int64_t c = 0; c < vocab; ++c) ASSERT_EQ(got[c], 0.0f) << "ignored row 0 has grads";
+  }
 }
 
 // ---- attention ----------------------------------------------------------------------------
@@ -327,19 +335,20 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
   const Precision& pr = precision();
   for (const AttentionCase& p :
        {AttentionCase{1, 1, 1, 1, 1, 2, 0, 0, false},
-        AttentionCase{2, 17, 17, 4, 2, 16, 0, 0, false},        // GQA
-        AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},      // several q blocks
-        AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},         // sliding window
-        AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},         // packed segments
-        AttentionCase{1, 200, 200, 2, 1, 16, 0, 0, true},       // blocks in one segment, mixed
-        AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},        // KV-cache step
-        AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false},         // decode + window
-        AttentionCase{2, 70, 70, 4, 2, 16, 0, 8, false, true},  // sinks, GQA, window
-        AttentionCase{2, 40, 40, 4, 2, 16, 0, 0, true, true},   // sinks, segments
-        AttentionCase{2, 3, 20, 4, 2, 16, 17, 8, false, true},  // sinks, KV-cache step
-        AttentionCase{1, 200, 200, 8, 2, 64, 0, 0, false},      // head_dim 64, GQA 4
-        AttentionCase{2, 130, 130, 4, 1, 128, 0, 0, true},      // head_dim 128, segments
-        AttentionCase{1, 96, 96, 2, 2, 128, 0, 40, false}}) {   // head_dim 128, window
+        AttentionCase{2, 17, 17, 4, 2, 16, 0, 0, false},         // GQA
+        AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},       // several q blocks
+        AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},          // sliding window
+        AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},          // packed segments
+        AttentionCase{1, 200, 200, 2, 1, 16, 0, 0, true},        // blocks in one segment, mixed
+        AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},         // KV-cache step
+        AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false},          // decode + window
+        AttentionCase{2, 70, 70, 4, 2, 16, 0, 8, false, true},   // sinks, GQA, window
+        AttentionCase{2, 40, 40, 4, 2, 16, 0, 0, true, true},    // sinks, segments
+        AttentionCase{2, 3, 20, 4, 2, 16, 17, 8, false, true},   // sinks, KV-cache step
+        AttentionCase{1, 200, 200, 8, 2, 64, 0, 0, false},       // head_dim 64, GQA 4
+        AttentionCase{2, 130, 130, 4, 1, 128, 0, 0, true},       // head_dim 128, segments
+        AttentionCase{1, 96, 96, 2, 2, 128, 0, 40, false},       // head_dim 128, window
+        AttentionCase{1, 300, 300, 2, 1, 64, 0, 150, false}}) {  // whole tiles in a window
     AttentionShape s;
     s.batch = p.batch;
     s.q_len = p.q_len;

@@ -1,0 +1,267 @@
+// CudaBackend's kernel hooks (ops.h's AIR_OPS_KERNELS): each unpacks the Views its public op has
+// checked into device pointers, dtypes and the sizes the CPU reference derives from them
+// (backend/cpu/reference_ops.cc), and queues the op's launcher (cuda_kernels.h) or cuBLASLt
+// GEMM (cuda_gemm.h) on the backend's stream. Nothing here waits for the GPU.
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_kernels.h"
+
+namespace air::engine::cuda {
+
+namespace {
+
+In Arg(const View& v) { return In{v.empty() ? nullptr : v.raw(), v.dtype()}; }
+Out Res(const View& v) { return Out{v.empty() ? nullptr : v.raw(), v.dtype()}; }
+float* F32(const View& v) { return v.empty() ? nullptr : v.f32(); }
+const int32_t* I32(const View& v) { return v.empty() ? nullptr : v.i32(); }
+int32_t* I32Out(const View& v) { return v.empty() ? nullptr : v.i32(); }
+
+// k of a router's or dispatch's (N, k) view.
+int64_t TopK(const View& indices) { return indices.shape().empty() ? 1 : indices.dim(-1); }
+
+}  // namespace
+
+void CudaBackend::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                             const View& a, int64_t lda, const View& b, int64_t ldb, float beta,
+                             const View& c, int64_t ldc) const {
+  Activate();
+  gemm_->Run(GemmCall{.trans_a = trans_a,
+                      .trans_b = trans_b,
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .a = Arg(a),
+                      .b = Arg(b),
+                      .lda = lda,
+                      .ldb = ldb,
+                      .beta = beta,
+                      .c = Res(c),
+                      .ldc = ldc});
+}
+
+void CudaBackend::EmbeddingForwardKernel(const View& ids, const View& table,
+                                         const View& out) const {
+  Activate();
+  cuda::EmbeddingForward(I32(ids), ids.numel(), Arg(table), table.dim(-1), Res(out), stream_);
+}
+
+void CudaBackend::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,
+                                          const View& dtable) const {
+  Activate();
+  cuda::EmbeddingBackward(I32(ids), ids.numel(), Arg(dout), dtable.dim(-1), skip_id, F32(dtable),
+                          stream_);
+}
+
+void CudaBackend::RmsNormForwardKernel(const View& x, const View& w, float eps, const View& y,
+                                       const View& rstd) const {
+  Activate();
+  const int64_t dim = w.numel(), rows = dim > 0 ? x.numel() / dim : 0;
+  cuda::RmsNormForward(Arg(x), Arg(w), rows, dim, eps, Res(y), F32(rstd), stream_);
+}
+
+void CudaBackend::RmsNormBackwardKernel(const View& x, const View& w, const View& rstd,
+                                        const View& dy, const View& dx, const View& dw) const {
+  Activate();
+  const int64_t dim = w.numel(), rows = dim > 0 ? x.numel() / dim : 0;
+  cuda::RmsNormBackward(Arg(x), Arg(w), F32(rstd), Arg(dy), rows, dim, Res(dx), F32(dw), stream_);
+}
+
+void CudaBackend::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
+                                   const View& cos, const View& sin) const {
+  Activate();
+  cuda::RopeTables(I32(positions), positions.numel(), F32(inv_freq), inv_freq.numel(), scale,
+                   F32(cos), F32(sin), stream_);
+}
+
+namespace {
+
+// N, heads and D of a RoPE call: the tables are (N, D/2), x is (N, H, D).
+struct RopeDims {
+  int64_t n, heads, head_dim;
+};
+
+RopeDims RopeShape(const View& x, const View& cos) {
+  const int64_t n = cos.dim(0), head_dim = 2 * cos.dim(-1);
+  const int64_t heads = n > 0 && head_dim > 0 ? x.numel() / (n * head_dim) : 0;
+  return {n, heads, head_dim};
+}
+
+}  // namespace
+
+void CudaBackend::RopeForwardKernel(const View& x, const View& cos, const View& sin) const {
+  Activate();
+  const RopeDims d = RopeShape(x, cos);
+  cuda::Rope(Res(x), d.n, d.heads, d.head_dim, F32(cos), F32(sin), /*backward=*/false, stream_);
+}
+
+void CudaBackend::RopeBackwardKernel(const View& dx, const View& cos, const View& sin) const {
+  Activate();
+  const RopeDims d = RopeShape(dx, cos);
+  cuda::Rope(Res(dx), d.n, d.heads, d.head_dim, F32(cos), F32(sin), /*backward=*/true, stream_);
+}
+
+void CudaBackend::AttentionForwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                         const View& v, const View& sinks, const View& q_segments,
+                                         const View& kv_segments, const View& out,
+                                         const View& lse) const {
+  Activate();
+  cuda::AttentionForward(s, Arg(q), Arg(k), Arg(v), Arg(sinks), I32(q_segments), I32(kv_segments),
+                         Res(out), F32(lse), stream_);
+}
+
+void CudaBackend::AttentionBackwardKernel(const AttentionShape& s, const View& q, const View& k,
+                                          const View& v, const View& sinks, const View& q_segments,
+                                          const View& kv_segments, const View& out, const View& lse,
+                                          const View& dout, const View& dq, const View& dk,
+                                          const View& dv, const View& dsinks) const {
+  Activate();
+  cuda::AttentionBackward(s, Arg(q), Arg(k), Arg(v), Arg(sinks), I32(q_segments), I32(kv_segments),
+                          Arg(out), F32(lse), Arg(dout), Res(dq), Res(dk), Res(dv), F32(dsinks),
+                          stream_);
+}
+
+void CudaBackend::SwigluForwardKernel(const View& gate, const View& up, const View& out) const {
+  Activate();
+  cuda::SwigluForward(Arg(gate), Arg(up), Res(out), gate.numel(), stream_);
+}
+
+void CudaBackend::SwigluBackwardKernel(const View& gate, const View& up, const View& dout,
+                                       const View& dgate, const View& dup) const {
+  Activate();
+  cuda::SwigluBackward(Arg(gate), Arg(up), Arg(dout), Res(dgate), Res(dup), gate.numel(), stream_);
+}
+
+void CudaBackend::ClampedSwigluForwardKernel(const View& gate_up, float alpha, float limit,
+                                             const View& out) const {
+  Activate();
+  const int64_t inter = out.shape().empty() ? out.numel() : out.dim(-1);
+  const int64_t rows = inter > 0 ? out.numel() / inter : 0;
+  cuda::ClampedSwigluForward(Arg(gate_up), rows, inter, alpha, limit, Res(out), stream_);
+}
+
+void CudaBackend::ClampedSwigluBackwardKernel(const View& gate_up, float alpha, float limit,
+                                              const View& dout, const View& dgate_up) const {
+  Activate();
+  const int64_t inter = dout.shape().empty() ? dout.numel() : dout.dim(-1);
+  const int64_t rows = inter > 0 ? dout.numel() / inter : 0;
+  cuda::ClampedSwigluBackward(Arg(gate_up), rows, inter, alpha, limit, Arg(dout), Res(dgate_up),
+                              stream_);
+}
+
+void CudaBackend::RouterTopKKernel(const View& logits, const View& indices,
+                                   const View& weights) const {
+  Activate();
+  const int64_t k = TopK(indices), n = indices.numel() / k;
+  const int64_t experts = n > 0 ? logits.numel() / n : 0;
+  cuda::RouterTopK(Arg(logits), n, experts, k, I32Out(indices), F32(weights), stream_);
+}
+
+void CudaBackend::RouterTopKBackwardKernel(const View& indices, const View& weights,
+                                           const View& dweights, const View& dlogits) const {
+  Activate();
+  const int64_t k = TopK(indices), n = indices.numel() / k;
+  const int64_t experts = n > 0 ? dlogits.numel() / n : 0;
+  cuda::RouterTopKBackward(I32(indices), F32(weights), F32(dweights), n, experts, k, Res(dlogits),
+                           stream_);
+}
+
+void CudaBackend::MoeDispatchKernel(const View& indices, const View& offsets,
+                                    const View& token_of_row, const View& row_of_slot) const {
+  Activate();
+  const int64_t k = TopK(indices), n = indices.numel() / k;
+  cuda::MoeDispatch(I32(indices), n, k, offsets.numel() - 1, I32Out(offsets), I32Out(token_of_row),
+                    I32Out(row_of_slot), stream_);
+}
+
+void CudaBackend::MoeGatherKernel(const View& x, const View& token_of_row,
+                                  const View& grouped) const {
+  Activate();
+  const int64_t rows = token_of_row.numel(), dim = rows > 0 ? grouped.numel() / rows : 0;
+  cuda::MoeGather(Arg(x), I32(token_of_row), rows, dim, Res(grouped), stream_);
+}
+
+void CudaBackend::MoeGatherBackwardKernel(const View& dgrouped, const View& row_of_slot,
+                                          const View& dx) const {
+  Activate();
+  const int64_t k = TopK(row_of_slot), n = row_of_slot.numel() / k;
+  const int64_t dim = n > 0 ? dx.numel() / n : 0;
+  cuda::MoeGatherBackward(Arg(dgrouped), I32(row_of_slot), n, k, dim, Res(dx), stream_);
+}
+
+void CudaBackend::MoeCombineKernel(const View& y, const View& weights, const View& row_of_slot,
+                                   const View& out) const {
+  Activate();
+  const int64_t k = TopK(row_of_slot), n = row_of_slot.numel() / k;
+  const int64_t dim = n > 0 ? out.numel() / n : 0;
+  cuda::MoeCombine(Arg(y), F32(weights), I32(row_of_slot), n, k, dim, Res(out), stream_);
+}
+
+void CudaBackend::MoeCombineBackwardKernel(const View& y, const View& weights,
+                                           const View& row_of_slot, const View& dout,
+                                           const View& dy, const View& dweights) const {
+  Activate();
+  const int64_t k = TopK(row_of_slot), n = row_of_slot.numel() / k;
+  const int64_t dim = n > 0 ? dout.numel() / n : 0;
+  cuda::MoeCombineBackward(Arg(y), F32(weights), I32(row_of_slot), Arg(dout), n, k, dim, Res(dy),
+                           F32(dweights), stream_);
+}
+
+void CudaBackend::AddInPlaceKernel(const View& y, const View& x) const {
+  Activate();
+  cuda::AddInPlace(Res(y), Arg(x), y.numel(), stream_);
+}
+
+void CudaBackend::AddBiasKernel(const View& y, const View& bias) const {
+  Activate();
+  const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
+  cuda::AddBias(Res(y), Arg(bias), rows, cols, stream_);
+}
+
+void CudaBackend::BiasBackwardKernel(const View& dy, const View& dbias) const {
+  Activate();
+  const int64_t cols = dbias.numel(), rows = cols > 0 ? dy.numel() / cols : 0;
+  cuda::BiasBackward(Arg(dy), rows, cols, F32(dbias), stream_);
+}
+
+void CudaBackend::ConvertKernel(const View& src, const View& dst) const {
+  Activate();
+  cuda::Convert(Arg(src), Res(dst), dst.numel(), stream_);
+}
+
+void CudaBackend::DropoutKernel(const View& x, float p, uint64_t seed, const View& out) const {
+  Activate();
+  cuda::Dropout(Arg(x), p, seed, Res(out), x.numel(), stream_);
+}
+
+void CudaBackend::CrossEntropyForwardKernel(const View& logits, const View& targets,
+                                            const View& lse, const View& loss_sum) const {
+  Activate();
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  cuda::CrossEntropyForward(Arg(logits), I32(targets), n, vocab, F32(lse), loss_sum.f64(), stream_);
+}
+
+void CudaBackend::CrossEntropyBackwardKernel(const View& logits, const View& targets,
+                                             const View& lse, float scale,
+                                             const View& dlogits) const {
+  Activate();
+  const int64_t n = targets.numel(), vocab = n > 0 ? logits.numel() / n : 0;
+  cuda::CrossEntropyBackward(Arg(logits), I32(targets), F32(lse), n, vocab, scale, Res(dlogits),
+                             stream_);
+}
+
+void CudaBackend::AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,
+                                    const View& m, const View& v, const View& p_copy) const {
+  Activate();
+  cuda::AdamWUpdate(s, F32(p), F32(g), F32(m), F32(v), Res(p_copy), p.numel(), stream_);
+}
+
+void CudaBackend::SumOfSquaresKernel(const View& x, const View& sum) const {
+  Activate();
+  cuda::SumOfSquares(F32(x), x.numel(), sum.f64(), stream_);
+}
+
+void CudaBackend::ScaleKernel(const View& x, float factor) const {
+  Activate();
+  cuda::Scale(F32(x), x.numel(), factor, stream_);
+}
+
+}  // namespace air::engine::cuda
