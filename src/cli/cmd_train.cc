@@ -1,9 +1,9 @@
-// `air train [--config FILE] [--set KEY=VALUE]... [--dry-run] [--threads N]`: fine-tunes a Hugging
-// Face Llama-family model with air's native engine. Parameters come from --config, else from
-// the file named by HYPERPARAMETERS_PATH (what `air run` gives a workload's command); all are
-// validated, and the model and dataset resolved, before any weights load. --dry-run stops there
-// and prints the plan. Progress goes to stdout (stderr with -o json, whose envelope holds the
-// summary); metrics.jsonl and the checkpoint go to output_dir.
+// `air train [--config FILE] [--set KEY=VALUE]... [--dry-run] [--threads N] [--device D]`:
+// fine-tunes a Hugging Face Llama-family model with air's native engine. Parameters come from
+// --config, else from the file named by HYPERPARAMETERS_PATH (what `air run` gives a workload's
+// command); all are validated, and the model and dataset resolved, before any weights load.
+// --dry-run stops there and prints the plan. Progress goes to stdout (stderr with -o json, whose
+// envelope holds the summary); metrics.jsonl and the checkpoint go to output_dir.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -79,12 +79,15 @@ struct TrainFlags {
   std::vector<std::string> overrides;
   bool dry_run = false;
   int threads = 0;
+  std::string device;  // --device: the `device` parameter, over the file's
   std::string dump_batches;
 };
 
 void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   using namespace air::engine::train;
-  auto config = LoadTrainConfig(ctx.env, flags.config_path, flags.overrides);
+  std::vector<std::string> overrides = flags.overrides;
+  if (!flags.device.empty()) overrides.push_back("device=" + flags.device);
+  auto config = LoadTrainConfig(ctx.env, flags.config_path, overrides);
   if (!config.ok()) return EmitError(ctx, config.status());
   auto prepared = PrepareTraining(ctx.env, std::move(*config));
   if (!prepared.ok()) return EmitError(ctx, prepared.status());
@@ -190,6 +193,9 @@ void RegisterTrainCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_option("--threads", flags->threads,
                   "compute threads (default: AIR_NUM_THREADS, else every core)")
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--device", flags->device,
+                  "where to train: cpu (default), cuda (the GPU of LOCAL_RANK), cuda:N, auto; "
+                  "the same as --set device=...");
   cmd->add_option("--dump-batches", flags->dump_batches,
                   "append every micro-batch used to this JSONL file (for parity checks)");
   cmd->callback([&ctx, flags] { RunTrainCommand(ctx, *flags); });

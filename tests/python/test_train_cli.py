@@ -277,6 +277,29 @@ def test_plan_names_threads_and_cpu_kernels(air, tmp, tiny):
     assert "AIR_CPU_KERNELS=avx3 is not one of avx512bf16, avx512, avx2, generic; ignored" in proc.stdout
 
 
+def test_device_cuda_without_a_usable_gpu_names_what_is_missing_and_the_cpu_path(air, tmp, tiny):
+    """On a machine without a GPU (CI), `--device cuda` stops before loading anything with an
+    error naming the parameter, why CUDA cannot be used and the CPU path; `--device auto` trains
+    on the CPU and says why; a device that is not one is refused with the valid ones."""
+    model_dir, data = tiny
+    cfg = write_config(tmp / "c.yaml", model_name=str(model_dir), dataset_name=str(data),
+                       output_dir=str(tmp / "out"))
+    proc = air("train", "--config", cfg, "--dry-run", "--device", "cuda")
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the machine's, not a usage error
+    assert "--set device=cuda: device: " in proc.stderr, proc.stderr
+    assert "CUDA" in proc.stderr and "device: cpu" in proc.stderr, proc.stderr
+    proc = air("train", "--config", cfg, "--dry-run", "--device", "auto")
+    assert proc.returncode == 0, proc.stderr
+    assert "compute  CPU, fp32" in proc.stdout, proc.stdout
+    assert "note     device: auto trains on the CPU: " in proc.stdout, proc.stdout
+    cfg = write_config(tmp / "bad.yaml", model_name=str(model_dir), dataset_name=str(data),
+                       output_dir=str(tmp / "out"), device="gpu")  # sorted: line 2
+    proc = air("train", "--config", cfg, "--dry-run")
+    assert proc.returncode == 2
+    assert "bad.yaml:2:1: device: 'gpu' is not a device; valid: cpu, cuda, cuda:N, auto" in \
+        proc.stderr, proc.stderr
+
+
 def test_chat_and_alpaca_datasets_train_through_the_tokenizer(air, tmp):
     model_dir = tmp / "chat_model"
     torch.manual_seed(0)

@@ -62,30 +62,50 @@ ParameterBytes LoraTrainingBytes(DType param_dtype, bool base_whole, double trai
   return b;
 }
 
+namespace {
+
+// The check against `available` bytes; `where` names the memory, `advice` what would lower the
+// need.
+Status CheckFits(const ModelConfig& config, const ParameterBytes& bytes, const std::string& purpose,
+                 const MemoryShare& share, int sharers, uint64_t available,
+                 const std::string& where, const std::string& advice) {
+  const double parameters = ParameterCount(config);
+  const double per_parameter = bytes.sharded * share.per_rank + bytes.whole;
+  const double needed = parameters * per_parameter * std::max(1, sharers);
+  if (needed <= static_cast<double>(available)) return Status::Ok();
+  auto human = [](double b) {
+    return b >= 1.8e19 ? fmt::format("{:.3g} bytes", b) : HumanBytes(static_cast<uint64_t>(b));
+  };
+  const std::string shared =
+      share.how.empty()
+          ? std::string()
+          : fmt::format("; {}: each rank holds {:.3g} of the sharded part{}", share.how,
+                        share.per_rank,
+                        sharers > 1 ? fmt::format(", and {} ranks share this host", sharers)
+                                    : std::string());
+  return ResourceExhausted(
+      fmt::format("the model needs at least {} of {} for {} ({:.4g} parameters x {:.3g} bytes "
+                  "each: {}{}), but only {} is available; {}",
+                  human(needed), where, purpose, parameters, per_parameter, bytes.what, shared,
+                  HumanBytes(available), advice));
+}
+
+}  // namespace
+
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, const ParameterBytes& bytes,
                               const std::string& purpose, const MemoryShare& share) {
   std::optional<uint64_t> available = AvailableMemoryBytes(env);
   if (!available) return Status::Ok();
-  const double parameters = ParameterCount(config);
-  const double per_parameter = bytes.sharded * share.per_rank + bytes.whole;
-  const double needed = parameters * per_parameter * std::max(1, share.ranks_on_host);
-  if (needed <= static_cast<double>(*available)) return Status::Ok();
-  auto human = [](double b) {
-    return b >= 1.8e19 ? fmt::format("{:.3g} bytes", b) : HumanBytes(static_cast<uint64_t>(b));
-  };
-  const std::string shared = share.how.empty()
-                                 ? std::string()
-                                 : fmt::format(
-                                       "; {}: each rank holds {:.3g} of the sharded part, and {} "
-                                       "rank{} share this host",
-                                       share.how, share.per_rank, share.ranks_on_host,
-                                       share.ranks_on_host == 1 ? "" : "s");
-  return ResourceExhausted(fmt::format(
-      "the model needs at least {} of memory for {} ({:.4g} parameters x {:.3g} bytes each: "
-      "{}{}), but only {} is available; use a smaller model, more ranks to shard over, or a "
-      "machine with more memory",
-      human(needed), purpose, parameters, per_parameter, bytes.what, shared,
-      HumanBytes(*available)));
+  return CheckFits(config, bytes, purpose, share, share.ranks_on_host, *available, "memory",
+                   "use a smaller model, more ranks to shard over, or a machine with more memory");
+}
+
+Status CheckModelFitsOnDevice(const ModelConfig& config, const ParameterBytes& bytes,
+                              const std::string& purpose, const MemoryShare& share,
+                              uint64_t free_bytes, const std::string& device) {
+  return CheckFits(config, bytes, purpose, share, 1, free_bytes, "GPU memory on " + device,
+                   "keep the optimizer state in bf16 (torch_dtype: bfloat16), train LoRA "
+                   "adapters (use_peft), shard over more GPUs, or use a smaller model");
 }
 
 }  // namespace air::engine

@@ -59,4 +59,11 @@ struct MemoryShare {
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, const ParameterBytes& bytes,
                               const std::string& purpose, const MemoryShare& share = {});
 
+// The same for one GPU's memory: `free_bytes` of `device` ("cuda:0, NVIDIA H200 ..."), held by
+// this rank alone (share.ranks_on_host does not apply). The advice names what lowers the need
+// on a GPU.
+Status CheckModelFitsOnDevice(const ModelConfig& config, const ParameterBytes& bytes,
+                              const std::string& purpose, const MemoryShare& share,
+                              uint64_t free_bytes, const std::string& device);
+
 }  // namespace air::engine

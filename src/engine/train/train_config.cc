@@ -14,6 +14,7 @@
 
 #include "base/strings.h"
 #include "engine/train/train_config_fields.h"
+#include "engine/train/train_device.h"
 #include "spec/yaml_tree.h"
 
 namespace air::engine::train {
@@ -171,6 +172,20 @@ Setter MixedPrecisionField() {
   };
 }
 
+// device: cpu, cuda, cuda:N or auto (train_device.h); whether this machine has the GPU is
+// checked when training is prepared, not here (a config is valid anywhere).
+Setter DeviceField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    if (!IsText(g.node) || !IsTrainingDevice(g.node.value)) {
+      errors.Add(
+          g.where, "device",
+          fmt::format("{} is not a device; valid: {}", Describe(g.node), TrainingDeviceChoices()));
+      return;
+    }
+    c.device = g.node.value;
+  };
+}
+
 const std::vector<FieldSpec>& FieldSpecs() {
   static const std::vector<FieldSpec> kSpecs = [] {
     const Range positive{0, std::numeric_limits<double>::infinity(), false, true, "must be > 0"};
@@ -232,6 +247,7 @@ const std::vector<FieldSpec>& FieldSpecs() {
                  IntField("save_steps", Member(&TrainConfig::save_steps),
                           {0, 1e12, true, true, "must be >= 0 (0: save only at the end)"})});
     s.push_back({"resume_from_checkpoint", "", false, ResumeField()});
+    s.push_back({"device", "", false, DeviceField()});
     s.push_back({"bf16", "", false, BoolField("bf16", Member(&TrainConfig::bf16))});
     s.push_back({"mixed_precision", "", false, MixedPrecisionField()});
     s.push_back(

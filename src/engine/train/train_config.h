@@ -63,6 +63,9 @@ struct TrainConfig {
   std::string resume_from_checkpoint;
 
   // --- compute ---
+  // Where each rank computes: "cpu", "cuda" (the GPU of the rank's LOCAL_RANK), "cuda:N" or
+  // "auto" (cuda when a GPU is usable, else cpu): engine/train/train_device.h.
+  std::string device = "cpu";
   // HF's bf16: true = mixed_precision {param_dtype, reduce_dtype, buffer_dtype} all bfloat16
   // (what Accelerate sets under FSDP); given together, the two must agree.
   bool bf16 = false;

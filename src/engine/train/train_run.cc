@@ -175,6 +175,9 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   // Under torchrun, air launch, air run or srun: this process's rank. Inconsistent launcher
   // variables are an error naming them.
   AIR_ASSIGN_OR_RETURN(p.dist, parallel::ReadDistEnv(env));
+  // The device first: a missing GPU is reported before the model and data are read.
+  AIR_ASSIGN_OR_RETURN(p.device, ResolveTrainingDevice(config, p.dist));
+  if (!p.device.note.empty()) p.notes.push_back(p.device.note);
   if (p.dist.world_size > 1 && config.sharding_strategy == fsdp::ShardingStrategy::kHybridShard &&
       p.dist.world_size % p.dist.local_world_size != 0) {
     return InvalidArgument(fmt::format(
@@ -225,10 +228,11 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
                     "used",
                     config.max_steps, config.Where("num_train_epochs")));
   }
-  if (std::string problem = CpuKernelsSettingProblem(); !problem.empty()) {
+  const bool on_cpu = p.device.device.type == DeviceType::kCpu;
+  if (std::string problem = CpuKernelsSettingProblem(); on_cpu && !problem.empty()) {
     p.notes.push_back(problem);
   }
-  if (config.precision.param_dtype == DType::kBF16) {
+  if (on_cpu && config.precision.param_dtype == DType::kBF16) {
     if (std::string how = CpuBf16Note(); !how.empty()) p.notes.push_back(how);
   }
   p.config = std::move(config);
@@ -286,6 +290,17 @@ int ThreadsPerRank(const PreparedTraining& p, int num_threads) {
   return std::max(1, DefaultThreadCount() / std::max(1, p.dist.local_world_size));
 }
 
+// The plan's compute line: the CPU's threads and kernels, or the GPU and its free memory.
+std::string DescribeCompute(const PreparedTraining& p, int threads) {
+  const std::string precision = DescribePrecision(p.config.precision);
+  if (p.device.gpu != nullptr) {
+    return fmt::format("{}, {} free, {}", p.device.description,
+                       HumanBytes(p.device.memory.free_bytes), precision);
+  }
+  return fmt::format("CPU, {}, {} thread{}, {} kernels", precision, threads,
+                     threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()));
+}
+
 std::string DescribePlan(const PreparedTraining& p, int num_threads) {
   const int threads = ThreadsPerRank(p, num_threads);
   const TrainConfig& c = p.config;
@@ -295,7 +310,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       "data     {} ({}, {} examples, {} micro-batches of {} per epoch, max_seq_len {}{})\n"
       "steps    {} optimizer steps x {} micro-batches, lr {} ({}, warmup {}), weight decay {}, "
       "clip {}\n"
-      "compute  CPU, {}, {} thread{}, {} kernels\n"
+      "compute  {}\n"
       "output   {}",
       p.model_dir, ArchitectureClassName(m.arch), m.num_layers, m.hidden_size, m.vocab_size,
       c.dataset_name, p.dataset_kind, p.num_examples, p.loader->batches_per_epoch(),
@@ -304,8 +319,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
                 : std::string(", padded, grouped by length"),
       p.total_steps, c.gradient_accumulation_steps, c.learning_rate,
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
-      DescribePrecision(c.precision), threads, threads == 1 ? "" : "s",
-      CpuKernelsName(SelectedCpuKernels()), c.output_dir);
+      DescribeCompute(p, threads), c.output_dir);
   if (c.lora.enabled) text += "\nlora     " + p.lora_description;
   const TrainingMemory memory = EstimateTrainingMemory(p);
   text += fmt::format("\nmemory   {:.4g} B parameters: {} per rank for {}", memory.parameters / 1e9,
@@ -322,12 +336,18 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
   const fsdp::MixedPrecision& precision = p.config.precision;
-  AIR_RETURN_IF_ERROR(
-      CheckModelFitsInMemory(env, p.model_config, RunBytes(p), "training", TrainingShare(p))
-          .WithContext(p.config.Where("model_name") + ": " + p.model_dir));
-  AIR_ASSIGN_OR_RETURN(
-      std::shared_ptr<Backend> backend,
-      CreateBackend({.kind = "fast", .num_threads = ThreadsPerRank(p, options.num_threads)}));
+  const Status fits =
+      p.device.gpu != nullptr
+          ? CheckModelFitsOnDevice(p.model_config, RunBytes(p), "training", TrainingShare(p),
+                                   p.device.memory.free_bytes, p.device.description)
+          : CheckModelFitsInMemory(env, p.model_config, RunBytes(p), "training", TrainingShare(p));
+  AIR_RETURN_IF_ERROR(fits.WithContext(p.config.Where("model_name") + ": " + p.model_dir));
+  std::shared_ptr<Backend> backend = p.device.gpu;
+  if (backend == nullptr) {
+    AIR_ASSIGN_OR_RETURN(
+        backend,
+        CreateBackend({.kind = "fast", .num_threads = ThreadsPerRank(p, options.num_threads)}));
+  }
   // Join the group before loading: a missing peer or a port in use is reported before the
   // (possibly long) weight load. One process is a group of one.
   parallel::GlooOptions gloo;

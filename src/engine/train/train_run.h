@@ -22,6 +22,7 @@
 #include "engine/model/model_config.h"
 #include "engine/parallel/dist_env.h"
 #include "engine/train/train_config.h"
+#include "engine/train/train_device.h"
 #include "engine/train/trainer.h"
 
 namespace air::engine::train {
@@ -42,6 +43,7 @@ struct PreparedTraining {
   int warmup_steps = 0;
   std::vector<std::string> notes;  // what the user should know (bf16 on the CPU, ...)
   parallel::DistEnv dist;          // this process's rank (world size 1 without a launcher)
+  TrainingDevice device;           // where this rank computes (train_device.h)
   // LoRA (use_peft; train_lora.h): config.lora holds the settings in effect (the starting
   // adapter's when lora_adapter_path is given).
   std::string lora_adapter_dir;          // the starting adapter, resolved; empty: none

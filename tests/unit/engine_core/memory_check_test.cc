@@ -13,6 +13,7 @@ namespace air::engine {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 ModelConfig Config(Architecture arch, int64_t layers, bool tied) {
   ModelConfig c;
@@ -86,6 +87,22 @@ TEST(MemoryCheckTest, ShardingDividesTheNeedAndRanksOnAHostAddUp) {
   EXPECT_EQ(bf16.whole, 2.0);
   EXPECT_THAT(bf16.what, HasSubstr("a whole BF16 copy"));
   EXPECT_EQ(TrainingBytes(DType::kF32, true).whole, 0.0);  // the fp32 master is the copy
+}
+
+// On a GPU the need is checked against the device's free memory, per rank, with the GPU's advice.
+TEST(MemoryCheckTest, OnAGpuTheNeedMeetsTheDevicesFreeMemory) {
+  ModelConfig c = Config(Architecture::kLlama, 1, true);
+  const double parameters = ParameterCount(c);
+  const ParameterBytes bytes = TrainingBytes(DType::kBF16, true);  // 18 bytes each
+  const auto needed = static_cast<uint64_t>(parameters * 18.0);
+  const MemoryShare one;
+  EXPECT_TRUE(CheckModelFitsOnDevice(c, bytes, "training", one, needed, "cuda:0 (a GPU)").ok());
+  const Status s =
+      CheckModelFitsOnDevice(c, bytes, "training", one, needed - 1024, "cuda:0 (a GPU)");
+  EXPECT_EQ(s.code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("of GPU memory on cuda:0 (a GPU) for training"));
+  EXPECT_THAT(s.message(), HasSubstr("torch_dtype: bfloat16"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("share this host")));
 }
 
 }  // namespace
