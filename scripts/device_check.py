@@ -1,0 +1,311 @@
+"""The device check's steps (scripts/device-check.sh runs this on the GPU machine; docs/gpu.md).
+
+  harness  the op harness, the backend contract and gradcheck on every backend the machine can
+           run (cuda:0 among them), with the worst error of each op family the GPU measured
+  parity   one random-initialized Llama trained 100 steps on the CPU engine and on the device from
+           the same weights and data, fp32 and bf16 mixed precision: the loss curves and the final
+           weights compared, the differences printed and held to bounds
+  resume   on the device: 40 steps straight, and the same run SIGKILLed once checkpoint-20 is
+           complete then resumed from it: the final weights must be the same bits
+  bench    air's tokens/s and MFU on the Llama-3.2-1B shape (quick: air alone; full: bench/gpu's
+           air-vs-PyTorch table)
+
+Each step has its own time limit, so a hang costs one step, not the lease. What a person reads
+lands in --out: summary.md, device-check.json (the figures) and one log per step (at most eight
+files, what the device tool brings back); models, data and runs in --work.
+With --device cpu the same steps run on the CPU (the script checking itself: every comparison
+then measures 0).
+"""
+import argparse
+import json
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+TINY_LLAMA = """architectures: [LlamaForCausalLM]
+vocab_size: 512
+hidden_size: 256
+intermediate_size: 688
+num_hidden_layers: 4
+num_attention_heads: 8
+num_key_value_heads: 4
+max_position_embeddings: 512
+rope_theta: 500000.0
+tie_word_embeddings: false
+bos_token_id: 1
+eos_token_id: 2
+"""
+
+LLAMA_1B = """architectures: [LlamaForCausalLM]
+vocab_size: 128256
+hidden_size: 2048
+intermediate_size: 8192
+num_hidden_layers: 16
+num_attention_heads: 32
+num_key_value_heads: 8
+head_dim: 64
+max_position_embeddings: 131072
+rms_norm_eps: 1.0e-5
+tie_word_embeddings: true
+rope_parameters: {rope_type: llama3, rope_theta: 500000.0, factor: 32.0, low_freq_factor: 1.0,
+                  high_freq_factor: 4.0, original_max_position_embeddings: 8192}
+bos_token_id: 128000
+eos_token_id: 128001
+"""
+
+# Bounds of the parity step (GPU vs CPU after 100 AdamW steps), per precision: the loss curve's
+# largest relative difference and the final weights' largest difference relative to their scale.
+BOUNDS = {"fp32": {"loss": 2e-3, "weights": 2e-3}, "bf16": {"loss": 3e-2, "weights": 3e-2}}
+
+
+class Check:
+    def __init__(self, args):
+        self.args = args
+        self.out = pathlib.Path(args.out)
+        # Models, data and runs stay outside --out (the device tool brings back 8 files of it).
+        self.work = pathlib.Path(args.work)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.air = str(pathlib.Path(args.bin) / "air")
+        self.results = {"device": args.device, "steps": {}}
+
+    def run(self, name, cmd, timeout, env=None, check=True):
+        """Runs `cmd`, its output appended to OUT/<name>.log; returns the CompletedProcess."""
+        with open(self.out / f"{name}.log", "a") as log:
+            log.write("$ " + " ".join(map(str, cmd)) + "\n")
+            log.flush()
+            proc = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                                  env=env or os.environ)
+            log.write(proc.stdout)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} exited {proc.returncode}: {proc.stdout[-2000:]}")
+        return proc
+
+    # ---- harness ----------------------------------------------------------------------------
+    def harness(self):
+        core = pathlib.Path(self.args.bin) / "air_engine_core_tests"
+        train = pathlib.Path(self.args.bin) / "air_engine_train_tests"
+        filt = ("*OpsHarness*:*BackendContract*:*GradCheck*:BackendRegistry.*:BackendCoverage.*:"
+                "OpChecks.*")
+        proc = self.run("harness", [core, f"--gtest_filter={filt}"], 240, check=False)
+        proc2 = self.run("harness", [train, "--gtest_filter=TrainDevice.*:Optim*:Fsdp*"], 120,
+                         check=False)
+        worst = {}
+        for line in proc.stdout.splitlines():
+            m = re.match(r"\[harness\] (\S+)\s+(\S+)\s+(\S+)\s+worst (\S+) \(tolerance (\S+)\)",
+                         line)
+            if m and (m.group(1).startswith("cuda") or self.args.device == "cpu"):
+                key = f"{m.group(1)} {m.group(2)} {m.group(3)}"
+                previous = worst.get(key, (0.0, 0.0))[0]
+                worst[key] = max(previous, float(m.group(4))), float(m.group(5))
+        failed = [l for l in (proc.stdout + proc2.stdout).splitlines() if l.startswith("[  FAILED")]
+        return {"ok": proc.returncode == 0 and proc2.returncode == 0, "failed": failed,
+                "worst": {k: {"measured": v[0], "tolerance": v[1]} for k, v in worst.items()},
+                "backends": [l for l in proc.stdout.splitlines() if l.startswith("[backend]")]}
+
+    # ---- a model and data --------------------------------------------------------------------
+    def model(self, name, config, dtype="float32"):
+        model_dir = self.work / name
+        if not (model_dir / "config.json").exists():
+            (self.work / f"{name}.yaml").write_text(config)
+            t0 = time.monotonic()
+            self.run("models", [self.air, "model", "init", "--config", self.work / f"{name}.yaml",
+                                "--out", model_dir, "--seed", "7", "--dtype", dtype], 600)
+            self.results.setdefault("model_init_s", {})[name] = time.monotonic() - t0
+        return model_dir
+
+    def rows(self, name, n, seq, vocab):
+        path = self.work / f"{name}.jsonl"
+        if not path.exists():
+            rng = random.Random(11)
+            with open(path, "w") as f:
+                for _ in range(n):
+                    ids = [rng.randrange(3, vocab) for _ in range(seq)]
+                    f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
+        return path
+
+    def train(self, log, out, device, timeout, extra=(), background=False, **params):
+        config = dict(params, output_dir=str(out), device=device)
+        cfg = out.parent / f"{out.name}.yaml"
+        cfg.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in config.items()))
+        cmd = [self.air, "train", "--config", cfg, *extra]
+        if background:
+            return subprocess.Popen([str(c) for c in cmd], stdout=open(self.out / f"{log}.log", "a"),
+                                    stderr=subprocess.STDOUT)
+        return self.run(log, cmd, timeout)
+
+    @staticmethod
+    def losses(out):
+        return [json.loads(l)["loss"] for l in (out / "metrics.jsonl").read_text().splitlines()]
+
+    @staticmethod
+    def weights(out):
+        from safetensors.numpy import load_file
+        return load_file(str(out / "model.safetensors"))
+
+    # ---- parity ------------------------------------------------------------------------------
+    def parity(self):
+        model = self.model("tiny", TINY_LLAMA)
+        data = self.rows("tiny_rows", 64, 128, 512)
+        steps = self.args.steps
+        common = dict(model_name=str(model), dataset_name=str(data), max_seq_len=128,
+                      per_device_batch_size=4, gradient_accumulation_steps=2, max_steps=steps,
+                      learning_rate=5e-4, warmup_steps=5, logging_steps=1, save_steps=0, seed=3)
+        report = {"ok": True}
+        for precision in ("fp32", "bf16"):
+            extra = {"bf16": True} if precision == "bf16" else {}
+            runs = []
+            for side, device in (("cpu", "cpu"), ("device", self.args.device)):
+                out = self.work / f"parity_{precision}_{side}"
+                t0 = time.monotonic()
+                self.train("parity", out, device, 600, **common, **extra)
+                runs.append((out, time.monotonic() - t0))
+            (a, ta), (b, tb) = runs
+            la, lb = self.losses(a), self.losses(b)
+            loss_diff = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(la, lb))
+            wa, wb = self.weights(a), self.weights(b)
+            import numpy as np
+            scale = max(float(np.abs(v.astype(np.float32)).max()) for v in wa.values())
+            weight_diff = max(float(np.abs(wa[k].astype(np.float32) - wb[k].astype(np.float32))
+                                    .max()) for k in wa) / scale
+            bound = BOUNDS[precision]
+            ok = loss_diff <= bound["loss"] and weight_diff <= bound["weights"] and \
+                len(la) == len(lb) == steps
+            report[precision] = {"loss_rel_diff": loss_diff, "weights_rel_diff": weight_diff,
+                                 "bounds": bound, "first_loss": la[0], "last_loss": lb[-1],
+                                 "cpu_s": ta, "device_s": tb, "ok": ok}
+            report["ok"] &= ok
+        return report
+
+    # ---- resume ------------------------------------------------------------------------------
+    def resume(self):
+        model = self.model("tiny", TINY_LLAMA)
+        data = self.rows("tiny_rows", 64, 128, 512)
+        common = dict(model_name=str(model), dataset_name=str(data), max_seq_len=128,
+                      per_device_batch_size=4, gradient_accumulation_steps=2, max_steps=40,
+                      learning_rate=5e-4, warmup_steps=5, logging_steps=1, save_steps=20, seed=5,
+                      bf16=True)
+        dev = self.args.device
+        straight, killed, resumed = (self.work / f"resume_{n}" for n in ("a", "b", "c"))
+        self.train("resume", straight, dev, 300, **common)
+        proc = self.train("resume", killed, dev, 300, background=True, **common)
+        marker = killed / "checkpoint-20" / "COMPLETE"
+        deadline = time.monotonic() + 300
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        was_running = proc.poll() is None
+        if was_running:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if not marker.exists():
+            return {"ok": False, "error": "checkpoint-20 never appeared"}
+        self.train("resume", resumed, dev, 300,
+                   **dict(common, resume_from_checkpoint=str(killed / "checkpoint-20")))
+        same_bits = (straight / "model.safetensors").read_bytes() == \
+            (resumed / "model.safetensors").read_bytes()
+        la, lc = self.losses(straight), self.losses(resumed)
+        return {"ok": same_bits and la[20:] == lc[-20:], "same_bits": same_bits,
+                "same_losses": la[20:] == lc[-20:], "killed_mid_run": was_running}
+
+    # ---- bench -------------------------------------------------------------------------------
+    def bench(self):
+        if self.args.bench == "full":
+            out = self.out / "bench.json"
+            self.run("bench", [sys.executable, REPO / "bench/gpu/bench.py", "--air", self.air,
+                               "--json", out, "--cache", self.work], 900)
+            return {"ok": True, "table": json.loads(out.read_text())}
+        cpu = self.args.device == "cpu"
+        config, seq, vocab = (TINY_LLAMA, 128, 512) if cpu else (LLAMA_1B, 1024, 128256)
+        model = self.model("bench_model", config, dtype="bfloat16")
+        warmup, steps = 3, 5
+        data = self.rows("bench_rows", 8 * (warmup + steps), seq, vocab)
+        out = self.work / "bench_run"
+        self.train("bench", out, self.args.device, 600, model_name=str(model),
+                   dataset_name=str(data), max_seq_len=seq, per_device_batch_size=4,
+                   gradient_accumulation_steps=2, max_steps=warmup + steps, bf16=True,
+                   activation_checkpointing=True, logging_steps=1, learning_rate=2e-5)
+        lines = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+        timed = lines[warmup:]
+        seconds = timed[-1]["elapsed_s"] - lines[warmup - 1]["elapsed_s"]
+        tokens = 8 * seq * len(timed)
+        tok_s = tokens / seconds
+        params = self.parameter_count(model)
+        layers, hidden = (4, 256) if cpu else (16, 2048)
+        flops = (6 * params + 12 * layers * hidden * seq) * tok_s
+        return {"ok": True, "shape": "tiny" if cpu else "llama-1b", "tokens_per_s": tok_s,
+                "parameters": params, "mfu": flops / 989e12, "steps": len(timed)}
+
+    @staticmethod
+    def parameter_count(model_dir):
+        """The elements of every tensor in the model's safetensors files (read from their JSON
+        headers: any dtype, nothing loaded)."""
+        total = 0
+        for f in sorted(model_dir.glob("*.safetensors")):
+            with open(f, "rb") as fh:
+                size = int.from_bytes(fh.read(8), "little")
+                header = json.loads(fh.read(size))
+            for name, info in header.items():
+                if name != "__metadata__":
+                    n = 1
+                    for d in info["shape"]:
+                        n *= d
+                    total += n
+        return total
+
+
+def summary(results):
+    lines = [f"# device check: {results['device']}", ""]
+    for name, r in results["steps"].items():
+        lines.append(f"## {name}: {'PASS' if r.get('ok') else 'FAIL'} ({r.get('seconds', 0):.0f} s)")
+        shown = {k: v for k, v in r.items() if k not in ("ok", "seconds", "worst")}
+        lines += ["```", json.dumps(shown, indent=1)[:6000]]
+        # The harness: each op family's worst error against its bound (how far under it).
+        for key, w in sorted(r.get("worst", {}).items()):
+            margin = w["tolerance"] / w["measured"] if w["measured"] > 0 else float("inf")
+            lines.append(f"{key:<45} worst {w['measured']:.3g}  tolerance {w['tolerance']:.3g}"
+                         f"  ({margin:.3g}x under)")
+        lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", default=str(REPO / "build/bin"))
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/device-check-out"))
+    parser.add_argument("--work", default="/tmp/device-check-work",
+                        help="models, data and training runs (kept between runs: models are reused)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=100, help="parity steps")
+    parser.add_argument("--skip", default="", help="steps to skip: harness,parity,resume,bench")
+    parser.add_argument("--bench", choices=("quick", "full"), default="quick")
+    args = parser.parse_args()
+    check = Check(args)
+    skip = set(filter(None, args.skip.split(",")))
+    for name in ("harness", "parity", "resume", "bench"):
+        if name in skip:
+            continue
+        t0 = time.monotonic()
+        try:
+            result = getattr(check, name)()
+        except Exception as e:  # a step that breaks is reported; the others still run
+            result = {"ok": False, "error": f"{type(e).__name__}: {e}"[-3000:]}
+        result["seconds"] = time.monotonic() - t0
+        check.results["steps"][name] = result
+        print(f"[device-check] {name}: {'PASS' if result['ok'] else 'FAIL'} "
+              f"({result['seconds']:.0f} s)", flush=True)
+        (check.out / "device-check.json").write_text(json.dumps(check.results, indent=1))
+        (check.out / "summary.md").write_text(summary(check.results))
+    print((check.out / "summary.md").read_text())
+    return 0 if all(r["ok"] for r in check.results["steps"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
