@@ -69,6 +69,10 @@ Result<std::unique_ptr<Fsdp>> Fsdp::Apply(CausalLm& model, parallel::ProcessGrou
       return InvalidArgument(fmt::format("FSDP communicates in F32 or BF16, not {}", DTypeName(d)));
     }
   }
+  if (options.state_dtype != DType::kF32 && options.state_dtype != DType::kBF16) {
+    return InvalidArgument(
+        fmt::format("FSDP keeps its state in F32 or BF16, not {}", DTypeName(options.state_dtype)));
+  }
   std::unique_ptr<Fsdp> fsdp(new Fsdp(model, group, comm, options, replicas));
   AIR_RETURN_IF_ERROR(fsdp->Setup());
   fsdp->InstallHooks();
@@ -111,18 +115,18 @@ Status Fsdp::SetupUnit(int unit) {
                            b.AllocateView(param_dtype(), {u.frozen_numel}, &u.frozen));
       b.Convert(full_frozen, u.frozen);
     }
-    AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(DType::kF32, {u.numel}, &u.master));
-    if (u.numel > 0) b.Copy(u.master, full);
-    if (param_dtype() == DType::kF32) {
-      u.resident = u.master;
+    AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(state_dtype(), {u.numel}, &u.master));
+    if (u.numel > 0) b.Convert(full, u.master);
+    if (param_dtype() == state_dtype()) {
+      u.resident = u.master;  // the master is the compute copy
     } else {
       AIR_ASSIGN_OR_RETURN(u.resident_buffer,
                            b.AllocateView(param_dtype(), {u.numel}, &u.resident));
       if (u.numel > 0) b.Convert(u.master, u.resident);
     }
-    AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.numel}, &u.grads));
+    AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(state_dtype(), {u.numel}, &u.grads));
     b.Zero(u.grads);
-    if (world_ > 1 && reduce_dtype() != DType::kF32) {
+    if (world_ > 1 && reduce_dtype() != state_dtype()) {
       AIR_ASSIGN_OR_RETURN(u.reduce_buffer,
                            b.AllocateView(reduce_dtype(), {u.numel}, &u.reduce_send));
     }
@@ -154,14 +158,14 @@ Status Fsdp::SetupUnit(int unit) {
     b.Zero(u.resident);
     if (u.numel > 0) b.Convert(full, u.resident.Slice(0, u.numel));
   }
-  if (strategy_ == ShardingStrategy::kShardGradOp && param_dtype() == DType::kF32) {
+  if (strategy_ == ShardingStrategy::kShardGradOp && param_dtype() == state_dtype()) {
     u.master = u.resident.Slice(rank_ * u.shard, u.shard);  // the resident copy is the master
   } else {
-    AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(DType::kF32, {u.shard}, &u.master));
+    AIR_ASSIGN_OR_RETURN(u.master_buffer, b.AllocateView(state_dtype(), {u.shard}, &u.master));
     b.Zero(u.master);
-    if (owned > 0) b.Copy(u.master.Slice(0, owned), full.Slice(begin, owned));
+    if (owned > 0) b.Convert(full.Slice(begin, owned), u.master.Slice(0, owned));
   }
-  AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(DType::kF32, {u.shard}, &u.grads));
+  AIR_ASSIGN_OR_RETURN(u.grad_buffer, b.AllocateView(state_dtype(), {u.shard}, &u.grads));
   b.Zero(u.grads);
   model_->ReleaseUnitStorage(unit);
   // Until a hook binds it, point the unit somewhere valid (stale values, no gradients).
@@ -193,11 +197,11 @@ Status Fsdp::SetupSlots() {
       b.Zero(slot.values);
     }
     if (padded == 0) continue;  // nothing trainable to reduce (or no decoder layers)
-    AIR_ASSIGN_OR_RETURN(slot.grads_buffer, b.AllocateView(DType::kF32, {padded}, &slot.grads));
+    AIR_ASSIGN_OR_RETURN(slot.grads_buffer, b.AllocateView(state_dtype(), {padded}, &slot.grads));
     b.Zero(slot.grads);
     // One buffer for the conversions the collectives need: [gather_send | reduce_send | reduced].
-    const bool convert_gather = gathers() && param_dtype() != DType::kF32;
-    const bool convert_reduce = reduce_dtype() != DType::kF32;
+    const bool convert_gather = gathers() && param_dtype() != state_dtype();
+    const bool convert_reduce = reduce_dtype() != state_dtype();
     const size_t gather_bytes =
         convert_gather ? static_cast<size_t>(shard) * DTypeSize(param_dtype()) : 0;
     const size_t send_bytes =
@@ -239,7 +243,7 @@ void Fsdp::SetupOptimizerViews() {
         v.grad = u.grads.Slice(start - lo, v.numel);
         // NO_SHARD keeps a whole param_dtype copy: the optimizer writes it in its pass
         // (AfterOptimizerStep then has nothing to convert).
-        if (whole && param_dtype() != DType::kF32) v.compute = u.resident.Slice(start, v.numel);
+        if (whole && param_dtype() != state_dtype()) v.compute = u.resident.Slice(start, v.numel);
         views_.push_back(std::move(v));
         view_places_.push_back({static_cast<int>(i), start});
       }

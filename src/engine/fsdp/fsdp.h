@@ -73,6 +73,11 @@ parallel::CommDType CommDTypeOf(DType dtype);
 struct FsdpOptions {
   ShardingStrategy strategy = ShardingStrategy::kFullShard;
   MixedPrecision precision;
+  // The dtype the parameters are held in (their torch_dtype): the master weights, their
+  // gradients (and, by the optimizer, its moments). F32 (the default: fp32 masters under a
+  // bf16 param_dtype) or BF16 (the seed's torch_dtype bfloat16: 8 bytes a parameter with AdamW);
+  // when it equals param_dtype the master is the compute copy.
+  DType state_dtype = DType::kF32;
   // For a model created with ModelOptions::deferred_storage: gives unit `u` its storage and
   // fills it (CausalLm::AllocateUnitStorage + io's LoadHfUnit). Apply calls it for one unit at a
   // time and keeps only this rank's part before the next, so loading adds at most one unit to
@@ -106,6 +111,7 @@ class Fsdp {
   ShardingStrategy strategy() const { return options_.strategy; }
   ShardingStrategy effective_strategy() const { return strategy_; }
   const MixedPrecision& precision() const { return options_.precision; }
+  DType state_dtype() const { return options_.state_dtype; }
   int rank() const { return rank_; }
   int world_size() const { return world_; }
 
@@ -169,11 +175,11 @@ class Fsdp {
     int64_t numel = 0;  // n
     int64_t shard = 0;  // S (0 when n is 0: nothing to keep or communicate)
     std::unique_ptr<Buffer> master_buffer;
-    View master;  // F32: S (sharded) or n (NO_SHARD)
+    View master;  // state_dtype: S (sharded) or n (NO_SHARD)
     std::unique_ptr<Buffer> resident_buffer;
     View resident;  // param_dtype whole segment: P (SHARD_GRAD_OP), n (NO_SHARD)
     std::unique_ptr<Buffer> grad_buffer;
-    View grads;  // F32: S (sharded) or n (NO_SHARD)
+    View grads;  // state_dtype: S (sharded) or n (NO_SHARD)
     std::unique_ptr<Buffer> reduce_buffer;
     View reduce_send;  // NO_SHARD with a reduce dtype: grads in reduce_dtype
     // The frozen segment: values only, in param_dtype.
@@ -188,7 +194,7 @@ class Fsdp {
   struct Slot {
     std::unique_ptr<Buffer> values_buffer, grads_buffer, comm_buffer;
     View values;       // P_f + P (param_dtype): a unit's gathered frozen then trainable segment
-    View grads;        // P (F32): a unit's unsharded gradient
+    View grads;        // P (state_dtype): a unit's unsharded gradient
     View gather_send;  // S (param_dtype): the master shard converted for the all-gather
     View reduce_send;  // P (reduce_dtype): the gradient converted for the reduce-scatter
     View reduced;      // S (reduce_dtype): this rank's reduced shard

@@ -26,7 +26,7 @@ void Fsdp::StartGather(int unit) {
   if (slot.gathered_unit == unit) return;  // already there (or on its way)
   slot.gathered_unit = unit;
   View send = u.master;
-  if (param_dtype() != DType::kF32 && u.shard > 0) {  // the fp32 master travels in param_dtype
+  if (param_dtype() != state_dtype() && u.shard > 0) {  // the master travels in param_dtype
     send = slot.gather_send.Slice(0, u.shard);
     backend_->Convert(u.master, send);
   }
@@ -60,7 +60,7 @@ void Fsdp::StartReduce(int unit) {
   if (u.shard == 0) return;  // nothing trainable in this unit
   Slot& slot = slots_[static_cast<size_t>(u.slot)];
   View send = SlotGrads(unit);
-  if (reduce_dtype() != DType::kF32) {  // gradients travel in reduce_dtype
+  if (reduce_dtype() != state_dtype()) {  // gradients travel in reduce_dtype
     const View converted = slot.reduce_send.Slice(0, u.shard * world_);
     backend_->Convert(send, converted);
     send = converted;
@@ -87,7 +87,7 @@ void Fsdp::FinishReduce(Slot& slot) {
   if (slot.reduce_unit < 0) return;
   Record(comm_->Wait(slot.reduce));
   Unit& u = units_[static_cast<size_t>(slot.reduce_unit)];
-  backend_->AddInPlace(u.grads, slot.reduced.Slice(0, u.shard));  // fp32 accumulation
+  backend_->AddInPlace(u.grads, slot.reduced.Slice(0, u.shard));  // summed in fp32
   slot.reduce = 0;
   slot.reduce_unit = -1;
 }
@@ -154,7 +154,7 @@ void Fsdp::AllReduceGrads(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (u.numel == 0) return;  // nothing trainable in this unit
   View data = u.grads;
-  if (reduce_dtype() != DType::kF32) {
+  if (reduce_dtype() != state_dtype()) {
     backend_->Convert(u.grads, u.reduce_send);
     data = u.reduce_send;
   }
@@ -187,8 +187,8 @@ Status Fsdp::FinishGradients() {
     if (u.allreduce == 0) continue;
     Record(comm_->Wait(u.allreduce));
     u.allreduce = 0;
-    // The all-reduced sum, in reduce_dtype, replaces this rank's fp32 gradient.
-    if (reduce_dtype() != DType::kF32) backend_->Convert(u.reduce_send, u.grads);
+    // The all-reduced sum, in reduce_dtype, replaces this rank's gradient.
+    if (reduce_dtype() != state_dtype()) backend_->Convert(u.reduce_send, u.grads);
   }
   return error_;
 }
@@ -208,7 +208,7 @@ Status Fsdp::RefreshComputeCopies() {
       for (Unit& u : units_) {
         if (u.shard == 0) continue;  // a frozen unit never changes
         const View mine = u.resident.Slice(rank_ * u.shard, u.shard);
-        if (param_dtype() != DType::kF32) backend_->Convert(u.master, mine);
+        if (param_dtype() != state_dtype()) backend_->Convert(u.master, mine);
         void* all = u.resident.raw();
         const void* send = mine.raw();
         const size_t count = static_cast<size_t>(u.shard);
@@ -218,7 +218,7 @@ Status Fsdp::RefreshComputeCopies() {
       }
       break;
     case ShardingStrategy::kNoShard:
-      if (param_dtype() != DType::kF32) {
+      if (param_dtype() != state_dtype()) {
         for (Unit& u : units_) {
           if (u.numel > 0) backend_->Convert(u.master, u.resident);
         }

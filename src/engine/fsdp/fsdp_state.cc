@@ -91,10 +91,8 @@ bool Fsdp::writes_state() const {
 }
 
 std::vector<float> Fsdp::ReadShard(int unit) const {
-  const View v = units_[static_cast<size_t>(unit)].master;
-  std::vector<float> host(static_cast<size_t>(v.numel()));
-  backend_->CopyToHost(host.data(), v);
-  return host;
+  const Tensor host = backend_->ToHostTensor(units_[static_cast<size_t>(unit)].master);
+  return std::vector<float>(host.values().begin(), host.values().end());  // widened: exact
 }
 
 Status Fsdp::WriteShard(int unit, const std::vector<float>& values) {
@@ -107,7 +105,7 @@ Status Fsdp::WriteShard(int unit, const std::vector<float>& values) {
     return InvalidArgument(fmt::format("unit {}: a shard of {} values where {} were expected", unit,
                                        values.size(), u.master.numel()));
   }
-  backend_->CopyToDevice(u.master, values.data());
+  backend_->FromHostTensor(u.master, values.data());  // a bf16 master's values round-trip
   return Status::Ok();
 }
 

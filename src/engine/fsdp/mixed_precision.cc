@@ -33,12 +33,16 @@ const char* TorchDTypeName(DType dtype) {
   }
 }
 
-std::string DescribePrecision(const MixedPrecision& mp) {
-  if (!mp.enabled()) return "fp32";
+std::string DescribePrecision(const MixedPrecision& mp, DType state) {
+  if (!mp.enabled() && state == DType::kF32) return "fp32";
   auto name = [](DType d) { return d == DType::kBF16 ? "bf16" : "fp32"; };
+  const std::string kept =
+      state == DType::kF32
+          ? "fp32 master weights and AdamW"
+          : std::string(name(state)) + " weights, gradients and AdamW state (torch_dtype)";
   return std::string(name(mp.param_dtype)) + " mixed precision (" + name(mp.param_dtype) +
          " parameters, " + name(mp.reduce_dtype) + " reductions, " + name(mp.buffer_dtype) +
-         " buffers; fp32 master weights and AdamW)";
+         " buffers; " + kept + ")";
 }
 
 std::string TorchDTypeNames() { return "float32 (fp32), bfloat16 (bf16)"; }

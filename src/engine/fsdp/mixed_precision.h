@@ -1,6 +1,7 @@
 // MixedPrecision: FSDP's policy, with FSDP1's names (torch.distributed.fsdp.MixedPrecision):
 //   param_dtype   the dtype parameters are gathered in and computed with (the activations too);
-//                 the sharded master copy and AdamW's state stay fp32
+//                 the sharded master copy and AdamW's state stay fp32 (unless the parameters
+//                 are kept in bf16 themselves: torch_dtype, FsdpOptions::state_dtype)
 //   reduce_dtype  the dtype gradients travel in for the reduce-scatter / all-reduce; the reduced
 //                 shard is accumulated into the fp32 gradient shard
 //   buffer_dtype  the dtype of the model's buffers (RoPE's inverse frequencies)
@@ -36,8 +37,9 @@ MixedPrecision Bf16Policy();
 // the dtype; nullopt otherwise.
 std::optional<DType> ParseTorchDType(const std::string& name);
 // "fp32", or "bf16 mixed precision (bf16 parameters, bf16 reductions, bf16 buffers; fp32
-// master weights and AdamW)": for the plan a run prints.
-std::string DescribePrecision(const MixedPrecision& mp);
+// master weights and AdamW)", the state's dtype named last (`state`: the torch_dtype the
+// parameters are kept in, FsdpOptions::state_dtype): for the plan a run prints.
+std::string DescribePrecision(const MixedPrecision& mp, DType state = DType::kF32);
 // "float32", "bfloat16", "float16".
 const char* TorchDTypeName(DType dtype);
 // "float32, bfloat16 (float16 is named but has no compute path)": for error messages.

@@ -192,11 +192,12 @@ void CausalLm::BindUnit(int unit, const View& frozen, const View& trainable, con
             : View(segment.buffer(),
                    segment.byte_offset() + static_cast<size_t>(offset) * DTypeSize(segment.dtype()),
                    segment.dtype(), p->shape);
-    p->grad = p->trainable && !grads.empty()
-                  ? View(grads.buffer(),
-                         grads.byte_offset() + static_cast<size_t>(offset) * sizeof(float),
-                         DType::kF32, p->shape)
-                  : View();
+    p->grad =
+        p->trainable && !grads.empty()
+            ? View(grads.buffer(),
+                   grads.byte_offset() + static_cast<size_t>(offset) * DTypeSize(grads.dtype()),
+                   grads.dtype(), p->shape)
+            : View();
     offset += p->numel();
   }
 }

@@ -37,11 +37,14 @@ ParameterBytes InferenceBytes(DType dtype) {
   return b;
 }
 
-ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy) {
+ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy, DType state_dtype) {
   ParameterBytes b;
-  b.sharded = 16.0;  // fp32 master, gradient, AdamW m and v
-  b.what = "fp32 master weights, gradients and AdamW moments";
-  if (resident_copy && param_dtype != DType::kF32) {
+  b.sharded = 4.0 * static_cast<double>(DTypeSize(state_dtype));  // master, gradient, m and v
+  b.what = state_dtype == DType::kF32
+               ? "fp32 master weights, gradients and AdamW moments"
+               : fmt::format("{} weights, gradients and AdamW moments (torch_dtype)",
+                             DTypeName(state_dtype));
+  if (resident_copy && param_dtype != state_dtype) {
     b.whole = static_cast<double>(DTypeSize(param_dtype));
     b.what += fmt::format(", a whole {} copy", DTypeName(param_dtype));
   }

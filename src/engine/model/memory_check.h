@@ -30,10 +30,11 @@ struct ParameterBytes {
 };
 // Weights in `dtype` (generation, init).
 ParameterBytes InferenceBytes(DType dtype = DType::kF32);
-// Training: fp32 master weights, fp32 gradients and two fp32 AdamW moments (16 bytes, sharded),
-// plus a whole copy in `param_dtype` when the strategy keeps one resident (`resident_copy`;
-// an fp32 one is the master itself).
-ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy);
+// Training: master weights, gradients and two AdamW moments in `state_dtype` (fp32: 16 bytes;
+// bf16, torch_dtype bfloat16: 8; sharded), plus a whole copy in `param_dtype` when the strategy
+// keeps one resident (`resident_copy`) and it differs from the state's (else it is the master).
+ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy,
+                             DType state_dtype = DType::kF32);
 // LoRA training: the frozen base in `param_dtype` (sharded, or whole where the strategy keeps
 // parameters whole: `base_whole`), and for the trained `trainable_fraction` of the parameters
 // (adapters, modules_to_save) the 16 bytes of TrainingBytes.

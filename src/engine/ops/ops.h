@@ -11,7 +11,9 @@
 //             BF16 output once (round to nearest even). Which data dtypes an op accepts on a
 //             backend is what Supports(op, dtype) says; everything else is fixed:
 //   stat      per-row statistics (rstd, log-sum-exp), RoPE tables: F32
-//   master    optimizer-owned fp32 state (AdamW's p, g, m, v; gradient norms and scaling): F32
+//   master    optimizer-owned state (AdamW's p, g, m, v; parameter gradients; gradient norms
+//             and scaling): F32, or BF16 where the run keeps its state in bf16 (torch_dtype
+//             bfloat16, the seed's recipe) — computed in fp32, a BF16 result rounded once
 //   index     token ids, targets, positions, segments: I32
 //   scalar    one-element accumulators (a loss sum, a squared norm): F64, written on the device
 //             and read back with one copy, so a GPU backend needs no sync per op
@@ -120,12 +122,6 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
 // "Gemm", "RmsNormForward", ...
 const char* OpName(OpKind op);
 
-// Whether an op's data role exists at all: the master-state ops take F32 only (their inputs
-// are fp32 master weights, gradients and moments on every backend).
-constexpr bool IsMasterStateOp(OpKind op) {
-  return op == OpKind::kAdamWUpdate || op == OpKind::kSumOfSquares || op == OpKind::kScale;
-}
-
 // The kernel hooks, one per op: the op's signature with "Kernel" after its name. Ops declares
 // them pure virtual (AIR_OPS_KERNELS(virtual, = 0)); a backend overrides every one
 // (AIR_OPS_KERNELS(, override) in its class) and writes kernels only: each public op below checks
@@ -221,7 +217,8 @@ class Ops {
   // out (N, C) = table (V, C) [ids (N)] (table, out: data). ids are validated by the caller.
   void EmbeddingForward(const View& ids, const View& table, const View& out) const;
   // dtable (V, C) [ids[n]] += dout (N, C) [n] for every n whose id != skip_id
-  // (nn.Embedding's padding_idx; -1 skips nothing). dout: data; dtable: master (F32).
+  // (nn.Embedding's padding_idx; -1 skips nothing). dout: data; dtable: master (a row that
+  // several tokens add to receives their sum in token order, in fp32, rounded once for BF16).
   void EmbeddingBackward(const View& ids, const View& dout, int32_t skip_id,
                          const View& dtable) const;
 
@@ -230,8 +227,8 @@ class Ops {
   // w's element count. y may alias x.
   void RmsNormForward(const View& x, const View& w, float eps, const View& y,
                       const View& rstd) const;
-  // Given x, w, rstd from the forward and dy: dx += dL/dx (data), dw += dL/dw (F32; may be an
-  // empty view).
+  // Given x, w, rstd from the forward and dy: dx += dL/dx (data), dw += dL/dw (master; may be
+  // an empty view).
   void RmsNormBackward(const View& x, const View& w, const View& rstd, const View& dy,
                        const View& dx, const View& dw) const;
 
@@ -264,7 +261,7 @@ class Ops {
                         const View& sinks, const View& q_segments, const View& kv_segments,
                         const View& out, const View& lse) const;
   // Given the forward's inputs, out, lse and dout (B, Tq, Hq, D): dq += ..., dk += ...,
-  // dv += ... (data); dsinks (Hq, F32) += d/dsink (may be empty: no sinks, or frozen).
+  // dv += ... (data); dsinks (Hq, master) += d/dsink (may be empty: no sinks, or frozen).
   void AttentionBackward(const AttentionShape& s, const View& q, const View& k, const View& v,
                          const View& sinks, const View& q_segments, const View& kv_segments,
                          const View& out, const View& lse, const View& dout, const View& dq,
@@ -327,7 +324,7 @@ class Ops {
   void AddInPlace(const View& y, const View& x) const;
   // y (N, C) += bias (C) on every row.
   void AddBias(const View& y, const View& bias) const;
-  // dbias (C, F32) += sum over rows of dy (N, C).
+  // dbias (C, master) += sum over rows of dy (N, C).
   void BiasBackward(const View& dy, const View& dbias) const;
   // dst = src element by element (same element count; any data dtypes: a cast, rounding to
   // nearest even into BF16).
@@ -351,18 +348,20 @@ class Ops {
                             const View& dlogits) const;
 
   // ---- optimizer (master) ----------------------------------------------------------------
-  // One AdamW update of p, g, m, v (n each), torch.optim.AdamW's per-element formula in fp32:
+  // One AdamW update of p, g, m, v (n each, master: F32 or BF16 each), torch.optim.AdamW's
+  // per-element formula in fp32 (op_semantics.h's AdamWElement) on the widened values:
   //   p *= decay_factor (when decay); m += (1 - beta1) * (g - m);
-  //   v = v * beta2 + (1 - beta2) * g * g; p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
+  //   v = v * beta2 + (1 - beta2) * g * g; p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)),
+  // each BF16 state rounded once after the update (torch's fused AdamW on bf16 parameters).
   // Every implementation gives the same bits (no fused multiply-add, IEEE sqrt and division).
   // p_copy, when not empty (numel as p, F32 or BF16), receives the updated p as Convert writes
   // it, in the same pass: the compute copy of the master (a bf16 run's resident parameters).
   void AdamWUpdate(const AdamWScalars& s, const View& p, const View& g, const View& m,
                    const View& v, const View& p_copy = View()) const;
-  // *sum (scalar) += the sum of x[i]^2, accumulated in double (the order may differ by
-  // implementation; fixed for a backend and thread count).
+  // *sum (scalar) += the sum of x[i]^2 (x: master), accumulated in double (the order may
+  // differ by implementation; fixed for a backend and thread count).
   void SumOfSquares(const View& x, const View& sum) const;
-  // x *= factor.
+  // x (master) *= factor (one fp32 product, rounded once for BF16).
   void Scale(const View& x, float factor) const;
 
  protected:

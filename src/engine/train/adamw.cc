@@ -1,6 +1,8 @@
 // AdamW (see adamw.h for the update rule and how it matches torch.optim.AdamW).
 #include "engine/train/adamw.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace air::engine::train {
@@ -9,10 +11,18 @@ Result<std::unique_ptr<AdamW>> AdamW::Create(std::vector<ParamView> params, Adam
                                              const Backend& backend) {
   std::unique_ptr<AdamW> opt(new AdamW(std::move(params), options, backend));
   int64_t total = 0;
-  for (const ParamView& p : opt->params_) total += p.numel;
+  // The moments in the parameters' dtype (torch's zeros_like: bf16 under torch_dtype bfloat16).
+  const DType dtype = opt->params_.empty() ? DType::kF32 : opt->params_[0].value.dtype();
+  for (const ParamView& p : opt->params_) {
+    total += p.numel;
+    if (p.value.dtype() != dtype) {
+      return InvalidArgument(fmt::format("AdamW over parameters of two dtypes ({} is {}, not {})",
+                                         p.name, DTypeName(p.value.dtype()), DTypeName(dtype)));
+    }
+  }
   View m_all, v_all;
-  AIR_ASSIGN_OR_RETURN(opt->exp_avg_buffer_, backend.AllocateView(DType::kF32, {total}, &m_all));
-  AIR_ASSIGN_OR_RETURN(opt->exp_avg_sq_buffer_, backend.AllocateView(DType::kF32, {total}, &v_all));
+  AIR_ASSIGN_OR_RETURN(opt->exp_avg_buffer_, backend.AllocateView(dtype, {total}, &m_all));
+  AIR_ASSIGN_OR_RETURN(opt->exp_avg_sq_buffer_, backend.AllocateView(dtype, {total}, &v_all));
   backend.Zero(m_all);
   backend.Zero(v_all);
   int64_t offset = 0;
@@ -25,9 +35,8 @@ Result<std::unique_ptr<AdamW>> AdamW::Create(std::vector<ParamView> params, Adam
 }
 
 std::vector<float> AdamW::Download(const std::vector<View>& views, size_t i) const {
-  std::vector<float> out(static_cast<size_t>(views[i].numel()));
-  backend_->CopyToHost(out.data(), views[i]);
-  return out;
+  const Tensor host = backend_->ToHostTensor(views[i]);  // bf16 moments widened: exact
+  return std::vector<float>(host.values().begin(), host.values().end());
 }
 
 std::vector<float> AdamW::first_moment(size_t i) const { return Download(exp_avg_, i); }
@@ -35,8 +44,8 @@ std::vector<float> AdamW::second_moment(size_t i) const { return Download(exp_av
 
 void AdamW::SetMoments(size_t i, const std::vector<float>& exp_avg,
                        const std::vector<float>& exp_avg_sq) {
-  backend_->CopyToDevice(exp_avg_[i], exp_avg.data());
-  backend_->CopyToDevice(exp_avg_sq_[i], exp_avg_sq.data());
+  backend_->FromHostTensor(exp_avg_[i], exp_avg.data());
+  backend_->FromHostTensor(exp_avg_sq_[i], exp_avg_sq.data());
 }
 
 void AdamW::Step(double lr, float grad_scale) {

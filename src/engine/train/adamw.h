@@ -1,5 +1,6 @@
 // AdamW exactly as torch.optim.AdamW (foreach=False, amsgrad=False, maximize=False) computes it,
-// on fp32 parameters with fp32 state:
+// on fp32 parameters with fp32 state (or, under torch_dtype bfloat16, bf16 parameters, gradients
+// and moments, each element updated in fp32 and rounded once, as torch's fused AdamW does):
 //   t += 1
 //   p  *= 1 - lr * weight_decay                 (decoupled decay, before the Adam update;
 //                                                  only for tensors with 2+ dims)

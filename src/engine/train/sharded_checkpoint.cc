@@ -134,6 +134,7 @@ Status CommitCheckpoint(Env* env, const std::string& dir, const CausalLm& model,
   state["global_batch_rows"] = identity.global_batch_rows;
   state["gradient_accumulation_steps"] = identity.gradient_accumulation_steps;
   state["seed"] = identity.seed;
+  state["torch_dtype"] = identity.torch_dtype;
   state["units"] = units;
   state["parameters"] = ParameterList(model);
   AIR_RETURN_IF_ERROR(env->WriteFileAtomic(dir + "/" + kStateFile, state.dump(1) + "\n"));
@@ -196,6 +197,11 @@ Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const Caus
   const int64_t seed = state.value("seed", int64_t{0});
   if (seed != identity.seed) {
     return mismatch("seed", std::to_string(identity.seed), std::to_string(seed));
+  }
+  // Checkpoints written before torch_dtype existed hold fp32 state.
+  const std::string torch_dtype = state.value("torch_dtype", std::string("float32"));
+  if (torch_dtype != identity.torch_dtype) {
+    return mismatch("torch_dtype", identity.torch_dtype, torch_dtype);
   }
   const int old_world = state.value("world_size", 0);
   if (old_world < 1) return InvalidArgument(fmt::format("{}: world_size missing", state_path));

@@ -66,6 +66,9 @@ struct RunIdentity {
   int64_t global_batch_rows = 0;
   int gradient_accumulation_steps = 1;
   int64_t seed = 0;
+  // The dtype the parameters and AdamW's moments are kept in ("float32", "bfloat16"): a resume
+  // in the other would round (or widen) the state, not continue it.
+  std::string torch_dtype = "float32";
 };
 
 struct TrainPosition {

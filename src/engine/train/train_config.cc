@@ -172,6 +172,22 @@ Setter MixedPrecisionField() {
   };
 }
 
+// torch_dtype: float32 or bfloat16 (the dtype the parameters and their state are kept in).
+Setter TorchDTypeField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    const std::optional<DType> d =
+        IsText(g.node) ? fsdp::ParseTorchDType(g.node.value) : std::nullopt;
+    if (!d || *d == DType::kF16) {
+      errors.Add(g.where, "torch_dtype",
+                 fmt::format("{} is not a dtype air keeps parameters in; valid: float32, "
+                             "bfloat16",
+                             Describe(g.node)));
+      return;
+    }
+    c.torch_dtype = *d;
+  };
+}
+
 // device: cpu, cuda, cuda:N or auto (train_device.h); whether this machine has the GPU is
 // checked when training is prepared, not here (a config is valid anywhere).
 Setter DeviceField() {
@@ -248,6 +264,7 @@ const std::vector<FieldSpec>& FieldSpecs() {
                           {0, 1e12, true, true, "must be >= 0 (0: save only at the end)"})});
     s.push_back({"resume_from_checkpoint", "", false, ResumeField()});
     s.push_back({"device", "", false, DeviceField()});
+    s.push_back({"torch_dtype", "dtype", false, TorchDTypeField()});
     s.push_back({"bf16", "", false, BoolField("bf16", Member(&TrainConfig::bf16))});
     s.push_back({"mixed_precision", "", false, MixedPrecisionField()});
     s.push_back(
@@ -444,6 +461,22 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
     }
   } else if (config.bf16) {
     config.precision = fsdp::Bf16Policy();
+  }
+  // bf16 parameters compute in bf16: torch_dtype bfloat16 implies bf16, and refuses fp32 compute.
+  if (config.torch_dtype == DType::kBF16 && !failed.count("torch_dtype")) {
+    const bool fp32_compute = config.precision.param_dtype == DType::kF32;
+    const bool asked_fp32 = (given.count("bf16") && !config.bf16) || given.count("mixed_precision");
+    if (fp32_compute && asked_fp32) {
+      const std::string& at =
+          given.count("mixed_precision") ? given["mixed_precision"].where : given["bf16"].where;
+      errors.Add(given["torch_dtype"].where, "torch_dtype",
+                 fmt::format("bfloat16 keeps the parameters in bf16, which compute in bf16, but "
+                             "{} asks for float32 compute; give bf16: true (or leave it out)",
+                             at));
+    } else if (fp32_compute) {
+      config.precision = fsdp::Bf16Policy();
+      config.bf16 = true;
+    }
   }
   CheckLoraFields(given, config, errors);
   if (!errors.empty()) return errors.ToStatus();

@@ -63,6 +63,13 @@ struct TrainConfig {
   std::string resume_from_checkpoint;
 
   // --- compute ---
+  // The dtype the parameters are loaded and kept in, as from_pretrained's torch_dtype (alias
+  // dtype): float32 (the default: fp32 master weights, gradients and AdamW moments, 16 bytes a
+  // parameter, computing in mixed_precision's param_dtype), or bfloat16 (the seed's recipe:
+  // parameters, gradients and moments in bf16, 8 bytes a parameter, each AdamW update in fp32
+  // rounded once; it computes in bf16, so it implies bf16: true). LoRA adapters stay fp32 (PEFT's
+  // default); torch_dtype applies to what full fine-tuning trains.
+  DType torch_dtype = DType::kF32;
   // Where each rank computes: "cpu", "cuda" (the GPU of the rank's LOCAL_RANK), "cuda:N" or
   // "auto" (cuda when a GPU is usable, else cpu): engine/train/train_device.h.
   std::string device = "cpu";

@@ -269,7 +269,7 @@ ParameterBytes RunBytes(const PreparedTraining& p) {
   const DType dtype = p.config.precision.param_dtype;
   return p.config.lora.enabled
              ? LoraTrainingBytes(dtype, KeepsResidentCopy(p), p.lora_trainable_fraction)
-             : TrainingBytes(dtype, KeepsResidentCopy(p));
+             : TrainingBytes(dtype, KeepsResidentCopy(p), p.config.torch_dtype);
 }
 
 }  // namespace
@@ -292,7 +292,8 @@ int ThreadsPerRank(const PreparedTraining& p, int num_threads) {
 
 // The plan's compute line: the CPU's threads and kernels, or the GPU and its free memory.
 std::string DescribeCompute(const PreparedTraining& p, int threads) {
-  const std::string precision = DescribePrecision(p.config.precision);
+  const std::string precision = DescribePrecision(
+      p.config.precision, p.config.lora.enabled ? DType::kF32 : p.config.torch_dtype);
   if (p.device.gpu != nullptr) {
     return fmt::format("{}, {} free, {}", p.device.description,
                        HumanBytes(p.device.memory.free_bytes), precision);
@@ -324,6 +325,16 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
   const TrainingMemory memory = EstimateTrainingMemory(p);
   text += fmt::format("\nmemory   {:.4g} B parameters: {} per rank for {}", memory.parameters / 1e9,
                       HumanBytes(static_cast<uint64_t>(memory.bytes_per_rank)), memory.what);
+  if (!c.lora.enabled) {
+    // The other way to keep the state, for comparison (the seed keeps it in bf16).
+    const DType other = c.torch_dtype == DType::kF32 ? DType::kBF16 : DType::kF32;
+    const DType compute = other == DType::kBF16 ? DType::kBF16 : c.precision.param_dtype;
+    const ParameterBytes alt = TrainingBytes(compute, KeepsResidentCopy(p), other);
+    const MemoryShare share = TrainingShare(p);
+    text += fmt::format(" (with torch_dtype {}: {})", fsdp::TorchDTypeName(other),
+                        HumanBytes(static_cast<uint64_t>(
+                            memory.parameters * (alt.sharded * share.per_rank + alt.whole))));
+  }
   if (p.dist.world_size > 1) {
     text += fmt::format("\nranks    {} ({}), {} over gloo, {} thread{} per rank", p.dist.world_size,
                         parallel::DescribeDistEnv(p.dist),
@@ -400,7 +411,10 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
     shard_group = node_group.get();
     replicas = replica_group.get();
   }
-  fsdp::FsdpOptions fsdp_options{.strategy = strategy, .precision = precision};
+  // The trained parameters' dtype (torch_dtype); LoRA's adapters stay fp32, as PEFT's.
+  const DType state_dtype = adapters.lora == nullptr ? p.config.torch_dtype : DType::kF32;
+  fsdp::FsdpOptions fsdp_options{
+      .strategy = strategy, .precision = precision, .state_dtype = state_dtype};
   fsdp_options.load_unit = [&](int unit) -> Status {
     AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
     if (adapters.lora == nullptr) return LoadHfUnit(*weights, *model, unit);

@@ -78,9 +78,11 @@ Status Trainer::SaveCheckpoint(const std::string& dir) const {
                        io_.parallel.fsdp->GatherFullParameters(adapter_only));
   Status written = Status::Ok();
   if (lead()) {
-    written = adapter_only ? lora::SavePeftAdapter(dir, *model_, *io_.lora, full,
-                                                   config_.model_name, io_.env)
-                           : SaveHfTensors(*model_, full, dir, {}, {}, io_.env);
+    written =
+        adapter_only
+            ? lora::SavePeftAdapter(dir, *model_, *io_.lora, full, config_.model_name, io_.env)
+            : SaveHfTensors(*model_, full, dir, {.dtype = io_.parallel.fsdp->state_dtype()}, {},
+                            io_.env);
     if (written.ok() && !io_.model_dir.empty()) {
       written = CopyTokenizerFiles(io_.model_dir, dir, io_.env).status();
     }

@@ -33,6 +33,7 @@ RunIdentity Trainer::Identity() const {
       static_cast<int64_t>(config_.per_device_batch_size) * io_.parallel.world_size;
   id.gradient_accumulation_steps = config_.gradient_accumulation_steps;
   id.seed = config_.seed;
+  id.torch_dtype = fsdp::TorchDTypeName(io_.parallel.fsdp->state_dtype());
   return id;
 }
 

@@ -29,17 +29,18 @@ def packed_mask(segment_ids):
 
 
 def train_steps(model, batches_by_step, *, steps, accum, lr, warmup, weight_decay,
-                max_grad_norm, decays=lambda name, p: p.dim() >= 2, packed=True):
-    """Runs `steps` optimizer steps of `model` (fp32, train mode) on air's micro-batches
-    (step -> list of dumped batches); returns the state dict after each step, each step's loss
-    and its gradient norm before clipping."""
+                max_grad_norm, decays=lambda name, p: p.dim() >= 2, packed=True, fused=False):
+    """Runs `steps` optimizer steps of `model` (fp32, train mode; or bf16 parameters with
+    fused=True: torch's fused AdamW, each element updated in fp32 and rounded once, the seed's
+    torch_dtype bfloat16 recipe) on air's micro-batches (step -> list of dumped batches); returns
+    the state dict after each step, each step's loss and its gradient norm before clipping."""
     model.train()
     named = list(model.named_parameters())
     decay = [p for n, p in named if decays(n, p)]
     no_decay = [p for n, p in named if not decays(n, p)]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+        lr=lr, betas=(0.9, 0.999), eps=1e-8, **({"fused": True} if fused else {"foreach": False}))
     scheduler = transformers.get_cosine_schedule_with_warmup(optimizer, warmup, steps)
     vocab = model.config.vocab_size
     states, losses, norms = [], [], []
@@ -58,7 +59,7 @@ def train_steps(model, batches_by_step, *, steps, accum, lr, warmup, weight_deca
                 mask = (torch.tensor(b["segment_ids"]) != 0).long()
             logits = model(input_ids=ids, position_ids=pos, attention_mask=mask).logits
             token_loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1),
+                logits[:, :-1].reshape(-1, vocab).float(), labels[:, 1:].reshape(-1),
                 ignore_index=-100, reduction="sum")
             (token_loss / n_items).backward()
             total += float(token_loss.detach())

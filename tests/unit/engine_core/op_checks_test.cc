@@ -64,9 +64,9 @@ const std::map<OpKind, BadCall>& BadCalls() {
        {"RmsNormForward: argument x: I32 is not a float dtype",
         [](const Ops& o, Args& a) { o.RmsNormForward(a.i32, a.row, 1e-5f, a.f32, a.row); }}},
       {OpKind::kRmsNormBackward,
-       {"RmsNormBackward: argument dw: must be F32, is BF16",
+       {"RmsNormBackward: argument dw: I32 is not a float dtype",
         [](const Ops& o, Args& a) {
-          o.RmsNormBackward(a.f32, a.row, a.row, a.f32, a.f32, a.bf16);
+          o.RmsNormBackward(a.f32, a.row, a.row, a.f32, a.f32, a.i32);
         }}},
       {OpKind::kRopeTables,
        {"RopeTables: argument positions: must be I32, is F32",
@@ -133,8 +133,8 @@ const std::map<OpKind, BadCall>& BadCalls() {
        {"AddBias: argument bias: I32 is not a float dtype",
         [](const Ops& o, Args& a) { o.AddBias(a.f32, a.i32); }}},
       {OpKind::kBiasBackward,
-       {"BiasBackward: argument dbias: must be F32, is BF16",
-        [](const Ops& o, Args& a) { o.BiasBackward(a.f32, a.bf16); }}},
+       {"BiasBackward: argument dbias: I32 is not a float dtype",
+        [](const Ops& o, Args& a) { o.BiasBackward(a.f32, a.i32); }}},
       {OpKind::kConvert,
        {"Convert: argument dst: I32 is not a float dtype",
         [](const Ops& o, Args& a) { o.Convert(a.f32, a.i32); }}},
@@ -148,14 +148,14 @@ const std::map<OpKind, BadCall>& BadCalls() {
        {"CrossEntropyBackward: argument targets: must be I32, is F32",
         [](const Ops& o, Args& a) { o.CrossEntropyBackward(a.f32, a.f32, a.f32, 1.0f, a.f32); }}},
       {OpKind::kAdamWUpdate,
-       {"AdamWUpdate: argument v: must be F32, is BF16",
-        [](const Ops& o, Args& a) { o.AdamWUpdate({}, a.f32, a.f32, a.f32, a.bf16); }}},
+       {"AdamWUpdate: argument v: I32 is not a float dtype",
+        [](const Ops& o, Args& a) { o.AdamWUpdate({}, a.f32, a.f32, a.f32, a.i32); }}},
       {OpKind::kSumOfSquares,
        {"SumOfSquares: argument sum: must be one F64, is 16 x F32",
         [](const Ops& o, Args& a) { o.SumOfSquares(a.f32, a.f32); }}},
       {OpKind::kScale,
-       {"Scale: argument x: must be F32, is BF16",
-        [](const Ops& o, Args& a) { o.Scale(a.bf16, 2.0f); }}},
+       {"Scale: argument x: I32 is not a float dtype",
+        [](const Ops& o, Args& a) { o.Scale(a.i32, 2.0f); }}},
   };
   return kCalls;
 }

@@ -42,6 +42,29 @@ TEST(TrainConfigTest, MinimalUsesDefaults) {
   EXPECT_EQ(c->sources.at("dataset_name"), "cfg.yaml:2:1");
 }
 
+// torch_dtype (alias dtype): the dtype the parameters and their state are kept in; bfloat16
+// computes in bf16, so it implies bf16 and refuses an explicit fp32 compute.
+TEST(TrainConfigTest, TorchDtypeKeepsTheStateInBf16AndImpliesBf16Compute) {
+  EXPECT_EQ(ParseTrainConfig(kMinimal, "cfg.yaml")->torch_dtype, DType::kF32);
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    auto c = ParseTrainConfig(std::string(kMinimal) + key + ": bfloat16\n", "cfg.yaml");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->torch_dtype, DType::kBF16);
+    EXPECT_TRUE(c->bf16);
+    EXPECT_EQ(c->precision.param_dtype, DType::kBF16);
+    EXPECT_EQ(c->precision.reduce_dtype, DType::kBF16);
+  }
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "torch_dtype: float16\n"),
+              HasSubstr("cfg.yaml:4:1: torch_dtype: 'float16' is not a dtype air keeps "
+                        "parameters in; valid: float32, bfloat16"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) + "torch_dtype: bfloat16\nbf16: false\n"),
+              HasSubstr("torch_dtype: bfloat16 keeps the parameters in bf16, which compute in "
+                        "bf16, but cfg.yaml:5:1 asks for float32 compute"));
+  EXPECT_THAT(ErrorOf(std::string(kMinimal) +
+                      "torch_dtype: bfloat16\nmixed_precision: {param_dtype: float32}\n"),
+              HasSubstr("asks for float32 compute"));
+}
+
 TEST(TrainConfigTest, SeedParametersBlockParses) {
   // The parameters block of the first seed's train.yaml, as HYPERPARAMETERS_PATH holds it.
   auto c = ParseTrainConfig(

@@ -91,6 +91,18 @@ void LoadF32(const View& v, int64_t offset, int64_t n, float* dst) {
   }
 }
 
+void AccumulateF32(const float* src, const View& v, int64_t offset, int64_t n) {
+  if (v.dtype() == DType::kF32) {
+    float* dst = v.f32() + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+    return;
+  }
+  std::vector<float> sum(static_cast<size_t>(n));
+  LoadF32(v, offset, n, sum.data());
+  for (int64_t i = 0; i < n; ++i) sum[static_cast<size_t>(i)] += src[i];
+  StoreF32(sum.data(), v, offset, n);
+}
+
 void StoreF32(const float* src, const View& v, int64_t offset, int64_t n) {
   AIR_ENGINE_CHECK(offset >= 0 && offset + n <= v.numel(), "StoreF32 outside the view");
   switch (v.dtype()) {

@@ -20,6 +20,10 @@ void LoadF32(const View& v, int64_t offset, int64_t n, float* dst);
 // Elements [offset, offset + n) of a data view = src (rounded when the view is BF16).
 void StoreF32(const float* src, const View& v, int64_t offset, int64_t n);
 
+// Elements [offset, offset + n) of a data view += src: one fp32 add each, rounded once when the
+// view is BF16 (an accumulating output's last step: a gradient of the step's bf16 state).
+void AccumulateF32(const float* src, const View& v, int64_t offset, int64_t n);
+
 // Row staging for the fast ops: elements [offset, offset + n) of a data view as fp32 — a
 // pointer into the view when it is F32, else `scratch` (n floats) holding the widened values.
 inline const float* ReadF32(const View& v, int64_t offset, int64_t n, float* scratch) {

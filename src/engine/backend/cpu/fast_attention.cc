@@ -227,7 +227,8 @@ std::vector<float> SinkValues(const View& sinks) {
 // dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
 // double (rows that saw nothing, lse = -inf, have no sink and add nothing).
 void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, const View& out,
-                   const View& dout, const float* lse, float* dsinks) {
+                   const View& dout, const float* lse, const View& dsinks_view) {
+  std::vector<float> dsinks(static_cast<size_t>(s.q_heads), 0.0f);
   const int64_t q_stride = s.q_heads * s.head_dim;
   for (int64_t h = 0; h < s.q_heads; ++h) {
     double sum = 0.0;
@@ -242,8 +243,9 @@ void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, con
         sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
       }
     }
-    dsinks[h] -= static_cast<float>(sum);
+    dsinks[static_cast<size_t>(h)] = -static_cast<float>(sum);
   }
+  AccumulateF32(dsinks.data(), dsinks_view, 0, s.q_heads);
 }
 
 }  // namespace
@@ -441,7 +443,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     }
   });
   if (!sinks_view.empty() && !dsinks_view.empty()) {
-    SinkGradients(s, SinkValues(sinks_view), out, dout, lse, dsinks_view.f32());
+    SinkGradients(s, SinkValues(sinks_view), out, dout, lse, dsinks_view);
   }
 }
 

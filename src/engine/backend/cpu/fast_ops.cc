@@ -36,9 +36,8 @@ std::string FastOps::Describe() const {
          std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
 
-bool FastOps::Supports(OpKind op, DType dtype) const {
-  if (dtype == DType::kF32) return true;
-  return dtype == DType::kBF16 && !IsMasterStateOp(op);
+bool FastOps::Supports(OpKind, DType dtype) const {
+  return dtype == DType::kF32 || dtype == DType::kBF16;
 }
 
 void FastOps::Zero(const View& dst) const {
@@ -160,11 +159,13 @@ void FastOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rs
     }
   });
   if (dw.empty()) return;
+  std::vector<float> sums(static_cast<size_t>(dim));
   for (int64_t c = 0; c < dim; ++c) {
     double sum = 0.0;
     for (int64_t t = 0; t < chunks; ++t) sum += row_scratch_[static_cast<size_t>(t)][c];
-    dw.f32()[c] += static_cast<float>(sum);
+    sums[static_cast<size_t>(c)] = static_cast<float>(sum);
   }
+  AccumulateF32(sums.data(), dw, 0, dim);
 }
 
 // Per-row log-sum-exp in fp32 with a double accumulator for the sum of exponentials; the loss

@@ -30,7 +30,7 @@ class FastOps : public CpuBackend {
   // "cpu, avx512bf16 kernels, 2 threads".
   std::string Describe() const override;
   int num_threads() const { return pool_->num_threads(); }
-  // F32 and BF16 for every op but the master-state ones (F32 only), as the reference.
+  // F32 and BF16 for every op, as the reference.
   bool Supports(OpKind op, DType dtype) const override;
   // Zero on the pool for large views (a step's gradient buffers: tens of MiB, else one thread's
   // memset while the others wait); a view under 2 MiB is one memset on the calling thread.
@@ -46,6 +46,9 @@ class FastOps : public CpuBackend {
   // A small weight (norm weight, bias) as fp32 for the whole call: its own memory when F32, else
   // a widened copy in weight_scratch_ (read by every thread of the call).
   const float* WeightF32(const View& w) const;
+  // AdamW over state of which some is BF16 (fast_optimizer.cc).
+  void AdamWStaged(const AdamWScalars& s, const View& p, const View& g, const View& m,
+                   const View& v, const View& p_copy) const;
   // An fp32 product into a BF16 C (see fast_ops.cc).
   void GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                   int64_t lda, const View& b, int64_t ldb, float beta, const View& c,

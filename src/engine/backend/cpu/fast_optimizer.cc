@@ -140,8 +140,39 @@ __attribute__((target("avx2"))) double SumOfSquaresAvx2(const float* x, int64_t 
 
 }  // namespace
 
+// AdamW over state of which some is BF16 (torch_dtype bfloat16): pieces widened into fp32,
+// updated by the F32 kernel (the reference's bits), rounded back once — AdamWElement's result.
+void FastOps::AdamWStaged(const AdamWScalars& s, const View& pv, const View& gv, const View& mv,
+                          const View& vv, const View& p_copy) const {
+  constexpr int64_t kPiece = 4096;
+  pool_->ParallelForBalanced(pv.numel(), kMinChunk, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> staged(4 * kPiece);
+    float *p = staged.data(), *g = p + kPiece, *m = g + kPiece, *v = m + kPiece;
+    for (int64_t at = begin; at < end; at += kPiece) {
+      const int64_t count = std::min(kPiece, end - at);
+      LoadF32(pv, at, count, p);
+      LoadF32(gv, at, count, g);
+      LoadF32(mv, at, count, m);
+      LoadF32(vv, at, count, v);
+      int64_t done = UseAvx2() && !UseAvx512() ? AdamWAvx2(s, count, p, g, m, v) : 0;
+      if (UseAvx512()) {
+        AdamWAvx512(s, count, p, g, m, v, nullptr);
+        done = count;
+      }
+      RefAdamWUpdate(s, count - done, p + done, g + done, m + done, v + done);
+      StoreF32(p, pv, at, count);
+      StoreF32(m, mv, at, count);
+      StoreF32(v, vv, at, count);
+      if (!p_copy.empty()) StoreF32(p, p_copy, at, count);
+    }
+  });
+}
+
 void FastOps::AdamWUpdateKernel(const AdamWScalars& s, const View& pv, const View& gv,
                                 const View& mv, const View& vv, const View& p_copy) const {
+  for (const View* x : {&pv, &gv, &mv, &vv}) {
+    if (x->dtype() != DType::kF32) return AdamWStaged(s, pv, gv, mv, vv, p_copy);
+  }
   const int64_t n = pv.numel();
   float *p = pv.f32(), *m = mv.f32(), *v = vv.f32();
   const float* g = gv.f32();
@@ -164,7 +195,8 @@ void FastOps::AdamWUpdateKernel(const AdamWScalars& s, const View& pv, const Vie
 }
 
 void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
-  const float* x = xv.f32();
+  const bool widened = xv.dtype() != DType::kF32;  // bf16 gradients: each piece widened first
+  const float* x = widened ? nullptr : xv.f32();
   const int64_t n = xv.numel();
   double* sum_out = sum_view.f64();
   // One partial sum per piece of kMinChunk elements, added in piece order: the same bits
@@ -172,9 +204,11 @@ void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
   const int64_t pieces = std::max<int64_t>(1, (n + kMinChunk - 1) / kMinChunk);
   std::vector<double> partial(static_cast<size_t>(pieces), 0.0);
   pool_->ParallelForBalanced(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> piece(widened ? static_cast<size_t>(kMinChunk) : 0);
     for (int64_t at = begin; at < end; at += kMinChunk) {
-      const float* chunk = x + at;
       const int64_t count = std::min(kMinChunk, end - at);
+      const float* chunk = widened ? piece.data() : x + at;
+      if (widened) LoadF32(xv, at, count, piece.data());
       double sum;
       if (UseAvx512()) {
         sum = SumOfSquaresAvx512(chunk, count);
@@ -192,8 +226,17 @@ void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
 }
 
 void FastOps::ScaleKernel(const View& xv, float factor) const {
-  float* x = xv.f32();
   const int64_t n = xv.numel();
+  if (xv.dtype() != DType::kF32) {  // bf16 state: one fp32 product, rounded once
+    pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> x(static_cast<size_t>(end - begin));
+      LoadF32(xv, begin, end - begin, x.data());
+      for (float& value : x) value *= factor;
+      StoreF32(x.data(), xv, begin, end - begin);
+    });
+    return;
+  }
+  float* x = xv.f32();
   pool_->ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end, int) {
     for (int64_t j = begin; j < end; ++j) x[j] *= factor;
   });

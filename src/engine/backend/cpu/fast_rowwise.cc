@@ -3,6 +3,7 @@
 // and rounded back once, F32 data computed in place.
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/fast_ops.h"
@@ -45,16 +46,37 @@ void FastOps::EmbeddingForwardKernel(const View& ids, const View& table, const V
   });
 }
 
-// Serial: two tokens with the same id add into the same row (the order is the reference's).
+// Serial: two tokens with the same id add into the same row (the order is the reference's). A
+// BF16 table (bf16 state) has each row the batch touches widened once, its tokens added in
+// fp32 in token order, and rounded once: the reference's bits.
 void FastOps::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,
                                       const View& dtable) const {
   const int64_t n = ids.numel(), dim = dtable.dim(-1);
+  const bool staged = dtable.dtype() != DType::kF32;
+  std::unordered_map<int32_t, int64_t> slot_of;  // staged: a touched row's place in `rows`
+  std::vector<int32_t> touched;
+  std::vector<float> rows;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = ids.i32()[i];
     if (id == skip_id) continue;
     const float* d = ReadF32(dout, i * dim, dim, Scratch(0, 0, dim));
-    float* row = dtable.f32() + static_cast<int64_t>(id) * dim;
+    float* row = nullptr;
+    if (!staged) {
+      row = dtable.f32() + static_cast<int64_t>(id) * dim;
+    } else {
+      auto [at, added] = slot_of.emplace(id, static_cast<int64_t>(touched.size()));
+      if (added) {
+        touched.push_back(id);
+        rows.resize(touched.size() * static_cast<size_t>(dim));
+        LoadF32(dtable, static_cast<int64_t>(id) * dim, dim, rows.data() + at->second * dim);
+      }
+      row = rows.data() + at->second * dim;
+    }
     for (int64_t c = 0; c < dim; ++c) row[c] += d[c];
+  }
+  for (size_t t = 0; t < touched.size(); ++t) {
+    StoreF32(rows.data() + t * static_cast<size_t>(dim), dtable,
+             static_cast<int64_t>(touched[t]) * dim, dim);
   }
 }
 
@@ -205,11 +227,13 @@ void FastOps::BiasBackwardKernel(const View& dy, const View& dbias) const {
       for (int64_t c = 0; c < cols; ++c) sums[c] += d[c];
     }
   });
+  std::vector<float> sums(static_cast<size_t>(cols));
   for (int64_t c = 0; c < cols; ++c) {
     double sum = 0.0;
     for (int64_t t = 0; t < chunks; ++t) sum += row_scratch_[static_cast<size_t>(t)][c];
-    dbias.f32()[c] += static_cast<float>(sum);
+    sums[static_cast<size_t>(c)] = static_cast<float>(sum);
   }
+  AccumulateF32(sums.data(), dbias, 0, cols);
 }
 
 void FastOps::ConvertKernel(const View& src, const View& dst) const {

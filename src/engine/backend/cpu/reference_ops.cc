@@ -13,9 +13,8 @@
 
 namespace air::engine {
 
-bool ReferenceOps::Supports(OpKind op, DType dtype) const {
-  if (dtype == DType::kF32) return true;
-  return dtype == DType::kBF16 && !IsMasterStateOp(op);
+bool ReferenceOps::Supports(OpKind, DType dtype) const {
+  return dtype == DType::kF32 || dtype == DType::kBF16;
 }
 
 namespace {
@@ -69,7 +68,9 @@ void ReferenceOps::EmbeddingBackwardKernel(const View& ids, const View& dout, in
                                            const View& dtable) const {
   const int64_t n = ids.numel(), dim = dtable.dim(-1);
   F32Input d(dout);
-  RefEmbeddingBackward(ids.i32(), n, d.get(), dim, skip_id, dtable.f32());
+  F32Output t(dtable, true);
+  RefEmbeddingBackward(ids.i32(), n, d.get(), dim, skip_id, t.get());
+  t.Store();
 }
 
 void ReferenceOps::RmsNormForwardKernel(const View& x, const View& w, float eps, const View& y,
@@ -86,9 +87,12 @@ void ReferenceOps::RmsNormBackwardKernel(const View& x, const View& w, const Vie
   const int64_t dim = w.numel(), rows = x.numel() / dim;
   F32Input xs(x), ws(w), dys(dy);
   F32Output dxs(dx, true);
+  std::optional<F32Output> dws;
+  if (!dw.empty()) dws.emplace(dw, true);
   RefRmsNormBackward(xs.get(), ws.get(), rstd.f32(), dys.get(), rows, dim, dxs.get(),
-                     dw.empty() ? nullptr : dw.f32());
+                     dws ? dws->get() : nullptr);
   dxs.Store();
+  if (dws) dws->Store();
 }
 
 void ReferenceOps::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
@@ -155,13 +159,15 @@ void ReferenceOps::AttentionBackwardKernel(const AttentionShape& s, const View& 
   std::optional<F32Input> sink_values;
   if (!sinks.empty()) sink_values.emplace(sinks);
   F32Output dqs(dq, true), dks(dk, true), dvs(dv, true);
+  std::optional<F32Output> dss;
+  if (!dsinks.empty()) dss.emplace(dsinks, true);
   RefAttentionBackward(s, qs.get(), ks.get(), vs.get(), sink_values ? sink_values->get() : nullptr,
                        IndexOrNull(q_segments), IndexOrNull(kv_segments), os.get(), lse.f32(),
-                       dos.get(), dqs.get(), dks.get(), dvs.get(),
-                       dsinks.empty() ? nullptr : dsinks.f32());
+                       dos.get(), dqs.get(), dks.get(), dvs.get(), dss ? dss->get() : nullptr);
   dqs.Store();
   dks.Store();
   dvs.Store();
+  if (dss) dss->Store();
 }
 
 void ReferenceOps::SwigluForwardKernel(const View& gate, const View& up, const View& out) const {
@@ -208,7 +214,9 @@ void ReferenceOps::AddBiasKernel(const View& y, const View& bias) const {
 void ReferenceOps::BiasBackwardKernel(const View& dy, const View& dbias) const {
   const int64_t cols = dbias.numel(), rows = cols > 0 ? dy.numel() / cols : 0;
   F32Input d(dy);
-  RefBiasBackward(d.get(), rows, cols, dbias.f32());
+  F32Output db(dbias, true);
+  RefBiasBackward(d.get(), rows, cols, db.get());
+  db.Store();
 }
 
 void ReferenceOps::ConvertKernel(const View& src, const View& dst) const {
@@ -235,17 +243,25 @@ void ReferenceOps::CrossEntropyBackwardKernel(const View& logits, const View& ta
 
 void ReferenceOps::AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,
                                      const View& m, const View& v, const View& p_copy) const {
-  RefAdamWUpdate(s, p.numel(), p.f32(), g.f32(), m.f32(), v.f32());
+  F32Output ps(p, true), ms(m, true), vs(v, true);
+  F32Input gs(g);
+  RefAdamWUpdate(s, p.numel(), ps.get(), gs.get(), ms.get(), vs.get());
+  ps.Store();
+  ms.Store();
+  vs.Store();
   if (!p_copy.empty()) ConvertKernel(p, p_copy);
 }
 
 void ReferenceOps::SumOfSquaresKernel(const View& x, const View& sum) const {
-  *sum.f64() += SumOfSquaresLoop(x.f32(), x.numel());
+  F32Input xs(x);
+  *sum.f64() += SumOfSquaresLoop(xs.get(), x.numel());
 }
 
 void ReferenceOps::ScaleKernel(const View& x, float factor) const {
-  float* p = x.f32();
+  F32Output xs(x, true);
+  float* p = xs.get();
   for (int64_t j = 0; j < x.numel(); ++j) p[j] *= factor;
+  xs.Store();
 }
 
 }  // namespace air::engine

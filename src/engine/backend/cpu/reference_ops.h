@@ -14,7 +14,7 @@ class ReferenceOps : public CpuBackend {
  public:
   std::string name() const override { return "reference"; }
   std::string Describe() const override { return "cpu, reference loops, 1 thread"; }
-  // Every op on F32; every op but the master-state ones (AdamW, SumOfSquares, Scale) on BF16.
+  // Every op on F32 and on BF16 (the master-state ops too: widened, updated, rounded once).
   bool Supports(OpKind op, DType dtype) const override;
 
  protected:

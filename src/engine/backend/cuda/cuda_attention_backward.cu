@@ -67,7 +67,7 @@ constexpr int kSinkThreads = 256;
 // ... in order, then BlockSum's fixed tree.
 __global__ void __launch_bounds__(kSinkThreads)
     SinkGradientKernel(AttentionShape s, In sinks, const float* lse, const float* delta,
-                       float* dsinks) {
+                       Out dsinks) {
   __shared__ float partial[32];
   const int64_t h = blockIdx.x;
   const float sink = Load(sinks, h);
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kSinkThreads)
     if (!isinf(lse[at])) sum += expf(sink - lse[at]) * delta[at];
   }
   sum = BlockSum(sum, partial);
-  if (threadIdx.x == 0) dsinks[h] -= sum;
+  if (threadIdx.x == 0) Accumulate(dsinks, h, -sum);
 }
 
 // ---- fast path: dk, dv ----------------------------------------------------------------------
@@ -458,7 +458,7 @@ void LaunchGenericBackward(const BackwardArgs& a, Out dq, Out dk, Out dv, cudaSt
 
 void AttentionBackward(const AttentionShape& s, In q, In k, In v, In sinks,
                        const int32_t* q_segments, const int32_t* kv_segments, In out,
-                       const float* lse, In dout, Out dq, Out dk, Out dv, float* dsinks,
+                       const float* lse, In dout, Out dq, Out dk, Out dv, Out dsinks,
                        cudaStream_t stream) {
   const int64_t query_rows = s.batch * s.q_heads * s.q_len;
   if (query_rows <= 0) return;
@@ -468,7 +468,7 @@ void AttentionBackward(const AttentionShape& s, In q, In k, In v, In sinks,
   DeltaKernel<<<static_cast<unsigned>((query_rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0,
                 stream>>>(s, out, dout, delta);
   AIR_CUDA_CHECK_LAUNCH();
-  if (sinks.ptr != nullptr && dsinks != nullptr) {
+  if (sinks.ptr != nullptr && dsinks.ptr != nullptr) {
     SinkGradientKernel<<<static_cast<unsigned>(s.q_heads), kSinkThreads, 0, stream>>>(
         s, sinks, lse, delta, dsinks);
     AIR_CUDA_CHECK_LAUNCH();

@@ -198,9 +198,8 @@ void CudaBackend::Activate() const {
   current_device = index_;
 }
 
-bool CudaBackend::Supports(OpKind op, DType dtype) const {
-  if (dtype == DType::kF32) return true;
-  return dtype == DType::kBF16 && !IsMasterStateOp(op);
+bool CudaBackend::Supports(OpKind, DType dtype) const {
+  return dtype == DType::kF32 || dtype == DType::kBF16;
 }
 
 Result<DeviceMemory> CudaBackend::QueryMemory() const {

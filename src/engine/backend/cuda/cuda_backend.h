@@ -7,8 +7,8 @@
 // memory given to CopyToDevice is staged through page-locked slots of the backend's own, so the
 // source is free when the call returns and the copy still does not wait for the stream. GEMMs are
 // cuBLASLt's (cuda_gemm.h); every other op is a kernel of cuda_kernels.h, launched on the
-// stream with the sizes the public op checked. Ops accept F32 and BF16 data (the master-state
-// ops F32 only), as the CPU backends do, and an unsupported combination is never run elsewhere.
+// stream with the sizes the public op checked. Every op accepts F32 and BF16 arguments where its
+// roles allow them, as the CPU backends do; nothing is ever run elsewhere.
 //
 // Thread safety: as every backend, calls must not overlap (ops.h). Two backends of one GPU (a
 // compute and a communication stream) may be driven from two threads; they share the device's
@@ -37,7 +37,7 @@ class CudaBackend : public Backend {
 
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device{DeviceType::kCuda, index_}; }
-  // F32 and BF16 data for every op but the master-state ones (F32 only).
+  // F32 and BF16 for every op (master state too: a bf16-state run).
   bool Supports(OpKind op, DType dtype) const override;
   std::string Describe() const override { return description_; }
   // cudaMemGetInfo's free and total, plus what this process's pool holds cached but unused.

@@ -47,7 +47,7 @@ void CudaBackend::EmbeddingForwardKernel(const View& ids, const View& table,
 void CudaBackend::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,
                                           const View& dtable) const {
   Activate();
-  cuda::EmbeddingBackward(I32(ids), ids.numel(), Arg(dout), dtable.dim(-1), skip_id, F32(dtable),
+  cuda::EmbeddingBackward(I32(ids), ids.numel(), Arg(dout), dtable.dim(-1), skip_id, Res(dtable),
                           stream_);
 }
 
@@ -62,7 +62,7 @@ void CudaBackend::RmsNormBackwardKernel(const View& x, const View& w, const View
                                         const View& dy, const View& dx, const View& dw) const {
   Activate();
   const int64_t dim = w.numel(), rows = dim > 0 ? x.numel() / dim : 0;
-  cuda::RmsNormBackward(Arg(x), Arg(w), F32(rstd), Arg(dy), rows, dim, Res(dx), F32(dw), stream_);
+  cuda::RmsNormBackward(Arg(x), Arg(w), F32(rstd), Arg(dy), rows, dim, Res(dx), Res(dw), stream_);
 }
 
 void CudaBackend::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
@@ -115,7 +115,7 @@ void CudaBackend::AttentionBackwardKernel(const AttentionShape& s, const View& q
                                           const View& dv, const View& dsinks) const {
   Activate();
   cuda::AttentionBackward(s, Arg(q), Arg(k), Arg(v), Arg(sinks), I32(q_segments), I32(kv_segments),
-                          Arg(out), F32(lse), Arg(dout), Res(dq), Res(dk), Res(dv), F32(dsinks),
+                          Arg(out), F32(lse), Arg(dout), Res(dq), Res(dk), Res(dv), Res(dsinks),
                           stream_);
 }
 
@@ -219,7 +219,7 @@ void CudaBackend::AddBiasKernel(const View& y, const View& bias) const {
 void CudaBackend::BiasBackwardKernel(const View& dy, const View& dbias) const {
   Activate();
   const int64_t cols = dbias.numel(), rows = cols > 0 ? dy.numel() / cols : 0;
-  cuda::BiasBackward(Arg(dy), rows, cols, F32(dbias), stream_);
+  cuda::BiasBackward(Arg(dy), rows, cols, Res(dbias), stream_);
 }
 
 void CudaBackend::ConvertKernel(const View& src, const View& dst) const {
@@ -251,17 +251,17 @@ void CudaBackend::CrossEntropyBackwardKernel(const View& logits, const View& tar
 void CudaBackend::AdamWUpdateKernel(const AdamWScalars& s, const View& p, const View& g,
                                     const View& m, const View& v, const View& p_copy) const {
   Activate();
-  cuda::AdamWUpdate(s, F32(p), F32(g), F32(m), F32(v), Res(p_copy), p.numel(), stream_);
+  cuda::AdamWUpdate(s, Res(p), Arg(g), Res(m), Res(v), Res(p_copy), p.numel(), stream_);
 }
 
 void CudaBackend::SumOfSquaresKernel(const View& x, const View& sum) const {
   Activate();
-  cuda::SumOfSquares(F32(x), x.numel(), sum.f64(), stream_);
+  cuda::SumOfSquares(Arg(x), x.numel(), sum.f64(), stream_);
 }
 
 void CudaBackend::ScaleKernel(const View& x, float factor) const {
   Activate();
-  cuda::Scale(F32(x), x.numel(), factor, stream_);
+  cuda::Scale(Res(x), x.numel(), factor, stream_);
 }
 
 }  // namespace air::engine::cuda

@@ -20,7 +20,6 @@ namespace air::engine::cuda {
 namespace {
 
 __device__ __forceinline__ In F32In(const float* p) { return In{p, DType::kF32}; }
-__device__ __forceinline__ Out F32Out(float* p) { return Out{p, DType::kF32}; }
 
 // ---- flat bodies: Run<N>(i) handles elements i .. i + N ----------------------------------------
 
@@ -79,14 +78,14 @@ struct DropoutBody {
 };
 
 struct ScaleBody {
-  float* x;
+  Out x;
   float factor;
   template <int N>
   __device__ void Run(int64_t i) const {
     float v[N];
-    LoadN<N>(F32In(x), i, v);
+    LoadN<N>(x, i, v);
     for (int k = 0; k < N; ++k) v[k] *= factor;
-    StoreN<N>(F32Out(x), i, v);
+    StoreN<N>(x, i, v);
   }
 };
 
@@ -269,9 +268,9 @@ void Dropout(In x, float p, uint64_t seed, Out out, int64_t n, cudaStream_t stre
   AIR_CUDA_CHECK_LAUNCH();
 }
 
-void Scale(float* x, int64_t n, float factor, cudaStream_t stream) {
+void Scale(Out x, int64_t n, float factor, cudaStream_t stream) {
   if (n <= 0) return;
-  LaunchElementwise(ScaleBody{x, factor}, n, Aligned16({x}), stream);
+  LaunchElementwise(ScaleBody{x, factor}, n, Aligned16({x.ptr}), stream);
   AIR_CUDA_CHECK_LAUNCH();
 }
 

@@ -55,8 +55,8 @@ void AddBias(Out y, In bias, int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i] = DropoutUniform(seed, i) >= p ? x[i] / (1 - p) : 0 (the reference's scale: x * (1 /
 // (1 - p)) as one fp32 product of x and the fp32 reciprocal). out may alias x.
 void Dropout(In x, float p, uint64_t seed, Out out, int64_t n, cudaStream_t stream);
-// x[i] *= factor (F32 master state).
-void Scale(float* x, int64_t n, float factor, cudaStream_t stream);
+// x[i] *= factor (master state, F32 or BF16: one fp32 product, rounded once).
+void Scale(Out x, int64_t n, float factor, cudaStream_t stream);
 // A strided matrix c (rows, cols; row stride ld) = beta * c, and 0 where beta == 0 (whatever c
 // held, NaN included): Gemm with k == 0.
 void ScaleMatrix(Out c, int64_t rows, int64_t cols, int64_t ld, float beta, cudaStream_t stream);
@@ -79,15 +79,15 @@ void Rope(Out x, int64_t n, int64_t heads, int64_t head_dim, const float* cos, c
 // y (rows, dim) = x * rstd * w, rstd (rows) = 1 / sqrt(mean(x^2) + eps). y may alias x.
 void RmsNormForward(In x, In w, int64_t rows, int64_t dim, float eps, Out y, float* rstd,
                     cudaStream_t stream);
-// dx += dL/dx; dw (F32, may be null) += dL/dw (summed over rows in a fixed order).
+// dx += dL/dx; dw (ptr null: none) += dL/dw (summed over rows in a fixed order).
 void RmsNormBackward(In x, In w, const float* rstd, In dy, int64_t rows, int64_t dim, Out dx,
-                     float* dw, cudaStream_t stream);
+                     Out dw, cudaStream_t stream);
 // dbias (cols) += the sum over rows of dy (rows, cols), in a fixed order.
-void BiasBackward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream);
+void BiasBackward(In dy, int64_t rows, int64_t cols, Out dbias, cudaStream_t stream);
 // dtable (V, dim) [ids[i]] += dout (n, dim) [i] for every i with ids[i] != skip_id; a row that
 // several tokens share receives their sum in token order (no atomics).
 void EmbeddingBackward(const int32_t* ids, int64_t n, In dout, int64_t dim, int32_t skip_id,
-                       float* dtable, cudaStream_t stream);
+                       Out dtable, cudaStream_t stream);
 
 // ---- cross-entropy (cuda_loss.cu) -------------------------------------------------------------
 // lse (n) = each row's log-sum-exp of logits (n, vocab); *loss_sum += the sum over rows whose
@@ -100,12 +100,12 @@ void CrossEntropyBackward(In logits, const int32_t* targets, const float* lse, i
                           int64_t vocab, float scale, Out dlogits, cudaStream_t stream);
 
 // ---- optimizer (cuda_optimizer.cu, compiled with -fmad=false) ----------------------------------
-// AdamWElement on every element of p, g, m, v (n each, F32); p_copy (ptr null: none) receives
-// the updated p as Convert writes it.
-void AdamWUpdate(const AdamWScalars& s, float* p, const float* g, float* m, float* v, Out p_copy,
-                 int64_t n, cudaStream_t stream);
+// AdamWElement on every element of p, g, m, v (n each, F32 or BF16 each: widened, updated in
+// fp32, rounded once); p_copy (ptr null: none) receives the updated p as Convert writes it.
+void AdamWUpdate(const AdamWScalars& s, Out p, In g, Out m, Out v, Out p_copy, int64_t n,
+                 cudaStream_t stream);
 // *sum += the sum of x[i]^2 in double, in a fixed blocked order (independent of the GPU).
-void SumOfSquares(const float* x, int64_t n, double* sum, cudaStream_t stream);
+void SumOfSquares(In x, int64_t n, double* sum, cudaStream_t stream);
 
 // ---- attention (cuda_attention.cu) -------------------------------------------------------------
 // ops.h's AttentionForward: q (B, Tq, Hq, D), k, v (B, kv_rows, Hkv, D), out (B, Tq, Hq, D);
@@ -115,11 +115,11 @@ void SumOfSquares(const float* x, int64_t n, double* sum, cudaStream_t stream);
 void AttentionForward(const AttentionShape& s, In q, In k, In v, In sinks,
                       const int32_t* q_segments, const int32_t* kv_segments, Out out, float* lse,
                       cudaStream_t stream);
-// ops.h's AttentionBackward: dq, dk, dv += ...; dsinks (Hq, F32) += ... (null: none). Sums over
+// ops.h's AttentionBackward: dq, dk, dv += ...; dsinks (Hq) += ... (ptr null: none). Sums over
 // queries for dk, dv and dsinks in a fixed order.
 void AttentionBackward(const AttentionShape& s, In q, In k, In v, In sinks,
                        const int32_t* q_segments, const int32_t* kv_segments, In out,
-                       const float* lse, In dout, Out dq, Out dk, Out dv, float* dsinks,
+                       const float* lse, In dout, Out dq, Out dk, Out dv, Out dsinks,
                        cudaStream_t stream);
 
 // ---- mixture of experts (cuda_moe.cu) ----------------------------------------------------------

@@ -1,5 +1,6 @@
-// The CUDA backend's optimizer kernels (cuda_kernels.h): the AdamW update of the fp32 master
-// state, and the sum of squares behind the gradient's global norm. Hand-written because they
+// The CUDA backend's optimizer kernels (cuda_kernels.h): the AdamW update of the master state
+// (fp32, or bf16 under torch_dtype bfloat16: widened, updated in fp32, rounded once), and the sum
+// of squares behind the gradient's global norm. Hand-written because they
 // must give the CPU's results: AdamW the reference's bits (op_semantics.h's AdamWElement, every
 // operation rounded on its own: this file is compiled with -fmad=false, CMakeLists.txt, so nvcc
 // contracts no a * b + c into a fused multiply-add; sqrtf and '/' are IEEE without
@@ -21,26 +22,26 @@
 namespace air::engine::cuda {
 namespace {
 
-// p, m, v (n) updated in place from g (n); p_copy (ptr null: none) = the updated p, as Convert
-// writes it.
+// p, m, v (n) updated in place from g (n), each F32 or BF16; p_copy (ptr null: none) = the
+// updated p, as Convert writes it.
 struct AdamWBody {
   AdamWScalars s;
-  float* p;
-  const float* g;
-  float* m;
-  float* v;
+  Out p;
+  In g;
+  Out m;
+  Out v;
   Out p_copy;
   template <int N>
   __device__ void Run(int64_t i) const {
     float pv[N], gv[N], mv[N], vv[N];
-    LoadN<N>(In{p, DType::kF32}, i, pv);
-    LoadN<N>(In{g, DType::kF32}, i, gv);
-    LoadN<N>(In{m, DType::kF32}, i, mv);
-    LoadN<N>(In{v, DType::kF32}, i, vv);
+    LoadN<N>(p, i, pv);
+    LoadN<N>(g, i, gv);
+    LoadN<N>(m, i, mv);
+    LoadN<N>(v, i, vv);
     for (int k = 0; k < N; ++k) AdamWElement(s, pv[k], gv[k], mv[k], vv[k]);
-    StoreN<N>(Out{p, DType::kF32}, i, pv);
-    StoreN<N>(Out{m, DType::kF32}, i, mv);
-    StoreN<N>(Out{v, DType::kF32}, i, vv);
+    StoreN<N>(p, i, pv);
+    StoreN<N>(m, i, mv);
+    StoreN<N>(v, i, vv);
     if (p_copy.ptr != nullptr) StoreN<N>(p_copy, i, pv);
   }
 };
@@ -53,22 +54,24 @@ constexpr int64_t kQuad = 4;
 // t + kSquaresThreads, ... of the chunk, each quad's elements in order: one float4 where the
 // array is aligned and the quad whole, else element by element with 0 past the end (adding
 // +0.0 to a sum >= 0 changes nothing), so both paths give the same bits.
+// A BF16 x (bf16 gradients) is widened element by element: the same values, the same order.
 __global__ void __launch_bounds__(kSquaresThreads)
-    SumOfSquaresChunksKernel(const float* x, int64_t n, bool aligned, double* partial) {
+    SumOfSquaresChunksKernel(In x, int64_t n, bool aligned, double* partial) {
   __shared__ double shared[32];
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kSquaresChunk;
   const int64_t count = n - begin < kSquaresChunk ? n - begin : kSquaresChunk;
-  const float* chunk = x + begin;
+  const bool f32 = x.dtype == DType::kF32;
+  const float* chunk = static_cast<const float*>(x.ptr) + begin;
   double sum = 0.0;
 #pragma unroll 4
   for (int64_t q = static_cast<int64_t>(threadIdx.x) * kQuad; q < count;
        q += kSquaresThreads * kQuad) {
     float v[kQuad];
-    if (aligned && q + kQuad <= count) {
+    if (f32 && aligned && q + kQuad <= count) {
       const float4 f = *reinterpret_cast<const float4*>(chunk + q);
       v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
     } else {
-      for (int k = 0; k < kQuad; ++k) v[k] = q + k < count ? chunk[q + k] : 0.0f;
+      for (int k = 0; k < kQuad; ++k) v[k] = q + k < count ? Load(x, begin + q + k) : 0.0f;
     }
     for (int k = 0; k < kQuad; ++k) {
       const double d = v[k];
@@ -81,22 +84,22 @@ __global__ void __launch_bounds__(kSquaresThreads)
 
 }  // namespace
 
-void AdamWUpdate(const AdamWScalars& s, float* p, const float* g, float* m, float* v, Out p_copy,
-                 int64_t n, cudaStream_t stream) {
+void AdamWUpdate(const AdamWScalars& s, Out p, In g, Out m, Out v, Out p_copy, int64_t n,
+                 cudaStream_t stream) {
   if (n <= 0) return;
-  const bool packed = Aligned16({p, g, m, v, p_copy.ptr});
+  const bool packed = Aligned16({p.ptr, g.ptr, m.ptr, v.ptr, p_copy.ptr});
   LaunchElementwise(AdamWBody{s, p, g, m, v, p_copy}, n, packed, stream);
   AIR_CUDA_CHECK_LAUNCH();
 }
 
-void SumOfSquares(const float* x, int64_t n, double* sum, cudaStream_t stream) {
+void SumOfSquares(In x, int64_t n, double* sum, cudaStream_t stream) {
   if (n <= 0) return;
   const int64_t chunks = (n + kSquaresChunk - 1) / kSquaresChunk;
   double* partial = nullptr;
   AIR_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
                                  static_cast<size_t>(chunks) * sizeof(double), stream));
   SumOfSquaresChunksKernel<<<static_cast<unsigned>(chunks), kSquaresThreads, 0, stream>>>(
-      x, n, Aligned16({x}), partial);
+      x, n, Aligned16({x.ptr}), partial);
   AIR_CUDA_CHECK_LAUNCH();
   LaunchAddOrderedSum(partial, chunks, sum, stream);
   AIR_CUDA_CHECK_LAUNCH();

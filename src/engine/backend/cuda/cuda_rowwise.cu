@@ -159,21 +159,22 @@ __global__ void ColumnPartialSumsKernel(Term term, int64_t rows, int64_t cols,
   for (int k = 0; k < N; ++k) partial[block * cols + c + k] = sum[k];
 }
 
-// out (cols) += the sum over b of partial (blocks, cols) [b, c], b in order, rounded once.
+// out (cols) += the sum over b of partial (blocks, cols) [b, c], b in order, rounded once to
+// fp32 and added (rounded once more for a BF16 out).
 __global__ void AddColumnTotalsKernel(const double* partial, int64_t blocks, int64_t cols,
-                                      float* out) {
+                                      Out out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
        c += stride) {
     double sum = 0.0;
     for (int64_t b = 0; b < blocks; ++b) sum += partial[b * cols + c];
-    out[c] += static_cast<float>(sum);
+    Accumulate(out, c, static_cast<float>(sum));
   }
 }
 
 // `packed`: cols % kPack == 0 and the term's pointers aligned.
 template <typename Term>
-void AddColumnSums(const Term& term, int64_t rows, int64_t cols, bool packed, float* out,
+void AddColumnSums(const Term& term, int64_t rows, int64_t cols, bool packed, Out out,
                    cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const RowBlocking blocking = RowBlocksFor(rows);
@@ -213,23 +214,22 @@ __global__ void TokenIndicesKernel(int32_t* tokens, int64_t n) {
 // run's dout rows into dtable (V, dim) [id] in token order; blockIdx.y splits the columns.
 template <int N>
 __global__ void EmbeddingRunsKernel(const int32_t* sorted_ids, const int32_t* sorted_tokens,
-                                    int64_t n, In dout, int64_t dim, int32_t skip_id,
-                                    float* dtable) {
+                                    int64_t n, In dout, int64_t dim, int32_t skip_id, Out dtable) {
   const int64_t first = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * N;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x * N;
   for (int64_t k = blockIdx.x; k < n; k += gridDim.x) {
     const int32_t id = sorted_ids[k];
     if (id == skip_id || (k > 0 && sorted_ids[k - 1] == id)) continue;  // not a run's start
-    const Out row{dtable + static_cast<int64_t>(id) * dim, DType::kF32};
+    const int64_t row = static_cast<int64_t>(id) * dim;
     for (int64_t c = first; c < dim; c += stride) {
       float sum[N];
-      LoadN<N>(row, c, sum);
+      LoadN<N>(dtable, row + c, sum);
       for (int64_t j = k; j < n && sorted_ids[j] == id; ++j) {
         float d[N];
         LoadN<N>(dout, static_cast<int64_t>(sorted_tokens[j]) * dim + c, d);
         for (int i = 0; i < N; ++i) sum[i] += d[i];
       }
-      StoreN<N>(row, c, sum);
+      StoreN<N>(dtable, row + c, sum);
     }
   }
 }
@@ -253,7 +253,7 @@ void RmsNormForward(In x, In w, int64_t rows, int64_t dim, float eps, Out y, flo
 }
 
 void RmsNormBackward(In x, In w, const float* rstd, In dy, int64_t rows, int64_t dim, Out dx,
-                     float* dw, cudaStream_t stream) {
+                     Out dw, cudaStream_t stream) {
   if (rows <= 0 || dim <= 0) return;
   const bool packed = dim % kPack == 0 && Aligned16({x.ptr, w.ptr, dy.ptr, dx.ptr});
   const int threads = ThreadsFor(packed ? dim / kPack : dim, kRowThreads);
@@ -264,18 +264,18 @@ void RmsNormBackward(In x, In w, const float* rstd, In dy, int64_t rows, int64_t
     RmsNormBackwardKernel<1><<<RowGrid(rows), threads, 0, stream>>>(x, w, rstd, dy, rows, dim, dx);
   }
   AIR_CUDA_CHECK_LAUNCH();
-  if (dw != nullptr) {
+  if (dw.ptr != nullptr) {
     AddColumnSums(RmsNormDwTerm{dy, x, rstd, dim}, rows, dim, packed, dw, stream);
   }
 }
 
-void BiasBackward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream) {
+void BiasBackward(In dy, int64_t rows, int64_t cols, Out dbias, cudaStream_t stream) {
   const bool packed = cols % kPack == 0 && Aligned16({dy.ptr});
   AddColumnSums(BiasTerm{dy, cols}, rows, cols, packed, dbias, stream);
 }
 
 void EmbeddingBackward(const int32_t* ids, int64_t n, In dout, int64_t dim, int32_t skip_id,
-                       float* dtable, cudaStream_t stream) {
+                       Out dtable, cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return;
   // Scratch: the sorted ids, the token indices before and after the sort, CUB's temporary space.
   // Token indices are int32 (a batch's tokens: n < 2^31), and so are CUB's offsets.
@@ -298,7 +298,7 @@ void EmbeddingBackward(const int32_t* ids, int64_t n, In dout, int64_t dim, int3
   // Radix sort is stable: the tokens of one id stay in ascending order.
   AIR_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_space, sort_bytes, ids, sorted_ids, tokens,
                                                  sorted_tokens, items, 0, 32, stream));
-  const bool packed = dim % kPack == 0 && Aligned16({dout.ptr, dtable});
+  const bool packed = dim % kPack == 0 && Aligned16({dout.ptr, dtable.ptr});
   const int64_t units = packed ? dim / kPack : dim;
   const int threads = ThreadsFor(units, 128);
   const dim3 grid(static_cast<unsigned>(n < kMaxRowGrid ? n : kMaxRowGrid),
