@@ -1,9 +1,9 @@
 // `air generate --model DIR [--adapter DIR] --prompt TEXT [--max-new-tokens N] [--temperature T]
-// [--top-p P] [--seed S] [--chat]`: continues a prompt with a Hugging Face Llama-family model (a
-// directory or a hub id in the HF cache; with --adapter, a PEFT LoRA adapter applied to it
-// unmerged, as PeftModel runs it) using the KV cache — greedy at temperature 0, nucleus sampling
-// otherwise — and stops at an end-of-sequence token. Text mode streams the continuation to
-// stdout; -o json returns it in the envelope with token counts and speed.
+// [--top-p P] [--seed S] [--chat] [--device cpu|cuda|cuda:N]`: continues a prompt with a Hugging
+// Face Llama-family model (a directory or a hub id in the HF cache; with --adapter, a PEFT LoRA
+// adapter applied to it unmerged, as PeftModel runs it) using the KV cache — greedy at temperature
+// 0, nucleus sampling otherwise — and stops at an end-of-sequence token. Text mode streams the
+// continuation to stdout; -o json returns it in the envelope with token counts and speed.
 //
 // `air generate --model DIR --dataset FILE [--limit N]` instead generates for every record of an
 // alpaca or chat dataset (the prompt the trainer would build, up to the answer) and compares
@@ -42,6 +42,7 @@ struct GenerateFlags {
   uint64_t seed = 0;
   bool chat = false;
   int threads = 0;
+  std::string device = "cpu";  // cpu, cuda (cuda:0) or cuda:N
   bool prompt_given = false;   // --prompt was on the command line (perhaps empty)
   bool dataset_given = false;  // likewise --dataset
 };
@@ -92,11 +93,23 @@ Result<LoadedModel> Load(CliContext& ctx, const GenerateFlags& flags) {
   if (!model_dir.ok()) return model_dir.status().WithContext("--model");
   AIR_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(*model_dir, ctx.env));
   AIR_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(*model_dir));
-  AIR_RETURN_IF_ERROR(
-      engine::CheckModelFitsInMemory(ctx.env, config, engine::InferenceBytes(), "generation")
-          .WithContext(*model_dir));
-  AIR_ASSIGN_OR_RETURN(std::shared_ptr<engine::Backend> backend,
-                       engine::CreateBackend({.kind = "fast", .num_threads = flags.threads}));
+  Result<engine::Device> device = engine::ParseDevice(flags.device);
+  if (!device.ok()) return device.status().WithContext("--device");
+  Result<std::shared_ptr<engine::Backend>> created =
+      engine::CreateBackend(engine::ForDevice(*device, flags.threads));
+  if (!created.ok()) return created.status().WithContext("--device " + flags.device);
+  std::shared_ptr<engine::Backend> backend = *created;
+  if (device->type == engine::DeviceType::kCpu) {
+    AIR_RETURN_IF_ERROR(
+        engine::CheckModelFitsInMemory(ctx.env, config, engine::InferenceBytes(), "generation")
+            .WithContext(*model_dir));
+  } else {
+    AIR_ASSIGN_OR_RETURN(const engine::DeviceMemory memory, backend->QueryMemory());
+    AIR_RETURN_IF_ERROR(engine::CheckModelFitsOnDevice(
+                            config, engine::InferenceBytes(), "generation", {}, memory.free_bytes,
+                            device->ToString() + ", " + backend->Describe())
+                            .WithContext(*model_dir));
+  }
   LoadedModel out{*model_dir, std::move(tokenizer), {}};
   if (flags.adapter.empty()) {
     AIR_ASSIGN_OR_RETURN(out.loaded.model, engine::LoadHfModel(*model_dir, std::move(backend)));
@@ -268,6 +281,8 @@ void RegisterGenerateCommand(CLI::App& root, CliContext& ctx) {
   cmd->add_option("--top-p", flags->top_p, "nucleus sampling mass in (0, 1]")->default_val(1.0);
   cmd->add_option("--seed", flags->seed, "random seed for sampling")->default_val(0);
   cmd->add_flag("--chat", flags->chat, "wrap the prompt as a user turn of the chat template");
+  cmd->add_option("--device", flags->device,
+                  "where to compute: cpu (default), cuda (cuda:0) or cuda:N");
   cmd->add_option("--threads", flags->threads, "compute threads (default: every core)")
       ->check(CLI::Range(0, 1024));
   cmd->callback([&ctx, flags, cmd] {

@@ -110,6 +110,21 @@ def test_bad_flags_name_the_flag(air, model_dir, flags, needle):
     assert needle in proc.stderr
 
 
+def test_device_names_what_is_missing(air, model_dir):
+    """--device picks the backend; a device that is not one, or a GPU this machine cannot use
+    (CI has none), is an error naming the flag and the CPU path; --device cpu generates."""
+    proc = air("generate", "--model", model_dir, "--prompt", PROMPT, "--device", "gpu")
+    assert proc.returncode == 2, proc.stderr
+    assert "--device: unknown device 'gpu': valid devices are cpu, cuda, cuda:N" in proc.stderr
+    proc = air("generate", "--model", model_dir, "--prompt", PROMPT, "--device", "cuda")
+    if proc.returncode == 0:  # a machine with a usable GPU
+        return
+    assert "--device cuda: " in proc.stderr and "device: cpu" in proc.stderr, proc.stderr
+    proc = air("generate", "--model", model_dir, "--prompt", PROMPT, "--device", "cpu",
+               "--max-new-tokens", 3)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_missing_model_names_where_it_looked(air, tmp_path):
     proc = air("generate", "--model", tmp_path / "nothing", "--prompt", "hi")
     assert proc.returncode != 0

@@ -52,7 +52,7 @@ Status CudaUsable() {
 #else
   return FailedPrecondition(
       "this air was built without the CUDA backend (the CUDA toolkit's nvcc was not found when "
-      "it was configured): rebuild where nvcc is on PATH (cmake -DAIR_CUDA=ON), or train on "
+      "it was configured): rebuild where nvcc is on PATH (cmake -DAIR_CUDA=ON), or use "
       "the CPU (device: cpu)");
 #endif
 }

@@ -44,13 +44,13 @@ const Probe& ProbeDevices() {
           : error == cudaErrorNoDevice ? "no NVIDIA GPU is present or visible"
                                        : "the NVIDIA driver could not open a GPU";
       p.status = FailedPrecondition(fmt::format(
-          "no usable CUDA device: cudaGetDeviceCount failed: {} ({}): {}; {}. Train on the CPU "
+          "no usable CUDA device: cudaGetDeviceCount failed: {} ({}): {}; {}. Use the CPU instead "
           "with device: cpu",
           cudaGetErrorString(error), cudaGetErrorName(error), hint, VisibleDevicesNote()));
       cudaGetLastError();  // not sticky: clear it
     } else if (p.count == 0) {
       p.status = FailedPrecondition(
-          fmt::format("no CUDA device is visible to this process ({}). Train on the CPU with "
+          fmt::format("no CUDA device is visible to this process ({}). Use the CPU instead with "
                       "device: cpu",
                       VisibleDevicesNote()));
     }
