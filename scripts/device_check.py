@@ -94,7 +94,7 @@ class Check:
         core = pathlib.Path(self.args.bin) / "air_engine_core_tests"
         train = pathlib.Path(self.args.bin) / "air_engine_train_tests"
         filt = ("*OpsHarness*:*BackendContract*:*GradCheck*:BackendRegistry.*:BackendCoverage.*:"
-                "OpChecks.*")
+                "OpChecks.*:CudaGemm*")
         proc = self.run("harness", [core, f"--gtest_filter={filt}"], 240, check=False)
         proc2 = self.run("harness", [train, "--gtest_filter=TrainDevice.*:Optim*:Fsdp*"], 120,
                          check=False)

@@ -166,11 +166,13 @@ TEST(OpChecks, EveryOpHasABadCall) {
 }
 
 TEST(OpChecks, ABadCallGetsTheSameErrorOnEveryRegisteredBackend) {
+  // Each death test re-executes the binary: a forked child cannot use CUDA once the parent has.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::vector<RegisteredBackend> backends = RegisteredBackends(2);
   ASSERT_GE(backends.size(), 2u);
   for (const RegisteredBackend& r : backends) {
     for (const auto& [op, bad] : BadCalls()) {
-      // The backend is made in the child: forking leaves no worker threads behind.
+      // The backend is made in the child (no worker threads or CUDA state inherited).
       EXPECT_DEATH(
           {
             const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();

@@ -172,17 +172,24 @@ Result<std::shared_ptr<CudaBackend>> CudaBackend::Create(int index) {
   AIR_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
   cudaStream_t stream = nullptr;
   AIR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Result<std::unique_ptr<GemmRunner>> gemm = GemmRunner::Create(stream);
+  if (!gemm.ok()) {
+    cudaStreamDestroy(stream);
+    return gemm.status();
+  }
   const std::string description =
       fmt::format("{} (sm_{}{}, {} SMs, {:.1f} GiB)", props.name, props.major, props.minor,
                   props.multiProcessorCount, props.totalGlobalMem / 1073741824.0);
-  return std::shared_ptr<CudaBackend>(new CudaBackend(index, stream, description));
+  return std::shared_ptr<CudaBackend>(
+      new CudaBackend(index, stream, description, std::move(gemm).value()));
 }
 
-CudaBackend::CudaBackend(int index, cudaStream_t stream, std::string description)
+CudaBackend::CudaBackend(int index, cudaStream_t stream, std::string description,
+                         std::unique_ptr<GemmRunner> gemm)
     : index_(index),
       stream_(stream),
       description_(std::move(description)),
-      gemm_(std::make_unique<GemmRunner>(stream)) {}
+      gemm_(std::move(gemm)) {}
 
 CudaBackend::~CudaBackend() {
   Activate();

@@ -64,7 +64,8 @@ class CudaBackend : public Backend {
   AIR_OPS_KERNELS(, override)
 
  private:
-  CudaBackend(int index, cudaStream_t stream, std::string description);
+  CudaBackend(int index, cudaStream_t stream, std::string description,
+              std::unique_ptr<GemmRunner> gemm);
   // Makes this backend's GPU the calling thread's current device.
   void Activate() const;
 

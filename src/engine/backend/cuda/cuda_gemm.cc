@@ -1,12 +1,11 @@
 // cuBLASLt GEMMs (see cuda_gemm.h).
 #include "engine/backend/cuda/cuda_gemm.h"
 
-#include <cublasLt.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/backend/cuda/cublaslt_api.h"
 #include "engine/backend/cuda/cuda_check.h"
 
 #define AIR_CUBLAS_CHECK(call)                                                                 \
@@ -14,7 +13,7 @@
     const cublasStatus_t air_cublas_status = (call);                                           \
     if (air_cublas_status != CUBLAS_STATUS_SUCCESS) {                                          \
       std::fprintf(stderr, "%s:%d: cuBLASLt call failed: %s: %s\n", __FILE__, __LINE__, #call, \
-                   cublasLtGetStatusString(air_cublas_status));                                \
+                   lt_->GetStatusString(air_cublas_status));                                   \
       std::abort();                                                                            \
     }                                                                                          \
   } while (0)
@@ -66,18 +65,25 @@ struct GemmRunner::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  const CublasLtApi* lt = nullptr;  // whose Destroy functions release the descriptors
+  bool supported = true;            // false: cuBLASLt has no algorithm; GemmFallback runs the shape
 
   ~Plan() {
-    if (out != nullptr) cublasLtMatrixLayoutDestroy(out);
-    if (second != nullptr) cublasLtMatrixLayoutDestroy(second);
-    if (first != nullptr) cublasLtMatrixLayoutDestroy(first);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    if (out != nullptr) lt->MatrixLayoutDestroy(out);
+    if (second != nullptr) lt->MatrixLayoutDestroy(second);
+    if (first != nullptr) lt->MatrixLayoutDestroy(first);
+    if (op != nullptr) lt->MatmulDescDestroy(op);
   }
 };
 
-GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
+Result<std::unique_ptr<GemmRunner>> GemmRunner::Create(cudaStream_t stream) {
+  AIR_ASSIGN_OR_RETURN(const CublasLtApi* lt, LoadCublasLt());
+  return std::unique_ptr<GemmRunner>(new GemmRunner(lt, stream));
+}
+
+GemmRunner::GemmRunner(const CublasLtApi* lt, cudaStream_t stream) : lt_(lt), stream_(stream) {
   cublasLtHandle_t handle = nullptr;
-  AIR_CUBLAS_CHECK(cublasLtCreate(&handle));
+  AIR_CUBLAS_CHECK(lt_->Create(&handle));
   handle_ = handle;
   workspace_bytes_ = kWorkspaceBytes;
   AIR_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
@@ -86,7 +92,7 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
 GemmRunner::~GemmRunner() {
   plans_.clear();
   if (workspace_ != nullptr) cudaFree(workspace_);
-  if (handle_ != nullptr) cublasLtDestroy(Handle(handle_));
+  if (handle_ != nullptr) lt_->Destroy(Handle(handle_));
 }
 
 void GemmRunner::Run(const GemmCall& call) {
@@ -131,15 +137,17 @@ void GemmRunner::Run(const GemmCall& call) {
 }
 
 void GemmRunner::RunPlanned(const GemmCall& call) {
-  const Plan& plan = PlanFor(call);
+  const Plan* found = PlanFor(call);
+  if (found == nullptr) return GemmFallback(call, stream_);
+  const Plan& plan = *found;
   const float alpha = 1.0f, beta = call.beta;
   // C^T = op(B)^T op(A)^T in column-major terms: B's storage first, A's second.
-  AIR_CUBLAS_CHECK(cublasLtMatmul(Handle(handle_), plan.op, &alpha, call.b.ptr, plan.first,
-                                  call.a.ptr, plan.second, &beta, call.c.ptr, plan.out, call.c.ptr,
-                                  plan.out, &plan.algo, workspace_, workspace_bytes_, stream_));
+  AIR_CUBLAS_CHECK(lt_->Matmul(Handle(handle_), plan.op, &alpha, call.b.ptr, plan.first, call.a.ptr,
+                               plan.second, &beta, call.c.ptr, plan.out, call.c.ptr, plan.out,
+                               &plan.algo, workspace_, workspace_bytes_, stream_));
 }
 
-const GemmRunner::Plan& GemmRunner::PlanFor(const GemmCall& call) {
+const GemmRunner::Plan* GemmRunner::PlanFor(const GemmCall& call) {
   const int alignment = std::min(
       {AlignmentBytes(call.a.ptr), AlignmentBytes(call.b.ptr), AlignmentBytes(call.c.ptr)});
   const int dtypes = static_cast<int>(call.a.dtype) | static_cast<int>(call.b.dtype) << 4 |
@@ -147,63 +155,68 @@ const GemmRunner::Plan& GemmRunner::PlanFor(const GemmCall& call) {
   const auto key = std::make_tuple(call.m, call.n, call.k, call.lda, call.ldb, call.ldc,
                                    int{call.trans_a}, int{call.trans_b}, dtypes, alignment);
   std::unique_ptr<Plan>& slot = plans_[key];
-  if (slot != nullptr) return *slot;
+  if (slot != nullptr) return slot->supported ? slot.get() : nullptr;
   auto plan = std::make_unique<Plan>();
+  plan->lt = lt_;
   const cudaDataType_t operand_type = CudaType(call.a.dtype), out_type = CudaType(call.c.dtype);
-  AIR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  AIR_CUBLAS_CHECK(lt_->MatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // The first operand is B's storage: column-major it is (n, k) ld ldb untransposed when B is
   // row-major (k, n); (k, n) needing a transpose when B is stored (n, k). Likewise A.
   const cublasOperation_t first_op = call.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t second_op = call.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  AIR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &first_op,
-                                                  sizeof first_op));
-  AIR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second_op,
-                                                  sizeof second_op));
+  AIR_CUBLAS_CHECK(lt_->MatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &first_op,
+                                               sizeof first_op));
+  AIR_CUBLAS_CHECK(lt_->MatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second_op,
+                                               sizeof second_op));
   const uint64_t first_rows = call.trans_b ? call.k : call.n;
   const uint64_t first_cols = call.trans_b ? call.n : call.k;
   const uint64_t second_rows = call.trans_a ? call.m : call.k;
   const uint64_t second_cols = call.trans_a ? call.k : call.m;
   AIR_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&plan->first, operand_type, first_rows, first_cols, call.ldb));
+      lt_->MatrixLayoutCreate(&plan->first, operand_type, first_rows, first_cols, call.ldb));
   AIR_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&plan->second, operand_type, second_rows, second_cols, call.lda));
-  AIR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, out_type, call.n, call.m, call.ldc));
+      lt_->MatrixLayoutCreate(&plan->second, operand_type, second_rows, second_cols, call.lda));
+  AIR_CUBLAS_CHECK(lt_->MatrixLayoutCreate(&plan->out, out_type, call.n, call.m, call.ldc));
 
   cublasLtMatmulPreference_t preference = nullptr;
-  AIR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  AIR_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace_bytes_, sizeof workspace_bytes_));
+  AIR_CUBLAS_CHECK(lt_->MatmulPreferenceCreate(&preference));
+  AIR_CUBLAS_CHECK(lt_->MatmulPreferenceSetAttribute(preference,
+                                                     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &workspace_bytes_, sizeof workspace_bytes_));
   const uint32_t aligned = static_cast<uint32_t>(alignment);
   for (auto attribute :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     AIR_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(preference, attribute, &aligned, sizeof aligned));
+        lt_->MatmulPreferenceSetAttribute(preference, attribute, &aligned, sizeof aligned));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   // No algorithm is usually CUBLAS_STATUS_NOT_SUPPORTED, not success with nothing found: both
   // name the call's shape.
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(Handle(handle_), plan->op, plan->first, plan->second,
-                                     plan->out, plan->out, preference, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
+      lt_->MatmulAlgoGetHeuristic(Handle(handle_), plan->op, plan->first, plan->second, plan->out,
+                                  plan->out, preference, 1, &result, &found);
+  lt_->MatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+    // No cuBLASLt algorithm for this shape: GemmFallback runs it (named once per shape).
     std::fprintf(stderr,
-                 "cuBLASLt has no algorithm for a GEMM m=%lld n=%lld k=%lld (ta=%d tb=%d, "
-                 "lda=%lld ldb=%lld ldc=%lld, dtypes a/b/c %d/%d/%d, alignment %d bytes): %s\n",
+                 "note: cuBLASLt has no algorithm for a GEMM m=%lld n=%lld k=%lld (ta=%d tb=%d, "
+                 "lda=%lld ldb=%lld ldc=%lld, dtypes a/b/c %d/%d/%d, alignment %d bytes: %s); "
+                 "air's fallback GEMM runs it\n",
                  static_cast<long long>(call.m), static_cast<long long>(call.n),
                  static_cast<long long>(call.k), int{call.trans_a}, int{call.trans_b},
                  static_cast<long long>(call.lda), static_cast<long long>(call.ldb),
                  static_cast<long long>(call.ldc), static_cast<int>(call.a.dtype),
                  static_cast<int>(call.b.dtype), static_cast<int>(call.c.dtype), alignment,
-                 cublasLtGetStatusString(status));
-    std::abort();
+                 lt_->GetStatusString(status));
+    plan->supported = false;
+    slot = std::move(plan);
+    return nullptr;
   }
   plan->algo = result.algo;
   slot = std::move(plan);
-  return *slot;
+  return slot.get();
 }
 
 }  // namespace air::engine::cuda

@@ -11,7 +11,9 @@
 //
 // Each distinct call shape (sizes, strides, transposes, dtypes, pointer alignments) gets its
 // cuBLASLt descriptors and heuristic choice once, cached, so a training step's GEMMs pay no
-// heuristic query after the first step. The workspace (32 MiB) is allocated once.
+// heuristic query after the first step. The workspace (32 MiB) is allocated once. A shape
+// cuBLASLt has no algorithm for (a bf16 matrix with an odd leading dimension, say) runs on
+// GemmFallback, with a note on stderr the first time.
 // Thread safety: owned by one CudaBackend; calls do not overlap (ops.h).
 #pragma once
 
@@ -22,6 +24,7 @@
 #include <memory>
 #include <tuple>
 
+#include "base/status.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 
 namespace air::engine::cuda {
@@ -37,10 +40,17 @@ struct GemmCall {
   int64_t ldc = 0;
 };
 
+// ops.h's Gemm for any shape, strides and dtypes, without cuBLASLt (cuda_gemm_fallback.cu): for
+// the calls cuBLASLt has no algorithm for; slow, exact in its order (k in order, fp32 sums).
+void GemmFallback(const GemmCall& call, cudaStream_t stream);
+
+struct CublasLtApi;  // cublaslt_api.h
+
 class GemmRunner {
  public:
-  // For the GPU that is current on the calling thread; its work goes to `stream`.
-  explicit GemmRunner(cudaStream_t stream);
+  // For the GPU that is current on the calling thread; its work goes to `stream`. Loads
+  // cuBLASLt on first use: FailedPrecondition when it cannot be loaded.
+  static Result<std::unique_ptr<GemmRunner>> Create(cudaStream_t stream);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -51,8 +61,12 @@ class GemmRunner {
   struct Plan;
   // A cuBLASLt product of operands already in the GEMM's dtypes (F32 x F32 or BF16 x BF16).
   void RunPlanned(const GemmCall& call);
-  const Plan& PlanFor(const GemmCall& call);
+  // The cached plan of the call's shape; null when cuBLASLt has no algorithm for it.
+  const Plan* PlanFor(const GemmCall& call);
 
+  GemmRunner(const CublasLtApi* lt, cudaStream_t stream);
+
+  const CublasLtApi* lt_;
   cudaStream_t stream_;
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;
