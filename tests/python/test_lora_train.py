@@ -16,13 +16,10 @@ several ranks, resume, the second seed's settings in bf16 with activation checkp
   same run without checkpointing bit for bit, and its adapter loads in PEFT.
 """
 import json
-import os
 import pathlib
 import random
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -34,7 +31,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import explain, free_port, submit, wait_terminal, write_spec  # noqa: E402
+from helpers import (explain, free_port, sigkill_once_complete, submit,  # noqa: E402
+                     wait_terminal, write_spec)
 from test_train_bf16 import command, losses, train, write  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 from test_train_distributed import max_weight_diff  # noqa: E402
@@ -197,15 +195,8 @@ def test_sigkill_then_resume_is_bit_identical(tiny, air_bin, tmp_path):
     out = tmp_path / "out"
     cfg = write(tmp_path / "p.yaml", params(tiny, out, resume_from_checkpoint="latest",
                                             **setting))
-    proc = subprocess.Popen(command(air_bin, cfg, 2), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    marker = out / "checkpoint-5" / "COMPLETE"
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks, mid-run
-    proc.communicate()
+    # The launcher and both ranks, SIGKILLed mid-run.
+    sigkill_once_complete(command(air_bin, cfg, 2), out / "checkpoint-5" / "COMPLETE")
     assert not (out / "adapter_model.safetensors").exists(), "killed too late"
 
     # The resumable state: this rank's shard of the trained parameters and their moments only.

@@ -17,10 +17,8 @@ master weights and AdamW state) on a tiny Llama saved by transformers:
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -30,7 +28,7 @@ import transformers
 from safetensors import safe_open
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import explain, free_port  # noqa: E402
+from helpers import explain, free_port, sigkill_once_complete  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 
 STEPS = 30
@@ -147,15 +145,8 @@ def test_sigkill_then_resume_is_bit_identical_in_bf16(tiny, air_bin, tmp_path):
     train(air_bin, write(tmp_path / "s.yaml", params(tiny, straight, world=2)), 2)
     out = tmp_path / "out"
     cfg = write(tmp_path / "p.yaml", params(tiny, out, world=2, resume_from_checkpoint="latest"))
-    proc = subprocess.Popen(command(air_bin, cfg, 2), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    marker = out / "checkpoint-10" / "COMPLETE"
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks, mid-run
-    proc.communicate()
+    # The launcher and both ranks, SIGKILLed mid-run.
+    sigkill_once_complete(command(air_bin, cfg, 2), out / "checkpoint-10" / "COMPLETE")
     assert not (out / "model.safetensors").exists(), "killed too late"
     second = train(air_bin, cfg, 2)
     assert "checkpoint-10 (step 10)" in second.stdout, second.stdout

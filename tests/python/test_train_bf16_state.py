@@ -14,12 +14,9 @@ computed in fp32 and rounded once, as torch's fused AdamW does on bf16 parameter
   settings are refused, naming the key.
 """
 import json
-import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import yaml
 
@@ -29,7 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import explain, free_port  # noqa: E402
+from helpers import explain, free_port, sigkill_once_complete  # noqa: E402
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 from engine_ref.train_reference import train_steps  # noqa: E402
 
@@ -159,15 +156,8 @@ def test_two_ranks_resume_bit_for_bit_after_sigkill_and_another_dtype_is_refused
     out = tmp_path / "out"
     cfg = write(tmp_path / "p.yaml",
                 params(model, data, out, world=2, resume_from_checkpoint="latest"))
-    proc = subprocess.Popen(command(air_bin, cfg, 2), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    marker = out / "checkpoint-10" / "COMPLETE"
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
+    # The launcher and both ranks, SIGKILLed mid-run.
+    sigkill_once_complete(command(air_bin, cfg, 2), out / "checkpoint-10" / "COMPLETE")
     # Another torch_dtype cannot continue this state.
     other = write(tmp_path / "o.yaml", params(model, data, out, world=2,
                                               resume_from_checkpoint="latest",

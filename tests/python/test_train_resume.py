@@ -27,7 +27,8 @@ import torch  # a missing reference fails, never skips
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "runtime_jobs"))
-from helpers import explain, free_port, run_processes, submit, wait_terminal, write_spec  # noqa: E402
+from helpers import (explain, free_port, run_processes, sigkill_once_complete,  # noqa: E402
+                     submit, wait_terminal, write_spec)
 from test_train_cli import make_model, write_pretokenized  # noqa: E402
 from tracking_helpers import http, run_mlflow, server_token  # noqa: E402
 
@@ -98,15 +99,8 @@ def straight4(tiny, air_bin, tmp_path_factory):
 def test_sigkill_then_resume_is_identical(tiny, straight, air_bin, tmp_path):
     out = tmp_path / "out"
     cfg = write(tmp_path / "p.yaml", params(tiny, out, 2, resume_from_checkpoint="latest"))
-    proc = subprocess.Popen(launch_cmd(air_bin, cfg, 2), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    marker = out / "checkpoint-10" / "COMPLETE"
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks, mid-run
-    proc.communicate()
+    # The launcher and both ranks, SIGKILLed mid-run.
+    sigkill_once_complete(launch_cmd(air_bin, cfg, 2), out / "checkpoint-10" / "COMPLETE")
     done = max(m["step"] for m in metrics(out))
     assert not (out / "model.safetensors").exists() and done < STEPS, "killed too late"
     print(f"killed after step {done}; checkpoint-10 is the newest complete one")

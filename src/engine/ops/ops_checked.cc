@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/ops/op_checks.h"
+#include "engine/ops/op_sizes.h"
 #include "engine/ops/ops.h"
 
 namespace air::engine {
@@ -13,13 +14,6 @@ namespace air::engine {
 namespace {
 
 using Named = std::pair<const View*, const char*>;
-
-// k of a router's or a dispatch's (N, k) view; n = its elements / k.
-int64_t TopK(const View& indices) { return indices.shape().empty() ? 1 : indices.dim(-1); }
-int64_t Tokens(const View& indices) {
-  const int64_t k = TopK(indices);
-  return k > 0 ? indices.numel() / k : 0;
-}
 
 // RoPE's x (N, H, D) against its tables cos, sin (N, D/2).
 void CheckRope(const Ops& ops, OpKind op, const View& x, const char* arg, const View& cos,

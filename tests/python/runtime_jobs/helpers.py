@@ -183,3 +183,19 @@ def free_port() -> int:
     with socket.socket() as s:  # a range too low to leave room: bind-0, as air does
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def sigkill_once_complete(cmd, marker: pathlib.Path, timeout=120.0):
+    """Starts `cmd` in its own process group, waits until the checkpoint `marker` (its COMPLETE
+    file) exists, then SIGKILLs the whole group (a launcher and its ranks, mid-run). Fails the
+    test when the command ends first or the marker takes longer than `timeout`; returns the
+    command's output."""
+    import subprocess
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    return proc.communicate()[0]

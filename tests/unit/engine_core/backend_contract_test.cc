@@ -11,10 +11,11 @@
 #include <numeric>
 
 #include "engine/backend/registry.h"
-#include "engine/model/gpt_oss_config.h"
 #include "engine/model/model_factory.h"
+#include "gpt_oss_fixture.h"
 #include "op_test_util.h"
 #include "test_util.h"
+#include "unit/engine_train/tiny_llama.h"
 
 namespace air::engine {
 namespace {
@@ -195,34 +196,13 @@ TEST(BackendRegistry, NamesWhatIsMissingForCudaAndListsWhatItCannotRun) {
 // and the optimizer's master-state ops in F32: a registered backend that lacks one fails here,
 // instead of a model failing to build on it.
 TEST(BackendCoverage, EveryBackendSupportsEveryOpTheModelsUse) {
-  ModelConfig llama;  // Llama 3 with biases, the family's widest use of ops
-  llama.vocab_size = 64;
-  llama.hidden_size = 16;
-  llama.intermediate_size = 32;
-  llama.num_layers = 1;
-  llama.num_heads = 2;
-  llama.num_kv_heads = 1;
-  llama.head_dim = 8;
-  llama.layer_sliding_window.assign(1, 0);
+  ModelConfig llama = air::testing::TinyLlamaConfig(1);  // with biases: every Llama op
   llama.attention_bias = true;
   llama.mlp_bias = true;
-  GptOssConfig g;
-  g.vocab_size = 64;
-  g.hidden_size = 16;
-  g.intermediate_size = 16;
-  g.num_layers = 1;
-  g.num_heads = 2;
-  g.num_kv_heads = 1;
-  g.head_dim = 8;
-  g.num_experts = 4;
-  g.experts_per_token = 2;
-  g.sliding_window = 4;
-  g.layer_sliding_window = {4};
-  g.max_position_embeddings = 64;
   for (const RegisteredBackend& r : RegisteredBackends(1)) {
     const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      for (const ModelConfig& config : {llama, GptOssModelConfig(g)}) {
+      for (const ModelConfig& config : {llama, testing::TinyGptOssConfig()}) {
         ModelOptions options;
         options.compute_dtype = dtype;
         options.deferred_storage = true;

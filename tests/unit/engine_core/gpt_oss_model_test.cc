@@ -32,27 +32,7 @@ using testing::Host;
 using testing::HostTensor;
 using testing::MakeBackend;
 using testing::ScratchDir;
-
-ModelConfig TinyGptOssConfig() {
-  GptOssConfig g;
-  g.vocab_size = 50;
-  g.hidden_size = 32;
-  g.intermediate_size = 16;
-  g.num_layers = 2;
-  g.num_heads = 4;
-  g.num_kv_heads = 2;
-  g.head_dim = 8;
-  g.num_experts = 4;
-  g.experts_per_token = 2;
-  g.sliding_window = 4;
-  g.layer_sliding_window = {4, 0};
-  g.rope.factor = 4.0;
-  g.rope.original_max_position_embeddings = 8;
-  g.rope.attention_factor = YarnAttentionFactor(4.0, 0, 0);
-  g.max_position_embeddings = 64;
-  g.pad_token_id = 0;
-  return GptOssModelConfig(g);
-}
+using testing::TinyGptOssConfig;
 
 std::unique_ptr<CausalLm> TinyModel(const std::string& ops = "reference", uint64_t seed = 1,
                                     const ModelOptions& options = {}) {

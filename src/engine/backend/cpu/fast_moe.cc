@@ -13,12 +13,12 @@
 #include "engine/backend/cpu/fast_ops.h"
 #include "engine/backend/cpu/reference_loops.h"
 #include "engine/backend/cpu/reference_ops.h"
+#include "engine/ops/op_sizes.h"
 
 namespace air::engine {
 
 namespace {
 
-int64_t TopK(const View& indices) { return indices.shape().empty() ? 1 : indices.dim(-1); }
 int64_t MinRows(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }
 inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 

@@ -3,15 +3,9 @@
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/reference_loops.h"
 #include "engine/backend/cpu/reference_ops.h"
+#include "engine/ops/op_sizes.h"
 
 namespace air::engine {
-
-namespace {
-
-// (N, k) of a router's indices view.
-int64_t TopK(const View& indices) { return indices.shape().empty() ? 1 : indices.dim(-1); }
-
-}  // namespace
 
 void ReferenceOps::ClampedSwigluForwardKernel(const View& gate_up, float alpha, float limit,
                                               const View& out) const {

@@ -10,6 +10,7 @@
 #include "engine/backend/cpu/reference_loops.h"
 #include "engine/dtype.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/op_sizes.h"
 
 namespace air::engine {
 
@@ -105,21 +106,6 @@ void ReferenceOps::RopeTablesKernel(const View& positions, const View& inv_freq,
     }
   }
 }
-
-namespace {
-
-// N and heads of a RoPE call: the tables are (N, D/2), x is (N, H, D).
-struct RopeDims {
-  int64_t n, heads, head_dim;
-};
-
-RopeDims RopeShape(const View& x, const View& cos) {
-  const int64_t n = cos.dim(0), head_dim = 2 * cos.dim(-1);
-  const int64_t heads = n > 0 && head_dim > 0 ? x.numel() / (n * head_dim) : 0;
-  return {n, heads, head_dim};
-}
-
-}  // namespace
 
 void ReferenceOps::RopeForwardKernel(const View& x, const View& cos, const View& sin) const {
   const RopeDims d = RopeShape(x, cos);

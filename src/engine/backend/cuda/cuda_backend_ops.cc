@@ -4,6 +4,7 @@
 // GEMM (cuda_gemm.h) on the backend's stream. Nothing here waits for the GPU.
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_kernels.h"
+#include "engine/ops/op_sizes.h"
 
 namespace air::engine::cuda {
 
@@ -14,9 +15,6 @@ Out Res(const View& v) { return Out{v.empty() ? nullptr : v.raw(), v.dtype()}; }
 float* F32(const View& v) { return v.empty() ? nullptr : v.f32(); }
 const int32_t* I32(const View& v) { return v.empty() ? nullptr : v.i32(); }
 int32_t* I32Out(const View& v) { return v.empty() ? nullptr : v.i32(); }
-
-// k of a router's or dispatch's (N, k) view.
-int64_t TopK(const View& indices) { return indices.shape().empty() ? 1 : indices.dim(-1); }
 
 }  // namespace
 
@@ -71,21 +69,6 @@ void CudaBackend::RopeTablesKernel(const View& positions, const View& inv_freq, 
   cuda::RopeTables(I32(positions), positions.numel(), F32(inv_freq), inv_freq.numel(), scale,
                    F32(cos), F32(sin), stream_);
 }
-
-namespace {
-
-// N, heads and D of a RoPE call: the tables are (N, D/2), x is (N, H, D).
-struct RopeDims {
-  int64_t n, heads, head_dim;
-};
-
-RopeDims RopeShape(const View& x, const View& cos) {
-  const int64_t n = cos.dim(0), head_dim = 2 * cos.dim(-1);
-  const int64_t heads = n > 0 && head_dim > 0 ? x.numel() / (n * head_dim) : 0;
-  return {n, heads, head_dim};
-}
-
-}  // namespace
 
 void CudaBackend::RopeForwardKernel(const View& x, const View& cos, const View& sin) const {
   Activate();
