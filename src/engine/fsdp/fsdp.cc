@@ -17,19 +17,8 @@ int64_t ShardSize(int64_t n, int w) { return n == 0 ? 0 : (n + w - 1) / w; }
 
 }  // namespace
 
-parallel::CommDType CommDTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return parallel::CommDType::kBF16;
-    case DType::kF16:
-      return parallel::CommDType::kF16;
-    default:
-      return parallel::CommDType::kF32;
-  }
-}
-
-Fsdp::Fsdp(CausalLm& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options,
-           parallel::ProcessGroup* replicas)
+Fsdp::Fsdp(CausalLm& model, parallel::ProcessGroup& group, parallel::CommThread& comm,
+           FsdpOptions options, parallel::ProcessGroup* replicas)
     : model_(&model),
       group_(&group),
       replicas_(replicas),
@@ -40,21 +29,32 @@ Fsdp::Fsdp(CausalLm& model, parallel::ProcessGroup& group, CommThread& comm, Fsd
                                                          : options_.strategy),
       rank_(group.rank()),
       world_(group.size()),
-      root_(model.root_unit()) {}
+      root_(model.root_unit()) {
+  data_ = options_.data;
+  if (data_ == nullptr) {
+    own_data_ = parallel::HostDataGroup(group, comm);
+    data_ = own_data_.get();
+  }
+  replica_data_ = options_.replica_data;
+  if (replica_data_ == nullptr && replicas != nullptr) {
+    own_replica_data_ = parallel::HostDataGroup(*replicas, comm);
+    replica_data_ = own_replica_data_.get();
+  }
+}
 
 Fsdp::~Fsdp() {
   // Nothing may still write into our buffers once they are gone (errors were reported by the
   // calls that the trainer waited for; here only the waiting matters).
-  for (Slot& s : slots_) (void)comm_->Wait(s.reduce);
+  for (Slot& s : slots_) WaitAll(s.reduce);
   for (Unit& u : units_) {
-    (void)comm_->Wait(u.gather);
-    (void)comm_->Wait(u.allreduce);
+    WaitAll(u.gather);
+    WaitAll(u.allreduce);
   }
   model_->set_unit_hooks({});
 }
 
 Result<std::unique_ptr<Fsdp>> Fsdp::Apply(CausalLm& model, parallel::ProcessGroup& group,
-                                          CommThread& comm, const FsdpOptions& options,
+                                          parallel::CommThread& comm, const FsdpOptions& options,
                                           parallel::ProcessGroup* replicas) {
   if ((options.strategy == ShardingStrategy::kHybridShard) != (replicas != nullptr)) {
     return InvalidArgument("HYBRID_SHARD, and only it, needs the group of replicas");
@@ -68,6 +68,13 @@ Result<std::unique_ptr<Fsdp>> Fsdp::Apply(CausalLm& model, parallel::ProcessGrou
     if (d != DType::kF32 && d != DType::kBF16) {
       return InvalidArgument(fmt::format("FSDP communicates in F32 or BF16, not {}", DTypeName(d)));
     }
+  }
+  if (group.size() > 1 && model.backend().device().type != DeviceType::kCpu &&
+      (options.data == nullptr || (replicas != nullptr && options.replica_data == nullptr))) {
+    return InvalidArgument(fmt::format(
+        "FSDP over {} ranks on {} needs a data group over device memory (NCCL, or Gloo staged "
+        "through the host): the host group reads host memory only",
+        group.size(), model.backend().device().ToString()));
   }
   if (options.state_dtype != DType::kF32 && options.state_dtype != DType::kBF16) {
     return InvalidArgument(
@@ -291,6 +298,11 @@ void Fsdp::Bind(int unit, const View& grads) {
 
 void Fsdp::Record(const Status& s) {
   if (!s.ok() && error_.ok()) error_ = s;
+}
+
+void Fsdp::WaitAll(Works& works) {
+  for (auto& work : works) Record(work->Wait());
+  works.clear();
 }
 
 }  // namespace air::engine::fsdp

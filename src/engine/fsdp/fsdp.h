@@ -57,18 +57,16 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/fsdp/comm_thread.h"
 #include "engine/fsdp/mixed_precision.h"
 #include "engine/fsdp/sharding_strategy.h"
 #include "engine/model/causal_lm.h"
+#include "engine/parallel/comm_thread.h"
+#include "engine/parallel/data_group.h"
 #include "engine/parallel/process_group.h"
 #include "engine/tensor.h"
 #include "engine/train/param_view.h"
 
 namespace air::engine::fsdp {
-
-// The collective dtype of a float dtype (F32, BF16, F16).
-parallel::CommDType CommDTypeOf(DType dtype);
 
 struct FsdpOptions {
   ShardingStrategy strategy = ShardingStrategy::kFullShard;
@@ -78,6 +76,12 @@ struct FsdpOptions {
   // bf16 param_dtype) or BF16 (the seed's torch_dtype bfloat16: 8 bytes a parameter with AdamW);
   // when it equals param_dtype the master is the compute copy.
   DType state_dtype = DType::kF32;
+  // The collectives on parameters and gradients (parallel/data_group.h), over the ranks of
+  // `group` (and, HYBRID_SHARD, of `replicas`): null means a HostDataGroup over the group on
+  // the CommThread, which takes host memory only — a model on a GPU needs a staged or NCCL one.
+  // They must outlive the Fsdp object.
+  parallel::DataGroup* data = nullptr;
+  parallel::DataGroup* replica_data = nullptr;
   // For a model created with ModelOptions::deferred_storage: gives unit `u` its storage and
   // fills it (CausalLm::AllocateUnitStorage + io's LoadHfUnit). Apply calls it for one unit at a
   // time and keeps only this rank's part before the next, so loading adds at most one unit to
@@ -101,7 +105,7 @@ class Fsdp {
   // `replicas` the ranks holding the same shard on the other nodes; both must outlive this
   // object. Other strategies: no `replicas`. The model must compute in precision.param_dtype.
   static Result<std::unique_ptr<Fsdp>> Apply(CausalLm& model, parallel::ProcessGroup& group,
-                                             CommThread& comm, const FsdpOptions& options,
+                                             parallel::CommThread& comm, const FsdpOptions& options,
                                              parallel::ProcessGroup* replicas = nullptr);
   ~Fsdp();
   Fsdp(const Fsdp&) = delete;
@@ -166,10 +170,11 @@ class Fsdp {
 
   FsdpMemory memory() const;
   Status status() const { return error_; }
-  double comm_seconds() const { return comm_->busy_seconds(); }
-  double wait_seconds() const { return comm_->wait_seconds(); }
+  double comm_seconds() const { return data_->busy_seconds(); }
+  double wait_seconds() const { return data_->wait_seconds(); }
 
  private:
+  using Works = std::vector<std::unique_ptr<parallel::CollectiveWork>>;
   struct Unit {
     // The trainable segment.
     int64_t numel = 0;  // n
@@ -186,10 +191,10 @@ class Fsdp {
     int64_t frozen_numel = 0;  // n_f
     int64_t frozen_shard = 0;  // S_f (0 when n_f is 0)
     std::unique_ptr<Buffer> frozen_buffer;
-    View frozen;                       // param_dtype: S_f (gathering strategies) or n_f (whole)
-    int slot = -1;                     // the gather / reduce slot this unit uses
-    CommThread::Ticket gather = 0;     // an all-gather into its slot (or in place) in flight
-    CommThread::Ticket allreduce = 0;  // NO_SHARD: its gradient all-reduce in flight
+    View frozen;      // param_dtype: S_f (gathering strategies) or n_f (whole)
+    int slot = -1;    // the gather / reduce slot this unit uses
+    Works gather;     // all-gathers into its slot (or in place) in flight
+    Works allreduce;  // NO_SHARD: its gradient all-reduce in flight
   };
   struct Slot {
     std::unique_ptr<Buffer> values_buffer, grads_buffer, comm_buffer;
@@ -200,11 +205,11 @@ class Fsdp {
     View reduced;      // S (reduce_dtype): this rank's reduced shard
     int gathered_unit = -1;  // whose parameters the values hold
     int reduce_unit = -1;    // whose reduce-scatter is in flight
-    CommThread::Ticket reduce = 0;
+    Works reduce;
   };
 
-  Fsdp(CausalLm& model, parallel::ProcessGroup& group, CommThread& comm, FsdpOptions options,
-       parallel::ProcessGroup* replicas);
+  Fsdp(CausalLm& model, parallel::ProcessGroup& group, parallel::CommThread& comm,
+       FsdpOptions options, parallel::ProcessGroup* replicas);
   // FULL_SHARD and HYBRID_SHARD keep only shards and gather units into slots.
   bool gathers() const {
     return strategy_ == ShardingStrategy::kFullShard || strategy_ == ShardingStrategy::kHybridShard;
@@ -224,6 +229,8 @@ class Fsdp {
   View WholeFrozen(int unit) const;
   void Bind(int unit, const View& grads);  // the unit's whole segments and `grads`
   void Record(const Status& s);
+  // Waits for every work of `works` (recording the first error) and clears it.
+  void WaitAll(Works& works);
 
   void StartGather(int unit);
   void WaitGather(int unit);
@@ -240,9 +247,12 @@ class Fsdp {
   Result<View> GatherFrozen(int unit, std::unique_ptr<Buffer>& scratch);
 
   CausalLm* model_;
-  parallel::ProcessGroup* group_;
+  parallel::ProcessGroup* group_;     // the control group: scalars (SumOverShards)
   parallel::ProcessGroup* replicas_;  // HYBRID_SHARD only
-  CommThread* comm_;
+  parallel::CommThread* comm_;
+  std::unique_ptr<parallel::DataGroup> own_data_, own_replica_data_;  // the defaults
+  parallel::DataGroup* data_ = nullptr;          // parameters and gradients over `group`
+  parallel::DataGroup* replica_data_ = nullptr;  // HYBRID_SHARD: over `replicas`
   const Backend* backend_;
   FsdpOptions options_;
   ShardingStrategy strategy_;  // in effect

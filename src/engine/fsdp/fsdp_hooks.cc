@@ -30,29 +30,15 @@ void Fsdp::StartGather(int unit) {
     send = slot.gather_send.Slice(0, u.shard);
     backend_->Convert(u.master, send);
   }
-  // Both segments in one task: the frozen one as it is stored, then the trainable one.
-  const void* frozen_send = u.frozen.raw();
-  void* frozen_recv = u.frozen_shard > 0 ? SlotFrozen(unit).raw() : nullptr;
-  const size_t frozen_count = static_cast<size_t>(u.frozen_shard);
-  const void* send_data = send.raw();
-  void* recv = u.shard > 0 ? SlotValues(unit).raw() : nullptr;
-  const size_t count = static_cast<size_t>(u.shard);
-  const CommDType dtype = CommDTypeOf(param_dtype());
-  parallel::ProcessGroup* group = group_;
-  u.gather = comm_->Submit([=]() -> Status {
-    if (frozen_count > 0) {
-      AIR_RETURN_IF_ERROR(group->AllGather(frozen_send, frozen_recv, frozen_count, dtype));
-    }
-    if (count > 0) AIR_RETURN_IF_ERROR(group->AllGather(send_data, recv, count, dtype));
-    return Status::Ok();
-  });
+  // The frozen segment as it is stored, then the trainable one.
+  if (u.frozen_shard > 0) u.gather.push_back(data_->AllGather(u.frozen, SlotFrozen(unit)));
+  if (u.shard > 0) u.gather.push_back(data_->AllGather(send, SlotValues(unit)));
 }
 
 void Fsdp::WaitGather(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
   if (gathers()) StartGather(unit);
-  Record(comm_->Wait(u.gather));
-  u.gather = 0;
+  WaitAll(u.gather);
 }
 
 void Fsdp::StartReduce(int unit) {
@@ -65,30 +51,20 @@ void Fsdp::StartReduce(int unit) {
     backend_->Convert(send, converted);
     send = converted;
   }
-  const void* send_data = send.raw();
-  void* recv = slot.reduced.Slice(0, u.shard).raw();
-  const size_t count = static_cast<size_t>(u.shard);
-  const CommDType dtype = CommDTypeOf(reduce_dtype());
-  parallel::ProcessGroup* group = group_;
-  parallel::ProcessGroup* replicas =
-      replicas_ != nullptr && replicas_->size() > 1 ? replicas_ : nullptr;
+  const View recv = slot.reduced.Slice(0, u.shard);
   slot.reduce_unit = unit;
-  slot.reduce = comm_->Submit([=]() -> Status {
-    AIR_RETURN_IF_ERROR(group->ReduceScatter(send_data, recv, count, dtype, ReduceOp::kSum));
-    // HYBRID_SHARD: the node's shard sum, summed over the nodes.
-    if (replicas != nullptr) {
-      AIR_RETURN_IF_ERROR(replicas->AllReduce(recv, count, dtype, ReduceOp::kSum));
-    }
-    return Status::Ok();
-  });
+  slot.reduce.push_back(data_->ReduceScatter(send, recv));
+  // HYBRID_SHARD: the node's shard sum, summed over the nodes.
+  if (replica_data_ != nullptr && replica_data_->size() > 1) {
+    slot.reduce.push_back(replica_data_->AllReduce(recv));
+  }
 }
 
 void Fsdp::FinishReduce(Slot& slot) {
   if (slot.reduce_unit < 0) return;
-  Record(comm_->Wait(slot.reduce));
+  WaitAll(slot.reduce);
   Unit& u = units_[static_cast<size_t>(slot.reduce_unit)];
   backend_->AddInPlace(u.grads, slot.reduced.Slice(0, u.shard));  // summed in fp32
-  slot.reduce = 0;
   slot.reduce_unit = -1;
 }
 
@@ -158,11 +134,7 @@ void Fsdp::AllReduceGrads(int unit) {
     backend_->Convert(u.grads, u.reduce_send);
     data = u.reduce_send;
   }
-  void* ptr = data.raw();
-  const size_t count = static_cast<size_t>(u.numel);
-  const CommDType dtype = CommDTypeOf(reduce_dtype());
-  parallel::ProcessGroup* group = group_;
-  u.allreduce = comm_->Submit([=] { return group->AllReduce(ptr, count, dtype, ReduceOp::kSum); });
+  u.allreduce.push_back(data_->AllReduce(data));
 }
 
 Result<double> Fsdp::SumOverShards(double local) const {
@@ -184,9 +156,8 @@ Status Fsdp::ZeroGrads() {
 Status Fsdp::FinishGradients() {
   for (Slot& s : slots_) FinishReduce(s);
   for (Unit& u : units_) {
-    if (u.allreduce == 0) continue;
-    Record(comm_->Wait(u.allreduce));
-    u.allreduce = 0;
+    if (u.allreduce.empty()) continue;
+    WaitAll(u.allreduce);
     // The all-reduced sum, in reduce_dtype, replaces this rank's gradient.
     if (reduce_dtype() != state_dtype()) backend_->Convert(u.reduce_send, u.grads);
   }
@@ -209,12 +180,7 @@ Status Fsdp::RefreshComputeCopies() {
         if (u.shard == 0) continue;  // a frozen unit never changes
         const View mine = u.resident.Slice(rank_ * u.shard, u.shard);
         if (param_dtype() != state_dtype()) backend_->Convert(u.master, mine);
-        void* all = u.resident.raw();
-        const void* send = mine.raw();
-        const size_t count = static_cast<size_t>(u.shard);
-        const CommDType dtype = CommDTypeOf(param_dtype());
-        parallel::ProcessGroup* group = group_;
-        u.gather = comm_->Submit([=] { return group->AllGather(send, all, count, dtype); });
+        u.gather.push_back(data_->AllGather(mine, u.resident));  // in place
       }
       break;
     case ShardingStrategy::kNoShard:

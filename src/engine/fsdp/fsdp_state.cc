@@ -13,9 +13,8 @@ namespace {
 
 // All-gathers `shard` elements of `send` from every rank into `scratch` (grown to fit) and
 // returns the first `numel` of them.
-Result<View> GatherInto(const Backend& backend, CommThread& comm, parallel::ProcessGroup* group,
-                        const View& send, int64_t shard, int64_t numel, int world,
-                        std::unique_ptr<Buffer>& scratch) {
+Result<View> GatherInto(const Backend& backend, parallel::DataGroup& data, const View& send,
+                        int64_t shard, int64_t numel, int world, std::unique_ptr<Buffer>& scratch) {
   const int64_t padded = shard * world;
   const size_t bytes = static_cast<size_t>(padded) * DTypeSize(send.dtype());
   if (scratch == nullptr || scratch->bytes() < bytes) {
@@ -23,11 +22,7 @@ Result<View> GatherInto(const Backend& backend, CommThread& comm, parallel::Proc
     AIR_ASSIGN_OR_RETURN(scratch, backend.Allocate(bytes));
   }
   const View all(scratch.get(), 0, send.dtype(), {padded});
-  const void* data = send.raw();
-  void* recv = all.raw();
-  const size_t count = static_cast<size_t>(shard);
-  const parallel::CommDType dtype = CommDTypeOf(send.dtype());
-  AIR_RETURN_IF_ERROR(comm.Run([=] { return group->AllGather(data, recv, count, dtype); }));
+  AIR_RETURN_IF_ERROR(data.AllGather(send.Slice(0, shard), all)->Wait());
   return all.Slice(0, numel);
 }
 
@@ -36,14 +31,13 @@ Result<View> GatherInto(const Backend& backend, CommThread& comm, parallel::Proc
 Result<View> Fsdp::GatherMaster(int unit, std::unique_ptr<Buffer>& scratch) {
   const Unit& u = units_[static_cast<size_t>(unit)];
   if (strategy_ == ShardingStrategy::kNoShard || u.numel == 0) return u.master;
-  return GatherInto(*backend_, *comm_, group_, u.master, u.shard, u.numel, world_, scratch);
+  return GatherInto(*backend_, *data_, u.master, u.shard, u.numel, world_, scratch);
 }
 
 Result<View> Fsdp::GatherFrozen(int unit, std::unique_ptr<Buffer>& scratch) {
   const Unit& u = units_[static_cast<size_t>(unit)];
   if (!gathers() || u.frozen_numel == 0) return u.frozen;
-  return GatherInto(*backend_, *comm_, group_, u.frozen, u.frozen_shard, u.frozen_numel, world_,
-                    scratch);
+  return GatherInto(*backend_, *data_, u.frozen, u.frozen_shard, u.frozen_numel, world_, scratch);
 }
 
 Result<std::vector<Tensor>> Fsdp::GatherFullParameters(bool trainable_only) {
@@ -98,8 +92,7 @@ std::vector<float> Fsdp::ReadShard(int unit) const {
 Status Fsdp::WriteShard(int unit, const std::vector<float>& values) {
   Unit& u = units_[static_cast<size_t>(unit)];
   AIR_RETURN_IF_ERROR(FinishGradients());
-  Record(comm_->Wait(u.gather));
-  u.gather = 0;
+  WaitAll(u.gather);
   AIR_RETURN_IF_ERROR(error_);
   if (static_cast<int64_t>(values.size()) != u.master.numel()) {
     return InvalidArgument(fmt::format("unit {}: a shard of {} values where {} were expected", unit,

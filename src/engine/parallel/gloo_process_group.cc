@@ -47,6 +47,22 @@ size_t CommDTypeSize(CommDType dtype) {
   return 0;
 }
 
+CommDType CommDTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return CommDType::kBF16;
+    case DType::kF16:
+      return CommDType::kF16;
+    case DType::kF64:
+      return CommDType::kF64;
+    case DType::kI32:
+      return CommDType::kI32;
+    case DType::kF32:
+      return CommDType::kF32;
+  }
+  return CommDType::kF32;
+}
+
 const char* CommDTypeName(CommDType dtype) {
   switch (dtype) {
     case CommDType::kF32:

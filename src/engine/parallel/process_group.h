@@ -20,6 +20,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "engine/dtype.h"
 
 namespace air::engine::parallel {
 
@@ -27,6 +28,8 @@ enum class CommDType { kF32, kF64, kBF16, kF16, kI32, kI64 };
 enum class ReduceOp { kSum, kMax, kMin };
 
 size_t CommDTypeSize(CommDType dtype);
+// The collective dtype of an engine dtype (F32, BF16, F16, F64, I32).
+CommDType CommDTypeOf(DType dtype);
 const char* CommDTypeName(CommDType dtype);  // "f32", "bf16", ...
 
 class ProcessGroup {

@@ -389,7 +389,7 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
     io.dump_batches_path += fmt::format(".rank{}", p.dist.rank);
   }
   std::unique_ptr<parallel::ProcessGroup> node_group, replica_group;  // HYBRID_SHARD's
-  auto comm = std::make_unique<fsdp::CommThread>();
+  auto comm = std::make_unique<parallel::CommThread>();
   parallel::ProcessGroup* shard_group = group.get();
   parallel::ProcessGroup* replicas = nullptr;
   fsdp::ShardingStrategy strategy = p.config.sharding_strategy;

@@ -29,10 +29,10 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "engine/data/data_loader.h"
-#include "engine/fsdp/comm_thread.h"
 #include "engine/fsdp/fsdp.h"
 #include "engine/lora/lora_model.h"
 #include "engine/model/causal_lm.h"
+#include "engine/parallel/comm_thread.h"
 #include "engine/train/adamw.h"
 #include "engine/train/sharded_checkpoint.h"
 #include "engine/train/step_metrics.h"
@@ -47,7 +47,7 @@ namespace air::engine::train {
 // clipping norm is the global one. Only rank 0 writes metrics, progress and checkpoints.
 struct TrainerParallel {
   parallel::ProcessGroup* group = nullptr;
-  fsdp::CommThread* comm = nullptr;
+  parallel::CommThread* comm = nullptr;
   fsdp::Fsdp* fsdp = nullptr;
   int rank = 0;
   int world_size = 1;

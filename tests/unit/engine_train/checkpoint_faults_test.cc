@@ -70,7 +70,7 @@ class CheckpointFaultTest : public ::testing::Test {
     EXPECT_TRUE(loader.ok()) << loader.status().ToString();
     // One process: FSDP over a group of one, the path `air train` takes.
     auto group = parallel::SingleProcessGroup();
-    fsdp::CommThread comm;
+    parallel::CommThread comm;
     auto sharded = fsdp::Fsdp::Apply(*model, *group, comm, {.precision = config.precision});
     if (!sharded.ok()) return sharded.status();
     TrainerIo io;

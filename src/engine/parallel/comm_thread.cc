@@ -1,9 +1,9 @@
 // The communication thread (see comm_thread.h).
-#include "engine/fsdp/comm_thread.h"
+#include "engine/parallel/comm_thread.h"
 
 #include <chrono>
 
-namespace air::engine::fsdp {
+namespace air::engine::parallel {
 namespace {
 
 double Now() {
@@ -85,4 +85,4 @@ void CommThread::Loop() {
   }
 }
 
-}  // namespace air::engine::fsdp
+}  // namespace air::engine::parallel

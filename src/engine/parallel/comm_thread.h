@@ -23,7 +23,7 @@
 
 #include "base/status.h"
 
-namespace air::engine::fsdp {
+namespace air::engine::parallel {
 
 class CommThread {
  public:
@@ -61,4 +61,4 @@ class CommThread {
   std::thread thread_;
 };
 
-}  // namespace air::engine::fsdp
+}  // namespace air::engine::parallel
