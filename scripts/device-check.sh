@@ -6,8 +6,9 @@
 #                                  # libc, libstdc++ and CUDA's own: the GPU machine's cuBLASLt
 #                                  # matches its driver) into device-bundle/ (git-ignored)
 #   scripts/device-check.sh run    # there, in the repo root with device-bundle carried: the op
-#                                  # harness on cuda:0, GPU vs CPU parity over 100 steps, exact
-#                                  # resume after SIGKILL, a throughput figure; writes
+#                                  # harness on cuda:0, NCCL at world size 1, FSDP's ranks on one
+#                                  # GPU, GPU vs CPU parity over 100 steps, exact resume after
+#                                  # SIGKILL, 2 ranks of air train on one GPU, a throughput; writes
 #                                  # $OUT/summary.md and $OUT/device-check.json (<= 6 minutes)
 #
 # With the device tool: pack here, then run `scripts/device-check.sh run` with carry
@@ -18,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUNDLE=$ROOT/device-bundle
-BINARIES=(air air_engine_core_tests air_engine_train_tests)
+BINARIES=(air air_engine_core_tests air_engine_train_tests air_engine_parallel_tests)
 
 pack() {
   command -v patchelf >/dev/null || {

@@ -7,6 +7,8 @@
            weights compared, the differences printed and held to bounds
   resume   on the device: 40 steps straight, and the same run SIGKILLed once checkpoint-20 is
            complete then resumed from it: the final weights must be the same bits
+  ranks    2 ranks of air train on one GPU (ddp_backend gloo: staged through the host) against
+           1 rank on the same rows: the loss curves within a bound
   bench    air's tokens/s and MFU on the Llama-3.2-1B shape (quick: air alone; full: bench/gpu's
            air-vs-PyTorch table)
 
@@ -96,8 +98,12 @@ class Check:
         filt = ("*OpsHarness*:*BackendContract*:*GradCheck*:BackendRegistry.*:BackendCoverage.*:"
                 "OpChecks.*:CudaGemm*")
         proc = self.run("harness", [core, f"--gtest_filter={filt}"], 240, check=False)
-        proc2 = self.run("harness", [train, "--gtest_filter=TrainDevice.*:Optim*:Fsdp*"], 120,
+        proc2 = self.run("harness", [train, "--gtest_filter=TrainDevice.*:Optim*:Fsdp*"], 180,
                          check=False)
+        parallel = pathlib.Path(self.args.bin) / "air_engine_parallel_tests"
+        proc3 = self.run("harness", [parallel, "--gtest_filter=Nccl*"], 60, check=False)
+        proc2.stdout += proc3.stdout
+        proc2.returncode = proc2.returncode or proc3.returncode
         worst = {}
         for line in proc.stdout.splitlines():
             m = re.match(r"\[harness\] (\S+)\s+(\S+)\s+(\S+)\s+worst (\S+) \(tolerance (\S+)\)",
@@ -215,6 +221,31 @@ class Check:
         return {"ok": same_bits and la[20:] == lc[-20:], "same_bits": same_bits,
                 "same_losses": la[20:] == lc[-20:], "killed_mid_run": was_running}
 
+    # ---- ranks -------------------------------------------------------------------------------
+    def ranks(self):
+        """2 ranks of air train on the device (FULL_SHARD; on one GPU: ddp_backend gloo, staged
+        through the host) against 1 rank on the same data: the loss curves within a bound."""
+        model = self.model("tiny", TINY_LLAMA)
+        data = self.rows("tiny_rows", 64, 128, 512)
+        common = dict(model_name=str(model), dataset_name=str(data), max_seq_len=128,
+                      gradient_accumulation_steps=1, max_steps=20, learning_rate=5e-4,
+                      warmup_steps=5, logging_steps=1, save_steps=0, seed=3, bf16=True)
+        one, two = self.work / "ranks_1", self.work / "ranks_2"
+        self.train("ranks", one, self.args.device, 300, per_device_batch_size=4, **common)
+        device = "cuda:0" if self.args.device != "cpu" else "cpu"
+        cfg = two.parent / "ranks_2.yaml"
+        cfg.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in dict(
+            common, per_device_batch_size=2, output_dir=str(two), device=device,
+            ddp_backend="gloo", fsdp_sharding_strategy="FULL_SHARD").items()))
+        port = 29500 + os.getpid() % 1000
+        self.run("ranks", [self.air, "launch", "--standalone", "--nproc-per-node", "2",
+                           "--master-port", port, "--no-python", self.air, "train", "--config",
+                           cfg], 300)
+        a, b = self.losses(one), self.losses(two)
+        diff = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+        return {"ok": len(a) == len(b) == 20 and diff < 2e-2, "loss_rel_diff": diff,
+                "bound": 2e-2, "first_loss": a[0], "last_loss": b[-1]}
+
     # ---- bench -------------------------------------------------------------------------------
     def bench(self):
         if self.args.bench == "full":
@@ -284,12 +315,13 @@ def main():
                         help="models, data and training runs (kept between runs: models are reused)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=100, help="parity steps")
-    parser.add_argument("--skip", default="", help="steps to skip: harness,parity,resume,bench")
+    parser.add_argument("--skip", default="",
+                        help="steps to skip: harness,parity,resume,ranks,bench")
     parser.add_argument("--bench", choices=("quick", "full"), default="quick")
     args = parser.parse_args()
     check = Check(args)
     skip = set(filter(None, args.skip.split(",")))
-    for name in ("harness", "parity", "resume", "bench"):
+    for name in ("harness", "parity", "resume", "ranks", "bench"):
         if name in skip:
             continue
         t0 = time.monotonic()

@@ -172,6 +172,20 @@ Setter MixedPrecisionField() {
   };
 }
 
+// ddp_backend: nccl or gloo (HF's other values name hardware air does not drive).
+Setter DdpBackendField() {
+  return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
+    if (!IsText(g.node) || (g.node.value != "nccl" && g.node.value != "gloo")) {
+      errors.Add(g.where, "ddp_backend",
+                 fmt::format("{} is not a backend air runs; valid: nccl (GPUs), gloo (the CPU, or "
+                             "GPUs staged through the host)",
+                             Describe(g.node)));
+      return;
+    }
+    c.ddp_backend = g.node.value;
+  };
+}
+
 // torch_dtype: float32 or bfloat16 (the dtype the parameters and their state are kept in).
 Setter TorchDTypeField() {
   return [](const GivenValue& g, TrainConfig& c, ErrorList& errors) {
@@ -276,6 +290,7 @@ const std::vector<FieldSpec>& FieldSpecs() {
     s.push_back({"fsdp_sharding_strategy", "", false, ShardingStrategyField()});
     s.push_back({"fsdp", "", false, HfFsdpField()});
     for (FieldSpec& spec : LoraFieldSpecs()) s.push_back(std::move(spec));
+    s.push_back({"ddp_backend", "", false, DdpBackendField()});
     s.push_back({"ddp_timeout", "", false,
                  IntField("ddp_timeout", Member(&TrainConfig::ddp_timeout),
                           {1, 86400, true, true, "must be between 1 and 86400 seconds"})});

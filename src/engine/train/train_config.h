@@ -95,6 +95,10 @@ struct TrainConfig {
   // fsdp_sharding_strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD/DDP, HYBRID_SHARD), or HF's
   // `fsdp` string ("full_shard auto_wrap"; "" = DDP). Used when WORLD_SIZE > 1.
   fsdp::ShardingStrategy sharding_strategy = fsdp::ShardingStrategy::kFullShard;
+  // How ranks exchange parameters and gradients (HF's ddp_backend): "" (the default: nccl on
+  // GPUs, gloo on the CPU), "nccl" (GPUs), or "gloo" (the CPU; on GPUs, staged through page-locked
+  // host memory: several ranks may then share one GPU). Scalars always go over gloo.
+  std::string ddp_backend;
   // Seconds a collective may take before the rank gives up naming the peer it waited for (HF's
   // ddp_timeout; air's default is 300 s rather than HF's 1800 so a lost peer ends a run sooner).
   int ddp_timeout = 300;

@@ -30,7 +30,15 @@ bool IsTrainingDevice(const std::string& text) { return text == "auto" || ParseD
 Result<Device> ChooseTrainingDevice(const TrainConfig& config, const parallel::DistEnv& dist,
                                     const Result<int>& visible_gpus, std::string* note) {
   const std::string& asked = config.device;
-  if (asked == "cpu") return Device{};
+  if (asked == "cpu") {
+    if (config.ddp_backend == "nccl") {
+      return InvalidArgument(fmt::format(
+          "{}: ddp_backend: nccl runs between GPUs, and device is cpu; use device: cuda, or "
+          "ddp_backend: gloo",
+          config.Where("ddp_backend")));
+    }
+    return Device{};
+  }
   const bool none = !visible_gpus.ok() || *visible_gpus == 0;
   if (asked == "auto" && none) {
     *note = fmt::format("device: auto trains on the CPU: {}",
@@ -62,18 +70,13 @@ Result<Device> ChooseTrainingDevice(const TrainConfig& config, const parallel::D
                                 "{} does not exist: {} CUDA device{} visible ({})", asked, gpus,
                                 gpus == 1 ? " is" : "s are", VisibleDevices())));
   }
-  if (!by_local_rank && dist.local_world_size > 1) {
+  // Several ranks on one GPU: NCCL refuses them; the host-staged gloo group takes them.
+  if (!by_local_rank && dist.local_world_size > 1 && config.ddp_backend != "gloo") {
     return AtDevice(config, InvalidArgument(fmt::format(
-                                "{} puts all {} ranks of this node on one GPU; use device: cuda "
-                                "(each rank takes the GPU of its LOCAL_RANK)",
+                                "{} puts all {} ranks of this node on one GPU, which NCCL refuses; "
+                                "use device: cuda (each rank takes the GPU of its LOCAL_RANK), or "
+                                "ddp_backend: gloo (collectives staged through the host)",
                                 asked, dist.local_world_size)));
-  }
-  if (dist.world_size > 1) {
-    return AtDevice(config,
-                    Unimplemented(fmt::format(
-                        "{} with {} ranks: FSDP over NCCL between GPUs is not built yet; train one "
-                        "GPU per run (WORLD_SIZE 1), or all ranks on the CPU (device: cpu)",
-                        device.ToString(), dist.world_size)));
   }
   return device;
 }

@@ -8,7 +8,8 @@
 //            says which, and why not the GPU)
 // Every refusal names the parameter, what is missing and the way out: a build without the CUDA
 // backend or a machine without a usable GPU or driver (the CPU path named), a LOCAL_RANK past the
-// visible GPUs, several ranks on one GPU, several ranks on GPUs before FSDP runs over NCCL.
+// visible GPUs, several ranks on one GPU under NCCL (ddp_backend: gloo stages them through the
+// host), NCCL asked for on the CPU.
 // Thread safety: stateless (the CUDA probe is the registry's, once per process).
 #pragma once
 

@@ -20,8 +20,10 @@
 #include "engine/io/hf_state_dict.h"
 #include "engine/model/memory_check.h"
 #include "engine/model/model_factory.h"
+#include "engine/parallel/data_group.h"
 #include "engine/parallel/dist_env.h"
 #include "engine/parallel/gloo_process_group.h"
+#include "engine/parallel/nccl_data_group.h"
 #include "engine/train/activation_checkpointing.h"
 #include "engine/train/pretokenized_dataset.h"
 #include "engine/train/train_lora.h"
@@ -336,13 +338,40 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
                             memory.parameters * (alt.sharded * share.per_rank + alt.whole))));
   }
   if (p.dist.world_size > 1) {
-    text += fmt::format("\nranks    {} ({}), {} over gloo, {} thread{} per rank", p.dist.world_size,
+    // What parameters and gradients travel over (scalars always go over gloo).
+    const std::string transport = p.device.gpu == nullptr ? "gloo"
+                                  : c.ddp_backend == "gloo"
+                                      ? "gloo, staged through page-locked host memory"
+                                      : "nccl";
+    text += fmt::format("\nranks    {} ({}), {} over {}", p.dist.world_size,
                         parallel::DescribeDistEnv(p.dist),
-                        fsdp::ShardingStrategyName(c.sharding_strategy), threads,
-                        threads == 1 ? "" : "s");
+                        fsdp::ShardingStrategyName(c.sharding_strategy), transport);
+    if (p.device.gpu == nullptr) {
+      text += fmt::format(", {} thread{} per rank", threads, threads == 1 ? "" : "s");
+    }
   }
   for (const std::string& note : p.notes) text += "\nnote     " + note;
   return text;
+}
+
+// The data group of a group's ranks on GPUs (parallel/data_group.h): NCCL unless ddp_backend is
+// gloo (then collectives are staged through the host over `group`), with a second backend of the
+// rank's GPU for the communication stream. `name` tells the communicators of one run apart in
+// the store (the same on every member of one).
+Result<std::unique_ptr<parallel::DataGroup>> DeviceDataGroup(
+    const PreparedTraining& p, parallel::ProcessGroup& group, parallel::CommThread& comm,
+    const std::shared_ptr<Backend>& compute, const parallel::DistEnv& ranks,
+    const std::string& name) {
+  AIR_ASSIGN_OR_RETURN(std::shared_ptr<Backend> transfer,
+                       CreateBackend(ForDevice(p.device.device)));
+  if (p.config.ddp_backend == "gloo") {
+    return parallel::StagedDataGroup(group, comm, *compute, std::move(transfer));
+  }
+  Result<std::unique_ptr<parallel::DataGroup>> nccl = parallel::NcclDataGroup(
+      ranks, *compute, std::move(transfer),
+      {.name = name, .timeout = std::chrono::seconds(p.config.ddp_timeout)});
+  if (!nccl.ok()) return AtParameter(p.config, "ddp_backend", nccl.status());
+  return nccl;
 }
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
@@ -392,6 +421,7 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
   auto comm = std::make_unique<parallel::CommThread>();
   parallel::ProcessGroup* shard_group = group.get();
   parallel::ProcessGroup* replicas = nullptr;
+  parallel::DistEnv shard_dist = p.dist, replica_dist;  // the ranks of each, for NCCL
   fsdp::ShardingStrategy strategy = p.config.sharding_strategy;
   if (strategy == fsdp::ShardingStrategy::kHybridShard && p.dist.world_size == 1) {
     strategy = fsdp::ShardingStrategy::kFullShard;  // one process: nothing to replicate
@@ -410,11 +440,31 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
     AIR_ASSIGN_OR_RETURN(replica_group, parallel::CreateGlooProcessGroup(across, across_options));
     shard_group = node_group.get();
     replicas = replica_group.get();
+    shard_dist = in_node;
+    replica_dist = across;
+  }
+  // Parameters and gradients between ranks on GPUs: NCCL, or gloo staged through the host.
+  std::unique_ptr<parallel::DataGroup> shard_data, replica_data;
+  if (p.device.gpu != nullptr && p.dist.world_size > 1) {
+    // One name per communicator, the same on its members: HYBRID_SHARD's node groups and
+    // replica groups are several.
+    const std::string shards =
+        replicas != nullptr ? fmt::format("node{}", replica_dist.rank) : std::string("world");
+    AIR_ASSIGN_OR_RETURN(shard_data,
+                         DeviceDataGroup(p, *shard_group, *comm, backend, shard_dist, shards));
+    if (replicas != nullptr) {
+      AIR_ASSIGN_OR_RETURN(replica_data,
+                           DeviceDataGroup(p, *replicas, *comm, backend, replica_dist,
+                                           fmt::format("local{}", p.dist.local_rank)));
+    }
   }
   // The trained parameters' dtype (torch_dtype); LoRA's adapters stay fp32, as PEFT's.
   const DType state_dtype = adapters.lora == nullptr ? p.config.torch_dtype : DType::kF32;
-  fsdp::FsdpOptions fsdp_options{
-      .strategy = strategy, .precision = precision, .state_dtype = state_dtype};
+  fsdp::FsdpOptions fsdp_options{.strategy = strategy,
+                                 .precision = precision,
+                                 .state_dtype = state_dtype,
+                                 .data = shard_data.get(),
+                                 .replica_data = replica_data.get()};
   fsdp_options.load_unit = [&](int unit) -> Status {
     AIR_RETURN_IF_ERROR(model->AllocateUnitStorage(unit));
     if (adapters.lora == nullptr) return LoadHfUnit(*weights, *model, unit);
@@ -433,7 +483,9 @@ Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions
                  .world_size = p.dist.world_size};
   Trainer trainer(model.get(), p.config, io);
   Result<TrainSummary> summary = trainer.Run(*p.loader);
-  sharded.reset();        // before the thread and the groups it uses
+  sharded.reset();  // before the thread and the groups it uses
+  replica_data.reset();
+  shard_data.reset();
   adapters.lora.reset();  // detaches the adapters before the model goes
   comm.reset();
   replica_group.reset();

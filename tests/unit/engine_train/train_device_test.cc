@@ -1,8 +1,7 @@
 // The `device` parameter of `air train` (engine/train/train_device.h): its values, and every
 // refusal — no usable GPU (naming the CPU path), LOCAL_RANK past the visible GPUs, cuda:N past
-// them, several ranks on one GPU, several ranks on GPUs before FSDP runs over NCCL — given a
-// GPU count, so each is checked on a machine without a GPU; and on this machine, what asking for
-// the GPU says.
+// them, several ranks on one GPU under NCCL, NCCL on the CPU — given a GPU count, so each is
+// checked on a machine without a GPU; and on this machine, what asking for the GPU says.
 #include "engine/train/train_device.h"
 
 #include <gmock/gmock.h>
@@ -43,6 +42,12 @@ TEST(TrainDevice, TheParameterTakesCpuCudaCudaNAndAuto) {
   EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(bad.message(), HasSubstr("t.yaml:4:1: device: 'gpu' is not a device; valid: cpu, "
                                        "cuda, cuda:N, auto"));
+  const Status mpi =
+      ParseTrainConfig("model_name: m\ndataset_name: d\noutput_dir: o\nddp_backend: mpi\n",
+                       "t.yaml")
+          .status();
+  EXPECT_THAT(mpi.message(), HasSubstr("t.yaml:4:1: ddp_backend: 'mpi' is not a backend air runs; "
+                                       "valid: nccl (GPUs), gloo"));
 }
 
 TEST(TrainDevice, EachRankTakesTheGpuOfItsLocalRank) {
@@ -72,14 +77,24 @@ TEST(TrainDevice, EveryRefusalNamesTheParameterAndTheWayOut) {
   // cuda:N past them.
   s = ChooseTrainingDevice(WithDevice("cuda:2"), Ranks(1, 1, 0), one, &note).status();
   EXPECT_THAT(s.message(), HasSubstr("cuda:2 does not exist: 1 CUDA device is visible"));
-  // Every local rank on one GPU.
+  // Every local rank on one GPU: NCCL refuses that; gloo staged through the host takes it.
   s = ChooseTrainingDevice(WithDevice("cuda:0"), Ranks(2, 2, 0), Result<int>(2), &note).status();
-  EXPECT_THAT(s.message(), HasSubstr("puts all 2 ranks of this node on one GPU"));
-  // Several ranks on GPUs: not before the NCCL data group.
-  s = ChooseTrainingDevice(WithDevice("cuda"), Ranks(2, 2, 1), Result<int>(2), &note).status();
-  EXPECT_EQ(s.code(), ErrorCode::kUnimplemented);
-  EXPECT_THAT(s.message(), HasSubstr("cuda:1 with 2 ranks"));
-  EXPECT_THAT(s.message(), HasSubstr("device: cpu"));
+  EXPECT_THAT(s.message(), HasSubstr("puts all 2 ranks of this node on one GPU, which NCCL "
+                                     "refuses"));
+  EXPECT_THAT(s.message(), HasSubstr("ddp_backend: gloo"));
+  TrainConfig staged = WithDevice("cuda:0");
+  staged.ddp_backend = "gloo";
+  EXPECT_EQ(ChooseTrainingDevice(staged, Ranks(2, 2, 1), Result<int>(1), &note)->ToString(),
+            "cuda:0");
+  // Several ranks, one GPU each (NCCL).
+  EXPECT_EQ(
+      ChooseTrainingDevice(WithDevice("cuda"), Ranks(8, 8, 5), Result<int>(8), &note)->ToString(),
+      "cuda:5");
+  // NCCL on the CPU.
+  TrainConfig nccl_on_cpu = WithDevice("cpu");
+  nccl_on_cpu.ddp_backend = "nccl";
+  s = ChooseTrainingDevice(nccl_on_cpu, Ranks(2, 2, 0), Result<int>(0), &note).status();
+  EXPECT_THAT(s.message(), HasSubstr("ddp_backend: nccl runs between GPUs, and device is cpu"));
   // No usable GPU: the probe's reason, and the CPU path.
   const Result<int> none = FailedPrecondition(
       "no usable CUDA device: no driver; train on the "
