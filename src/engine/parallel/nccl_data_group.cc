@@ -9,7 +9,6 @@
 
 #if AIR_HAVE_CUDA
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <atomic>
@@ -19,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/shared_library.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/parallel/tcp_store.h"
 #endif
@@ -55,34 +55,22 @@ struct NcclApi {
 Result<const NcclApi*> LoadNccl() {
   static const Result<const NcclApi*> loaded = []() -> Result<const NcclApi*> {
     static NcclApi api;
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      return FailedPrecondition(fmt::format(
-          "cannot load libnccl.so.2 (NCCL, which the GPUs' collectives run on): {}; put the "
-          "folder of the machine's libnccl.so.2 on LD_LIBRARY_PATH, or use ddp_backend: gloo "
-          "(collectives staged through the host)",
-          why != nullptr ? why : "unknown error"));
-    }
-    std::string missing;
-    auto resolve = [&](const char* name, auto* out) {
-      *out = reinterpret_cast<std::remove_pointer_t<decltype(out)>>(dlsym(lib, name));
-      if (*out == nullptr && missing.empty()) missing = name;
-    };
-    resolve("ncclGetVersion", &api.GetVersion);
-    resolve("ncclGetUniqueId", &api.GetUniqueId);
-    resolve("ncclCommInitRank", &api.CommInitRank);
-    resolve("ncclCommDestroy", &api.CommDestroy);
-    resolve("ncclCommAbort", &api.CommAbort);
-    resolve("ncclCommGetAsyncError", &api.CommGetAsyncError);
-    resolve("ncclGetErrorString", &api.GetErrorString);
-    resolve("ncclAllGather", &api.AllGather);
-    resolve("ncclReduceScatter", &api.ReduceScatter);
-    resolve("ncclAllReduce", &api.AllReduce);
-    if (!missing.empty()) {
-      return FailedPrecondition(
-          fmt::format("libnccl.so.2 has no {}: an NCCL older than 2.x this build needs", missing));
-    }
+    AIR_ASSIGN_OR_RETURN(
+        SharedLibrary library,
+        SharedLibrary::Open("libnccl.so.2", "NCCL, which the GPUs' collectives run on",
+                            "put the folder of the machine's libnccl.so.2 on LD_LIBRARY_PATH, or "
+                            "use ddp_backend: gloo (collectives staged through the host)"));
+    library.Resolve("ncclGetVersion", &api.GetVersion);
+    library.Resolve("ncclGetUniqueId", &api.GetUniqueId);
+    library.Resolve("ncclCommInitRank", &api.CommInitRank);
+    library.Resolve("ncclCommDestroy", &api.CommDestroy);
+    library.Resolve("ncclCommAbort", &api.CommAbort);
+    library.Resolve("ncclCommGetAsyncError", &api.CommGetAsyncError);
+    library.Resolve("ncclGetErrorString", &api.GetErrorString);
+    library.Resolve("ncclAllGather", &api.AllGather);
+    library.Resolve("ncclReduceScatter", &api.ReduceScatter);
+    library.Resolve("ncclAllReduce", &api.AllReduce);
+    AIR_RETURN_IF_ERROR(library.Complete("an NCCL older than the 2.x this build needs"));
     return &api;
   }();
   return loaded;

@@ -59,6 +59,7 @@ __host__ __device__ inline void VisibleQueries(const AttentionShape& s, int64_t 
   if (kj >= s.kv_len || *hi < 0) *hi = 0;  // (a window can end before query 0)
   if (*lo > *hi) *lo = *hi;
 }
+
 // Whether every query of [q_first, q_last] sees every key of [k_first, k_last] (no segments,
 // all of them real rows): then a tile needs no per-element mask.
 __host__ __device__ inline bool TileFullyVisible(const AttentionShape& s, bool segmented,
@@ -67,6 +68,16 @@ __host__ __device__ inline bool TileFullyVisible(const AttentionShape& s, bool s
   if (segmented || q_last >= s.q_len || k_last >= s.kv_len) return false;
   if (k_last > s.q_offset + q_first) return false;  // causal, for the earliest query
   return s.sliding_window == 0 || s.q_offset + q_last - k_first < s.sliding_window;
+}
+
+// The columns [*lo, *hi) of a key tile starting at key j0 (kCols wide) that a row seeing the
+// keys [row_lo, row_hi) sees, clipped to the tile.
+template <int kCols>
+__device__ __forceinline__ void TileColumns(int64_t row_lo, int64_t row_hi, int64_t j0, int* lo,
+                                            int* hi) {
+  const int64_t l = row_lo - j0, u = row_hi - j0;
+  *lo = static_cast<int>(l < 0 ? 0 : (l > kCols ? kCols : l));
+  *hi = static_cast<int>(u < 0 ? 0 : (u > kCols ? kCols : u));
 }
 
 // Element offset of row `row`, head `head` of a (B, rows, heads, D) tensor.

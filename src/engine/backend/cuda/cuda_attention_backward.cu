@@ -267,9 +267,7 @@ __global__ void __launch_bounds__(kFastThreads) FastQueryGradKernel(BackwardArgs
     int lo[2], hi[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t l = row_lo[r] - j0, u = row_hi[r] - j0;
-      lo[r] = static_cast<int>(l < 0 ? 0 : (l > kBlockRows ? kBlockRows : l));
-      hi[r] = static_cast<int>(u < 0 ? 0 : (u > kBlockRows ? kBlockRows : u));
+      TileColumns<kBlockRows>(row_lo[r], row_hi[r], j0, &lo[r], &hi[r]);
     }
 #pragma unroll
     for (int n = 0; n < kBlockRows / 8; ++n) {

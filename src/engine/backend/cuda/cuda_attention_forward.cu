@@ -101,9 +101,7 @@ __global__ void __launch_bounds__(kFastThreads)
     int lo[2], hi[2];  // the visible columns of each row, by position
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t l = row_lo[r] - j0, u = row_hi[r] - j0;
-      lo[r] = static_cast<int>(l < 0 ? 0 : (l > kBlockRows ? kBlockRows : l));
-      hi[r] = static_cast<int>(u < 0 ? 0 : (u > kBlockRows ? kBlockRows : u));
+      TileColumns<kBlockRows>(row_lo[r], row_hi[r], j0, &lo[r], &hi[r]);
     }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
