@@ -58,6 +58,7 @@ std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
       {"max_seq_len", std::to_string(c.max_seq_len)},
       {"per_device_batch_size", std::to_string(c.per_device_batch_size)},
       {"gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps)},
+      {"global_batch_size", std::to_string(GlobalBatchSize(p))},
       {"total_steps", std::to_string(p.total_steps)},
       {"warmup_steps", std::to_string(p.warmup_steps)},
       {"weight_decay", fmt::format("{}", c.weight_decay)},
@@ -100,6 +101,8 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
       {"dataset_kind", prepared->dataset_kind},    {"examples", prepared->num_examples},
       {"total_steps", prepared->total_steps},      {"warmup_steps", prepared->warmup_steps},
       {"output_dir", prepared->config.output_dir}, {"notes", prepared->notes}};
+  data["gradient_accumulation_steps"] = prepared->config.gradient_accumulation_steps;
+  data["global_batch_size"] = GlobalBatchSize(*prepared);
   if (prepared->config.lora.enabled) data["lora"] = prepared->lora_description;
   const engine::fsdp::MixedPrecision& mp = prepared->config.precision;
   data["precision"] = {{"param_dtype", engine::fsdp::TorchDTypeName(mp.param_dtype)},

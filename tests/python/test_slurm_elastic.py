@@ -24,6 +24,11 @@ from test_train_resume import params as resume_params
 STEPS = 24
 
 
+# The global batch (4 rows) whatever the number of ranks: the accumulation is derived from them,
+# so a retry on fewer ranks resumes the same steps (a checkpoint refuses another global batch).
+KEEP_GLOBAL_BATCH = {"global_batch_size": 4}
+
+
 def params(tiny, out, world, **extra):
     """test_train_resume.py's run, shorter, with a checkpoint every 2 steps."""
     return resume_params(tiny, out, world, **dict({"max_steps": STEPS, "save_steps": 2}, **extra))
@@ -37,9 +42,7 @@ def launch_command(air_bin, per_node):
     return (f'echo "attempt $AIR_ATTEMPT: NUM_NODES=$NUM_NODES WORLD_SIZE=$WORLD_SIZE on '
             f'$(hostname)"; exec {air_bin} launch --nnodes $NUM_NODES --node-rank $NODE_RANK '
             f"--nproc-per-node {per_node} --master-addr $MASTER_ADDR --master-port $MASTER_PORT "
-            f"--no-python {air_bin} train --threads 1 "
-            # The global batch (4 rows) is kept whatever the size: resume refuses another.
-            "--set per_device_batch_size=$((4 / WORLD_SIZE))")
+            f"--no-python {air_bin} train --threads 1")
 
 
 def wait_file(path, run_id, air, timeout=240):
@@ -80,7 +83,8 @@ def test_elastic_retry_on_slurm_excludes_the_down_node_and_resumes(air, air_bin,
     long = {"max_steps": 5 * STEPS, "save_steps": 10}
     spec = write_spec(tmp_path, launch_command(air_bin, 1), name="slurm-elastic", nodes=2,
                       per_node=1, max_retries=1,
-                      parameters=params(tiny, out, 2, resume_from_checkpoint="latest", **long))
+                      parameters=params(tiny, out, 2, resume_from_checkpoint="latest", **long,
+                                        **KEEP_GLOBAL_BATCH))
     spec.write_text(spec.read_text().replace("  num_accelerators: 2\n",
                                              "  num_accelerators: 2\n  min_nodes: 1\n"))
     run_id = submit(air, spec)
@@ -121,7 +125,8 @@ def test_hybrid_shard_resumes_across_two_slurm_nodes(air, air_bin, slurm_home, t
     hybrid = {"fsdp_sharding_strategy": "HYBRID_SHARD"}
     spec = write_spec(tmp_path, launch_command(air_bin, 2), name="slurm-hybrid", nodes=2,
                       per_node=2, max_retries=1,
-                      parameters=params(tiny, out, 4, resume_from_checkpoint="latest", **hybrid))
+                      parameters=params(tiny, out, 4, resume_from_checkpoint="latest", **hybrid,
+                                        **KEEP_GLOBAL_BATCH))
     run_id = submit(air, spec)
     wait_file(out / "checkpoint-6" / "COMPLETE", run_id, air)
     victims = [pid for pid in run_processes(slurm_home, run_id)

@@ -372,7 +372,15 @@ def test_odd_but_legal_sizes_train_or_explain(air, tmp, tiny):
                          "--dry-run")
     assert code == 0, env
     assert env["data"]["total_steps"] == 1
-    assert any("each optimizer step reads 2.5 epochs" in n for n in env["data"]["notes"])
+    assert any("each optimizer step reads a whole epoch, its last 15 micro-batches only padding"
+               in n for n in env["data"]["notes"]), env["data"]["notes"]
+    # global_batch_size: the accumulation derived (1 process of 1 row: 4 micro-batches), every
+    # step of an epoch counted: ceil(10 / 4) = 3.
+    code, env = air.json("train", "--config", cfg, "--set", "global_batch_size=4", "--dry-run")
+    assert code == 0, env
+    assert env["data"]["gradient_accumulation_steps"] == 4
+    assert env["data"]["global_batch_size"] == 4
+    assert env["data"]["total_steps"] == 3
     # A batch far larger than the data is one batch of the data (it used to allocate a
     # 100000-row batch of padding and be killed for memory).
     dump = tmp / "batches.jsonl"

@@ -127,6 +127,34 @@ def test_resume_on_another_world_size(world, tiny, straight4, air_bin, tmp_path)
     assert len(a) == STEPS - 10 and diff <= 1e-5 and wdiff <= 1e-5
 
 
+def test_global_batch_size_resumes_the_same_steps_split_anew(tiny, straight4, air_bin, tmp_path):
+    """4 ranks x 1 row checkpointed; 2 ranks x 1 row x 2 micro-batches resume it (the
+    accumulation derived from global_batch_size): the same rows in the same steps."""
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copytree(straight4 / "checkpoint-10", out / "checkpoint-10")
+    cfg = write(tmp_path / "p.yaml", params(tiny, out, 2, per_device_batch_size=1,
+                                            global_batch_size=4, resume_from_checkpoint="latest"))
+    proc = train(air_bin, cfg, 2)
+    assert "x 2 micro-batches (4 sequences a step)" in proc.stdout, proc.stdout
+    assert "checkpoint-10 (step 10)" in proc.stdout
+    a, b = losses_from(out, 11), losses_from(straight4, 11)
+    diff = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+    wa, wb = load_file(str(out / "model.safetensors")), load_file(str(straight4 / "model.safetensors"))
+    wdiff = max(float((wa[k] - wb[k]).abs().max() / wb[k].abs().max()) for k in wa)
+    print(f"4 ranks x 1 resumed as 2 ranks x 1 x 2 micro-batches: loss diff {diff:.3g}, "
+          f"weight diff {wdiff:.3g}")
+    assert len(a) == STEPS - 10 and diff <= 1e-5 and wdiff <= 1e-5
+    # 3 ranks cannot split 4 rows: the error says what would.
+    cfg = write(tmp_path / "q.yaml", params(tiny, tmp_path / "q", 3, per_device_batch_size=1,
+                                            global_batch_size=4))
+    proc = train(air_bin, cfg, 3, check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text
+    assert ("global_batch_size: 4 sequences cannot be split over 3 ranks of per_device_batch_size "
+            "1 (3 sequences a micro-batch): valid are multiples of 3 (3 or 6)") in text, text
+
+
 def test_torn_checkpoint_is_skipped_and_corrupt_one_named(tiny, straight, air_bin, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(straight, out)
@@ -172,7 +200,10 @@ def test_other_model_or_batch_is_refused(tiny, straight, air_bin, tmp_path):
                                             resume_from_checkpoint="latest"))
     proc = train(air_bin, cfg, 2, check=False)
     text = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "the global batch (per_device_batch_size x ranks) is 4" in text
+    assert proc.returncode != 0, text
+    assert ("the global batch (per_device_batch_size x ranks x gradient_accumulation_steps) is 4 in "
+            "the checkpoint (4 x 1) but 2 now (2 x 1)") in text, text
+    assert "global_batch_size: 4 keeps it on any number of ranks" in text
     assert not (out / "model.safetensors").exists()  # nothing was trained or written
 
 
@@ -245,11 +276,12 @@ def test_elastic_retry_continues_on_the_node_left_from_the_last_checkpoint(
     command = (f"echo \"attempt $AIR_ATTEMPT: NUM_NODES=$NUM_NODES WORLD_SIZE=$WORLD_SIZE\"; "
                f"exec {air_bin} launch --nnodes $NUM_NODES --node-rank $NODE_RANK "
                "--nproc-per-node 1 --master-addr $MASTER_ADDR --master-port $MASTER_PORT "
-               f"--no-python {air_bin} train --threads 1 "
-               # The global batch (4 rows) is kept whatever the size: resume refuses another.
-               "--set per_device_batch_size=$((4 / WORLD_SIZE))")
+               f"--no-python {air_bin} train --threads 1")
+    # The global batch (4 rows) whatever the number of ranks: per_device_batch_size 2 on 2 ranks,
+    # then 2 micro-batches of 2 on the 1 left (a checkpoint refuses another global batch).
     spec = write_spec(tmp_path, command, name="elastic", nodes=2, per_node=1, max_retries=1,
-                      parameters=params(tiny, out, 2, resume_from_checkpoint="latest"))
+                      parameters=params(tiny, out, 2, resume_from_checkpoint="latest",
+                                        global_batch_size=4))
     text = spec.read_text().replace("  num_accelerators: 2\n",
                                     "  num_accelerators: 2\n  min_nodes: 1\n")
     spec.write_text(text)

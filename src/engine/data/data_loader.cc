@@ -17,7 +17,7 @@ namespace {
 constexpr uint64_t kPackStream = 0x7061636BULL;  // "pack"
 constexpr uint64_t kEpochStreamBase = 1000;
 constexpr uint64_t kBatchOrderStreamBase = 1ULL << 32;
-constexpr int64_t kGroupChunkBatches = 16;
+constexpr int64_t kGroupChunkSteps = 16;
 
 std::vector<int64_t> Order(int64_t n, bool shuffle, uint64_t seed, uint64_t stream) {
   if (shuffle) return Permutation(n, seed, stream);
@@ -42,6 +42,11 @@ Result<DataLoader> DataLoader::Create(std::vector<TokenizedExample> examples, in
     return InvalidArgument(fmt::format(
         "rank {} of world_size {}: the rank must lie in [0, world_size) and world_size be >= 1",
         o.rank, o.world_size));
+  }
+  if (o.micro_batches_per_step < 1) {
+    return InvalidArgument(
+        fmt::format("gradient_accumulation_steps: {} is invalid; it must be at least 1",
+                    o.micro_batches_per_step));
   }
   if (o.max_batches < 0) {
     return InvalidArgument(
@@ -94,8 +99,10 @@ Result<DataLoader> DataLoader::Create(std::vector<TokenizedExample> examples, in
     loader.rows_per_epoch_ = n;
   }
   loader.stats_.rows = loader.rows_per_epoch_;
-  int64_t global = static_cast<int64_t>(o.batch_size) * o.world_size;
-  loader.batches_per_epoch_ = (loader.rows_per_epoch_ + global - 1) / global;
+  const int64_t step_rows =
+      static_cast<int64_t>(o.batch_size) * o.world_size * o.micro_batches_per_step;
+  loader.batches_per_epoch_ =
+      (loader.rows_per_epoch_ + step_rows - 1) / step_rows * o.micro_batches_per_step;
   if (o.max_batches > 0) {
     loader.total_batches_ = o.max_batches;
   } else {
@@ -128,35 +135,35 @@ void DataLoader::PlanEpoch(int64_t epoch) {
     return;
   }
   auto length = [&](int64_t i) { return examples_[i].input_ids.size(); };
+  const int64_t micro = o.micro_batches_per_step;
+  const int64_t step_rows = global * micro;
+  const int64_t steps = batches_per_epoch_ / micro;
   if (o.group_by_length) {
-    int64_t chunk = global * kGroupChunkBatches;
+    int64_t chunk = step_rows * kGroupChunkSteps;
     for (int64_t start = 0; start < rows_per_epoch_; start += chunk) {
       auto first = order.begin() + start;
       auto last = order.begin() + std::min(rows_per_epoch_, start + chunk);
       std::stable_sort(first, last, [&](int64_t a, int64_t b) { return length(a) > length(b); });
     }
   }
-  std::vector<std::vector<std::vector<int64_t>>> batches(static_cast<size_t>(batches_per_epoch_));
-  for (int64_t k = 0; k < batches_per_epoch_; ++k) {
-    for (int64_t j = 0; j < global; ++j) {
-      int64_t pos = k * global + j;
-      batches[k].push_back(pos < rows_per_epoch_ ? std::vector<int64_t>{order[pos]}
-                                                 : std::vector<int64_t>{});
-    }
-  }
-  std::vector<int64_t> batch_order =
+  std::vector<int64_t> step_order =
       o.group_by_length && o.shuffle
-          ? Permutation(batches_per_epoch_, o.seed,
-                        kBatchOrderStreamBase + static_cast<uint64_t>(epoch))
-          : Order(batches_per_epoch_, false, 0, 0);
-  for (int64_t k : batch_order) {
-    int longest = 1;
-    for (auto& row : batches[k]) {
-      longest = std::max(longest, RowLength(row));
-      epoch_rows_.push_back(std::move(row));
+          ? Permutation(steps, o.seed, kBatchOrderStreamBase + static_cast<uint64_t>(epoch))
+          : Order(steps, false, 0, 0);
+  // Step j's rows, in the order of the steps; each global micro-batch padded to its longest row.
+  for (int64_t j : step_order) {
+    for (int64_t m = 0; m < micro; ++m) {
+      int longest = 1;
+      for (int64_t i = 0; i < global; ++i) {
+        const int64_t pos = j * step_rows + m * global + i;
+        std::vector<int64_t> row;
+        if (pos < rows_per_epoch_) row.push_back(order[pos]);
+        longest = std::max(longest, RowLength(row));
+        epoch_rows_.push_back(std::move(row));
+      }
+      const int pad = o.pad_to_multiple_of;
+      global_batch_len_.push_back(std::min(o.seq_len, (longest + pad - 1) / pad * pad));
     }
-    int m = o.pad_to_multiple_of;
-    global_batch_len_.push_back(std::min(o.seq_len, (longest + m - 1) / m * m));
   }
 }
 
@@ -219,6 +226,11 @@ Status DataLoader::Seek(int64_t index) {
   if (index < 0) return InvalidArgument(fmt::format("cannot seek to batch {}", index));
   position_ = index;
   return Status::Ok();
+}
+
+int64_t DataLoader::transformers_batches_per_epoch() const {
+  const int64_t global = static_cast<int64_t>(options_.batch_size) * options_.world_size;
+  return (rows_per_epoch_ + global - 1) / global;
 }
 
 double DataLoader::epoch_progress() const {

@@ -5,16 +5,20 @@
 // a new one; an example is never split. Rows are packed once, so every epoch has the same
 // number of rows. Without packing each example is its own row, and rows are grouped by length
 // (group_by_length) so a batch pads little: per epoch the shuffled examples are cut into chunks
-// of 16 global batches, each chunk is sorted by length, cut into global batches, and the order
-// of the global batches is shuffled. A padded batch is as long as its longest row (rounded up to
+// of 16 steps, each chunk is sorted by length, cut into steps, and the order of the steps is
+// shuffled. A padded micro-batch is as long as its longest row over every rank (rounded up to
 // pad_to_multiple_of, at most seq_len) — the same on every rank.
 //
-// Batches and ranks. Every rank computes the same epoch order (seed, epoch) and takes its own
-// slice: global batch k holds rows [k*B*W, (k+1)*B*W) of the epoch order (B = batch_size,
-// W = world_size) and rank r gets [k*B*W + r*B, k*B*W + (r+1)*B) — disjoint across ranks, the
-// same number of batches everywhere. Nothing is dropped: the last global batch of an epoch may
-// run past the end of the data, and a micro-batch then holds only its rows of data (fewer than
-// batch_size); a rank left with none gets one row of padding (segment 0, label -100).
+// Steps, batches and ranks. An optimizer step reads S = B*W*A rows of the epoch order (B =
+// batch_size, W = world_size, A = micro_batches_per_step, the gradient accumulation): step j
+// holds rows [j*S, (j+1)*S), cut into A global micro-batches of B*W rows, and rank r gets
+// [r*B, (r+1)*B) of each — disjoint across ranks, the same number of batches everywhere. Which
+// rows a step holds depends on S only, not on how S is split into B, W and A: a run resumed on
+// another number of ranks with the same global batch reads the same rows in the same steps. An
+// epoch is ceil(rows / S) steps; nothing is dropped: the last step of an epoch may run past the
+// end of the data (as transformers' Trainer ends a step with its epoch), and a micro-batch then
+// holds only its rows of data (fewer than batch_size); a rank left with none gets one row of
+// padding (segment 0, label -100).
 //
 // Rows (see batch.h): position_ids restart at 0 for each document, segment_ids number the
 // documents of a row from 1 (0 = padding), input_ids padding is pad_id, and the label of each
@@ -45,6 +49,7 @@ struct DataLoaderOptions {
   uint64_t seed = 42;
   int rank = 0;
   int world_size = 1;
+  int micro_batches_per_step = 1;  // gradient_accumulation_steps
   double num_epochs = 1.0;
   int64_t max_batches = 0;  // > 0: total_batches() (e.g. max_steps * gradient accumulation)
 };
@@ -70,7 +75,12 @@ class DataLoader {
   static Result<DataLoader> Create(std::vector<TokenizedExample> examples, int32_t pad_id,
                                    const DataLoaderOptions& options);
 
+  // Micro-batches per epoch: steps_per_epoch() * micro_batches_per_step.
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t steps_per_epoch() const { return batches_per_epoch_ / options_.micro_batches_per_step; }
+  // The micro-batches of an epoch as transformers' DataLoader counts them (its len): ceil(rows /
+  // (B*W)), for a step count that agrees with its Trainer's.
+  int64_t transformers_batches_per_epoch() const;
   int64_t total_batches() const { return total_batches_; }
   // Batches handed out (or skipped by Seek) so far: the index of the next batch.
   int64_t position() const { return position_; }
@@ -105,7 +115,7 @@ class DataLoader {
   int64_t planned_epoch_ = -1;
   // The epoch's global order: row r of the epoch holds these example indices (empty: padding).
   std::vector<std::vector<int64_t>> epoch_rows_;
-  std::vector<int> global_batch_len_;  // padded mode: T of each global batch of the epoch
+  std::vector<int> global_batch_len_;  // padded mode: T of each global micro-batch of the epoch
 };
 
 }  // namespace air::engine

@@ -183,16 +183,19 @@ Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const Caus
         "{}: {} is {} in the checkpoint but {} now; resuming exactly needs the same value",
         state_path, key, theirs, ours));
   };
+  // The global batch decides which rows each step reads (data_loader.h): it must be the same;
+  // how it is split into per_device_batch_size, ranks and accumulation may change.
   const int64_t rows = state.value("global_batch_rows", int64_t{0});
-  if (rows != identity.global_batch_rows) {
-    return mismatch("the global batch (per_device_batch_size x ranks)",
-                    std::to_string(identity.global_batch_rows), std::to_string(rows));
-  }
   const int accumulation = state.value("gradient_accumulation_steps", 0);
-  if (accumulation != identity.gradient_accumulation_steps) {
-    return mismatch("gradient_accumulation_steps",
-                    std::to_string(identity.gradient_accumulation_steps),
-                    std::to_string(accumulation));
+  const int64_t theirs = rows * accumulation;
+  const int64_t ours = identity.global_batch_rows * identity.gradient_accumulation_steps;
+  if (theirs != ours || accumulation < 1) {
+    return InvalidArgument(fmt::format(
+        "{}: the global batch (per_device_batch_size x ranks x gradient_accumulation_steps) is {} "
+        "in the checkpoint ({} x {}) but {} now ({} x {}); resuming exactly needs the same global "
+        "batch: global_batch_size: {} keeps it on any number of ranks",
+        state_path, theirs, rows, accumulation, ours, identity.global_batch_rows,
+        identity.gradient_accumulation_steps, theirs));
   }
   const int64_t seed = state.value("seed", int64_t{0});
   if (seed != identity.seed) {
@@ -274,7 +277,15 @@ Result<TrainPosition> LoadRankState(Env* env, const std::string& dir, const Caus
   }
   TrainPosition position;
   position.step = state.value("step", 0);
-  position.micro_batches = state.value("micro_batches", int64_t{0});
+  // The data position in this run's micro-batches: the same steps, split anew.
+  const int64_t micro_batches = state.value("micro_batches", int64_t{0});
+  if (micro_batches != int64_t{position.step} * accumulation) {
+    return InvalidArgument(fmt::format(
+        "{}: micro_batches {} is not step {} x gradient_accumulation_steps {}: the trainer state "
+        "is inconsistent",
+        state_path, micro_batches, position.step, accumulation));
+  }
+  position.micro_batches = int64_t{position.step} * identity.gradient_accumulation_steps;
   position.adam_step = state.value("adam_step", int64_t{0});
   adam.set_step_count(position.adam_step);
   return position;

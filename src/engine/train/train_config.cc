@@ -244,6 +244,9 @@ const std::vector<FieldSpec>& FieldSpecs() {
     s.push_back({"gradient_accumulation_steps", "", false,
                  IntField("gradient_accumulation_steps",
                           Member(&TrainConfig::gradient_accumulation_steps), at_least_one)});
+    s.push_back(
+        {"global_batch_size", "", false,
+         IntField("global_batch_size", Member(&TrainConfig::global_batch_size), at_least_one)});
     s.push_back({"learning_rate", "", false,
                  FloatField("learning_rate", Member(&TrainConfig::learning_rate), non_negative)});
     s.push_back(
@@ -442,6 +445,13 @@ Result<TrainConfig> ParseTrainConfig(const std::string& yaml_text, const std::st
     errors.Add(given["warmup_steps"].where, "warmup_steps",
                fmt::format("give warmup_steps or warmup_ratio, not both (warmup_ratio at {})",
                            given["warmup_ratio"].where));
+  }
+  if (given.count("global_batch_size") && given.count("gradient_accumulation_steps")) {
+    errors.Add(given["global_batch_size"].where, "global_batch_size",
+               fmt::format("give global_batch_size or gradient_accumulation_steps ({}), not "
+                           "both: with global_batch_size the accumulation is derived from the "
+                           "number of ranks",
+                           given["gradient_accumulation_steps"].where));
   }
   if (config.lr_scheduler_type == LrSchedulerType::kConstant &&
       (config.warmup_steps > 0 || config.warmup_ratio > 0)) {

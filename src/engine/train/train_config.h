@@ -42,6 +42,12 @@ struct TrainConfig {
 
   // --- optimization ---
   int gradient_accumulation_steps = 1;
+  // Sequences per optimizer step over every rank (torchtitan's global_batch_size); 0 (unset):
+  // per_device_batch_size x ranks x gradient_accumulation_steps. Given, the accumulation is
+  // derived from the ranks (global_batch_size / (per_device_batch_size x ranks)), so a run
+  // resumed on another number of ranks keeps its global batch, its steps and their rows; it
+  // excludes gradient_accumulation_steps, and must be a multiple of per_device_batch_size x ranks.
+  int global_batch_size = 0;
   double learning_rate = 2e-5;
   int max_steps = -1;             // optimizer steps; -1: num_train_epochs decides
   double num_train_epochs = 1.0;  // used when max_steps is -1; may be fractional

@@ -43,12 +43,36 @@ DataLoaderOptions LoaderOptions(const TrainConfig& config, const parallel::DistE
   o.rank = dist.rank;
   o.world_size = dist.world_size;
   o.batch_size = config.per_device_batch_size;
+  o.micro_batches_per_step = config.gradient_accumulation_steps;
   o.seq_len = config.max_seq_len;
   o.packing = config.packing;
   o.group_by_length = true;
   o.shuffle = true;
   o.seed = static_cast<uint64_t>(config.seed);
   return o;
+}
+
+// global_batch_size -> gradient_accumulation_steps for this number of ranks.
+Status DeriveAccumulation(const parallel::DistEnv& dist, TrainConfig& config) {
+  if (config.global_batch_size <= 0) return Status::Ok();
+  const int64_t micro = int64_t{config.per_device_batch_size} * dist.world_size;
+  if (config.global_batch_size % micro != 0) {
+    const int64_t below = config.global_batch_size / micro * micro;
+    const int64_t above = below + micro;
+    return InvalidArgument(fmt::format(
+        "{}: {} sequences cannot be split over {} rank{} of per_device_batch_size {} ({} "
+        "sequences a micro-batch): valid are multiples of {} ({}{}), or a per_device_batch_size "
+        "that divides {}",
+        config.Where("global_batch_size"), config.global_batch_size, dist.world_size,
+        dist.world_size == 1 ? "" : "s", config.per_device_batch_size, micro, micro,
+        below > 0 ? fmt::format("{} or ", below) : std::string(), above,
+        config.global_batch_size % dist.world_size == 0
+            ? fmt::format("{} (the global batch / {} ranks)",
+                          config.global_batch_size / dist.world_size, dist.world_size)
+            : fmt::format("the global batch on a number of ranks that divides it")));
+  }
+  config.gradient_accumulation_steps = static_cast<int>(config.global_batch_size / micro);
+  return Status::Ok();
 }
 
 // examples -> p.loader, with the DataLoader's errors pointing at the parameters.
@@ -187,6 +211,7 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
         "the same number of ranks; WORLD_SIZE {} is not a multiple of LOCAL_WORLD_SIZE {}",
         config.Where("fsdp_sharding_strategy"), p.dist.world_size, p.dist.local_world_size));
   }
+  AIR_RETURN_IF_ERROR(DeriveAccumulation(p.dist, config));
   auto model_dir = ResolveModelDir(config.model_name, env);
   if (!model_dir.ok()) return AtParameter(config, "model_name", model_dir.status());
   p.model_dir = *model_dir;
@@ -205,9 +230,9 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   config = p.config;
 
   AIR_RETURN_IF_ERROR(PrepareData(env, config, p));
-  const int64_t batches_per_epoch = p.loader->batches_per_epoch();
+  const int64_t batches_per_epoch = p.loader->transformers_batches_per_epoch();
   const int64_t accumulation = config.gradient_accumulation_steps;
-  const int64_t steps_per_epoch = std::max<int64_t>(1, batches_per_epoch / accumulation);
+  const int64_t steps_per_epoch = StepsPerEpoch(config, *p.loader);
   if (config.max_steps < 0 && config.num_train_epochs * static_cast<double>(steps_per_epoch) >=
                                   static_cast<double>(kMaxTotalSteps)) {
     return InvalidArgument(
@@ -215,13 +240,12 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
                     config.Where("num_train_epochs"), config.num_train_epochs, steps_per_epoch,
                     kMaxTotalSteps));
   }
-  p.total_steps = TotalSteps(config, batches_per_epoch);
+  p.total_steps = TotalSteps(config, steps_per_epoch);
   if (accumulation > batches_per_epoch) {
     p.notes.push_back(fmt::format(
         "gradient_accumulation_steps {} is more than the {} micro-batches of an epoch: each "
-        "optimizer step reads {:.1f} epochs of the data",
-        accumulation, batches_per_epoch,
-        static_cast<double>(accumulation) / static_cast<double>(batches_per_epoch)));
+        "optimizer step reads a whole epoch, its last {} micro-batches only padding",
+        accumulation, batches_per_epoch, accumulation - batches_per_epoch));
   }
   p.warmup_steps = config.WarmupStepsFor(p.total_steps);
   if (config.max_steps > 0 && config.sources.count("num_train_epochs") > 0) {
@@ -304,6 +328,11 @@ std::string DescribeCompute(const PreparedTraining& p, int threads) {
                      threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()));
 }
 
+int64_t GlobalBatchSize(const PreparedTraining& p) {
+  return int64_t{p.config.per_device_batch_size} * p.dist.world_size *
+         p.config.gradient_accumulation_steps;
+}
+
 std::string DescribePlan(const PreparedTraining& p, int num_threads) {
   const int threads = ThreadsPerRank(p, num_threads);
   const TrainConfig& c = p.config;
@@ -311,8 +340,8 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
   std::string text = fmt::format(
       "model    {} ({}, {} layers, hidden {}, vocab {})\n"
       "data     {} ({}, {} examples, {} micro-batches of {} per epoch, max_seq_len {}{})\n"
-      "steps    {} optimizer steps x {} micro-batches, lr {} ({}, warmup {}), weight decay {}, "
-      "clip {}\n"
+      "steps    {} optimizer steps x {} micro-batches ({} sequences a step), lr {} ({}, warmup "
+      "{}), weight decay {}, clip {}\n"
       "compute  {}\n"
       "output   {}",
       p.model_dir, ArchitectureClassName(m.arch), m.num_layers, m.hidden_size, m.vocab_size,
@@ -320,7 +349,7 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
       c.per_device_batch_size, c.max_seq_len,
       c.packing ? fmt::format(", packed: rows {:.0f}% full", 100.0 * p.loader->stats().fill)
                 : std::string(", padded, grouped by length"),
-      p.total_steps, c.gradient_accumulation_steps, c.learning_rate,
+      p.total_steps, c.gradient_accumulation_steps, GlobalBatchSize(p), c.learning_rate,
       LrSchedulerTypeName(c.lr_scheduler_type), p.warmup_steps, c.weight_decay, c.max_grad_norm,
       DescribeCompute(p, threads), c.output_dir);
   if (c.lora.enabled) text += "\nlora     " + p.lora_description;

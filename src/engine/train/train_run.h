@@ -74,6 +74,10 @@ struct TrainingMemory {
 };
 TrainingMemory EstimateTrainingMemory(const PreparedTraining& prepared);
 
+// Sequences per optimizer step over every rank: per_device_batch_size x ranks x
+// gradient_accumulation_steps (global_batch_size when it was given).
+int64_t GlobalBatchSize(const PreparedTraining& prepared);
+
 std::string DescribePlan(const PreparedTraining& prepared, int num_threads = 0);
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& prepared, const RunOptions& options);

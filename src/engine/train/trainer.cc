@@ -60,11 +60,15 @@ std::string BatchJson(int step, int micro, const TokenBatch& b) {
 
 }  // namespace
 
-int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch) {
+int64_t StepsPerEpoch(const TrainConfig& config, const DataLoader& loader) {
+  if (config.global_batch_size > 0) return loader.steps_per_epoch();
+  return std::max<int64_t>(
+      1, loader.transformers_batches_per_epoch() / config.gradient_accumulation_steps);
+}
+
+int TotalSteps(const TrainConfig& config, int64_t steps_per_epoch) {
   if (config.max_steps > 0) return config.max_steps;
-  const int64_t per_epoch =
-      std::max<int64_t>(1, batches_per_epoch / config.gradient_accumulation_steps);
-  const double steps = std::ceil(config.num_train_epochs * static_cast<double>(per_epoch));
+  const double steps = std::ceil(config.num_train_epochs * static_cast<double>(steps_per_epoch));
   // PrepareTraining refuses a run this long; never convert an out-of-range double (UB).
   return steps >= static_cast<double>(kMaxTotalSteps) ? kMaxTotalSteps : static_cast<int>(steps);
 }
@@ -176,7 +180,7 @@ Result<Trainer::AccumulatedStep> Trainer::AccumulateGradients(DataLoader& loader
 Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   Env* env = io_.env;
   const TrainConfig& c = config_;
-  const int total_steps = TotalSteps(c, loader.batches_per_epoch());
+  const int total_steps = TotalSteps(c, StepsPerEpoch(c, loader));
   const LrSchedule schedule(c.lr_scheduler_type, c.learning_rate, c.WarmupStepsFor(total_steps),
                             total_steps);
 

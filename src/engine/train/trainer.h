@@ -89,11 +89,17 @@ struct TrainSummary {
   int64_t frozen_bytes = 0;  // the frozen base's param_dtype storage (LoRA)
 };
 
-// Optimizer steps for a run: max_steps when > 0, else ceil(num_train_epochs * steps per epoch)
-// with floor(batches_per_epoch / gradient_accumulation_steps) (at least 1) steps per epoch;
+// Optimizer steps an epoch counts for num_train_epochs: with global_batch_size, every step of the
+// loader's epoch (ceil(rows / global batch): the count does not change with the number of ranks);
+// otherwise transformers' count, floor(its micro-batches per epoch / gradient_accumulation_steps),
+// at least 1 (its Trainer, like the loader, ends each epoch with a shorter step, which that count
+// leaves out).
+int64_t StepsPerEpoch(const TrainConfig& config, const DataLoader& loader);
+
+// Optimizer steps for a run: max_steps when > 0, else ceil(num_train_epochs * steps_per_epoch);
 // at most kMaxTotalSteps (a longer run is refused by PrepareTraining).
 inline constexpr int kMaxTotalSteps = 2147483647;
-int TotalSteps(const TrainConfig& config, int64_t batches_per_epoch);
+int TotalSteps(const TrainConfig& config, int64_t steps_per_epoch);
 
 class Trainer {
  public:

@@ -202,6 +202,59 @@ TEST(DataLoaderTest, RanksSeeDisjointSlicesAndTheSameNumberOfBatches) {
   }
 }
 
+// The rows of every optimizer step, over every rank and micro-batch, in rank-major order within
+// each micro-batch: what a step trains on.
+std::vector<std::vector<int64_t>> StepRows(const std::vector<int>& lengths, DataLoaderOptions o,
+                                           int64_t steps) {
+  std::vector<DataLoader> ranks;
+  for (int r = 0; r < o.world_size; ++r) {
+    o.rank = r;
+    ranks.push_back(Make(lengths, o));
+  }
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t j = 0; j < steps; ++j) {
+    std::vector<int64_t> step;
+    for (int m = 0; m < o.micro_batches_per_step; ++m) {
+      for (auto& rank : ranks) {
+        for (const auto& row : rank.RowsOfBatch(j * o.micro_batches_per_step + m)) {
+          step.insert(step.end(), row.begin(), row.end());
+        }
+      }
+    }
+    out.push_back(step);
+  }
+  return out;
+}
+
+TEST(DataLoaderTest, AStepReadsTheSameRowsHoweverItsGlobalBatchIsSplit) {
+  std::vector<int> lengths;
+  for (int i = 0; i < 37; ++i) lengths.push_back(1 + (i * 7) % 11);
+  for (bool packing : {false, true}) {
+    // 8 rows a step as 8 x 1 rank, 4 x 2 ranks, 2 x 2 ranks x 2 micro-batches, 1 x 1 x 8, ...
+    const int splits[][3] = {{8, 1, 1}, {4, 2, 1}, {2, 2, 2}, {1, 1, 8}, {2, 1, 4}, {1, 4, 2}};
+    std::vector<std::vector<int64_t>> first;
+    for (const auto& [batch, world, accumulation] : splits) {
+      DataLoaderOptions o;
+      o.packing = packing;
+      o.seq_len = 12;
+      o.batch_size = batch;
+      o.world_size = world;
+      o.micro_batches_per_step = accumulation;
+      DataLoader probe = Make(lengths, o);
+      EXPECT_EQ(probe.batches_per_epoch(), probe.steps_per_epoch() * accumulation);
+      // Three epochs: the last step of each runs past the data, and the next starts anew.
+      std::vector<std::vector<int64_t>> steps = StepRows(lengths, o, 3 * probe.steps_per_epoch());
+      if (first.empty()) {
+        first = steps;
+        continue;
+      }
+      EXPECT_EQ(steps, first) << "packing " << packing << ", split " << batch << " x " << world
+                              << " x " << accumulation;
+    }
+    ASSERT_FALSE(first.empty());
+  }
+}
+
 TEST(DataLoaderTest, SeekResumesExactlyWhereASequentialRunIs) {
   std::vector<int> lengths;
   for (int i = 0; i < 30; ++i) lengths.push_back(2 + i % 5);

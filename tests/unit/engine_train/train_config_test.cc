@@ -212,6 +212,20 @@ TEST(TrainConfigTest, WarmupStepsAndRatioConflict) {
                            "both"));
 }
 
+TEST(TrainConfigTest, GlobalBatchSizeExcludesAccumulationAndMustBePositive) {
+  auto c = ParseTrainConfig(std::string(kMinimal) + "global_batch_size: 32\n", "cfg.yaml", {});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->global_batch_size, 32);
+  EXPECT_EQ(c->gradient_accumulation_steps, 1);  // derived from the ranks when training starts
+  std::string e =
+      ErrorOf(std::string(kMinimal) + "global_batch_size: 32\n", {"gradient_accumulation_steps=4"});
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:4:1: global_batch_size: give global_batch_size or "
+                           "gradient_accumulation_steps (--set gradient_accumulation_steps=4), "
+                           "not both"));
+  e = ErrorOf(std::string(kMinimal) + "global_batch_size: 0\n");
+  EXPECT_THAT(e, HasSubstr("cfg.yaml:4:1: global_batch_size: 0 is out of range: must be >= 1"));
+}
+
 TEST(TrainConfigTest, ConstantScheduleWithWarmupIsAnError) {
   std::string e = ErrorOf(std::string(kMinimal) + "lr_scheduler_type: constant\nwarmup_steps: 3\n");
   EXPECT_THAT(e, HasSubstr("use constant_with_warmup"));

@@ -275,16 +275,45 @@ TEST_F(TrainerTest, LossFallsOnRepeatedData) {
 
 TEST(TotalStepsTest, EpochsAndMaxSteps) {
   TrainConfig c;
-  c.gradient_accumulation_steps = 2;
   c.num_train_epochs = 1.0;
-  EXPECT_EQ(TotalSteps(c, 7), 3);  // floor(7 / 2) steps per epoch
+  EXPECT_EQ(TotalSteps(c, 3), 3);
   c.num_train_epochs = 2.5;
-  EXPECT_EQ(TotalSteps(c, 8), 10);
-  EXPECT_EQ(TotalSteps(c, 1), 3);  // at least one step per epoch: ceil(2.5)
+  EXPECT_EQ(TotalSteps(c, 4), 10);
+  EXPECT_EQ(TotalSteps(c, 1), 3);  // ceil(2.5)
   c.num_train_epochs = 1e300;      // clamped, not an out-of-range conversion (was INT_MIN)
   EXPECT_EQ(TotalSteps(c, 8), kMaxTotalSteps);
   c.max_steps = 5;
   EXPECT_EQ(TotalSteps(c, 1000), 5);
+}
+
+DataLoader LoaderOf(int examples, int batch, int world, int accumulation) {
+  std::vector<TokenizedExample> data(static_cast<size_t>(examples));
+  for (auto& ex : data) ex.input_ids = ex.labels = {1, 2, 3};
+  DataLoaderOptions o;
+  o.packing = false;
+  o.batch_size = batch;
+  o.world_size = world;
+  o.micro_batches_per_step = accumulation;
+  return std::move(DataLoader::Create(std::move(data), 0, o)).value();
+}
+
+TEST(TotalStepsTest, StepsPerEpochCountAsTransformersOrByTheGlobalBatch) {
+  TrainConfig c;
+  c.gradient_accumulation_steps = 2;
+  // 14 rows, batch 1 x 1 rank: transformers has 14 micro-batches, floor(14 / 2) = 7 steps.
+  EXPECT_EQ(StepsPerEpoch(c, LoaderOf(14, 1, 1, 2)), 7);
+  // 15 rows: its Trainer also ends the epoch with a step of 1 micro-batch it does not count.
+  EXPECT_EQ(StepsPerEpoch(c, LoaderOf(15, 1, 1, 2)), 7);
+  c.gradient_accumulation_steps = 25;  // more than an epoch: at least one step
+  EXPECT_EQ(StepsPerEpoch(c, LoaderOf(10, 1, 1, 25)), 1);
+  // With global_batch_size every step of the epoch counts, the same for any split of it.
+  c.global_batch_size = 4;
+  c.gradient_accumulation_steps = 2;
+  EXPECT_EQ(StepsPerEpoch(c, LoaderOf(15, 1, 2, 2)), 4);  // ceil(15 / 4)
+  c.gradient_accumulation_steps = 4;
+  EXPECT_EQ(StepsPerEpoch(c, LoaderOf(15, 1, 1, 4)), 4);
+  c.gradient_accumulation_steps = 1;
+  EXPECT_EQ(StepsPerEpoch(c, LoaderOf(15, 2, 2, 1)), 4);
 }
 
 }  // namespace
