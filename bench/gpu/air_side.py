@@ -115,7 +115,8 @@ def read_metrics(path):
 
 def plan_lines(log_text):
     """The plan's compute and memory lines (what air says it runs, and its estimate)."""
-    return [l.strip() for l in log_text.splitlines() if l.startswith(("compute", "memory"))]
+    return [l.strip() for l in log_text.splitlines()
+            if l.startswith(("compute", "memory")) or l.strip().startswith("+ activations")]
 
 
 def run_train(air, config, out_dir, device, sets, total_steps, warmup, sampler, env, log,
@@ -159,6 +160,9 @@ def run_train(air, config, out_dir, device, sets, total_steps, warmup, sampler, 
         # Slow but running: the steps it logged after the warm-up still measure it.
         result.update(status="ok", note=f"timed out: {len(steps) - warmup} timed steps, "
                       f"not {total_steps - warmup}")
+    own_peaks = [m["peak_memory_bytes"] for m in steps if "peak_memory_bytes" in m]
+    if own_peaks:  # air's own count, as torch.cuda.max_memory_allocated is the torch sides'
+        result["max_allocated"] = max(own_peaks)
     run = common.AirRun({}, steps, [None])
     result.update(status="ok", tokens_per_s=run.tokens_per_s(warmup),
                   losses=[m["loss"] for m in steps], first_step_s=steps[0]["elapsed_s"],
@@ -180,7 +184,7 @@ def run_side(air, work, model_dir, rows_file, recipe, steps, warmup, device, set
     result = run_train(air, config, out_dir, device, sets, total, warmup, sampler, env,
                        work / f"{name}.log", timeout, keep_save, threads)
     memory = plan.get("memory", {})
-    result["estimate_bytes"] = memory.get("bytes_per_rank")
+    result["estimate_bytes"] = memory.get("total_bytes_per_rank", memory.get("bytes_per_rank"))
     result["precision"] = plan.get("precision")
     result["config"] = config.read_text()
     return result

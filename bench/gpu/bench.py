@@ -23,8 +23,9 @@ Per side it prints tokens/s over the timed steps (air's from its metrics.jsonl),
 (6·N + 12·L·H·T)·tok/s ÷ --peak-tflops (N all parameters, L layers, H hidden, T sequence;
 989 TFLOP/s: the H100/H200 dense bf16 datasheet figure), the peak GPU memory (nvidia-smi
 memory.used sampled every 0.2 s minus the idle reading before the side: bench/gpu/memory.py)
-and torch.cuda.max_memory_allocated, the ratios to torch-seed and torch-best, the first step's
-time (compilation, first touches) and each side's wall time. A failed side (out of memory, a
+and the most allocated (torch.cuda.max_memory_allocated; air: its backend's allocation_stats),
+the ratios to torch-seed and torch-best, the first step's time (compilation, first touches) and
+each side's wall time. A failed side (out of memory, a
 crash, a timeout) prints its error's tail and is marked in the table; the others still run.
 --json PATH gets everything, rewritten after every side (a run cut short keeps what it had).
 air is killed once its metrics.jsonl holds the last step (it has no switch to skip the final

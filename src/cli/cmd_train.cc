@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "base/strings.h"
 #include "cli/commands.h"
 #include "engine/train/train_run.h"
 #include "tracking/metric_logger.h"
@@ -111,7 +112,10 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   const TrainingMemory memory = EstimateTrainingMemory(*prepared);
   data["memory"] = {{"parameters", memory.parameters},
                     {"bytes_per_rank", memory.bytes_per_rank},
-                    {"what", memory.what}};
+                    {"what", memory.what},
+                    {"activation_bytes", memory.activation_bytes},
+                    {"buffer_bytes", memory.buffer_bytes},
+                    {"total_bytes_per_rank", memory.total_bytes_per_rank()}};
   if (flags.dry_run) {
     data["dry_run"] = true;
     return EmitData(ctx, data, plan + "\ndry run: parameters valid, nothing trained");
@@ -163,7 +167,9 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
                     {"parameter_bytes", summary->parameter_bytes},
                     {"gradient_bytes", summary->gradient_bytes},
                     {"optimizer_bytes", summary->optimizer_bytes},
-                    {"gather_bytes", summary->gather_bytes}};
+                    {"gather_bytes", summary->gather_bytes},
+                    {"peak_bytes", summary->peak_memory_bytes},
+                    {"planned_bytes", memory.total_bytes_per_rank()}};
   if (prepared->dist.world_size > 1) {
     data["parallel"] = {
         {"rank", prepared->dist.rank},
@@ -177,8 +183,11 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
         {"gather_bytes", summary->gather_bytes}};
   }
   EmitData(ctx, data,
-           fmt::format("trained {} steps in {:.1f} s: loss {:.4f} -> {:.4f}; checkpoint in {}",
+           fmt::format("trained {} steps in {:.1f} s: loss {:.4f} -> {:.4f}; peak memory {} (the "
+                       "plan: {}); checkpoint in {}",
                        summary->steps, summary->elapsed_s, summary->first_loss, summary->last_loss,
+                       HumanBytes(static_cast<uint64_t>(summary->peak_memory_bytes)),
+                       HumanBytes(static_cast<uint64_t>(memory.total_bytes_per_rank())),
                        summary->output_dir));
 }
 

@@ -5,7 +5,9 @@
 // and stores them; it runs once to measure and once to hand out views, and reallocates only
 // when the layout needs more bytes than the buffer has (a high-water mark: a training loop
 // over same-shaped batches allocates once, at its first step). Every view from an earlier
-// Arrange is invalid afterwards. Views are 64-byte aligned.
+// Arrange is invalid afterwards. Views are 64-byte aligned. Measure(layout) runs the measuring
+// pass alone: the bytes an Arrange would allocate, with no backend and no memory (the training
+// plan's activation memory).
 // Thread safety: owned and used by one model.
 #pragma once
 
@@ -35,6 +37,14 @@ class Workspace {
     cursor_ = 0;
     layout(*this);
     return Status::Ok();
+  }
+
+  template <typename Layout>
+  static size_t Measure(Layout&& layout) {
+    Workspace ws;
+    ws.measuring_ = true;
+    layout(ws);
+    return ws.cursor_;
   }
 
   // The next view (an empty one while measuring).

@@ -19,6 +19,21 @@ Result<std::unique_ptr<Buffer>> Backend::AllocateView(DType dtype, const Shape& 
   return buffer;
 }
 
+AllocationStats Backend::allocation_stats() const {
+  return {.in_use_bytes = in_use_bytes_.load(), .peak_bytes = peak_bytes_.load()};
+}
+
+void Backend::ResetPeakAllocation() const { peak_bytes_.store(in_use_bytes_.load()); }
+
+void Backend::NoteAllocated(size_t bytes) const {
+  const uint64_t now = in_use_bytes_.fetch_add(bytes) + bytes;
+  uint64_t peak = peak_bytes_.load();
+  while (now > peak && !peak_bytes_.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void Backend::NoteFreed(size_t bytes) const { in_use_bytes_.fetch_sub(bytes); }
+
 double Backend::ReadScalar(const View& scalar) const {
   AIR_ENGINE_CHECK(scalar.dtype() == DType::kF64 && scalar.numel() == 1, "not an F64 scalar");
   double value = 0.0;

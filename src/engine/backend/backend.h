@@ -24,7 +24,10 @@
 //     (CopyToDeviceAsync) or read (CopyToHostAsync) until an Event recorded after the copy is
 //     done.
 //   - Memory: QueryMemory says what the device has free and in total (a GPU's own memory; the
-//     host's MemAvailable for the CPU), for the plan's fit check.
+//     host's MemAvailable for the CPU), for the plan's fit check. allocation_stats() counts the
+//     bytes of this backend's Buffers in use and their peak (torch.cuda.memory_allocated and
+//     max_memory_allocated): every implementation reports its Allocate and Free through
+//     NoteAllocated / NoteFreed.
 //   - A view of one device's memory passed to a backend of another device is a named abort
 //     (op_checks.h), never a dereference of a foreign pointer.
 //
@@ -32,6 +35,7 @@
 // a model its own backend. Events may be waited for from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -76,6 +80,13 @@ class HostBuffer {
 struct DeviceMemory {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
+};
+
+// The bytes of one backend's Buffers: in use now, and the most in use at once since it was
+// created or ResetPeakAllocation.
+struct AllocationStats {
+  uint64_t in_use_bytes = 0;
+  uint64_t peak_bytes = 0;
 };
 
 class Backend : public Ops {
@@ -125,6 +136,11 @@ class Backend : public Ops {
   // Waits until every queued call has finished.
   virtual void Synchronize() const = 0;
 
+  // ---- what the buffers hold ---------------------------------------------------------------
+  AllocationStats allocation_stats() const;
+  // Starts a new peak from the bytes in use now.
+  void ResetPeakAllocation() const;
+
   // ---- helpers over the virtual calls ----------------------------------------------------
   // A buffer holding exactly one view of `dtype` and `shape`; the view is returned through
   // `view`.
@@ -135,6 +151,16 @@ class Backend : public Ops {
   Tensor ToHostTensor(const View& src) const;
   // dst (a float view) <- dst.numel() fp32 host values, rounded to dst's dtype.
   void FromHostTensor(const View& dst, const float* values) const;
+
+ protected:
+  // Called by each implementation's Allocate (after it succeeded) and Free.
+  void NoteAllocated(size_t bytes) const;
+  void NoteFreed(size_t bytes) const;
+
+ private:
+  // Atomic: a communication thread may free buffers while the compute thread allocates.
+  mutable std::atomic<uint64_t> in_use_bytes_{0};
+  mutable std::atomic<uint64_t> peak_bytes_{0};
 };
 
 }  // namespace air::engine

@@ -99,6 +99,16 @@ Result<DataLoader> DataLoader::Create(std::vector<TokenizedExample> examples, in
     loader.rows_per_epoch_ = n;
   }
   loader.stats_.rows = loader.rows_per_epoch_;
+  if (o.packing) {
+    loader.max_row_tokens_ = o.seq_len;
+  } else {
+    int longest = 1;
+    for (const auto& ex : loader.examples_) {
+      longest = std::max(longest, static_cast<int>(ex.input_ids.size()));
+    }
+    const int m = o.pad_to_multiple_of;
+    loader.max_row_tokens_ = std::min(o.seq_len, (longest + m - 1) / m * m);
+  }
   const int64_t step_rows =
       static_cast<int64_t>(o.batch_size) * o.world_size * o.micro_batches_per_step;
   loader.batches_per_epoch_ =

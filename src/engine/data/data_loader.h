@@ -30,6 +30,7 @@
 // Thread safety: one consumer; not safe to share between threads without a lock.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -88,6 +89,11 @@ class DataLoader {
   // Epochs completed plus the fraction of the current one.
   double epoch_progress() const;
   const PackingStats& stats() const { return stats_; }
+  // The largest micro-batch this loader hands out: at most batch_size rows (fewer when the data
+  // has fewer rows), each at most as long as the longest row (seq_len when packing; padded rows:
+  // the longest example rounded up to pad_to_multiple_of). What the memory plan sizes.
+  int64_t max_batch_rows() const { return std::min<int64_t>(options_.batch_size, rows_per_epoch_); }
+  int max_row_tokens() const { return max_row_tokens_; }
 
   // The next micro-batch of this rank.
   TokenBatch Next(BatchInfo* info = nullptr);
@@ -109,6 +115,7 @@ class DataLoader {
   std::vector<std::vector<int64_t>> packed_rows_;  // packing: the fixed rows
   PackingStats stats_;
   int64_t rows_per_epoch_ = 0;
+  int max_row_tokens_ = 0;
   int64_t batches_per_epoch_ = 0;
   int64_t total_batches_ = 0;
   int64_t position_ = 0;

@@ -15,7 +15,77 @@ constexpr int kRootSlot = 2;
 // S for a segment of n elements over w ranks: 0 for an empty segment (nothing is kept or sent).
 int64_t ShardSize(int64_t n, int w) { return n == 0 ? 0 : (n + w - 1) / w; }
 
+// One slot's sizes: elements of its views and the layout of its conversion buffer
+// [gather_send | reduce_send | reduced] (64-byte aligned pieces).
+struct SlotPlan {
+  int64_t values = 0;  // P_f + P gathered (param_dtype); 0 when the strategy does not gather
+  int64_t padded = 0;  // P: the unsharded gradient (state_dtype); 0: nothing to reduce
+  int64_t shard = 0;   // S
+  bool convert_gather = false, convert_reduce = false;
+  size_t send_at = 0, reduced_at = 0, comm_bytes = 0;
+
+  uint64_t Bytes(DType param, DType state) const {
+    if (padded == 0) return static_cast<uint64_t>(values) * DTypeSize(param);
+    return static_cast<uint64_t>(values) * DTypeSize(param) +
+           static_cast<uint64_t>(padded) * DTypeSize(state) + comm_bytes;
+  }
+};
+
+// The three slots (kRootSlot the root's) for units of (trainable shard, frozen shard) sizes, the
+// root at `root`.
+std::vector<SlotPlan> PlanSlots(const std::vector<std::pair<int64_t, int64_t>>& shards, int root,
+                                int world, bool gathers, const MixedPrecision& precision,
+                                DType state) {
+  int64_t layer_values = 0, layer_padded = 0, layer_shard = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (static_cast<int>(i) == root) continue;
+    const auto [shard, frozen_shard] = shards[i];
+    layer_values = std::max(layer_values, (frozen_shard + shard) * world);
+    layer_padded = std::max(layer_padded, shard * world);
+    layer_shard = std::max(layer_shard, shard);
+  }
+  const auto [root_shard, root_frozen] = shards[static_cast<size_t>(root)];
+  std::vector<SlotPlan> slots(3);
+  for (int s = 0; s < 3; ++s) {
+    const bool is_root = s == kRootSlot;
+    SlotPlan& p = slots[static_cast<size_t>(s)];
+    const int64_t values = is_root ? (root_frozen + root_shard) * world : layer_values;
+    p.values = gathers ? values : 0;
+    p.padded = is_root ? root_shard * world : layer_padded;
+    p.shard = is_root ? root_shard : layer_shard;
+    if (p.padded == 0) continue;
+    p.convert_gather = gathers && precision.param_dtype != state;
+    p.convert_reduce = precision.reduce_dtype != state;
+    const size_t gather_bytes =
+        p.convert_gather ? static_cast<size_t>(p.shard) * DTypeSize(precision.param_dtype) : 0;
+    const size_t send_bytes =
+        p.convert_reduce ? static_cast<size_t>(p.padded) * DTypeSize(precision.reduce_dtype) : 0;
+    const size_t align = 64;
+    p.send_at = (gather_bytes + align - 1) / align * align;
+    p.reduced_at = p.send_at + (send_bytes + align - 1) / align * align;
+    p.comm_bytes = p.reduced_at + static_cast<size_t>(p.shard) * DTypeSize(precision.reduce_dtype);
+  }
+  return slots;
+}
+
 }  // namespace
+
+uint64_t SlotBytes(const std::vector<UnitSize>& units, int world, ShardingStrategy strategy,
+                   const MixedPrecision& precision, DType state_dtype) {
+  if (units.empty() || world <= 1 || strategy == ShardingStrategy::kNoShard) return 0;
+  std::vector<std::pair<int64_t, int64_t>> shards;
+  for (const UnitSize& u : units) {
+    shards.emplace_back(ShardSize(u.trainable, world), ShardSize(u.frozen, world));
+  }
+  const bool gathers =
+      strategy == ShardingStrategy::kFullShard || strategy == ShardingStrategy::kHybridShard;
+  uint64_t bytes = 0;
+  for (const SlotPlan& p : PlanSlots(shards, static_cast<int>(units.size()) - 1, world, gathers,
+                                     precision, state_dtype)) {
+    bytes += p.Bytes(precision.param_dtype, state_dtype);
+  }
+  return bytes;
+}
 
 Fsdp::Fsdp(CausalLm& model, parallel::ProcessGroup& group, parallel::CommThread& comm,
            FsdpOptions options, parallel::ProcessGroup* replicas)
@@ -181,48 +251,32 @@ Status Fsdp::SetupUnit(int unit) {
 }
 
 Status Fsdp::SetupSlots() {
-  int64_t layer_values = 0, layer_padded = 0, layer_shard = 0;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    if (static_cast<int>(i) == root_) continue;
-    const Unit& u = units_[i];
-    layer_values = std::max(layer_values, (u.frozen_shard + u.shard) * world_);
-    layer_padded = std::max(layer_padded, u.shard * world_);
-    layer_shard = std::max(layer_shard, u.shard);
-  }
-  const Unit& root = units_[static_cast<size_t>(root_)];
+  std::vector<std::pair<int64_t, int64_t>> shards;
+  for (const Unit& u : units_) shards.emplace_back(u.shard, u.frozen_shard);
+  const std::vector<SlotPlan> plans =
+      PlanSlots(shards, root_, world_, gathers(), options_.precision, state_dtype());
   const Backend& b = *backend_;
-  slots_.resize(3);
-  for (int s = 0; s < 3; ++s) {
-    const bool is_root = s == kRootSlot;
-    const int64_t values = is_root ? (root.frozen_shard + root.shard) * world_ : layer_values;
-    const int64_t padded = is_root ? root.shard * world_ : layer_padded;
-    const int64_t shard = is_root ? root.shard : layer_shard;
-    Slot& slot = slots_[static_cast<size_t>(s)];
-    if (gathers() && values > 0) {
+  slots_.resize(plans.size());
+  for (size_t s = 0; s < plans.size(); ++s) {
+    const SlotPlan& p = plans[s];
+    Slot& slot = slots_[s];
+    if (p.values > 0) {
       AIR_ASSIGN_OR_RETURN(slot.values_buffer,
-                           b.AllocateView(param_dtype(), {values}, &slot.values));
+                           b.AllocateView(param_dtype(), {p.values}, &slot.values));
       b.Zero(slot.values);
     }
-    if (padded == 0) continue;  // nothing trainable to reduce (or no decoder layers)
-    AIR_ASSIGN_OR_RETURN(slot.grads_buffer, b.AllocateView(state_dtype(), {padded}, &slot.grads));
+    if (p.padded == 0) continue;  // nothing trainable to reduce (or no decoder layers)
+    AIR_ASSIGN_OR_RETURN(slot.grads_buffer, b.AllocateView(state_dtype(), {p.padded}, &slot.grads));
     b.Zero(slot.grads);
     // One buffer for the conversions the collectives need: [gather_send | reduce_send | reduced].
-    const bool convert_gather = gathers() && param_dtype() != state_dtype();
-    const bool convert_reduce = reduce_dtype() != state_dtype();
-    const size_t gather_bytes =
-        convert_gather ? static_cast<size_t>(shard) * DTypeSize(param_dtype()) : 0;
-    const size_t send_bytes =
-        convert_reduce ? static_cast<size_t>(padded) * DTypeSize(reduce_dtype()) : 0;
-    const size_t align = 64;
-    const size_t send_at = (gather_bytes + align - 1) / align * align;
-    const size_t reduced_at = send_at + (send_bytes + align - 1) / align * align;
-    const size_t total = reduced_at + static_cast<size_t>(shard) * DTypeSize(reduce_dtype());
-    AIR_ASSIGN_OR_RETURN(slot.comm_buffer, b.Allocate(total));
-    if (convert_gather) slot.gather_send = View(slot.comm_buffer.get(), 0, param_dtype(), {shard});
-    if (convert_reduce) {
-      slot.reduce_send = View(slot.comm_buffer.get(), send_at, reduce_dtype(), {padded});
+    AIR_ASSIGN_OR_RETURN(slot.comm_buffer, b.Allocate(p.comm_bytes));
+    if (p.convert_gather) {
+      slot.gather_send = View(slot.comm_buffer.get(), 0, param_dtype(), {p.shard});
     }
-    slot.reduced = View(slot.comm_buffer.get(), reduced_at, reduce_dtype(), {shard});
+    if (p.convert_reduce) {
+      slot.reduce_send = View(slot.comm_buffer.get(), p.send_at, reduce_dtype(), {p.padded});
+    }
+    slot.reduced = View(slot.comm_buffer.get(), p.reduced_at, reduce_dtype(), {p.shard});
     b.Zero(slot.reduced);
   }
   return Status::Ok();

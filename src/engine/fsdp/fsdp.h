@@ -97,6 +97,19 @@ struct FsdpMemory {
   int64_t gather = 0;      // gather / reduce slots (transient full units)
 };
 
+// A unit's elements, for planning memory before a model exists.
+struct UnitSize {
+  int64_t trainable = 0;
+  int64_t frozen = 0;
+};
+
+// The bytes of the slots that gather and reduce units (two for the decoder layers, one for the
+// root unit) for a model whose units (the root last) have these sizes, sharded with `strategy`
+// over `world` ranks (HYBRID_SHARD: a node's ranks): what Apply allocates for them (0 for
+// NO_SHARD and a group of one, which keep units whole). The training plan's FSDP buffers.
+uint64_t SlotBytes(const std::vector<UnitSize>& units, int world, ShardingStrategy strategy,
+                   const MixedPrecision& precision, DType state_dtype);
+
 class Fsdp {
  public:
   // Shards `model` (already loaded with the same weights on every rank, or loadable through

@@ -3,14 +3,26 @@
 
 namespace air::engine::lora {
 
+void LoraScratch::LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype) const {
+  layout.input = w.Take(dtype, {rows, max_in_});
+  layout.input_grad = w.F32({rows, max_in_});
+  layout.du = w.F32({rows, rank_});
+  for (View& u : layout.u) u = w.F32({rows, rank_});
+}
+
+size_t LoraScratch::PlanBytes(int64_t rows, DType dtype) const {
+  size_t bytes = 0;
+  for (int kept : {adapters_, 1}) {  // training's and evaluation's
+    Layout layout;
+    layout.u.assign(static_cast<size_t>(kept), View());
+    bytes += Workspace::Measure([&](Workspace& w) { LayOut(w, layout, rows, dtype); });
+  }
+  return bytes;
+}
+
 Status LoraScratch::Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype, int kept) {
   layout.u.assign(static_cast<size_t>(kept), View());
-  Status s = ws.Arrange([&](Workspace& w) {
-    layout.input = w.Take(dtype, {rows, max_in_});
-    layout.input_grad = w.F32({rows, max_in_});
-    layout.du = w.F32({rows, rank_});
-    for (View& u : layout.u) u = w.F32({rows, rank_});
-  });
+  Status s = ws.Arrange([&](Workspace& w) { LayOut(w, layout, rows, dtype); });
   layout.rows = s.ok() ? rows : -1;
   layout.dtype = dtype;
   return s;

@@ -48,6 +48,8 @@ class LoraScratch {
   // Lays out both workspaces for up to `rows` tokens with activations of `dtype` (the high-water
   // mark: later layouts for fewer rows allocate nothing).
   Status Reserve(int64_t rows, DType dtype);
+  // The bytes Reserve(rows, dtype) allocates (both workspaces; measured, nothing allocated).
+  size_t PlanBytes(int64_t rows, DType dtype) const;
 
   struct Views {
     View input;       // (rows, max_in) in the activations' dtype: dropout(x)
@@ -69,6 +71,7 @@ class LoraScratch {
     std::vector<View> u;  // one per adapter (training), or one shared (evaluation)
   };
   Status Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype, int kept);
+  void LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype) const;
 
   Workspace training_, eval_;
   Layout training_layout_, eval_layout_;

@@ -86,12 +86,25 @@ Result<std::unique_ptr<Lora>> Lora::Apply(CausalLm& model, const LoraConfig& con
   return lora;
 }
 
+namespace {
+
+// The experts see each token k times (GPT-OSS's experts_per_token: the grouped rows).
+int64_t ExpertRowsPerToken(const CausalLm& model) {
+  return model.config().gpt_oss ? model.config().gpt_oss->experts_per_token : 1;
+}
+
+}  // namespace
+
 Status Lora::Reserve(int64_t rows, DType dtype) {
   AIR_RETURN_IF_ERROR(scratch_->Reserve(rows, dtype));
   if (expert_adapters_.empty()) return Status::Ok();
-  // The experts see each token k times (GPT-OSS's experts_per_token: the grouped rows).
-  const int64_t k = model_->config().gpt_oss ? model_->config().gpt_oss->experts_per_token : 1;
-  return expert_scratch_->Reserve(rows * k, dtype);
+  return expert_scratch_->Reserve(rows * ExpertRowsPerToken(*model_), dtype);
+}
+
+size_t Lora::ReserveBytes(int64_t rows, DType dtype) const {
+  size_t bytes = scratch_->PlanBytes(rows, dtype);
+  if (expert_adapters_.empty()) return bytes;
+  return bytes + expert_scratch_->PlanBytes(rows * ExpertRowsPerToken(*model_), dtype);
 }
 
 const Status& Lora::status() const {

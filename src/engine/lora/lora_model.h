@@ -64,6 +64,8 @@ class Lora {
   void InitializeUnit(int unit, uint64_t seed) const;
   // Sizes the adapters' scratch memory for batches of up to `rows` tokens in `dtype`.
   Status Reserve(int64_t rows, DType dtype);
+  // The bytes Reserve(rows, dtype) allocates (measured, nothing allocated).
+  size_t ReserveBytes(int64_t rows, DType dtype) const;
   // A memory failure inside a forward (nothing else fails there).
   const Status& status() const;
   const std::vector<std::unique_ptr<LoraLinear>>& adapters() const { return adapters_; }

@@ -62,6 +62,16 @@ struct ModelOptions {
   bool deferred_storage = false;
 };
 
+// What a forward/backward pass's device memory (its workspace) depends on besides the config
+// and the compute dtype.
+struct PassShape {
+  int64_t batch = 1, seq = 1;
+  bool training = true;
+  bool unfused_head = false;       // the whole (N, V) logits instead of a chunk
+  bool segments = true;            // packed or padded rows carry segment ids
+  std::vector<bool> checkpointed;  // per layer: activation checkpointing (training)
+};
+
 struct ForwardOptions {
   // Keep activations for Backward (training). False for evaluation: less memory, no Backward.
   bool training = true;

@@ -92,6 +92,10 @@ struct DecoderStack {
   // gradients ensured for a training pass.
   Result<ForwardResult> Forward(const CausalLm& model, const UnitHooks& hooks, const Kind& kind,
                                 const TokenBatch& batch, const ForwardOptions& options);
+  // Forward's device memory for a pass of `shape`, laid out in `ws` (measured alone with
+  // Workspace::Measure: the plan's activation memory).
+  void LayoutPass(Workspace& ws, const ModelConfig& c, DType dtype, const Kind& kind,
+                  const PassShape& shape);
   // CausalLm::Backward's contract.
   Status Backward(const CausalLm& model, const UnitHooks& hooks, const Kind& kind);
   // CausalLm::ForwardStep's contract.
@@ -116,6 +120,43 @@ inline std::pair<View, View> AppendToKvCache(const Backend& ops, const KvCache& 
 }
 
 template <typename Kind>
+void DecoderStack<Kind>::LayoutPass(Workspace& ws, const ModelConfig& c, DType dtype,
+                                    const Kind& kind, const PassShape& s) {
+  const int64_t n = s.batch * s.seq, dim = c.hidden_size;
+  bool any_checkpointed = false;
+  for (int l = 0; l < c.num_layers; ++l) any_checkpointed |= s.training && s.checkpointed[l];
+  input_ids = ws.Take(DType::kI32, {n});
+  targets = ws.Take(DType::kI32, {n});
+  positions = ws.Take(DType::kI32, {n});
+  segments = s.segments ? ws.Take(DType::kI32, {s.batch, s.seq}) : View();
+  rope_cos = ws.F32({n, c.head_dim / 2});
+  rope_sin = ws.F32({n, c.head_dim / 2});
+  acts.resize(static_cast<size_t>(c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    Activations& a = acts[static_cast<size_t>(l)];
+    if (s.training && !s.checkpointed[l]) {  // every activation kept for the backward
+      kind.LayoutActivations(ws, c, dtype, s.batch, s.seq, true, l, a);
+    } else {
+      a = Activations{};
+      Kind::Input(a) = ws.F32({n, dim});  // the residual stream stays fp32
+    }
+  }
+  if (!s.training || any_checkpointed) {
+    kind.LayoutActivations(ws, c, dtype, s.batch, s.seq, false, -1, scratch_acts);
+  }
+  final_x = ws.F32({n, dim});
+  xf = ws.Take(dtype, {n, dim});
+  rstd_f = ws.F32({n});
+  head = LayoutHead(ws, n, c.vocab_size, s.unfused_head, dtype, s.training);
+  if (s.training) {
+    kind.LayoutGradScratch(ws, c, dtype, n, grad_scratch);
+    dxf = ws.F32({n, dim});
+    dx = ws.F32({n, dim});
+    recompute_out = any_checkpointed ? ws.F32({n, dim}) : View();
+  }
+}
+
+template <typename Kind>
 Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const UnitHooks& hooks,
                                                   const Kind& kind, const TokenBatch& tokens,
                                                   const ForwardOptions& options) {
@@ -126,48 +167,23 @@ Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const U
   batch = tokens.batch_size;
   seq = tokens.seq_len;
   pass = LinearPass{.training = options.training, .seed = options.rng_seed};
-  const int64_t n = batch * seq, dim = c.hidden_size, vocab = c.vocab_size;
+  const int64_t vocab = c.vocab_size;
   const bool training = options.training;
   const bool unfused = options.unfused_head || options.return_logits;
   const bool has_segments = !tokens.segment_ids.empty();
-  bool any_checkpointed = false;
-  for (int l = 0; l < c.num_layers; ++l) any_checkpointed |= training && model.checkpointed(l);
   // A layer keeps every activation when it trains without checkpointing; otherwise only its
   // input (checkpointed) or nothing (evaluation: it runs in the scratch activations).
   auto keeps_all = [&](int l) { return training && !model.checkpointed(l); };
 
   // Device memory for this batch shape: inputs, activations, and (training) gradient scratch.
-  AIR_RETURN_IF_ERROR(workspace.Arrange([&](Workspace& ws) {
-    input_ids = ws.Take(DType::kI32, {n});
-    targets = ws.Take(DType::kI32, {n});
-    positions = ws.Take(DType::kI32, {n});
-    segments = has_segments ? ws.Take(DType::kI32, {batch, seq}) : View();
-    rope_cos = ws.F32({n, c.head_dim / 2});
-    rope_sin = ws.F32({n, c.head_dim / 2});
-    acts.resize(static_cast<size_t>(c.num_layers));
-    for (int l = 0; l < c.num_layers; ++l) {
-      Activations& a = acts[static_cast<size_t>(l)];
-      if (keeps_all(l)) {
-        kind.LayoutActivations(ws, c, dtype, batch, seq, true, l, a);
-      } else {
-        a = Activations{};
-        Kind::Input(a) = ws.F32({n, dim});  // the residual stream stays fp32
-      }
-    }
-    if (!training || any_checkpointed) {
-      kind.LayoutActivations(ws, c, dtype, batch, seq, false, -1, scratch_acts);
-    }
-    final_x = ws.F32({n, dim});
-    xf = ws.Take(dtype, {n, dim});
-    rstd_f = ws.F32({n});
-    head = LayoutHead(ws, n, vocab, unfused, dtype, training);
-    if (training) {
-      kind.LayoutGradScratch(ws, c, dtype, n, grad_scratch);
-      dxf = ws.F32({n, dim});
-      dx = ws.F32({n, dim});
-      recompute_out = any_checkpointed ? ws.F32({n, dim}) : View();
-    }
-  }));
+  PassShape shape{.batch = batch,
+                  .seq = seq,
+                  .training = training,
+                  .unfused_head = unfused,
+                  .segments = has_segments};
+  for (int l = 0; l < c.num_layers; ++l) shape.checkpointed.push_back(model.checkpointed(l));
+  AIR_RETURN_IF_ERROR(
+      workspace.Arrange([&](Workspace& ws) { LayoutPass(ws, c, dtype, kind, shape); }));
 
   // Inputs: ids, shifted targets (logits at t predict labels[t + 1]), positions, segments —
   // prepared on the host from the host batch and uploaded; the RoPE tables are built on the

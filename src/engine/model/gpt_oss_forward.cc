@@ -13,6 +13,14 @@ Result<ForwardResult> GptOssModel::Forward(const TokenBatch& batch, const Forwar
   return impl_->Forward(*this, hooks(), impl_->LayerKind(), batch, options);
 }
 
+size_t GptOssModel::PassWorkspaceBytes(const ModelConfig& config, DType compute,
+                                       const PassShape& shape) {
+  GptOssModel::Impl stack(nullptr);
+  stack.host_offsets.resize(static_cast<size_t>(config.num_layers));
+  return Workspace::Measure(
+      [&](Workspace& ws) { stack.LayoutPass(ws, config, compute, stack.LayerKind(), shape); });
+}
+
 Status GptOssModel::Backward() { return impl_->Backward(*this, hooks(), impl_->LayerKind()); }
 
 }  // namespace air::engine

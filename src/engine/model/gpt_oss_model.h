@@ -44,6 +44,10 @@ class GptOssModel : public CausalLm {
                                                      const ModelOptions& options = {});
   // The parameters a model of this config has, in order, without allocating them.
   static std::vector<ParameterSpec> ParameterSpecs(const ModelConfig& config);
+  // The bytes Forward's workspace takes for a pass of `shape` in `compute` (measured by its own
+  // layout, nothing allocated).
+  static size_t PassWorkspaceBytes(const ModelConfig& config, DType compute,
+                                   const PassShape& shape);
   ~GptOssModel() override;
 
   std::vector<OpKind> OpsUsed() const override;

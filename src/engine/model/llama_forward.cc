@@ -13,6 +13,13 @@ Result<ForwardResult> LlamaModel::Forward(const TokenBatch& batch, const Forward
   return impl_->Forward(*this, hooks(), LlamaLayerKind{}, batch, options);
 }
 
+size_t LlamaModel::PassWorkspaceBytes(const ModelConfig& config, DType compute,
+                                      const PassShape& shape) {
+  DecoderStack<LlamaLayerKind> stack(nullptr);
+  return Workspace::Measure(
+      [&](Workspace& ws) { stack.LayoutPass(ws, config, compute, LlamaLayerKind{}, shape); });
+}
+
 Status LlamaModel::Backward() { return impl_->Backward(*this, hooks(), LlamaLayerKind{}); }
 
 }  // namespace air::engine

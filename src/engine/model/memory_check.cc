@@ -47,8 +47,12 @@ ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy, DType state_
   if (resident_copy && param_dtype != state_dtype) {
     b.whole = static_cast<double>(DTypeSize(param_dtype));
     b.what += fmt::format(", a whole {} copy", DTypeName(param_dtype));
+  } else if (resident_copy) {
+    // The whole copy is kept in the state's dtype and the master is (its share of) it: whole
+    // parameters, sharded gradients and moments (SHARD_GRAD_OP; the same total unsharded).
+    b.sharded = 3.0 * static_cast<double>(DTypeSize(state_dtype));
+    b.whole = static_cast<double>(DTypeSize(param_dtype));
   }
-  b.what += "; activations come on top";
   return b;
 }
 
@@ -59,8 +63,7 @@ ParameterBytes LoraTrainingBytes(DType param_dtype, bool base_whole, double trai
   b.sharded += 16.0 * trainable_fraction;
   b.what = fmt::format(
       "the frozen base in {} (no fp32 master, gradients or optimizer state), fp32 master weights, "
-      "gradients and AdamW moments for the {:.2f}% of parameters LoRA trains; activations come "
-      "on top",
+      "gradients and AdamW moments for the {:.2f}% of parameters LoRA trains",
       DTypeName(param_dtype), 100.0 * trainable_fraction);
   return b;
 }
@@ -70,11 +73,11 @@ namespace {
 // The check against `available` bytes; `where` names the memory, `advice` what would lower the
 // need.
 Status CheckFits(const ModelConfig& config, const ParameterBytes& bytes, const std::string& purpose,
-                 const MemoryShare& share, int sharers, uint64_t available,
-                 const std::string& where, const std::string& advice) {
+                 const MemoryShare& share, const WorkingBytes& working, int sharers,
+                 uint64_t available, const std::string& where, const std::string& advice) {
   const double parameters = ParameterCount(config);
   const double per_parameter = bytes.sharded * share.per_rank + bytes.whole;
-  const double needed = parameters * per_parameter * std::max(1, sharers);
+  const double needed = (parameters * per_parameter + working.bytes) * std::max(1, sharers);
   if (needed <= static_cast<double>(available)) return Status::Ok();
   auto human = [](double b) {
     return b >= 1.8e19 ? fmt::format("{:.3g} bytes", b) : HumanBytes(static_cast<uint64_t>(b));
@@ -86,29 +89,37 @@ Status CheckFits(const ModelConfig& config, const ParameterBytes& bytes, const s
                         share.per_rank,
                         sharers > 1 ? fmt::format(", and {} ranks share this host", sharers)
                                     : std::string());
+  const std::string plus = working.bytes > 0
+                               ? fmt::format("; plus {} of {}", human(working.bytes), working.what)
+                               : std::string();
   return ResourceExhausted(
       fmt::format("the model needs at least {} of {} for {} ({:.4g} parameters x {:.3g} bytes "
-                  "each: {}{}), but only {} is available; {}",
-                  human(needed), where, purpose, parameters, per_parameter, bytes.what, shared,
-                  HumanBytes(available), advice));
+                  "each: {}{}{}), but only {} is available; {}",
+                  human(needed), where, purpose, parameters, per_parameter, bytes.what, plus,
+                  shared, HumanBytes(available), advice));
 }
 
 }  // namespace
 
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, const ParameterBytes& bytes,
-                              const std::string& purpose, const MemoryShare& share) {
+                              const std::string& purpose, const MemoryShare& share,
+                              const WorkingBytes& working) {
   std::optional<uint64_t> available = AvailableMemoryBytes(env);
   if (!available) return Status::Ok();
-  return CheckFits(config, bytes, purpose, share, share.ranks_on_host, *available, "memory",
+  return CheckFits(config, bytes, purpose, share, working, share.ranks_on_host, *available,
+                   "memory",
                    "use a smaller model, more ranks to shard over, or a machine with more memory");
 }
 
 Status CheckModelFitsOnDevice(const ModelConfig& config, const ParameterBytes& bytes,
                               const std::string& purpose, const MemoryShare& share,
-                              uint64_t free_bytes, const std::string& device) {
-  return CheckFits(config, bytes, purpose, share, 1, free_bytes, "GPU memory on " + device,
+                              uint64_t free_bytes, const std::string& device,
+                              const WorkingBytes& working) {
+  return CheckFits(config, bytes, purpose, share, working, 1, free_bytes, "GPU memory on " + device,
                    "keep the optimizer state in bf16 (torch_dtype: bfloat16), train LoRA "
-                   "adapters (use_peft), shard over more GPUs, or use a smaller model");
+                   "adapters (use_peft), shard over more GPUs, recompute activations "
+                   "(activation_checkpointing) or use a smaller per_device_batch_size, or use a "
+                   "smaller model");
 }
 
 }  // namespace air::engine

@@ -4,8 +4,9 @@
 //
 // The need counted is the parameters' storage at each dtype's size (model/parameter bytes per
 // use: fp32 weights for generation and init; for training the fp32 master weights, gradients and
-// AdamW's two moments, sharded, plus a whole param_dtype copy where a strategy keeps one);
-// activations come on top, so passing the check is necessary, not sufficient. The memory available
+// AdamW's two moments, sharded, plus a whole param_dtype copy where a strategy keeps one), plus
+// the working memory the caller counts (training: the activations of a micro-batch, measured
+// from the model's own layout, and FSDP's gather/reduce buffers). The memory available
 // is MemAvailable from /proc/meminfo (through the Env); where that cannot be read, the check
 // passes. Stateless functions; thread-safe.
 #pragma once
@@ -54,17 +55,26 @@ struct MemoryShare {
   std::string how;  // "FULL_SHARD over 16 ranks", for the message
 };
 
+// What a rank holds besides the parameters' storage: training's activations and FSDP's buffers,
+// per rank (0: none counted).
+struct WorkingBytes {
+  double bytes = 0.0;
+  std::string what;  // "activations and FSDP buffers for a micro-batch of 4 x 1024"
+};
+
 // OK when the parameters' storage (`bytes` per parameter, as `share` divides it among the ranks
-// on this host) fits in the available memory; else ResourceExhausted naming `purpose`
-// ("training", ...), the bytes needed and available.
+// on this host) and `working` fit in the available memory; else ResourceExhausted naming
+// `purpose` ("training", ...), the bytes needed and available.
 Status CheckModelFitsInMemory(Env* env, const ModelConfig& config, const ParameterBytes& bytes,
-                              const std::string& purpose, const MemoryShare& share = {});
+                              const std::string& purpose, const MemoryShare& share = {},
+                              const WorkingBytes& working = {});
 
 // The same for one GPU's memory: `free_bytes` of `device` ("cuda:0, NVIDIA H200 ..."), held by
 // this rank alone (share.ranks_on_host does not apply). The advice names what lowers the need
 // on a GPU.
 Status CheckModelFitsOnDevice(const ModelConfig& config, const ParameterBytes& bytes,
                               const std::string& purpose, const MemoryShare& share,
-                              uint64_t free_bytes, const std::string& device);
+                              uint64_t free_bytes, const std::string& device,
+                              const WorkingBytes& working = {});
 
 }  // namespace air::engine

@@ -24,4 +24,11 @@ std::vector<ParameterSpec> ParameterSpecsFor(const ModelConfig& config) {
   return LlamaModel::ParameterSpecs(config);
 }
 
+size_t PassWorkspaceBytes(const ModelConfig& config, DType compute, const PassShape& shape) {
+  if (config.arch == Architecture::kGptOss) {
+    return GptOssModel::PassWorkspaceBytes(config, compute, shape);
+  }
+  return LlamaModel::PassWorkspaceBytes(config, compute, shape);
+}
+
 }  // namespace air::engine

@@ -20,4 +20,10 @@ Result<std::unique_ptr<CausalLm>> CreateModel(const ModelConfig& config,
 // allocating anything. `config` must be valid (ValidateModelConfig).
 std::vector<ParameterSpec> ParameterSpecsFor(const ModelConfig& config);
 
+// The bytes a pass's workspace takes (activations, the head's chunk of logits, gradient scratch,
+// the batch's inputs) for a model of `config` computing in `compute` over batches of `shape`:
+// what Forward allocates, measured by the model's own layout without allocating (the training
+// plan's activation memory).
+size_t PassWorkspaceBytes(const ModelConfig& config, DType compute, const PassShape& shape);
+
 }  // namespace air::engine

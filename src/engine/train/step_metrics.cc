@@ -52,6 +52,7 @@ Status MetricsLog::Append(const StepMetrics& m) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["elapsed_s"] = m.elapsed_s;
   j["epoch"] = m.epoch;
+  j["peak_memory_bytes"] = m.peak_memory_bytes;
   return env_->AppendToFile(path_, j.dump() + "\n");
 }
 

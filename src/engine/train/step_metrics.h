@@ -3,7 +3,7 @@
 //
 // metrics.jsonl holds one JSON object per logged step:
 //   {"step":12,"loss":2.3456,"lr":0.0001,"grad_norm":1.23,"tokens":45678,"tokens_per_s":2100.5,
-//    "elapsed_s":21.7,"epoch":0.48}
+//    "elapsed_s":21.7,"epoch":0.48,"peak_memory_bytes":123456789}
 // loss is the mean over the logged interval of each step's loss (the mean token loss over the
 // step's accumulated micro-batches), tokens the non-padding tokens seen so far, tokens_per_s the
 // throughput over the logged interval. The progress line shows step/total, loss, lr, grad norm,
@@ -32,6 +32,8 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double elapsed_s = 0.0;  // since training started (after loading)
   double epoch = 0.0;      // fractional epochs done
+  // The most bytes this rank's device buffers have held at once so far (metrics.jsonl only).
+  int64_t peak_memory_bytes = 0;
 };
 
 // "1:02:03" or "2:03" for a number of seconds.

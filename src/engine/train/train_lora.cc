@@ -118,6 +118,14 @@ Status PrepareLora(Env* env, PreparedTraining& p) {
                     fmt::format("{}: {}", c.Where("lora_adapter_path"), reader.status().message()));
     }
   }
+  for (const ParamGroup& unit : model->units()) {
+    fsdp::UnitSize& size = p.lora_units.emplace_back();
+    for (const Parameter* param : unit.params) {
+      (param->trainable ? size.trainable : size.frozen) += param->numel();
+    }
+  }
+  p.lora_scratch_bytes = static_cast<double>(applied->ReserveBytes(
+      int64_t{c.per_device_batch_size} * c.max_seq_len, c.precision.param_dtype));
   const int64_t adapters = applied->NumAdapterParameters();
   int64_t whole = 0;
   for (const std::string& name : plan.trained_whole) whole += model->FindParameter(name)->numel();

@@ -289,6 +289,19 @@ bool KeepsResidentCopy(const PreparedTraining& p) {
          p.config.sharding_strategy == fsdp::ShardingStrategy::kShardGradOp;
 }
 
+// The model's units (its decoder layers, then the root) as FSDP sizes them (with LoRA, as
+// PrepareLora planned them: adapters trainable, the base frozen).
+std::vector<fsdp::UnitSize> UnitSizes(const PreparedTraining& p) {
+  if (p.config.lora.enabled) return p.lora_units;
+  const int layers = p.model_config.num_layers;
+  std::vector<fsdp::UnitSize> units(static_cast<size_t>(layers) + 1);
+  for (const ParameterSpec& spec : ParameterSpecsFor(p.model_config)) {
+    units[static_cast<size_t>(spec.layer < 0 ? layers : spec.layer)].trainable +=
+        NumElements(spec.shape);
+  }
+  return units;
+}
+
 // The bytes per parameter of this run's training state (LoRA: the frozen base in param_dtype and
 // the full 16 bytes only for the trained fraction).
 ParameterBytes RunBytes(const PreparedTraining& p) {
@@ -303,10 +316,28 @@ ParameterBytes RunBytes(const PreparedTraining& p) {
 TrainingMemory EstimateTrainingMemory(const PreparedTraining& p) {
   const ParameterBytes bytes = RunBytes(p);
   const MemoryShare share = TrainingShare(p);
+  const TrainConfig& c = p.config;
   TrainingMemory m;
   m.parameters = ParameterCount(p.model_config);
   m.bytes_per_rank = m.parameters * (bytes.sharded * share.per_rank + bytes.whole);
   m.what = bytes.what + (share.how.empty() ? std::string() : " (" + share.how + ")");
+  // The largest micro-batch the data gives (at most per_device_batch_size rows of max_seq_len).
+  PassShape shape{.batch = p.loader->max_batch_rows(),
+                  .seq = p.loader->max_row_tokens(),
+                  .training = true,
+                  .unfused_head = !c.fused_linear_cross_entropy,
+                  .segments = true};
+  shape.checkpointed.assign(static_cast<size_t>(p.model_config.num_layers),
+                            c.activation_checkpointing);
+  m.activation_bytes =
+      static_cast<double>(PassWorkspaceBytes(p.model_config, c.precision.param_dtype, shape)) +
+      p.lora_scratch_bytes;
+  const int shards = share.per_rank > 0 ? static_cast<int>(std::lround(1.0 / share.per_rank)) : 1;
+  m.buffer_bytes =
+      static_cast<double>(fsdp::SlotBytes(UnitSizes(p), shards, c.sharding_strategy, c.precision,
+                                          c.lora.enabled ? DType::kF32 : c.torch_dtype));
+  m.working = fmt::format("a micro-batch of {} x {}{}", shape.batch, shape.seq,
+                          c.activation_checkpointing ? ", activation checkpointing" : "");
   return m;
 }
 
@@ -366,6 +397,13 @@ std::string DescribePlan(const PreparedTraining& p, int num_threads) {
                         HumanBytes(static_cast<uint64_t>(
                             memory.parameters * (alt.sharded * share.per_rank + alt.whole))));
   }
+  text += fmt::format(
+      "\n         + activations {} ({}){}: {} a rank in all",
+      HumanBytes(static_cast<uint64_t>(memory.activation_bytes)), memory.working,
+      memory.buffer_bytes > 0
+          ? fmt::format(", FSDP buffers {}", HumanBytes(static_cast<uint64_t>(memory.buffer_bytes)))
+          : std::string(),
+      HumanBytes(static_cast<uint64_t>(memory.total_bytes_per_rank())));
   if (p.dist.world_size > 1) {
     // What parameters and gradients travel over (scalars always go over gloo).
     const std::string transport = p.device.gpu == nullptr ? "gloo"
@@ -405,11 +443,15 @@ Result<std::unique_ptr<parallel::DataGroup>> DeviceDataGroup(
 
 Result<TrainSummary> RunTraining(Env* env, PreparedTraining& p, const RunOptions& options) {
   const fsdp::MixedPrecision& precision = p.config.precision;
+  const TrainingMemory memory = EstimateTrainingMemory(p);
+  const WorkingBytes working{.bytes = memory.activation_bytes + memory.buffer_bytes,
+                             .what = "activations and FSDP buffers for " + memory.working};
   const Status fits =
       p.device.gpu != nullptr
           ? CheckModelFitsOnDevice(p.model_config, RunBytes(p), "training", TrainingShare(p),
-                                   p.device.memory.free_bytes, p.device.description)
-          : CheckModelFitsInMemory(env, p.model_config, RunBytes(p), "training", TrainingShare(p));
+                                   p.device.memory.free_bytes, p.device.description, working)
+          : CheckModelFitsInMemory(env, p.model_config, RunBytes(p), "training", TrainingShare(p),
+                                   working);
   AIR_RETURN_IF_ERROR(fits.WithContext(p.config.Where("model_name") + ": " + p.model_dir));
   std::shared_ptr<Backend> backend = p.device.gpu;
   if (backend == nullptr) {

@@ -49,6 +49,10 @@ struct PreparedTraining {
   std::string lora_adapter_dir;          // the starting adapter, resolved; empty: none
   std::string lora_description;          // the plan's "lora" line
   double lora_trainable_fraction = 0.0;  // trained parameters / the base model's
+  // With LoRA: the units' trainable (adapters) and frozen elements, and the adapters' scratch
+  // for a micro-batch (from the planned adapters), for the memory plan.
+  std::vector<fsdp::UnitSize> lora_units;
+  double lora_scratch_bytes = 0.0;
 };
 
 Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config);
@@ -69,8 +73,14 @@ struct RunOptions {
 // strategy; a whole param_dtype copy where one stays resident). Activations come on top.
 struct TrainingMemory {
   double parameters = 0;
-  double bytes_per_rank = 0;
-  std::string what;  // what the bytes are, and how they are sharded
+  double bytes_per_rank = 0;  // the parameters' training state
+  std::string what;           // what those bytes are, and how they are sharded
+  // A micro-batch's workspace (activations, the head's chunk of logits, gradient scratch),
+  // measured from the model's own layout for per_device_batch_size x max_seq_len.
+  double activation_bytes = 0;
+  double buffer_bytes = 0;  // FSDP's gather/reduce slots
+  std::string working;      // "a micro-batch of 4 x 1024, activation checkpointing"
+  double total_bytes_per_rank() const { return bytes_per_rank + activation_bytes + buffer_bytes; }
 };
 TrainingMemory EstimateTrainingMemory(const PreparedTraining& prepared);
 

@@ -267,6 +267,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
     m.tokens_per_s = step_tokens / std::max(1e-9, SecondsSince(step_start));
     m.elapsed_s = elapsed;
     m.epoch = loader.epoch_progress();
+    m.peak_memory_bytes = static_cast<int64_t>(model_->backend().allocation_stats().peak_bytes);
     progress.Update(m);
 
     const bool last = step + 1 == total_steps;
@@ -310,6 +311,7 @@ Result<TrainSummary> Trainer::Run(DataLoader& loader) {
   summary.frozen_bytes = held.frozen;
   summary.gradient_bytes = held.gradients;
   summary.gather_bytes = held.gather;
+  summary.peak_memory_bytes = static_cast<int64_t>(model_->backend().allocation_stats().peak_bytes);
   for (const ParamView& p : params) {
     summary.optimizer_bytes += 2 * static_cast<int64_t>(p.value.bytes());
   }

@@ -87,6 +87,9 @@ struct TrainSummary {
   int64_t optimizer_bytes = 0;
   int64_t gather_bytes = 0;
   int64_t frozen_bytes = 0;  // the frozen base's param_dtype storage (LoRA)
+  // The most bytes of this rank's device buffers held at once (Backend::allocation_stats: the
+  // model, its training state, activations, FSDP's slots), what the plan's total estimates.
+  int64_t peak_memory_bytes = 0;
 };
 
 // Optimizer steps an epoch counts for num_train_epochs: with global_batch_size, every step of the

@@ -107,6 +107,25 @@ TEST_P(BackendContract, StatesItsMemoryAndItself) {
   EXPECT_EQ(backend_->device(), GetParam().options.device);
 }
 
+TEST_P(BackendContract, CountsTheBytesOfItsBuffersAndTheirPeak) {
+  const AllocationStats before = backend_->allocation_stats();
+  constexpr size_t kMiB = 1 << 20;
+  auto one = backend_->Allocate(kMiB);
+  auto two = backend_->Allocate(2 * kMiB);
+  ASSERT_TRUE(one.ok() && two.ok());
+  AllocationStats now = backend_->allocation_stats();
+  EXPECT_EQ(now.in_use_bytes, before.in_use_bytes + 3 * kMiB);
+  EXPECT_GE(now.peak_bytes, before.in_use_bytes + 3 * kMiB);
+  two->reset();  // a stream-ordered free counts when it is queued
+  now = backend_->allocation_stats();
+  EXPECT_EQ(now.in_use_bytes, before.in_use_bytes + kMiB);
+  EXPECT_GE(now.peak_bytes, before.in_use_bytes + 3 * kMiB);
+  backend_->ResetPeakAllocation();
+  EXPECT_EQ(backend_->allocation_stats().peak_bytes, before.in_use_bytes + kMiB);
+  one->reset();
+  EXPECT_EQ(backend_->allocation_stats().in_use_bytes, before.in_use_bytes);
+}
+
 TEST_P(BackendContract, AViewOfAnotherDevicesMemoryIsRefusedByName) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-executes: safe after CUDA's init too
   const Device elsewhere = backend_->device().type == DeviceType::kCpu

@@ -86,7 +86,11 @@ TEST(MemoryCheckTest, ShardingDividesTheNeedAndRanksOnAHostAddUp) {
   EXPECT_EQ(bf16.sharded, 16.0);
   EXPECT_EQ(bf16.whole, 2.0);
   EXPECT_THAT(bf16.what, HasSubstr("a whole BF16 copy"));
-  EXPECT_EQ(TrainingBytes(DType::kF32, true).whole, 0.0);  // the fp32 master is the copy
+  // Kept whole in fp32, the copy is the master (each rank's share of it): whole parameters,
+  // sharded gradients and moments.
+  const ParameterBytes f32 = TrainingBytes(DType::kF32, true);
+  EXPECT_EQ(f32.whole, 4.0);
+  EXPECT_EQ(f32.sharded, 12.0);
 }
 
 // On a GPU the need is checked against the device's free memory, per rank, with the GPU's advice.
@@ -103,6 +107,16 @@ TEST(MemoryCheckTest, OnAGpuTheNeedMeetsTheDevicesFreeMemory) {
   EXPECT_THAT(s.message(), HasSubstr("of GPU memory on cuda:0 (a GPU) for training"));
   EXPECT_THAT(s.message(), HasSubstr("torch_dtype: bfloat16"));
   EXPECT_THAT(s.message(), Not(HasSubstr("share this host")));
+  // The working memory (activations, FSDP's buffers) counts too, named in the message.
+  const WorkingBytes working{.bytes = 4096.0, .what = "activations for a micro-batch of 4 x 8"};
+  EXPECT_TRUE(
+      CheckModelFitsOnDevice(c, bytes, "training", one, needed + 4096, "cuda:0", working).ok());
+  const Status tight =
+      CheckModelFitsOnDevice(c, bytes, "training", one, needed + 4095, "cuda:0", working);
+  EXPECT_EQ(tight.code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(tight.message(),
+              HasSubstr("; plus 4.0 KiB of activations for a micro-batch of 4 x 8"));
+  EXPECT_THAT(tight.message(), HasSubstr("activation_checkpointing"));
 }
 
 }  // namespace

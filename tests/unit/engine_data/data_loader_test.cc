@@ -152,6 +152,21 @@ TEST(DataLoaderTest, ShuffleIsDeterministicBySeedAndDiffersPerEpoch) {
             std::vector<std::vector<int32_t>>(run_a.begin(), run_a.begin() + per_epoch));
 }
 
+TEST(DataLoaderTest, TheLargestMicroBatchIsBoundedByTheData) {
+  DataLoaderOptions o;
+  o.packing = false;
+  o.seq_len = 64;
+  o.batch_size = 100;
+  DataLoader padded = Make({5, 17, 9}, o);
+  EXPECT_EQ(padded.max_batch_rows(), 3);   // the data has 3 rows
+  EXPECT_EQ(padded.max_row_tokens(), 24);  // 17 rounded up to 8
+  o.packing = true;
+  o.batch_size = 2;
+  DataLoader packed = Make({5, 17, 9, 40, 30}, o);
+  EXPECT_EQ(packed.max_batch_rows(), 2);
+  EXPECT_EQ(packed.max_row_tokens(), 64);
+}
+
 TEST(DataLoaderTest, EpochsAndMaxBatchesSetTheTotal) {
   std::vector<int> lengths(10, 4);
   DataLoaderOptions o;

@@ -448,22 +448,6 @@ TEST(FsdpMemoryTest, FrozenParametersKeepOnlyTheirParamDtypeValues) {
   }
 }
 
-// Counts the bytes of a backend's live buffers and their peak: one rank's memory.
-class PeakCountingBackend : public ReferenceOps {
- public:
-  Result<std::unique_ptr<Buffer>> Allocate(size_t bytes) const override {
-    live += static_cast<int64_t>(bytes);
-    peak = std::max(peak, live);
-    return ReferenceOps::Allocate(bytes);
-  }
-  void Free(void* base, size_t bytes) const override {
-    live -= static_cast<int64_t>(bytes);
-    ReferenceOps::Free(base, bytes);
-  }
-  mutable int64_t live = 0;
-  mutable int64_t peak = 0;
-};
-
 ModelConfig DeepConfig() {
   ModelConfig c = TinyConfig();
   c.num_layers = 24;  // many small units: the whole model dwarfs a unit and the slots
@@ -494,7 +478,7 @@ LoadedRank LoadRank(int rank, int world, int port, bool by_unit, const LlamaMode
     out.failure = group.status();
     return out;
   }
-  auto backend = std::make_shared<PeakCountingBackend>();
+  auto backend = std::make_shared<ReferenceOps>();  // its allocation_stats: one rank's memory
   auto model = LlamaModel::Create(DeepConfig(), backend, {.deferred_storage = by_unit});
   if (!model.ok()) {
     out.failure = model.status();
@@ -517,8 +501,8 @@ LoadedRank LoadRank(int rank, int world, int port, bool by_unit, const LlamaMode
     out.failure = fsdp.status();
     return out;
   }
-  out.peak = backend->peak;
-  out.held = backend->live;
+  out.peak = static_cast<int64_t>(backend->allocation_stats().peak_bytes);
+  out.held = static_cast<int64_t>(backend->allocation_stats().in_use_bytes);
   auto gathered = (*fsdp)->GatherFullParameters();
   if (!gathered.ok()) out.failure = gathered.status();
   if (gathered.ok()) out.gathered = std::move(*gathered);

@@ -44,10 +44,14 @@ Result<DeviceMemory> CpuBackend::QueryMemory() const {
 Result<std::unique_ptr<Buffer>> CpuBackend::Allocate(size_t bytes) const {
   void* base = AlignedAllocate(bytes);
   if (base == nullptr) return HostExhausted(bytes);
+  NoteAllocated(bytes);
   return std::make_unique<Buffer>(this, device(), base, bytes);
 }
 
-void CpuBackend::Free(void* base, size_t) const { std::free(base); }
+void CpuBackend::Free(void* base, size_t bytes) const {
+  std::free(base);
+  NoteFreed(bytes);
+}
 
 Result<std::unique_ptr<HostBuffer>> CpuBackend::AllocateHost(size_t bytes) const {
   void* data = AlignedAllocate(bytes);

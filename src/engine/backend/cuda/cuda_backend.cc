@@ -245,12 +245,14 @@ Result<std::unique_ptr<Buffer>> CudaBackend::Allocate(size_t bytes) const {
     return OutOfMemory(bytes, index_);
   }
   AIR_CUDA_CHECK(error);
+  NoteAllocated(bytes);
   return std::make_unique<Buffer>(this, device(), base, bytes);
 }
 
-void CudaBackend::Free(void* base, size_t) const {
+void CudaBackend::Free(void* base, size_t bytes) const {
   Activate();
   AIR_CUDA_CHECK(cudaFreeAsync(base, stream_));
+  NoteFreed(bytes);
 }
 
 Result<std::unique_ptr<HostBuffer>> CudaBackend::AllocateHost(size_t bytes) const {
