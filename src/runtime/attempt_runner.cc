@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "runtime/alerts.h"
 #include "runtime/failure.h"
 #include "runtime/gpu_lease.h"
 
@@ -162,13 +163,19 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
                               launched.message()};
   }
   AIR_INFO("run {}: attempt {}: {} node(s) launched", options_.run_id, options_.attempt, n);
-  Status failure = Status::Ok();
-  while (true) {
+  // The nodes' alerts become events as they come (before their ends: a failure summary leads
+  // with the first one).
+  AlertIngester alerts(store_, layout_, env_, options_.run_id, options_.attempt,
+                       static_cast<int>(n));
+  Status failure = options_.attach ? alerts.Resume() : Status::Ok();
+  while (failure.ok()) {
     auto polled = backend_->Poll(options_.poll_interval_us);
     if (!polled.ok()) {
       failure = polled.status();
       break;
     }
+    failure = alerts.Poll();
+    if (!failure.ok()) break;
     // The scheduler's word first: a node it stopped at the time limit is then STOPPED, not a
     // failure of its own.
     failure = RecordScheduler(backend_->Scheduler());
@@ -208,9 +215,11 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     case StopCause::kNone:
       return AttemptOutcome{store::AttemptState::kSucceeded, ""};
     case StopCause::kNodeFailed:
-      return AttemptOutcome{store::AttemptState::kFailed, stop_reason_, lost_nodes_};
+      return AttemptOutcome{store::AttemptState::kFailed,
+                            SummaryWithFirstAlert(stop_reason_, alerts.first()), lost_nodes_};
     case StopCause::kTimeout:
-      return AttemptOutcome{store::AttemptState::kTimedOut, stop_reason_};
+      return AttemptOutcome{store::AttemptState::kTimedOut,
+                            SummaryWithFirstAlert(stop_reason_, alerts.first())};
     case StopCause::kCancel:
       return AttemptOutcome{store::AttemptState::kCanceled, stop_reason_};
   }
