@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/time_format.h"
 
 namespace air::runtime {
@@ -22,6 +24,10 @@ std::vector<Alert> AlertsFromEvents(const std::vector<store::EventRecord>& event
     if (!record.ok()) continue;
     alerts.push_back({event.attempt.value_or(0), event.node_rank.value_or(0), std::move(*record)});
   }
+  // Nodes' files are read one after the other: order by the lines' own times.
+  std::stable_sort(alerts.begin(), alerts.end(), [](const Alert& a, const Alert& b) {
+    return a.record.time_us < b.record.time_us;
+  });
   return alerts;
 }
 
@@ -76,6 +82,38 @@ std::string AlertsText(const std::vector<Alert>& alerts) {
   return text;
 }
 
+std::string AlertGroupsText(const std::vector<Alert>& alerts, size_t max_lines,
+                            const std::string& indent) {
+  struct Group {
+    const Alert* first;
+    int count;
+  };
+  std::vector<Group> groups;
+  for (const Alert& alert : alerts) {
+    bool found = false;
+    for (Group& g : groups) {
+      if (g.first->attempt == alert.attempt && g.first->node == alert.node &&
+          g.first->record.alert_class == alert.record.alert_class) {
+        ++g.count;
+        found = true;
+        break;
+      }
+    }
+    if (!found) groups.push_back({&alert, 1});
+  }
+  std::string text;
+  for (size_t i = 0; i < groups.size() && i < max_lines; ++i) {
+    const Group& g = groups[i];
+    text += fmt::format("{}{} attempt {} {}{}\n", indent, TimeText(g.first->record.time_us),
+                        g.first->attempt, AlertHeadline(*g.first),
+                        g.count > 1 ? fmt::format(" x{}", g.count) : "");
+  }
+  if (groups.size() > max_lines) {
+    text += fmt::format("{}... {} more (air logs RUN --alerts)\n", indent, groups.size() - max_lines);
+  }
+  return text;
+}
+
 AlertIngester::AlertIngester(store::Store* store, const Layout& layout, Env* env, int64_t run_id,
                              int attempt, int num_nodes)
     : store_(store),
@@ -101,18 +139,29 @@ Status AlertIngester::Resume() {
 }
 
 Status AlertIngester::Poll() {
-  for (size_t node = 0; node < offsets_.size(); ++node) {
-    AIR_RETURN_IF_ERROR(PollNode(static_cast<int>(node)));
+  std::vector<Alert> fresh;
+  for (size_t node = 0; node < offsets_.size(); ++node) ReadNode(static_cast<int>(node), &fresh);
+  // Recorded in the order of the lines' own times.
+  std::stable_sort(fresh.begin(), fresh.end(), [](const Alert& a, const Alert& b) {
+    return a.record.time_us < b.record.time_us;
+  });
+  for (Alert& alert : fresh) {
+    AIR_RETURN_IF_ERROR(store_->AppendEvent(run_id_, kAlertEventKind,
+                                            agent::AlertRecordToJson(alert.record), attempt_,
+                                            alert.node));
+    if (alert.record.fatal && (!first_ || alert.record.time_us < first_->record.time_us)) {
+      first_ = std::move(alert);
+    }
   }
   return Status::Ok();
 }
 
-Status AlertIngester::PollNode(int node) {
+void AlertIngester::ReadNode(int node, std::vector<Alert>* fresh) {
   const std::string path = layout_.NodeAlertsFile(run_id_, attempt_, node);
-  if (!env_->FileExists(path)) return Status::Ok();
+  if (!env_->FileExists(path)) return;
   // The file is small: the agent records at most kMaxAlertsPerNode bounded lines.
   auto read = env_->ReadFile(path);
-  if (!read.ok()) return Status::Ok();  // tried again at the next poll
+  if (!read.ok()) return;  // tried again at the next poll
   const std::string& text = *read;
   size_t& offset = offsets_[node];
   while (offset < text.size()) {
@@ -126,15 +175,8 @@ Status AlertIngester::PollNode(int node) {
     }
     auto record = agent::AlertRecordFromJson(line);
     if (!record.ok()) continue;  // not written by an agent: ignored
-    Alert alert{attempt_, node, std::move(*record)};
-    AIR_RETURN_IF_ERROR(store_->AppendEvent(run_id_, kAlertEventKind,
-                                            agent::AlertRecordToJson(alert.record), attempt_,
-                                            node));
-    if (alert.record.fatal && (!first_ || alert.record.time_us < first_->record.time_us)) {
-      first_ = std::move(alert);
-    }
+    fresh->push_back({attempt_, node, std::move(*record)});
   }
-  return Status::Ok();
 }
 
 }  // namespace air::runtime

@@ -27,7 +27,7 @@ struct Alert {
   agent::AlertRecord record;
 };
 
-// The alerts among a run's events, in the order they were recorded.
+// The alerts among a run's events, in the order of their lines' times.
 std::vector<Alert> AlertsFromEvents(const std::vector<store::EventRecord>& events);
 // The earliest fatal alert by the time of its line (warnings such as "NCCL WARN" lines never
 // lead a failure summary); nullopt for none.
@@ -43,6 +43,12 @@ nlohmann::json AlertJson(const Alert& alert);
 //       [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. ...
 std::string AlertsText(const std::vector<Alert>& alerts);
 
+// For `air get`: one line per attempt, node and class (its first alert, how many recorded), at
+// most `max_lines` (then "... N more"), each prefixed by `indent`:
+//   2026-12-05T14:00:40.123Z attempt 0 CUDA out of memory on node 1, rank 1 (...) x5
+std::string AlertGroupsText(const std::vector<Alert>& alerts, size_t max_lines,
+                            const std::string& indent);
+
 class AlertIngester {
  public:
   AlertIngester(store::Store* store, const Layout& layout, Env* env, int64_t run_id, int attempt,
@@ -57,7 +63,8 @@ class AlertIngester {
   const std::optional<Alert>& first() const { return first_; }
 
  private:
-  Status PollNode(int node);
+  // Appends the node's complete records not yet read to *fresh.
+  void ReadNode(int node, std::vector<Alert>* fresh);
 
   store::Store* store_;
   Layout layout_;

@@ -191,16 +191,8 @@ std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
                         a.master_port, FormatDuration(took), Join(nodes, ", "));
   }
   if (!details.alerts.empty()) {
-    constexpr size_t kShown = 5;
     row("alerts", fmt::format("{} (air logs {} --alerts)", details.alerts.size(), run.id));
-    for (size_t i = 0; i < details.alerts.size() && i < kShown; ++i) {
-      const Alert& alert = details.alerts[i];
-      text += fmt::format("  {:<12} {} attempt {} {}\n", "", FormatTime(alert.record.time_us),
-                          alert.attempt, AlertHeadline(alert));
-    }
-    if (details.alerts.size() > kShown) {
-      text += fmt::format("  {:<12} ... {} more\n", "", details.alerts.size() - kShown);
-    }
+    text += AlertGroupsText(details.alerts, 8, std::string(15, ' '));
   }
   text += fmt::format("  logs: air logs {} --node N [--retry K]\n", run.id);
   return text;
