@@ -176,13 +176,17 @@ const std::vector<Pattern>& Table() {
 #undef AIR_SIZE
 
 struct Compiled {
+  std::vector<std::string_view> keys;
   std::vector<std::regex> regexes;
 };
 
 const Compiled& CompiledTable() {
   static const Compiled compiled = [] {
     Compiled c;
-    for (const Pattern& p : Table()) c.regexes.emplace_back(p.regex, std::regex::ECMAScript);
+    for (const Pattern& p : Table()) {
+      c.keys.emplace_back(p.key);
+      c.regexes.emplace_back(p.regex, std::regex::ECMAScript);
+    }
     return c;
   }();
   return compiled;
@@ -240,13 +244,14 @@ constexpr size_t kMaxFieldBytes = 200;
 std::optional<AlertMatch> MatchAlertLine(std::string_view line) {
   if (line.size() > kMaxScanBytes) line = line.substr(0, kMaxScanBytes);
   const auto& table = Table();
+  const Compiled& compiled = CompiledTable();
   for (size_t i = 0; i < table.size(); ++i) {
     const Pattern& pattern = table[i];
-    if (line.find(pattern.key) == std::string_view::npos) continue;
+    if (line.find(compiled.keys[i]) == std::string_view::npos) continue;
     std::optional<int> rank;
     std::string_view text = StripLauncherPrefix(line, &rank);
     std::match_results<std::string_view::const_iterator> m;
-    if (!std::regex_search(text.begin(), text.end(), m, CompiledTable().regexes[i])) continue;
+    if (!std::regex_search(text.begin(), text.end(), m, compiled.regexes[i])) continue;
     AlertMatch match;
     match.alert_class = pattern.alert_class;
     match.title = pattern.title;
