@@ -16,8 +16,8 @@ namespace {
 struct Pattern {
   const char* alert_class;
   const char* title;
-  const char* key;    // must appear in the line (case-sensitive)
-  const char* regex;  // ECMAScript, searched in the line without its launcher prefix
+  const char* key;                  // must appear in the line (case-sensitive)
+  const char* regex;                // ECMAScript, searched in the line without its launcher prefix
   std::vector<const char*> groups;  // a name per capture group; "rank" sets the rank
   bool warning = false;             // telling but often harmless (AlertMatch::fatal false)
 };
@@ -37,13 +37,22 @@ const std::vector<Pattern>& Table() {
        "| \\(GPU (\\d+); " AIR_SIZE " total capacity; [^;]*; " AIR_SIZE " free)?",
        {"tried", "gpu", "total", "free", "gpu", "total", "free"}},
       // "torch.cuda.OutOfMemoryError: CUDA out of memory." (no sizes)
-      {"cuda_oom", "CUDA out of memory", "OutOfMemoryError: CUDA out of memory",
-       "OutOfMemoryError: CUDA out of memory", {}},
+      {"cuda_oom",
+       "CUDA out of memory",
+       "OutOfMemoryError: CUDA out of memory",
+       "OutOfMemoryError: CUDA out of memory",
+       {}},
       // A CUDA call that failed to allocate: "RuntimeError: CUDA error: out of memory", and
       // NCCL's "Cuda failure 'out of memory'" / "Cuda failure 2 'out of memory'".
-      {"cuda_oom", "CUDA out of memory", "CUDA error: out of memory",
-       "^(?:[\\w.]+Error: )?CUDA error: out of memory", {}},
-      {"cuda_oom", "CUDA out of memory", "'out of memory'", "Cuda failure (?:\\d+ )?'out of memory'",
+      {"cuda_oom",
+       "CUDA out of memory",
+       "CUDA error: out of memory",
+       "^(?:[\\w.]+Error: )?CUDA error: out of memory",
+       {}},
+      {"cuda_oom",
+       "CUDA out of memory",
+       "'out of memory'",
+       "Cuda failure (?:\\d+ )?'out of memory'",
        {}},
 
       // --- NCCL watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp) ---
@@ -71,104 +80,154 @@ const std::vector<Pattern>& Table() {
       // ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in
       // monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g.,
       // CudaEventDestroy) hang blocking the watchdog, ..."
-      {"collective_hang", "a collective or its watchdog hung", "watchdog got stuck for",
-       "ProcessGroup(\\w+)'s watchdog got stuck for (\\d+) seconds", {"backend", "seconds"}},
+      {"collective_hang",
+       "a collective or its watchdog hung",
+       "watchdog got stuck for",
+       "ProcessGroup(\\w+)'s watchdog got stuck for (\\d+) seconds",
+       {"backend", "seconds"}},
       // "... Heartbeat monitor timed out! Process will be terminated after dumping debug info.
       // workMetaList_.size()=1"
-      {"collective_hang", "a collective or its watchdog hung", "Heartbeat monitor timed out",
-       "Heartbeat monitor timed out!", {}},
+      {"collective_hang",
+       "a collective or its watchdog hung",
+       "Heartbeat monitor timed out",
+       "Heartbeat monitor timed out!",
+       {}},
       // Gloo (third_party/gloo/gloo/transport/tcp/unbound_buffer.cc), from torch 2.x:
       // "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/
       //  unbound_buffer.cc:78] Timed out waiting 2000ms for recv operation to complete"
-      {"collective_hang", "a collective or its watchdog hung", "operation to complete",
-       "Timed out waiting (\\d+)ms for (\\w+) operation to complete", {"timeout_ms", "operation"}},
+      {"collective_hang",
+       "a collective or its watchdog hung",
+       "operation to complete",
+       "Timed out waiting (\\d+)ms for (\\w+) operation to complete",
+       {"timeout_ms", "operation"}},
       // ProcessGroupGloo::monitoredBarrier: "[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to
       // pass monitoredBarrier in 2000 ms"
-      {"collective_hang", "a collective or its watchdog hung", "failed to pass monitoredBarrier",
+      {"collective_hang",
+       "a collective or its watchdog hung",
+       "failed to pass monitoredBarrier",
        "Ranks? ([\\d, ]+?) failed to pass monitoredBarrier in (\\d+) ms",
        {"missing_ranks", "timeout_ms"}},
 
       // --- rendezvous and TCPStore (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp) ---
       // "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while
       //  trying to connect to (10.10.12.11, 25000)."
-      {"rendezvous_timeout", "rendezvous / TCPStore timed out",
+      {"rendezvous_timeout",
+       "rendezvous / TCPStore timed out",
        "The client socket has timed out after",
        "The client socket has timed out after (\\S+) while trying to connect to \\(([^,()]+), "
        "(\\d+)\\)",
        {"timeout", "host", "port"}},
       // "torch.distributed.DistStoreError: Timed out after 301 seconds waiting for clients. 1/2
       //  clients joined."
-      {"rendezvous_timeout", "rendezvous / TCPStore timed out", "waiting for clients",
+      {"rendezvous_timeout",
+       "rendezvous / TCPStore timed out",
+       "waiting for clients",
        "Timed out after (\\d+) seconds waiting for clients\\. (\\d+)/(\\d+) clients joined",
        {"timeout_s", "joined", "expected"}},
       // "torch.distributed.DistStoreError: wait timeout after 2000ms, keys:
       //  //default_pg/0//cuda//0"
-      {"rendezvous_timeout", "rendezvous / TCPStore timed out", "wait timeout after",
-       "DistStoreError: wait timeout after (\\d+)ms, keys: (.*)", {"timeout_ms", "keys"}},
+      {"rendezvous_timeout",
+       "rendezvous / TCPStore timed out",
+       "wait timeout after",
+       "DistStoreError: wait timeout after (\\d+)ms, keys: (.*)",
+       {"timeout_ms", "keys"}},
       // torchrun's dynamic rendezvous (torch/distributed/elastic/rendezvous/
       // dynamic_rendezvous.py raises it without a message):
       // "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
-      {"rendezvous_timeout", "rendezvous / TCPStore timed out", "RendezvousTimeoutError",
-       "^(?:[\\w.]+\\.)?RendezvousTimeoutError(?::\\s*(.*))?$", {"detail"}},
+      {"rendezvous_timeout",
+       "rendezvous / TCPStore timed out",
+       "RendezvousTimeoutError",
+       "^(?:[\\w.]+\\.)?RendezvousTimeoutError(?::\\s*(.*))?$",
+       {"detail"}},
 
       // --- InfiniBand (NCCL's net_ib transport, ibverbs) ---
       // "node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from
       //  peer 10.2.0.5<33092> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
-      {"ib_error", "InfiniBand error", "Got completion from peer",
+      {"ib_error",
+       "InfiniBand error",
+       "Got completion from peer",
        "Got completion from peer ([^\\s<]+)(?:<\\d+>)? with (?:error |status=)([\\w()]+)",
        {"peer", "error"}},
       // "NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory"
-      {"ib_error", "InfiniBand error", "ibv_", "(?:Call to )?(ibv_\\w+) failed(?: with (?:error )?(.*))?",
+      {"ib_error",
+       "InfiniBand error",
+       "ibv_",
+       "(?:Call to )?(ibv_\\w+) failed(?: with (?:error )?(.*))?",
        {"call", "error"}},
 
       // --- NCCL errors (torch's NCCLUtils / ProcessGroupNCCL) ---
       // "[rank13]: torch.distributed.DistBackendError: NCCL error in:
       //  /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3780, unhandled system error
       //  (run with NCCL_DEBUG=INFO for details), NCCL version 2.28.9"
-      {"nccl_error", "NCCL error", "NCCL error",
+      {"nccl_error",
+       "NCCL error",
+       "NCCL error",
        "NCCL error(?: in: ?([^,]+),?|:)(?: ?([^(,]+?)(?: \\(run with NCCL_DEBUG=INFO for "
        "details\\))?(?:, NCCL version ([^\\s,]+)|$))?",
        {"where", "error", "nccl_version"}},
       // "[rank13]: ncclSystemError: System call (e.g. socket, malloc) or external library call
       //  failed or device error."
-      {"nccl_error", "NCCL error", "nccl", "^(nccl(?:System|Remote|Internal|UnhandledCuda|"
-                                            "InvalidUsage|InvalidArgument)Error): (.*)",
+      {"nccl_error",
+       "NCCL error",
+       "nccl",
+       "^(nccl(?:System|Remote|Internal|UnhandledCuda|"
+       "InvalidUsage|InvalidArgument)Error): (.*)",
        {"error", "detail"}},
       // Any other NCCL warning, telling but often harmless, e.g. NCCL 2.26's RAS on a busy host:
       // "[2026-09-09 11:29:56] ubuntu2:321049:321049 [0] ras/client_support.cc:181 NCCL WARN Call
       //  to bind failed: Address already in use"
-      {"nccl_warn", "NCCL warning", "NCCL WARN",
+      {"nccl_warn",
+       "NCCL warning",
+       "NCCL WARN",
        "([^\\s:\\]]+):\\d+:\\d+ \\[(\\d+)\\] (?:\\S+ )?(?:\\(\\w+\\) )?NCCL WARN (.*)",
-       {"host", "device", "message"}, /*warning=*/true},
+       {"host", "device", "message"},
+       /*warning=*/true},
 
       // --- the GPU driver (NVRM: Xid) ---
       // "kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=1122, GPU has fallen off the bus."
-      {"xid", "GPU Xid error", "NVRM: Xid",
-       "NVRM: Xid \\((?:PCI:)?([0-9a-fA-F:.]+)\\): (\\d+)(?:, (.*))?", {"pci", "xid", "detail"}},
+      {"xid",
+       "GPU Xid error",
+       "NVRM: Xid",
+       "NVRM: Xid \\((?:PCI:)?([0-9a-fA-F:.]+)\\): (\\d+)(?:, (.*))?",
+       {"pci", "xid", "detail"}},
 
       // Other CUDA errors: "RuntimeError: CUDA error: an illegal memory access was encountered",
       // "CUDA error: uncorrectable ECC error encountered" (after cuda_oom: out of memory is there).
-      {"cuda_error", "CUDA error", "CUDA error: ", "^(?:[\\w.]+Error: )?CUDA error: ([^.]+)",
+      {"cuda_error",
+       "CUDA error",
+       "CUDA error: ",
+       "^(?:[\\w.]+Error: )?CUDA error: ([^.]+)",
        {"error"}},
 
       // --- host memory ---
       // Python's own "MemoryError" (bytearray(1 << 62)) and numpy's
       // "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB for an array ..."
-      {"memory_error", "Python MemoryError (host memory)", "MemoryError",
-       "^(?:[\\w.]+\\.)?(_?(?:Array)?MemoryError)(?::\\s*(.*))?$", {"error", "detail"}},
+      {"memory_error",
+       "Python MemoryError (host memory)",
+       "MemoryError",
+       "^(?:[\\w.]+\\.)?(_?(?:Array)?MemoryError)(?::\\s*(.*))?$",
+       {"error", "detail"}},
       // The kernel's OOM killer (mm/oom_kill.c): "Out of memory: Killed process 3029 (python3)
       // total-vm:89573820kB, anon-rss:62948312kB, file-rss:0kB, ..." and "Memory cgroup out of
       // memory: Killed process ..."; before Linux 5.0 "Out of memory: Kill process 1234 (python)
       // score 900 or sacrifice child".
-      {"oom_killer", "killed by the kernel's OOM killer", "ut of memory: Kill",
+      {"oom_killer",
+       "killed by the kernel's OOM killer",
+       "ut of memory: Kill",
        "[Oo]ut of memory: Kill(?:ed)? process (\\d+) \\(([^)]*)\\)(?:.*?anon-rss:(\\d+kB))?",
        {"pid", "process", "anon_rss"}},
       // Slurm's cgroup plugin: "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0.
       // Some of the step tasks have been OOM Killed." (older: "oom-kill event(s) in step ...").
-      {"oom_killer", "killed by the kernel's OOM killer", "oom_kill event",
-       "Detected (\\d+) oom_kill event", {"count"}},
-      {"oom_killer", "killed by the kernel's OOM killer", "oom-kill event",
-       "Detected (\\d+) oom-kill event", {"count"}},
+      {"oom_killer",
+       "killed by the kernel's OOM killer",
+       "oom_kill event",
+       "Detected (\\d+) oom_kill event",
+       {"count"}},
+      {"oom_killer",
+       "killed by the kernel's OOM killer",
+       "oom-kill event",
+       "Detected (\\d+) oom-kill event",
+       {"count"}},
   };
   return table;
 }

@@ -39,13 +39,13 @@ std::string AlertRecordToJson(const AlertRecord& record) {
   RecordJson fields = RecordJson::object();
   for (const auto& [name, value] : record.fields) fields[name] = value;
   RecordJson out{{"class", record.alert_class},
-           {"title", record.title},
-           {"severity", record.fatal ? "fatal" : "warning"},
-           {"rank", record.rank ? RecordJson(*record.rank) : RecordJson(nullptr)},
-           {"time_us", record.time_us},
-           {"stream", record.stream},
-           {"fields", fields},
-           {"line", record.line}};
+                 {"title", record.title},
+                 {"severity", record.fatal ? "fatal" : "warning"},
+                 {"rank", record.rank ? RecordJson(*record.rank) : RecordJson(nullptr)},
+                 {"time_us", record.time_us},
+                 {"stream", record.stream},
+                 {"fields", fields},
+                 {"line", record.line}};
   return out.dump(-1, ' ', false, RecordJson::error_handler_t::replace);
 }
 

@@ -76,8 +76,8 @@ json AlertJson(const Alert& alert) {
 std::string AlertsText(const std::vector<Alert>& alerts) {
   std::string text;
   for (const Alert& alert : alerts) {
-    text += fmt::format("{} attempt {} {}\n    {}\n", TimeText(alert.record.time_us),
-                        alert.attempt, AlertHeadline(alert), alert.record.line);
+    text += fmt::format("{} attempt {} {}\n    {}\n", TimeText(alert.record.time_us), alert.attempt,
+                        AlertHeadline(alert), alert.record.line);
   }
   return text;
 }
@@ -109,7 +109,8 @@ std::string AlertGroupsText(const std::vector<Alert>& alerts, size_t max_lines,
                         g.count > 1 ? fmt::format(" x{}", g.count) : "");
   }
   if (groups.size() > max_lines) {
-    text += fmt::format("{}... {} more (air logs RUN --alerts)\n", indent, groups.size() - max_lines);
+    text +=
+        fmt::format("{}... {} more (air logs RUN --alerts)\n", indent, groups.size() - max_lines);
   }
   return text;
 }
@@ -146,9 +147,8 @@ Status AlertIngester::Poll() {
     return a.record.time_us < b.record.time_us;
   });
   for (Alert& alert : fresh) {
-    AIR_RETURN_IF_ERROR(store_->AppendEvent(run_id_, kAlertEventKind,
-                                            agent::AlertRecordToJson(alert.record), attempt_,
-                                            alert.node));
+    AIR_RETURN_IF_ERROR(store_->AppendEvent(
+        run_id_, kAlertEventKind, agent::AlertRecordToJson(alert.record), attempt_, alert.node));
     if (alert.record.fatal && (!first_ || alert.record.time_us < first_->record.time_us)) {
       first_ = std::move(alert);
     }

@@ -71,8 +71,8 @@ class AlertIngester {
   Env* env_;
   int64_t run_id_;
   int attempt_;
-  std::vector<size_t> offsets_;        // bytes of each node's file already consumed
-  std::vector<int> records_to_skip_;   // Resume: records already in the store
+  std::vector<size_t> offsets_;       // bytes of each node's file already consumed
+  std::vector<int> records_to_skip_;  // Resume: records already in the store
   std::optional<Alert> first_;
 };
 

@@ -94,7 +94,8 @@ void GetRunDetails(ServerContext& ctx, const httplib::Request& req, httplib::Res
   for (const auto& e : *events) {
     std::string message = e.message;  // an alert's is its JSON record: shown as its headline
     if (e.kind == runtime::kAlertEventKind) {
-      for (const auto& alert : runtime::AlertsFromEvents({e})) message = runtime::AlertHeadline(alert);
+      for (const auto& alert : runtime::AlertsFromEvents({e}))
+        message = runtime::AlertHeadline(alert);
     }
     timeline.push_back({{"ts", runtime::FormatTime(e.ts_us)},
                         {"kind", e.kind},

@@ -2,9 +2,10 @@
 // NCCL's messages as users reported them, or as torch 2.15 (the project venv's, CPU build)
 // printed them here (gloo, TCPStore, monitoredBarrier, MemoryError, numpy) — and lines that
 // must not match. Then the scanner's bounds and the alerts file's records.
+#include "agent/alert_patterns.h"
+
 #include <gtest/gtest.h>
 
-#include "agent/alert_patterns.h"
 #include "agent/alert_scanner.h"
 #include "base/strings.h"
 #include "test_util.h"
@@ -42,10 +43,10 @@ TEST(AlertPatternsTest, CudaOutOfMemoryWithTriedAndFreeSizes) {
       "cuda_oom");
   EXPECT_EQ(m.rank, 1);
   EXPECT_TRUE(m.fatal);
-  EXPECT_EQ(m.fields, (Fields{{"tried", "1.22 GiB"},
-                              {"gpu", "0"},
-                              {"total", "15.77 GiB"},
-                              {"free", "959.44 MiB"}}));
+  EXPECT_EQ(
+      m.fields,
+      (Fields{
+          {"tried", "1.22 GiB"}, {"gpu", "0"}, {"total", "15.77 GiB"}, {"free", "959.44 MiB"}}));
   // torch < 2.1.
   m = MustMatch(
       "RuntimeError: CUDA out of memory. Tried to allocate 36.00 MiB (GPU 0; 7.93 GiB total "
@@ -53,10 +54,9 @@ TEST(AlertPatternsTest, CudaOutOfMemoryWithTriedAndFreeSizes) {
       "PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid "
       "fragmentation.",
       "cuda_oom");
-  EXPECT_EQ(m.fields, (Fields{{"tried", "36.00 MiB"},
-                              {"gpu", "0"},
-                              {"total", "7.93 GiB"},
-                              {"free", "47.06 MiB"}}));
+  EXPECT_EQ(
+      m.fields,
+      (Fields{{"tried", "36.00 MiB"}, {"gpu", "0"}, {"total", "7.93 GiB"}, {"free", "47.06 MiB"}}));
   EXPECT_EQ(m.rank, std::nullopt);
   MustMatch("torch.cuda.OutOfMemoryError: CUDA out of memory.", "cuda_oom");
   MustMatch("RuntimeError: CUDA error: out of memory", "cuda_oom");
@@ -122,8 +122,9 @@ TEST(AlertPatternsTest, HungCollectivesAndWatchdogs) {
   EXPECT_EQ(m.rank, 0);
   EXPECT_EQ(m.fields, (Fields{{"timeout_ms", "2000"}, {"operation", "recv"}}));
   // And a monitored barrier rank 1 never reached.
-  m = MustMatch("[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms",
-                "collective_hang");
+  m = MustMatch(
+      "[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms",
+      "collective_hang");
   EXPECT_EQ(m.rank, 0);
   EXPECT_EQ(m.fields, (Fields{{"missing_ranks", "1"}, {"timeout_ms", "2000"}}));
 }
@@ -149,7 +150,8 @@ TEST(AlertPatternsTest, RendezvousAndTcpStoreTimeouts) {
       "torch.distributed.DistStoreError: wait timeout after 2000ms, keys: //default_pg/0//cuda//0",
       "rendezvous_timeout");
   EXPECT_EQ(Field(m, "keys"), "//default_pg/0//cuda//0");
-  MustMatch("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "rendezvous_timeout");
+  MustMatch("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+            "rendezvous_timeout");
 }
 
 TEST(AlertPatternsTest, InfinibandErrors) {
@@ -206,8 +208,8 @@ TEST(AlertPatternsTest, GpuXid) {
 }
 
 TEST(AlertPatternsTest, CudaErrors) {
-  auto m = MustMatch("RuntimeError: CUDA error: an illegal memory access was encountered",
-                     "cuda_error");
+  auto m =
+      MustMatch("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error");
   EXPECT_EQ(Field(m, "error"), "an illegal memory access was encountered");
 }
 
@@ -263,10 +265,10 @@ TEST(AlertPatternsTest, OrdinaryLinesDoNotMatch) {
 TEST(AlertPatternsTest, EveryClassIsListedOnce) {
   std::vector<std::string> names;
   for (const auto& c : AlertClasses()) names.push_back(c.alert_class);
-  EXPECT_EQ(names, (std::vector<std::string>{"cuda_oom", "nccl_timeout", "collective_hang",
-                                             "rendezvous_timeout", "ib_error", "nccl_error",
-                                             "nccl_warn", "xid", "cuda_error", "memory_error",
-                                             "oom_killer"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"cuda_oom", "nccl_timeout", "collective_hang",
+                                      "rendezvous_timeout", "ib_error", "nccl_error", "nccl_warn",
+                                      "xid", "cuda_error", "memory_error", "oom_killer"}));
 }
 
 TEST(AlertPatternsTest, LongLinesAreScannedOnlyAtTheirStart) {
