@@ -268,6 +268,11 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   AIR_RETURN_IF_ERROR(writer.Finish(out));
   AIR_RETURN_IF_ERROR(writer.Finish(err));
   if (!alerts.status().ok()) (void)writer.Note(alerts.status().message());
+  if (alerts.dropped() > 0) {
+    (void)writer.Note(fmt::format(
+        "{} more alert line(s) not recorded as alerts (the first {} of a class, {} in all, are)",
+        alerts.dropped(), kMaxAlertsPerClass, kMaxAlertsPerNode));
+  }
 
   // Nothing of the node may outlive the agent: kill and reap until no process of it is left.
   if (!leader_exited) signal_all(SIGKILL, false);

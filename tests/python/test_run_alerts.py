@@ -57,6 +57,9 @@ sleep 120
                                  "rank 1 (tried 2.00 GiB, gpu 0, total 79.10 GiB, free 1.06 GiB)"), \
         summary
     assert "torch.OutOfMemoryError" in summary.splitlines()[1], summary
+    node_log = air("logs", run_id, "--node", "1", check=True).stdout
+    assert "[air] 15 more alert line(s) not recorded as alerts (the first 5 of a class" \
+        in node_log, node_log
     assert "node 1 exited with code 1" in summary, summary
 
     # air get: the alerts, bounded to the first 5 of a class per node, in order.
