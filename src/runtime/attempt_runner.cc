@@ -163,8 +163,7 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
                               launched.message()};
   }
   AIR_INFO("run {}: attempt {}: {} node(s) launched", options_.run_id, options_.attempt, n);
-  // The nodes' alerts become events as they come (before their ends: a failure summary leads
-  // with the first one).
+  // The nodes' alerts become events as they come; the outcome's summary leads with the first.
   AlertIngester alerts(store_, layout_, env_, options_.run_id, options_.attempt,
                        static_cast<int>(n));
   Status failure = options_.attach ? alerts.Resume() : Status::Ok();
@@ -174,13 +173,13 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
       failure = polled.status();
       break;
     }
-    failure = alerts.Poll();
-    if (!failure.ok()) break;
     // The scheduler's word first: a node it stopped at the time limit is then STOPPED, not a
     // failure of its own.
     failure = RecordScheduler(backend_->Scheduler());
     if (!failure.ok()) break;
     failure = RecordChanges(*polled);
+    if (!failure.ok()) break;
+    failure = alerts.Poll();  // after the nodes' starts and ends: the timeline reads in order
     if (!failure.ok()) break;
     bool all_ended = true;
     for (const auto& status : *polled) {
