@@ -5,10 +5,13 @@ Node 1 prints torch's CUDA out-of-memory line (20 times, with a secret's value i
 failure summary leads with the first alert, naming node 1 and rank 1 and the sizes; `air get`,
 `air logs --alerts` (text, JSON, filtered by node) and the server's run JSON list the alerts,
 bounded to the first 5 of a class per node; the secret is [REDACTED] in every alert. `--alerts`
-with a flag it cannot go with is a usage error naming the flag."""
+with a flag it cannot go with is a usage error naming the flag. And a real Gloo collective
+timeout (torch's own line, no echo) leads a failure."""
 import json
+import os
 import secrets
 import subprocess
+import sys
 
 from runtime_jobs.helpers import submit, wait_terminal, write_spec
 from tracking_helpers import http, server_token
@@ -134,3 +137,41 @@ def test_alerts_flag_refuses_flags_it_cannot_go_with(air, tmp_path):
         assert proc.stdout == ""
     proc = air("logs", run_id, "--alerts", "--node", "3")
     assert proc.returncode == 2 and "--node 3: run" in proc.stderr, proc.stderr
+
+
+GLOO_TIMEOUT = """
+import datetime, os, time
+import torch, torch.distributed as dist
+os.environ["RANK"] = os.environ["NODE_RANK"]
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=3))
+if dist.get_rank() == 0:
+    dist.all_reduce(torch.ones(1))  # rank 1 never joins: Gloo gives up after 3 s
+else:
+    time.sleep(300)  # air stops it once node 0 failed
+"""
+
+
+def test_a_real_gloo_timeout_leads_the_failure(air, tmp_path, monkeypatch):
+    """Real torch, no echo: node 0's all_reduce over Gloo, which node 1 never joins, times out;
+    torch's own line is the alert that leads the failure summary."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "job.py").write_text(GLOO_TIMEOUT)
+    run_id = submit(air, write_spec(tmp_path, "python job.py", name="alerts-gloo", nodes=2,
+                                    code_source={"type": "snapshot",
+                                                 "snapshot": {"root_path": "code"}},
+                                    env_variables={"OMP_NUM_THREADS": "1"}))
+    run = wait_terminal(air, run_id, timeout=180)
+    assert run["state"] == "FAILED", json.dumps(run, indent=1)
+    alerts = run["alerts"]
+    assert [(a["class"], a["node"]) for a in alerts] == [("collective_hang", 0)], \
+        json.dumps(alerts, indent=1)
+    assert alerts[0]["rank"] == 0  # torch prefixes the rank's traceback with "[rank0]:"
+    assert alerts[0]["fields"] == {"timeout_ms": "3000", "operation": "recv"}, alerts[0]
+    assert "Timed out waiting 3000ms for recv operation to complete" in alerts[0]["line"]
+    assert run["failure_summary"].startswith(
+        "attempt 0 of 1: first alert: a collective or its watchdog hung on node 0, rank 0 "
+        "(timeout_ms 3000, operation recv)"), \
+        run["failure_summary"]
