@@ -165,6 +165,11 @@ async function showRun(runId) {
   if (run.failure_summary) {
     parts.push(el("h2", {}, "Failure"), el("div", { class: "failure", id: "failure" }, run.failure_summary));
   }
+  if ((run.alerts || []).length) {
+    parts.push(el("h2", {}, "Alerts"), table(["time", "attempt", "node", "rank", "alert", "line"],
+      run.alerts.map((a) => [a.time, String(a.attempt), String(a.node),
+        a.rank === null ? "" : String(a.rank), a.headline, el("code", {}, a.line)]), "alerts"));
+  }
   parts.push(el("h2", {}, "Timeline"), table(["time", "event", "attempt", "node", "message"],
     (run.events || []).map((e) => [e.ts, e.to ? (e.from || "") + " → " + e.to : e.kind,
       e.attempt === null ? "" : String(e.attempt), e.node === null ? "" : String(e.node), e.message]),

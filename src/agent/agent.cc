@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/alert_scanner.h"
 #include "agent/log_format.h"
 #include "agent/output_filter.h"
 #include "agent/proc.h"
@@ -130,6 +131,10 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   }
   LogLineWriter::Stream out{"out", MakeOutputFilter(secret_values), ""};
   LogLineWriter::Stream err{"err", MakeOutputFilter(secret_values), ""};
+  // Known fatal lines, matched after redaction, into the node's alerts file.
+  AlertScanner alerts(AlertsPath(launch), env);
+  writer.set_line_observer([&alerts](std::string_view stream, std::string_view text,
+                                     int64_t time_us) { alerts.OnLine(stream, text, time_us); });
 
   // Orphaned descendants (e.g. a daemonized grandchild) are re-parented to us, not to init.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -262,6 +267,12 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   }
   AIR_RETURN_IF_ERROR(writer.Finish(out));
   AIR_RETURN_IF_ERROR(writer.Finish(err));
+  if (!alerts.status().ok()) (void)writer.Note(alerts.status().message());
+  if (alerts.dropped() > 0) {
+    (void)writer.Note(fmt::format(
+        "{} more alert line(s) not recorded as alerts (the first {} of a class, {} in all, are)",
+        alerts.dropped(), kMaxAlertsPerClass, kMaxAlertsPerNode));
+  }
 
   // Nothing of the node may outlive the agent: kill and reap until no process of it is left.
   if (!leader_exited) signal_all(SIGKILL, false);

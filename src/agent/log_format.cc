@@ -68,7 +68,8 @@ Status LogLineWriter::Rotate() {
 }
 
 Status LogLineWriter::Emit(const std::string& stream, std::string_view text) {
-  std::string record = FormatLogTimestamp(env_->NowMicros());
+  const int64_t now = env_->NowMicros();
+  std::string record = FormatLogTimestamp(now);
   record.reserve(record.size() + text.size() + 6);
   record += ' ';
   record += stream;
@@ -79,7 +80,9 @@ Status LogLineWriter::Emit(const std::string& stream, std::string_view text) {
     AIR_RETURN_IF_ERROR(Rotate());
   }
   written_ += record.size();
-  return WriteFully(fd_, record, "node log");
+  AIR_RETURN_IF_ERROR(WriteFully(fd_, record, "node log"));
+  if (observer_ && stream != "air") observer_(stream, text, now);
+  return Status::Ok();
 }
 
 Status LogLineWriter::Split(Stream& stream, std::string_view filtered) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,12 @@ class LogLineWriter {
   // One record on the "air" stream.
   Status Note(std::string_view message);
 
+  // Called with each output record ("out"/"err", after the filter), once it is written, and its
+  // time: how the agent's AlertScanner sees the lines.
+  using LineObserver =
+      std::function<void(std::string_view stream, std::string_view text, int64_t time_us)>;
+  void set_line_observer(LineObserver observer) { observer_ = std::move(observer); }
+
   static constexpr size_t kMaxLineBytes = 64 * 1024;
 
  private:
@@ -76,6 +83,7 @@ class LogLineWriter {
   Env* env_;
   LogRotation rotation_;
   uint64_t written_ = 0;  // bytes in the current file
+  LineObserver observer_;
 };
 
 }  // namespace air::agent

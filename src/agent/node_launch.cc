@@ -137,6 +137,14 @@ std::string TrackerPath(const NodeLaunch& launch) {
   return path + ".tracker";
 }
 
+std::string AlertsPath(const NodeLaunch& launch) {
+  std::string path = launch.exit_path;
+  const std::string suffix = ".exit";
+  if (path.size() > suffix.size() && path.ends_with(suffix))
+    path.resize(path.size() - suffix.size());
+  return path + ".alerts";
+}
+
 Result<NodeStarted> ReadNodeStarted(Env* env, const std::string& path) {
   AIR_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
   return NodeStartedFromJson(text, path);

@@ -2,6 +2,7 @@
 //   attempt_K/node_N.json     NodeLaunch: what to run, where, with which environment
 //   attempt_K/node_N.started  NodeStarted: the command's pid and process group
 //   attempt_K/node_N.exit     NodeExitReport: how the command ended
+//   attempt_K/node_N.alerts   known fatal or telling lines of its output (agent/alert_scanner.h)
 // Files, not a socket, so the same agent works under any launcher (a local fork, srun) and a
 // restarted supervisor can read what happened. Reports are written atomically (temp + rename).
 //
@@ -72,6 +73,9 @@ Result<NodeExitReport> NodeExitReportFromJson(const std::string& text, const std
 
 // Where the agent writes the node's tracker file (TrackerInfo).
 std::string TrackerPath(const NodeLaunch& launch);
+// Where the agent appends the node's alerts (agent/alert_scanner.h): beside the exit report,
+// attempt_K/node_N.alerts.
+std::string AlertsPath(const NodeLaunch& launch);
 
 // Reads and parses a report; kNotFound when the file does not exist (yet).
 Result<NodeStarted> ReadNodeStarted(Env* env, const std::string& path);

@@ -2,6 +2,7 @@
 // [--download-to DIR]`: a node's output for one attempt (default: node 0, the latest attempt),
 // readable while the run is live. Before any attempt started it shows the setup log
 // (environment preparation). --download-to copies every attempt's logs into DIR.
+// `air logs RUN_ID --alerts [--node N] [--retry K]` lists the run's alerts (docs/alerts.md).
 #include <fmt/format.h>
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include "agent/log_format.h"
 #include "cli/commands.h"
 #include "cli/run_watch.h"
+#include "runtime/alerts.h"
 #include "runtime/layout.h"
 #include "runtime/log_reader.h"
 #include "runtime/run_lookup.h"
@@ -27,7 +29,43 @@ struct LogsFlags {
   bool follow = false;
   bool timestamps = false;
   std::string download_to;
+  bool alerts = false;
+  bool node_given = false;   // --node was on the command line (a filter for --alerts)
+  bool retry_given = false;  // --retry was
 };
+
+// `air logs RUN --alerts [--node N] [--retry K]`: the run's alerts (runtime/alerts.h), every
+// attempt and node unless filtered.
+Status ShowAlerts(CliContext& ctx, const LogsFlags& flags, store::Store* store,
+                  const store::RunRecord& run) {
+  for (const auto& [given, name] :
+       {std::pair{flags.follow, "--follow"}, std::pair{flags.lines != 0, "--lines"},
+        std::pair{flags.minutes != 0, "--minutes"}, std::pair{flags.timestamps, "--timestamps"},
+        std::pair{!flags.download_to.empty(), "--download-to"}}) {
+    if (given) {
+      return InvalidArgument(fmt::format(
+          "--alerts lists the run's alerts and cannot be combined with {} (with --alerts, only "
+          "--node N and --retry K may narrow the list)",
+          name));
+    }
+  }
+  AIR_ASSIGN_OR_RETURN(auto events, store->ListEvents(run.id));
+  std::vector<runtime::Alert> alerts;
+  for (runtime::Alert& alert : runtime::AlertsFromEvents(events)) {
+    if (flags.node_given && alert.node != flags.node) continue;
+    if (flags.retry_given && alert.attempt != flags.retry) continue;
+    alerts.push_back(std::move(alert));
+  }
+  nlohmann::json items = nlohmann::json::array();
+  for (const runtime::Alert& alert : alerts) items.push_back(runtime::AlertJson(alert));
+  std::string text = runtime::AlertsText(alerts);
+  if (alerts.empty()) {
+    text = fmt::format("no alerts for run {} (state {})\n", run.id, store::RunStateName(run.state));
+  }
+  EmitData(ctx, {{"run_id", run.id}, {"state", store::RunStateName(run.state)}, {"alerts", items}},
+           text);
+  return Status::Ok();
+}
 
 Status Download(CliContext& ctx, const runtime::Layout& layout, const store::RunRecord& run,
                 const std::string& dest) {
@@ -67,7 +105,6 @@ Status ShowLogs(CliContext& ctx, const LogsFlags& flags) {
   }
   if (flags.lines < 0) return InvalidArgument("--lines must be 0 (all) or more");
   if (flags.minutes < 0) return InvalidArgument("--minutes must be more than 0 (0: no limit)");
-  if (!flags.download_to.empty()) return Download(ctx, layout, run, flags.download_to);
   std::optional<int> attempt;
   if (flags.retry >= 0) {
     if (flags.retry >= run.attempt_count) {
@@ -79,6 +116,8 @@ Status ShowLogs(CliContext& ctx, const LogsFlags& flags) {
   } else if (flags.retry != -1) {
     return InvalidArgument("--retry must be an attempt number (0, 1, ...) or -1 for the latest");
   }
+  if (flags.alerts) return ShowAlerts(ctx, flags, store.get(), run);
+  if (!flags.download_to.empty()) return Download(ctx, layout, run, flags.download_to);
   if (flags.follow) {
     WatchRequest request;
     request.run_id = run_id;
@@ -157,15 +196,20 @@ void RegisterLogsCommand(CLI::App& root, CliContext& ctx) {
   auto flags = std::make_shared<LogsFlags>();
   auto* cmd = root.add_subcommand("logs", "show a node's output for one attempt of a run");
   cmd->add_option("RUN_ID", flags->run_id, "the run")->required();
-  cmd->add_option("--node", flags->node, "node rank (default 0)");
-  cmd->add_option("--retry", flags->retry, "attempt number, 0-based (default -1: the latest)");
+  auto* node = cmd->add_option("--node", flags->node, "node rank (default 0)");
+  auto* retry =
+      cmd->add_option("--retry", flags->retry, "attempt number, 0-based (default -1: the latest)");
   cmd->add_option("--lines", flags->lines, "only the last N lines");
   cmd->add_option("--minutes", flags->minutes, "only lines from the last M minutes");
   cmd->add_flag("--follow", flags->follow, "keep printing new lines until the run ends");
   cmd->add_flag("--timestamps", flags->timestamps, "show each line's time and stream");
   cmd->add_option("--download-to", flags->download_to,
                   "copy every attempt's node logs into DIR/run_<id>/");
-  cmd->callback([&ctx, flags] {
+  cmd->add_flag("--alerts", flags->alerts,
+                "list the run's alerts (known fatal lines: CUDA OOM, NCCL timeouts, ...)");
+  cmd->callback([&ctx, flags, node, retry] {
+    flags->node_given = node->count() > 0;
+    flags->retry_given = retry->count() > 0 && flags->retry >= 0;
     Status status = ShowLogs(ctx, *flags);
     if (!status.ok()) EmitError(ctx, status);
   });

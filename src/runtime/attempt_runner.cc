@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "runtime/alerts.h"
 #include "runtime/failure.h"
 #include "runtime/gpu_lease.h"
 
@@ -162,8 +163,11 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
                               launched.message()};
   }
   AIR_INFO("run {}: attempt {}: {} node(s) launched", options_.run_id, options_.attempt, n);
-  Status failure = Status::Ok();
-  while (true) {
+  // The nodes' alerts become events as they come; the outcome's summary leads with the first.
+  AlertIngester alerts(store_, layout_, env_, options_.run_id, options_.attempt,
+                       static_cast<int>(n));
+  Status failure = options_.attach ? alerts.Resume() : Status::Ok();
+  while (failure.ok()) {
     auto polled = backend_->Poll(options_.poll_interval_us);
     if (!polled.ok()) {
       failure = polled.status();
@@ -174,6 +178,8 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     failure = RecordScheduler(backend_->Scheduler());
     if (!failure.ok()) break;
     failure = RecordChanges(*polled);
+    if (!failure.ok()) break;
+    failure = alerts.Poll();  // after the nodes' starts and ends: the timeline reads in order
     if (!failure.ok()) break;
     bool all_ended = true;
     for (const auto& status : *polled) {
@@ -208,9 +214,11 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     case StopCause::kNone:
       return AttemptOutcome{store::AttemptState::kSucceeded, ""};
     case StopCause::kNodeFailed:
-      return AttemptOutcome{store::AttemptState::kFailed, stop_reason_, lost_nodes_};
+      return AttemptOutcome{store::AttemptState::kFailed,
+                            SummaryWithFirstAlert(stop_reason_, alerts.first()), lost_nodes_};
     case StopCause::kTimeout:
-      return AttemptOutcome{store::AttemptState::kTimedOut, stop_reason_};
+      return AttemptOutcome{store::AttemptState::kTimedOut,
+                            SummaryWithFirstAlert(stop_reason_, alerts.first())};
     case StopCause::kCancel:
       return AttemptOutcome{store::AttemptState::kCanceled, stop_reason_};
   }

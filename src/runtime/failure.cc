@@ -14,6 +14,7 @@
 
 #include "agent/log_format.h"
 #include "base/strings.h"
+#include "base/time_format.h"
 
 namespace air::runtime {
 namespace {
@@ -231,6 +232,13 @@ std::string NodeFailureSummary(int node_rank, int attempt, const std::string& en
     summary += fmt::format("\nlast lines of node {} (attempt {}):\n{}", node_rank, attempt, tail);
   }
   return summary;
+}
+
+std::string SummaryWithFirstAlert(const std::string& summary, const std::optional<Alert>& first) {
+  if (!first) return summary;
+  return fmt::format("first alert: {} at {}\n  {}\n{}", AlertHeadline(*first),
+                     FormatUtcTimestamp(first->record.time_us, 3),
+                     ShortenLine(first->record.line, kSummaryLineBytes), summary);
 }
 
 }  // namespace air::runtime

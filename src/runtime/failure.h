@@ -1,4 +1,6 @@
-// Failure summaries (docs/state-machine.md): one line naming the node and how it ended — exit
+// Failure summaries (docs/state-machine.md): the attempt's first alert (a known fatal line:
+// CUDA out of memory, an NCCL watchdog timeout, ...; docs/alerts.md) when there is one, then one
+// line naming the node and how it ended — exit
 // code, or signal with a hint ("signal 9 (SIGKILL): killed — out of memory?") — then, for a
 // Python worker, the root cause (its exception line, not the launcher's banner), then the
 // last lines of that node's log, so `air get` explains a failure without opening files.
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "agent/node_launch.h"
+#include "runtime/alerts.h"
 
 namespace air::runtime {
 
@@ -35,5 +38,10 @@ std::optional<RootCause> FindRootCause(const std::vector<std::string>& lines);
 // "node 1 exited with code 3\nlast lines of node 1 (attempt 0):\n  ..."
 std::string NodeFailureSummary(int node_rank, int attempt, const std::string& ending,
                                const std::string& log_path);
+
+// The summary led by the attempt's first alert (docs/alerts.md), when there is one:
+// "first alert: CUDA out of memory on node 1, rank 3 (tried 2.00 GiB, ...) at <time>\n  <line>\n"
+// then `summary`.
+std::string SummaryWithFirstAlert(const std::string& summary, const std::optional<Alert>& first);
 
 }  // namespace air::runtime

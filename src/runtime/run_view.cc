@@ -63,6 +63,8 @@ Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& r
     details.nodes.push_back(std::move(nodes));
   }
   AIR_RETURN_IF_ERROR(LoadSchedulerView(store, run, details.attempts, &details));
+  AIR_ASSIGN_OR_RETURN(auto events, store->ListEvents(run.id));
+  details.alerts = AlertsFromEvents(events);
   return details;
 }
 
@@ -145,6 +147,8 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
                         {"nodes", nodes}});
   }
   out["attempt_details"] = attempts;
+  out["alerts"] = json::array();
+  for (const Alert& alert : details.alerts) out["alerts"].push_back(AlertJson(alert));
   return out;
 }
 
@@ -185,6 +189,10 @@ std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
                         store::AttemptStateName(a.state),
                         fmt::format("{} node{}", a.num_nodes, a.num_nodes == 1 ? "" : "s"),
                         a.master_port, FormatDuration(took), Join(nodes, ", "));
+  }
+  if (!details.alerts.empty()) {
+    row("alerts", fmt::format("{} (air logs {} --alerts)", details.alerts.size(), run.id));
+    text += AlertGroupsText(details.alerts, 8, std::string(15, ' '));
   }
   text += fmt::format("  logs: air logs {} --node N [--retry K]\n", run.id);
   return text;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/alerts.h"
 #include "store/store.h"
 
 namespace air::runtime {
@@ -20,6 +21,7 @@ struct RunDetails {
   // The run is then shown as PENDING ("queued: Resources") though the store says RUNNING.
   std::string queue_reason;
   std::string scheduler_note;  // the scheduler's latest word on the live attempt
+  std::vector<Alert> alerts;   // every attempt's alerts (runtime/alerts.h), as recorded
 };
 
 Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run);

@@ -1,7 +1,7 @@
 // air's own JSON API, for the web UI and scripts:
 //   GET /api/air/runs?state=S&experiment=GLOB    runs, newest first (runtime::RunSummaryJson)
 //   GET /api/air/runs/<id>                       state, attempts, nodes, failure summary, the
-//                                                tracking run it logs to, its events
+//                                                tracking run it logs to, its events, its alerts
 //   GET /api/air/runs/<id>/logs?attempt=K&node=N&offset=B
 //                                                node N's log records from byte B on (complete
 //                                                lines only) and the offset to ask for next:
@@ -92,13 +92,18 @@ void GetRunDetails(ServerContext& ctx, const httplib::Request& req, httplib::Res
   if (!events.ok()) return SendError(res, events.status());
   json timeline = json::array();
   for (const auto& e : *events) {
+    std::string message = e.message;  // an alert's is its JSON record: shown as its headline
+    if (e.kind == runtime::kAlertEventKind) {
+      for (const auto& alert : runtime::AlertsFromEvents({e}))
+        message = runtime::AlertHeadline(alert);
+    }
     timeline.push_back({{"ts", runtime::FormatTime(e.ts_us)},
                         {"kind", e.kind},
                         {"attempt", e.attempt ? json(*e.attempt) : json(nullptr)},
                         {"node", e.node_rank ? json(*e.node_rank) : json(nullptr)},
                         {"from", e.from_state ? json(*e.from_state) : json(nullptr)},
                         {"to", e.to_state ? json(*e.to_state) : json(nullptr)},
-                        {"message", e.message}});
+                        {"message", message}});
   }
   body["events"] = timeline;
   tracking::TrackingStore tracking((*lease)->db(), ctx.env);

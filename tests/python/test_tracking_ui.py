@@ -1,7 +1,8 @@
 """The web UI in a real headless Chromium (Debian chromium + chromedriver, driven by selenium):
 the browser logs in through `air ui --url-only`'s one-time link (an HttpOnly, SameSite=Strict
 cookie the page's scripts cannot read); the runs table lists a finished and a failed run; a run
-page shows both nodes' logs, the failure summary and a loss chart drawn from the run's metrics;
+page shows both nodes' logs, the failure summary led by its alert (torch's CUDA OOM line), the
+alerts table, and a loss chart drawn from the run's metrics;
 a log line holding <script> is shown as text. A page on another origin, in the same logged-in
 browser, can neither read from nor write to the server (a form, an <img>, no-cors and CORS
 fetches), and a name pointed at 127.0.0.1 (DNS rebinding) is refused. AIR_UI_SCREENSHOT=path
@@ -69,7 +70,10 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
               'echo "<script>alert(1)</script> from node $NODE_RANK"\n')
     ok = submit(air, write_spec(tmp_path, ok_cmd, name="ui-exp", nodes=2, filename="ok.yaml",
                                 env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
-    bad_cmd = 'echo "node $NODE_RANK starting"\nif [ "$NODE_RANK" = 1 ]; then exit 3; fi\n'
+    # Node 1 fails with torch's CUDA out-of-memory line: an alert the run page lists.
+    bad_cmd = ('echo "node $NODE_RANK starting"\nif [ "$NODE_RANK" = 1 ]; then echo "[rank1]: '
+               'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has '
+               'a total capacity of 79.10 GiB of which 1.06 GiB is free." >&2; exit 3; fi\n')
     bad = submit(air, write_spec(tmp_path, bad_cmd, name="ui-exp", nodes=2, filename="bad.yaml"))
     ok_run = wait_terminal(air, ok, timeout=120)
     bad_run = wait_terminal(air, bad, timeout=120)
@@ -95,6 +99,13 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
     wait_ready(browser)
     assert "node 1" in browser.find_element(By.ID, "failure").text
     assert "exit" in browser.find_element(By.ID, "failure").text
+    assert "first alert: CUDA out of memory on node 1, rank 1" in \
+        browser.find_element(By.ID, "failure").text
+    alerts = browser.find_elements(By.CSS_SELECTOR, "#alerts tr")[1:]
+    assert [[td.text for td in r.find_elements(By.TAG_NAME, "td")][1:5] for r in alerts] == \
+        [["0", "1", "1", "CUDA out of memory on node 1, rank 1 (tried 2.00 GiB, gpu 0, "
+          "total 79.10 GiB, free 1.06 GiB)"]]
+    assert "Tried to allocate 2.00 GiB" in alerts[0].find_elements(By.TAG_NAME, "td")[5].text
 
     browser.get(f"{url}runs/{ok}")
     wait_ready(browser)
