@@ -162,6 +162,10 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
                               launched.message()};
   }
   AIR_INFO("run {}: attempt {}: {} node(s) launched", options_.run_id, options_.attempt, n);
+  if (n > 0 && leased.nodes[0].launch.system_metrics_interval_s > 0) {
+    system_metrics_ = std::make_unique<SystemMetricsIngester>(
+        store_, layout_, options_.run_id, options_.attempt, static_cast<int>(n), env_);
+  }
   Status failure = Status::Ok();
   while (true) {
     auto polled = backend_->Poll(options_.poll_interval_us);
@@ -175,6 +179,7 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     if (!failure.ok()) break;
     failure = RecordChanges(*polled);
     if (!failure.ok()) break;
+    if (system_metrics_) system_metrics_->Poll(/*final=*/false);
     bool all_ended = true;
     for (const auto& status : *polled) {
       all_ended = all_ended && status.phase == backends::NodePhase::kEnded;
@@ -200,6 +205,7 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
       (void)backend_->KillAll();
     }
   }
+  if (system_metrics_) system_metrics_->Poll(/*final=*/true);
   if (!failure.ok()) {
     (void)backend_->KillAll();
     return failure;

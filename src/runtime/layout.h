@@ -20,6 +20,7 @@
 //       attempt_<k>/node_<n>.started        the agent's start report (pid, pgid)
 //       attempt_<k>/node_<n>.exit           the agent's exit report
 //       attempt_<k>/node_<n>.tracker        how to find every process of the node (cgroup, token)
+//       attempt_<k>/node_<n>.metrics        the node's system metrics samples, one JSON per line
 // Thread safety: a value type.
 #pragma once
 
@@ -88,6 +89,9 @@ class Layout {
   }
   std::string NodeTrackerFile(int64_t run_id, int attempt, int node) const {
     return NodeFile(run_id, attempt, node, ".tracker");
+  }
+  std::string NodeMetricsFile(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".metrics");
   }
 
  private:
