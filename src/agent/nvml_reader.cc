@@ -29,7 +29,13 @@ struct NvmlMemory {  // nvmlMemory_t (v1)
 }  // namespace nvml_abi
 namespace {
 
-using namespace nvml_abi;
+using nvml_abi::kNvmlErrorNotSupported;
+using nvml_abi::kNvmlSuccess;
+using nvml_abi::kNvmlTemperatureGpu;
+using nvml_abi::NvmlDevice;
+using nvml_abi::NvmlMemory;
+using nvml_abi::NvmlReturn;
+using nvml_abi::NvmlUtilization;
 constexpr char kNvmlLibrary[] = "libnvidia-ml.so.1";
 constexpr double kBytesPerMegabyte = 1e6;  // MLflow's megabytes
 
@@ -47,11 +53,6 @@ bool IsDecimalIndex(std::string_view s) {
 }  // namespace
 
 struct NvmlReader::Api {
-  using NvmlReturn = nvml_abi::NvmlReturn;
-  using NvmlDevice = nvml_abi::NvmlDevice;
-  using NvmlUtilization = nvml_abi::NvmlUtilization;
-  using NvmlMemory = nvml_abi::NvmlMemory;
-
   NvmlReturn (*init)() = nullptr;                                       // nvmlInit_v2
   NvmlReturn (*shutdown)() = nullptr;                                   // nvmlShutdown
   const char* (*error_string)(NvmlReturn) = nullptr;                    // nvmlErrorString

@@ -31,8 +31,8 @@ void SystemMetricsIngester::Poll(bool final) {
     do {
       auto lines = files_[rank].ReadNew(final);
       if (!lines.ok()) {
-        if (!store_failed_) {
-          store_failed_ = true;
+        if (!failure_reported_) {
+          failure_reported_ = true;
           Event("system metrics: cannot read " + files_[rank].path() + ": " +
                     lines.status().message(),
                 static_cast<int>(rank));
@@ -72,7 +72,7 @@ void SystemMetricsIngester::Flush() {
     if (writer.ok()) {
       writer_ = std::move(*writer);
     } else {
-      store_failed_ = true;
+      failure_reported_ = true;
       Event("system metrics are not stored: " + writer.status().message(), std::nullopt);
     }
   }
@@ -87,8 +87,8 @@ void SystemMetricsIngester::Flush() {
     Status logged = writer_->LogBatch(batch);
     if (logged.ok()) {
       points_stored_ += static_cast<int64_t>(batch.metrics.size());
-    } else if (!store_failed_) {
-      store_failed_ = true;
+    } else if (!failure_reported_) {
+      failure_reported_ = true;
       Event(fmt::format("system metrics: {} point(s) could not be stored (later failures are not "
                         "recorded): {}",
                         batch.metrics.size(), logged.message()),

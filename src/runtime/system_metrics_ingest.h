@@ -59,7 +59,7 @@ class SystemMetricsIngester {
   int64_t next_poll_us_ = 0;        // monotonic
   std::optional<TrackingRunWriter> writer_;
   bool writer_opened_ = false;
-  bool store_failed_ = false;  // one event for the first failure to store
+  bool failure_reported_ = false;  // one event for the first failure to read or store
   std::set<std::string> notes_seen_;
   std::vector<tracking::Metric> pending_;
   int64_t points_stored_ = 0;

@@ -188,9 +188,10 @@ std::string PlanToText(const PlanInput& input) {
                   spec.max_retries + 1, spec.max_retries == 0 ? "" : "s"));
   row("timeout", spec.timeout_minutes ? fmt::format("{} minutes per attempt", *spec.timeout_minutes)
                                       : std::string("none"));
-  row("system metrics", spec.system_metrics_interval_s == 0
-                            ? std::string("off")
-                            : fmt::format("every {} s per node", spec.system_metrics_interval_s));
+  row("sampling",
+      spec.system_metrics_interval_s == 0
+          ? std::string("system metrics off")
+          : fmt::format("system metrics every {} s per node", spec.system_metrics_interval_s));
   row("mlflow", fmt::format("experiment {}{}", MlflowExperimentName(spec),
                             spec.mlflow_run_name ? ", run " + *spec.mlflow_run_name : ""));
   if (spec.idempotency_token) row("idempotency", *spec.idempotency_token);
