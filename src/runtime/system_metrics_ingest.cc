@@ -27,6 +27,11 @@ void SystemMetricsIngester::Poll(bool final) {
   const int64_t now = env_->MonotonicMicros();
   if (!final && now < next_poll_us_) return;
   next_poll_us_ = now + kIngestEveryUs;
+  // Points a failed store left come first; while storing fails, new lines wait in the files.
+  if (!Flush() && !final) {
+    next_poll_us_ = now + kRetryAfterFailureUs;
+    return;
+  }
   for (size_t rank = 0; rank < files_.size(); ++rank) {
     do {
       auto lines = files_[rank].ReadNew(final);
@@ -42,7 +47,10 @@ void SystemMetricsIngester::Poll(bool final) {
       for (const std::string& line : *lines) Ingest(static_cast<int>(rank), line);
     } while (final && files_[rank].more());
   }
-  Flush();
+  if (!Flush()) {
+    next_poll_us_ = now + kRetryAfterFailureUs;
+    if (final) pending_.clear();  // the attempt is over: what could not be stored is dropped
+  }
 }
 
 void SystemMetricsIngester::Ingest(int node_rank, const std::string& line) {
@@ -60,12 +68,11 @@ void SystemMetricsIngester::Ingest(int node_rank, const std::string& line) {
       sample->ts_us > step_origin_us_ ? (sample->ts_us - step_origin_us_) / 1'000'000 : 0;
   for (const auto& [name, value] : sample->metrics) {
     pending_.push_back({prefix + name, value, sample->ts_us / 1000, step});
-    if (pending_.size() >= kMaxPointsPerBatch) Flush();
   }
 }
 
-void SystemMetricsIngester::Flush() {
-  if (pending_.empty()) return;
+bool SystemMetricsIngester::Flush() {
+  if (pending_.empty()) return true;
   if (!writer_opened_) {
     writer_opened_ = true;
     auto writer = TrackingRunWriter::Open(store_, run_id_, air_home_, env_);
@@ -78,24 +85,29 @@ void SystemMetricsIngester::Flush() {
   }
   if (!writer_) {  // no tracking run (or no access to it): nothing to store them in
     pending_.clear();
-    return;
+    return true;
   }
   tracking::Batch batch;
-  for (size_t begin = 0; begin < pending_.size(); begin += kMaxPointsPerBatch) {
-    const size_t end = std::min(pending_.size(), begin + kMaxPointsPerBatch);
-    batch.metrics.assign(pending_.begin() + begin, pending_.begin() + end);
+  size_t sent = 0;
+  while (sent < pending_.size()) {
+    const size_t end = std::min(pending_.size(), sent + kMaxPointsPerBatch);
+    batch.metrics.assign(pending_.begin() + sent, pending_.begin() + end);
     Status logged = writer_->LogBatch(batch);
-    if (logged.ok()) {
-      points_stored_ += static_cast<int64_t>(batch.metrics.size());
-    } else if (!failure_reported_) {
-      failure_reported_ = true;
-      Event(fmt::format("system metrics: {} point(s) could not be stored (later failures are not "
-                        "recorded): {}",
-                        batch.metrics.size(), logged.message()),
-            std::nullopt);
+    if (!logged.ok()) {
+      if (!failure_reported_) {
+        failure_reported_ = true;
+        Event(fmt::format("system metrics could not be stored (retried every {} s while the "
+                          "attempt runs; later failures are not recorded): {}",
+                          kRetryAfterFailureUs / 1'000'000, logged.message()),
+              std::nullopt);
+      }
+      break;
     }
+    points_stored_ += static_cast<int64_t>(batch.metrics.size());
+    sent = end;
   }
-  pending_.clear();
+  pending_.erase(pending_.begin(), pending_.begin() + sent);
+  return pending_.empty();
 }
 
 }  // namespace air::runtime

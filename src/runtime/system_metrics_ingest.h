@@ -9,9 +9,11 @@
 //
 // Batched (runs/log-batch of at most 1000 points, at most every kIngestEveryUs while the
 // attempt runs, and once more when it ends), bounded (a node writes at most
-// agent::kMaxSamples samples per attempt), and never in the run's way: a failure to store is
-// one `system_metrics` event and the run goes on. A node's note (no GPU metrics, and why) is a
-// `system_metrics` event too, once per attempt for the same text.
+// agent::kMaxSamples samples per attempt; a poll reads at most a block of each file), and never
+// in the run's way: a failure to store is one `system_metrics` event, the points are tried
+// again kRetryAfterFailureUs later (what the attempt's end leaves unstored is dropped), and the
+// run goes on. A node's note (no GPU metrics, and why) is a `system_metrics` event too, once
+// per attempt for the same text.
 // Thread safety: one thread (the supervisor's).
 #pragma once
 
@@ -34,6 +36,9 @@ class SystemMetricsIngester {
  public:
   static constexpr int64_t kIngestEveryUs = 2'000'000;
   static constexpr size_t kMaxPointsPerBatch = 1000;  // MLflow's log-batch limit
+  // After a failure to store, the next try (the points wait in memory, new lines in the files,
+  // so a server that is down for a while stalls the attempt's loop once per this long at most).
+  static constexpr int64_t kRetryAfterFailureUs = 30'000'000;
 
   SystemMetricsIngester(store::Store* store, const Layout& layout, int64_t run_id, int attempt,
                         int num_nodes, Env* env);
@@ -46,7 +51,8 @@ class SystemMetricsIngester {
 
  private:
   void Ingest(int node_rank, const std::string& line);
-  void Flush();
+  // Stores the pending points; false (keeping the unsent ones) when a batch failed.
+  bool Flush();
   void Event(const std::string& message, std::optional<int> node_rank);
 
   store::Store* store_;

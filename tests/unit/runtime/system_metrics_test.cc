@@ -243,6 +243,27 @@ TEST_F(IngestTest, SamplesBecomeMlflowSystemMetricsPerNodeAndNotesEventsOnce) {
   EXPECT_NE(text.find("node 1 gpu 0: 97% busy"), std::string::npos) << text;
 }
 
+TEST_F(IngestTest, PointsThatCannotBeStoredAreTriedAgainWithOneEvent) {
+  tracking::TrackingStore tracking(store_->db(), DefaultEnv());
+  runtime::SystemMetricsIngester ingester(store_.get(), layout_, run_id_, 0, 1, DefaultEnv());
+  Append(0, {started_us_ + 1'000'000, {{"cpu_utilization_percentage", 10}}, ""});
+  // A deleted MLflow run refuses points (MLflow's rule): the batch fails.
+  ASSERT_TRUE(tracking.SetRunLifecycle(mlflow_run_, "deleted").ok());
+  ingester.Poll(/*final=*/false);
+  EXPECT_EQ(ingester.points_stored(), 0);
+  auto events = Events("system_metrics");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].message.find("system metrics could not be stored"), std::string::npos)
+      << events[0].message;
+  // Meanwhile the node samples on; once the run takes points again, nothing was lost.
+  Append(0, {started_us_ + 2'000'000, {{"cpu_utilization_percentage", 20}}, ""});
+  ASSERT_TRUE(tracking.SetRunLifecycle(mlflow_run_, "active").ok());
+  ingester.Poll(/*final=*/true);
+  EXPECT_EQ(ingester.points_stored(), 2);
+  EXPECT_EQ(History("system/node_0/cpu_utilization_percentage").size(), 2u);
+  EXPECT_EQ(Events("system_metrics").size(), 1u);
+}
+
 TEST_F(IngestTest, ARunWithoutATrackingRunStoresNothingAndGoesOn) {
   ASSERT_TRUE(store_->db()->Exec("DELETE FROM tracking_links").ok());
   runtime::SystemMetricsIngester ingester(store_.get(), layout_, run_id_, 0, 1, DefaultEnv());
