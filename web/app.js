@@ -123,7 +123,10 @@ async function drawSystemCharts(container, runId) {
     const parts = m.key.match(/^system\/([^/]+)\/(.+)$/);
     if (parts) (byName[parts[2]] = byName[parts[2]] || []).push(parts[1]);
   }
-  const names = Object.keys(byName).sort();
+  // CPU and memory first, then the GPUs, disk and network.
+  const order = ["cpu_", "system_memory_", "gpu_", "disk_", "network_"];
+  const rank = (n) => { const i = order.findIndex((p) => n.startsWith(p)); return i < 0 ? order.length : i; };
+  const names = Object.keys(byName).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
   if (!names.length) { container.append(el("p", { class: "muted" }, "No system metrics.")); return; }
   const palette = ["#2f6fdb", "#d9482b", "#2a9d55", "#8e44ad", "#c08a00"];
   for (const name of names) {
