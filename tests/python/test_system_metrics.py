@@ -4,8 +4,9 @@ under MLflow's names (system/node_<rank>/cpu_utilization_percentage, ...), shown
 charted per node on the run page in headless Chromium; GPU rows from a fake NVML library built
 here (tests/python/system_metrics/fake_nvml.c: NVML's signatures, fixed values) found through
 LD_LIBRARY_PATH as the driver's libnvidia-ml.so.1 would be; an NVML that fails to initialise, or
-a libnvidia-ml.so.1 that is no library, gives no GPU rows and one `system_metrics` event saying
-why; system_metrics_interval_s: 0 samples nothing."""
+a libnvidia-ml.so.1 that is no library, or a GPU lost while sampling gives no GPU rows and one
+`system_metrics` event saying why, and a metric a GPU does not support is left out;
+system_metrics_interval_s: 0 samples nothing."""
 import json
 import os
 import pathlib
@@ -143,13 +144,31 @@ def test_gpu_rows_from_nvml(air, air_home, tmp_path):
     assert "node 0 gpu 1: 40% busy, memory 1000/80000 MB, 150.0 W, 50 C" in text, text
 
 
-@pytest.mark.parametrize("broken", ["init_error", "not_a_library"])
+def test_a_metric_a_gpu_does_not_support_is_left_out(air, air_home, tmp_path):
+    lib = build_nvml(tmp_path / "nvml")
+    run_id, run = run_with(air, tmp_path, 1, system_metrics_interval_s=1,
+                           env={"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_COUNT": "1",
+                                "FAKE_NVML_TEMPERATURE_ERROR": "3"})  # NVML_ERROR_NOT_SUPPORTED
+    history = system_history(air_home, run["mlflow_run_id"])
+    assert history["system/node_0/gpu_0_utilization_percentage"][-1][1] == 40
+    assert "system/node_0/gpu_0_temperature_celsius" not in history, sorted(history)
+    assert events(air_home, run_id, "system_metrics") == []
+    assert "node 0 gpu 0: 40% busy, memory 1000/80000 MB, 150.0 W, ?" in \
+        air("get", run_id, check=True).stdout
+
+
+@pytest.mark.parametrize("broken", ["init_error", "not_a_library", "gpu_lost"])
 def test_a_failing_nvml_gives_no_gpu_rows_and_one_event(air, air_home, tmp_path, broken):
     env = {"FAKE_NVML_COUNT": "2"}
     if broken == "init_error":
         env["LD_LIBRARY_PATH"] = str(build_nvml(tmp_path / "nvml"))
         env["FAKE_NVML_INIT_ERROR"] = "9"  # NVML_ERROR_DRIVER_NOT_LOADED
         why = "no GPU metrics: nvmlInit_v2: Driver Not Loaded (NVML error 9)"
+    elif broken == "gpu_lost":
+        env["LD_LIBRARY_PATH"] = str(build_nvml(tmp_path / "nvml"))
+        env["FAKE_NVML_POWER_ERROR"] = "15"  # NVML_ERROR_GPU_IS_LOST
+        why = ("GPU metrics stopped: nvmlDeviceGetPowerUsage: GPU is lost (NVML error 15) "
+               "(gpu 0)")
     else:
         (tmp_path / "nvml").mkdir()
         (tmp_path / "nvml" / "libnvidia-ml.so.1").write_text("not a shared library\n")

@@ -4,7 +4,9 @@
  *   utilization 40 + i %, memory used (i + 1) * 10^9 of 80 * 10^9 bytes, power 150000 + 1000 i mW
  *   of an enforced limit of 700000 mW, temperature 50 + i C.
  * FAKE_NVML_COUNT sets the device count (default 2); FAKE_NVML_INIT_ERROR makes nvmlInit_v2
- * return that NVML error code (9: NVML_ERROR_DRIVER_NOT_LOADED).
+ * return that NVML error code (9: NVML_ERROR_DRIVER_NOT_LOADED), FAKE_NVML_POWER_ERROR
+ * nvmlDeviceGetPowerUsage (15: NVML_ERROR_GPU_IS_LOST), FAKE_NVML_TEMPERATURE_ERROR
+ * nvmlDeviceGetTemperature (3: NVML_ERROR_NOT_SUPPORTED).
  * Built by tests/python/test_system_metrics.py with the system's cc. */
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@ typedef enum nvmlReturn_enum {
   NVML_ERROR_NOT_SUPPORTED = 3,
   NVML_ERROR_DRIVER_NOT_LOADED = 9,
   NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_GPU_IS_LOST = 15,
   NVML_ERROR_UNKNOWN = 999
 } nvmlReturn_t;
 
@@ -41,6 +44,12 @@ struct nvmlDevice_st {
 static struct nvmlDevice_st devices[16];
 static int initialized = 0;
 
+/* The error code an FAKE_NVML_<CALL>_ERROR variable asks for, else NVML_SUCCESS. */
+static nvmlReturn_t injected(const char* variable) {
+  const char* error = getenv(variable);
+  return error ? (nvmlReturn_t)atoi(error) : NVML_SUCCESS;
+}
+
 static unsigned int device_count(void) {
   const char* count = getenv("FAKE_NVML_COUNT");
   unsigned int n = count ? (unsigned int)atoi(count) : 2;
@@ -48,8 +57,7 @@ static unsigned int device_count(void) {
 }
 
 nvmlReturn_t nvmlInit_v2(void) {
-  const char* error = getenv("FAKE_NVML_INIT_ERROR");
-  if (error && atoi(error) != 0) return (nvmlReturn_t)atoi(error);
+  if (injected("FAKE_NVML_INIT_ERROR") != NVML_SUCCESS) return injected("FAKE_NVML_INIT_ERROR");
   for (unsigned int i = 0; i < 16; ++i) devices[i].index = i;
   initialized = 1;
   return NVML_SUCCESS;
@@ -68,6 +76,7 @@ const char* nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     default: return "Unknown Error";
   }
 }
@@ -106,6 +115,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
+  if (injected("FAKE_NVML_POWER_ERROR") != NVML_SUCCESS) return injected("FAKE_NVML_POWER_ERROR");
   *power = 150000 + 1000 * device->index;
   return NVML_SUCCESS;
 }
@@ -119,6 +129,9 @@ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int* temp) {
   if (sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  if (injected("FAKE_NVML_TEMPERATURE_ERROR") != NVML_SUCCESS) {
+    return injected("FAKE_NVML_TEMPERATURE_ERROR");
+  }
   *temp = 50 + device->index;
   return NVML_SUCCESS;
 }
