@@ -33,7 +33,9 @@ Status GetRun(CliContext& ctx, const std::vector<std::string>& args) {
   // The latest system metrics sample of each node, before the closing `logs:` hint.
   const auto system = runtime::LoadLatestSystemSamples(layout, details, ctx.env);
   data["system_metrics"] = runtime::LatestSystemSamplesJson(system);
-  text.insert(text.rfind("  logs: "), runtime::LatestSystemSamplesText(system));
+  const size_t logs_hint = text.rfind("  logs: ");
+  text.insert(logs_hint == std::string::npos ? text.size() : logs_hint,
+              runtime::LatestSystemSamplesText(system));
   EmitData(ctx, data, text);
   return Status::Ok();
 }

@@ -205,11 +205,11 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
       (void)backend_->KillAll();
     }
   }
-  if (system_metrics_) system_metrics_->Poll(/*final=*/true);
   if (!failure.ok()) {
     (void)backend_->KillAll();
     return failure;
   }
+  if (system_metrics_) system_metrics_->Poll(/*final=*/true);
   switch (stop_cause_) {
     case StopCause::kNone:
       return AttemptOutcome{store::AttemptState::kSucceeded, ""};
