@@ -89,7 +89,9 @@ async function drawCharts(container, runs) {
   for (const c of charts.splice(0)) c.destroy();
   container.replaceChildren();
   const first = await getJson("/api/2.0/mlflow/runs/get?run_id=" + encodeURIComponent(runs[0].runId));
-  const keys = ((first.run.data || {}).metrics || []).map((m) => m.key).sort();
+  // The nodes' system metrics have their own charts (drawSystemCharts).
+  const keys = ((first.run.data || {}).metrics || []).map((m) => m.key)
+    .filter((k) => !k.startsWith("system/")).sort();
   if (!keys.length) { container.append(el("p", { class: "muted" }, "No metrics logged.")); return; }
   const palette = ["#2f6fdb", "#d9482b", "#2a9d55", "#8e44ad", "#c08a00"];
   for (const key of keys) {
@@ -105,6 +107,41 @@ async function drawCharts(container, runs) {
       options: { animation: false, parsing: false, responsive: true, maintainAspectRatio: false,
                  scales: { x: { type: "linear", title: { display: true, text: "step" } },
                            y: { title: { display: true, text: key } } } },
+    }));
+  }
+}
+
+// MLflow's system metrics of a multi-node run, system/<node>/<name>: one chart per name with a
+// line per node, against seconds since the run started (their step).
+const systemCharts = [];
+
+async function drawSystemCharts(container, runId) {
+  for (const c of systemCharts.splice(0)) c.destroy();
+  const got = await getJson("/api/2.0/mlflow/runs/get?run_id=" + encodeURIComponent(runId));
+  const byName = {};
+  for (const m of ((got.run.data || {}).metrics || [])) {
+    const parts = m.key.match(/^system\/([^/]+)\/(.+)$/);
+    if (parts) (byName[parts[2]] = byName[parts[2]] || []).push(parts[1]);
+  }
+  // CPU and memory first, then the GPUs, disk and network.
+  const order = ["cpu_", "system_memory_", "gpu_", "disk_", "network_"];
+  const rank = (n) => { const i = order.findIndex((p) => n.startsWith(p)); return i < 0 ? order.length : i; };
+  const names = Object.keys(byName).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+  if (!names.length) { container.append(el("p", { class: "muted" }, "No system metrics.")); return; }
+  const palette = ["#2f6fdb", "#d9482b", "#2a9d55", "#8e44ad", "#c08a00"];
+  for (const name of names) {
+    const canvas = el("canvas", { id: "chart-system-" + name });
+    container.append(el("div", { class: "chart" }, canvas));
+    const datasets = [];
+    for (const [i, node] of byName[name].sort().entries()) {
+      datasets.push({ label: node.replace("_", " "), data: await metricSeries(runId, `system/${node}/${name}`),
+                      borderColor: palette[i % palette.length], pointRadius: 0, borderWidth: 1.5 });
+    }
+    systemCharts.push(new Chart(canvas, {
+      type: "line", data: { datasets },
+      options: { animation: false, parsing: false, responsive: true, maintainAspectRatio: false,
+                 scales: { x: { type: "linear", title: { display: true, text: "seconds" } },
+                           y: { title: { display: true, text: name } } } },
     }));
   }
 }
@@ -184,6 +221,8 @@ async function showRun(runId) {
   const params = el("div", { id: "params" });
   const compare = el("input", { id: "compare", placeholder: "air run ids, e.g. 3,4" });
   parts.push(el("h2", {}, "Metrics"), el("div", { class: "filters" }, el("label", {}, "compare with ", compare)), metrics);
+  const system = el("div", { class: "charts", id: "system-charts" });
+  parts.push(el("h2", {}, "System metrics"), system);
   parts.push(el("h2", {}, "Params"), params);
   const logs = logView(run.run_id, run.attempt_details || [], run.num_nodes, live);
   parts.push(el("h2", {}, "Logs"), logs.view);
@@ -199,6 +238,7 @@ async function showRun(runId) {
                           : el("p", { class: "muted" }, "No params logged."));
   const series = [{ label: "run " + run.run_id, runId: run.tracking.run_id }];
   await drawCharts(metrics, series);
+  await drawSystemCharts(system, run.tracking.run_id);
   compare.onchange = async () => {
     const others = [];
     for (const id of compare.value.split(",").map((s) => s.trim()).filter(Boolean)) {

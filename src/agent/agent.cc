@@ -20,6 +20,7 @@
 #include "agent/output_filter.h"
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
+#include "agent/system_sampler.h"
 #include "agent/volume_mounts.h"
 #include "base/posix_io.h"
 #include "base/process_limits.h"
@@ -190,6 +191,8 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   }
   NodeStarted started{::getpid(), leader, leader, report.started_us, host};
   AIR_RETURN_IF_ERROR(env->WriteFileAtomic(launch.started_path, NodeStartedToJson(started), 0600));
+  // The node's system metrics, on a thread of its own, until the command ends.
+  std::unique_ptr<SystemSampler> sampler = SystemSampler::ForNode(launch, tracker->info(), env);
 
   bool leader_exited = false;
   int leader_status = 0;
@@ -265,6 +268,7 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
       }
     }
   }
+  sampler.reset();
   AIR_RETURN_IF_ERROR(writer.Finish(out));
   AIR_RETURN_IF_ERROR(writer.Finish(err));
   if (!alerts.status().ok()) (void)writer.Note(alerts.status().message());

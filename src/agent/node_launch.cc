@@ -45,7 +45,9 @@ std::string NodeLaunchToJson(const NodeLaunch& l) {
             {"grace_seconds", l.grace_seconds},
             {"volumes_root", l.volumes_root},
             {"log_max_bytes", l.log_max_bytes},
-            {"log_keep", l.log_keep}};
+            {"log_keep", l.log_keep},
+            {"system_metrics_interval_s", l.system_metrics_interval_s},
+            {"metrics_path", l.metrics_path}};
   return j.dump(2);
 }
 
@@ -71,6 +73,8 @@ Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string
     l.volumes_root = j.value("volumes_root", std::string());
     l.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
     l.log_keep = j.value("log_keep", 2);
+    l.system_metrics_interval_s = j.value("system_metrics_interval_s", 0);
+    l.metrics_path = j.value("metrics_path", std::string());
     return l;
   } catch (const json::exception& e) {
     return DataLoss(path + ": not a node launch file: " + e.what());

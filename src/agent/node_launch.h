@@ -3,6 +3,7 @@
 //   attempt_K/node_N.started  NodeStarted: the command's pid and process group
 //   attempt_K/node_N.exit     NodeExitReport: how the command ended
 //   attempt_K/node_N.alerts   known fatal or telling lines of its output (agent/alert_scanner.h)
+//   attempt_K/node_N.metrics  the node's system metrics samples (agent/system_sample.h)
 // Files, not a socket, so the same agent works under any launcher (a local fork, srun) and a
 // restarted supervisor can read what happened. Reports are written atomically (temp + rename).
 //
@@ -43,6 +44,10 @@ struct NodeLaunch {
   std::string volumes_root;
   uint64_t log_max_bytes = 0;  // node log size cap before rotation (agent/log_format.h); 0: none
   int log_keep = 2;            // rotated parts kept
+  // > 0: sample the node's system metrics every this many seconds into metrics_path
+  // (agent/system_sampler.h); 0: off.
+  int system_metrics_interval_s = 0;
+  std::string metrics_path;
 };
 
 struct NodeStarted {

@@ -1,11 +1,13 @@
 // `air get RUN_ID` (and the seed's form `air get run RUN_ID`): a run's state, experiment, nodes,
-// attempts with each node's outcome, duration, and failure summary.
+// attempts with each node's outcome, duration, failure summary, and each node's latest system
+// metrics sample.
 #include <memory>
 
 #include "cli/commands.h"
 #include "runtime/layout.h"
 #include "runtime/run_lookup.h"
 #include "runtime/run_view.h"
+#include "runtime/system_metrics_view.h"
 
 namespace air::cli {
 namespace {
@@ -26,7 +28,15 @@ Status GetRun(CliContext& ctx, const std::vector<std::string>& args) {
                        runtime::LoadRun(store.get(), layout, run_id, ctx.env));
   AIR_ASSIGN_OR_RETURN(runtime::RunDetails details, runtime::LoadRunDetails(store.get(), run));
   int64_t now = ctx.env->NowMicros();
-  EmitData(ctx, runtime::RunDetailsJson(details, now), runtime::RunDetailsText(details, now));
+  nlohmann::json data = runtime::RunDetailsJson(details, now);
+  std::string text = runtime::RunDetailsText(details, now);
+  // The latest system metrics sample of each node, before the closing `logs:` hint.
+  const auto system = runtime::LoadLatestSystemSamples(layout, details, ctx.env);
+  data["system_metrics"] = runtime::LatestSystemSamplesJson(system);
+  const size_t logs_hint = text.rfind("  logs: ");
+  text.insert(logs_hint == std::string::npos ? text.size() : logs_hint,
+              runtime::LatestSystemSamplesText(system));
+  EmitData(ctx, data, text);
   return Status::Ok();
 }
 

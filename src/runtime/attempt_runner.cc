@@ -166,6 +166,10 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
   // The nodes' alerts become events as they come; the outcome's summary leads with the first.
   AlertIngester alerts(store_, layout_, env_, options_.run_id, options_.attempt,
                        static_cast<int>(n));
+  if (n > 0 && leased.nodes[0].launch.system_metrics_interval_s > 0) {
+    system_metrics_ = std::make_unique<SystemMetricsIngester>(
+        store_, layout_, options_.run_id, options_.attempt, static_cast<int>(n), env_);
+  }
   Status failure = options_.attach ? alerts.Resume() : Status::Ok();
   while (failure.ok()) {
     auto polled = backend_->Poll(options_.poll_interval_us);
@@ -181,6 +185,7 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     if (!failure.ok()) break;
     failure = alerts.Poll();  // after the nodes' starts and ends: the timeline reads in order
     if (!failure.ok()) break;
+    if (system_metrics_) system_metrics_->Poll(/*final=*/false);
     bool all_ended = true;
     for (const auto& status : *polled) {
       all_ended = all_ended && status.phase == backends::NodePhase::kEnded;
@@ -210,6 +215,7 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     (void)backend_->KillAll();
     return failure;
   }
+  if (system_metrics_) system_metrics_->Poll(/*final=*/true);
   switch (stop_cause_) {
     case StopCause::kNone:
       return AttemptOutcome{store::AttemptState::kSucceeded, ""};

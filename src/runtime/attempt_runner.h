@@ -18,12 +18,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cluster_backend.h"
 #include "base/env.h"
 #include "runtime/layout.h"
+#include "runtime/system_metrics_ingest.h"
 #include "store/store.h"
 
 namespace air::runtime {
@@ -95,6 +97,7 @@ class AttemptRunner {
   std::string scheduler_note_;
   std::string queued_reason_;
   std::vector<LostNode> lost_nodes_;
+  std::unique_ptr<SystemMetricsIngester> system_metrics_;  // while the nodes sample
 };
 
 }  // namespace air::runtime

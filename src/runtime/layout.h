@@ -21,6 +21,7 @@
 //       attempt_<k>/node_<n>.exit           the agent's exit report
 //       attempt_<k>/node_<n>.tracker        how to find every process of the node (cgroup, token)
 //       attempt_<k>/node_<n>.alerts         known fatal lines of its output (agent/alert_scanner.h)
+//       attempt_<k>/node_<n>.metrics        the node's system metrics samples, one JSON per line
 // Thread safety: a value type.
 #pragma once
 
@@ -92,6 +93,9 @@ class Layout {
   }
   std::string NodeAlertsFile(int64_t run_id, int attempt, int node) const {
     return NodeFile(run_id, attempt, node, ".alerts");
+  }
+  std::string NodeMetricsFile(int64_t run_id, int attempt, int node) const {
+    return NodeFile(run_id, attempt, node, ".metrics");
   }
 
  private:

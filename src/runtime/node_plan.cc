@@ -43,6 +43,8 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
     launch.volumes_root = prepared.volumes_root;
     launch.log_max_bytes = prepared.log_max_bytes;
     launch.log_keep = prepared.log_keep;
+    launch.system_metrics_interval_s = spec.system_metrics_interval_s;
+    launch.metrics_path = layout.NodeMetricsFile(run.id, settings.attempt, rank);
     for (const spec::EnvVar& var : spec::BuildNodeEnvironment(spec, context, rank)) {
       if (var.is_secret) {
         launch.secret_names.push_back(var.name);  // the value travels in secret_env only

@@ -122,6 +122,7 @@ nlohmann::json SpecToJson(const spec::WorkloadSpec& spec) {
   j["secrets"] = secrets;
   j["max_retries"] = spec.max_retries;
   PutOptional(j, "timeout_minutes", spec.timeout_minutes);
+  j["system_metrics_interval_s"] = spec.system_metrics_interval_s;
   PutOptional(j, "parameters_yaml", spec.parameters_yaml);
   PutOptional(j, "idempotency_token", spec.idempotency_token);
   PutOptional(j, "mlflow_run_name", spec.mlflow_run_name);
@@ -165,6 +166,7 @@ Result<spec::WorkloadSpec> SpecFromJson(const nlohmann::json& j) {
     }
     spec.max_retries = j.at("max_retries").get<int>();
     spec.timeout_minutes = GetOptional<int>(j, "timeout_minutes");
+    spec.system_metrics_interval_s = j.value("system_metrics_interval_s", 10);  // older specs
     spec.parameters_yaml = GetOptional<std::string>(j, "parameters_yaml");
     spec.idempotency_token = GetOptional<std::string>(j, "idempotency_token");
     spec.mlflow_run_name = GetOptional<std::string>(j, "mlflow_run_name");

@@ -346,6 +346,61 @@ std::string TrackingStatusFor(store::RunState state) {
   }
 }
 
+Result<std::optional<TrackingRunWriter>> TrackingRunWriter::Open(store::Store* store,
+                                                                 int64_t run_id,
+                                                                 const std::string& air_home,
+                                                                 Env* env) {
+  tracking::TrackingStore tracking(store->db(), env);
+  AIR_ASSIGN_OR_RETURN(auto link, tracking.GetLink(run_id));
+  if (!link) return std::optional<TrackingRunWriter>();
+  TrackingRunWriter writer(store, env, *link);
+  if (!link->tracking_uri.empty()) {
+    AIR_ASSIGN_OR_RETURN(backends::ClusterConfig config,
+                         backends::LoadClusterConfig(air_home, "", env));
+    AIR_ASSIGN_OR_RETURN(
+        ExternalTracking external,
+        ResolveTrackingCredentials(config.tracking, link->tracking_uri, air_home, env));
+    writer.rest_ =
+        std::make_unique<tracking::MlflowRest>(link->tracking_uri, external.Credentials());
+  }
+  return std::optional<TrackingRunWriter>(std::move(writer));
+}
+
+Status TrackingRunWriter::LogBatch(const tracking::Batch& batch) {
+  if (!rest_)
+    return tracking::TrackingStore(store_->db(), env_).LogBatch(link_.mlflow_run_id, batch);
+  nlohmann::json body = {{"run_id", link_.mlflow_run_id}};
+  if (!batch.metrics.empty()) {
+    nlohmann::json metrics = nlohmann::json::array();
+    for (const auto& m : batch.metrics) {
+      metrics.push_back(
+          {{"key", m.key}, {"value", m.value}, {"timestamp", m.timestamp}, {"step", m.step}});
+    }
+    body["metrics"] = std::move(metrics);
+  }
+  if (!batch.tags.empty()) {
+    nlohmann::json tags = nlohmann::json::array();
+    for (const auto& tag : batch.tags) tags.push_back({{"key", tag.key}, {"value", tag.value}});
+    body["tags"] = std::move(tags);
+  }
+  return rest_->Call("POST", "runs/log-batch", body).status();
+}
+
+Status TrackingRunWriter::EndRun(const std::string& status, int64_t end_ms) {
+  if (!rest_) {
+    tracking::RunUpdate update;
+    update.status = status;
+    update.end_time = end_ms;
+    return tracking::TrackingStore(store_->db(), env_)
+        .UpdateRun(link_.mlflow_run_id, update)
+        .status();
+  }
+  return rest_
+      ->Call("POST", "runs/update",
+             {{"run_id", link_.mlflow_run_id}, {"status", status}, {"end_time", end_ms}})
+      .status();
+}
+
 namespace {
 
 // Sets `tags` on the run's MLflow run and, when `status` is set, ends it: in the store, or on
@@ -353,35 +408,13 @@ namespace {
 Status UpdateTrackingRun(store::Store* store, int64_t run_id,
                          const std::vector<tracking::KeyValue>& tags, const std::string& status,
                          int64_t end_ms, const std::string& air_home, Env* env) {
-  tracking::TrackingStore tracking(store->db(), env);
-  AIR_ASSIGN_OR_RETURN(auto link, tracking.GetLink(run_id));
-  if (!link) return Status::Ok();
-  if (!link->tracking_uri.empty()) {
-    AIR_ASSIGN_OR_RETURN(backends::ClusterConfig config,
-                         backends::LoadClusterConfig(air_home, "", env));
-    AIR_ASSIGN_OR_RETURN(
-        ExternalTracking external,
-        ResolveTrackingCredentials(config.tracking, link->tracking_uri, air_home, env));
-    tracking::MlflowRest rest(link->tracking_uri, external.Credentials());
-    nlohmann::json json_tags = nlohmann::json::array();
-    for (const auto& tag : tags) json_tags.push_back({{"key", tag.key}, {"value", tag.value}});
-    AIR_RETURN_IF_ERROR(
-        rest.Call("POST", "runs/log-batch", {{"run_id", link->mlflow_run_id}, {"tags", json_tags}})
-            .status());
-    if (status.empty()) return Status::Ok();
-    return rest
-        .Call("POST", "runs/update",
-              {{"run_id", link->mlflow_run_id}, {"status", status}, {"end_time", end_ms}})
-        .status();
-  }
+  AIR_ASSIGN_OR_RETURN(auto writer, TrackingRunWriter::Open(store, run_id, air_home, env));
+  if (!writer) return Status::Ok();
   tracking::Batch batch;
   batch.tags = tags;
-  AIR_RETURN_IF_ERROR(tracking.LogBatch(link->mlflow_run_id, batch));
+  AIR_RETURN_IF_ERROR(writer->LogBatch(batch));
   if (status.empty()) return Status::Ok();
-  tracking::RunUpdate update;
-  update.status = status;
-  update.end_time = end_ms;
-  return tracking.UpdateRun(link->mlflow_run_id, update).status();
+  return writer->EndRun(status, end_ms);
 }
 
 }  // namespace

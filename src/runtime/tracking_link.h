@@ -17,6 +17,8 @@
 // Thread safety: stateless functions over a caller-owned Store; EnsureTrackingServer forks.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "spec/workload_spec.h"
 #include "store/store.h"
 #include "tracking/http_client.h"
+#include "tracking/tracking_store.h"
 
 namespace air::runtime {
 
@@ -88,6 +91,30 @@ struct AttemptTracking {
 AttemptTracking PrepareTrackingForAttempt(store::Store* store, const std::string& air_home,
                                           int64_t run_id, const backends::TrackingConfig& config,
                                           Env* env);
+
+// Writes into the MLflow run linked to an air run: in air's store (air's own server), or on the
+// external server it is tracked on, with air's credentials from config.yaml (resolved once, at
+// Open). Used for air's tags, the run's end, and the nodes' system metrics.
+class TrackingRunWriter {
+ public:
+  // nullopt when the run has no tracking run.
+  static Result<std::optional<TrackingRunWriter>> Open(store::Store* store, int64_t run_id,
+                                                       const std::string& air_home, Env* env);
+  // One runs/log-batch (MLflow's limits apply: at most 1000 metrics).
+  Status LogBatch(const tracking::Batch& batch);
+  // Sets the run's status and end time.
+  Status EndRun(const std::string& status, int64_t end_ms);
+  const tracking::RunLink& link() const { return link_; }
+
+ private:
+  TrackingRunWriter(store::Store* store, Env* env, tracking::RunLink link)
+      : store_(store), env_(env), link_(std::move(link)) {}
+
+  store::Store* store_;
+  Env* env_;
+  tracking::RunLink link_;
+  std::unique_ptr<tracking::MlflowRest> rest_;  // an external server's; null for air's own
+};
 
 // "FINISHED", "FAILED" or "KILLED" for a terminal air state; "" for a live one.
 std::string TrackingStatusFor(store::RunState state);

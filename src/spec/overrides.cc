@@ -50,6 +50,7 @@ constexpr SchemaField kSchema[] = {
     {"secrets", FieldKind::kMapping},
     {"max_retries", FieldKind::kTyped},
     {"timeout_minutes", FieldKind::kTyped},
+    {"system_metrics_interval_s", FieldKind::kTyped},
     {"parameters", FieldKind::kMapping},
     {"idempotency_token", FieldKind::kText},
     {"mlflow_run_name", FieldKind::kText},

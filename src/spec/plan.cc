@@ -129,6 +129,7 @@ nlohmann::ordered_json PlanToJson(const PlanInput& input) {
   plan["max_retries"] = spec.max_retries;
   plan["max_attempts"] = spec.max_retries + 1;
   plan["timeout_minutes"] = spec.timeout_minutes ? json(*spec.timeout_minutes) : json(nullptr);
+  plan["system_metrics_interval_s"] = spec.system_metrics_interval_s;
   plan["parameters_yaml"] = spec.parameters_yaml ? json(*spec.parameters_yaml) : json(nullptr);
   plan["idempotency_token"] =
       spec.idempotency_token ? json(*spec.idempotency_token) : json(nullptr);
@@ -187,6 +188,10 @@ std::string PlanToText(const PlanInput& input) {
                   spec.max_retries + 1, spec.max_retries == 0 ? "" : "s"));
   row("timeout", spec.timeout_minutes ? fmt::format("{} minutes per attempt", *spec.timeout_minutes)
                                       : std::string("none"));
+  row("sampling",
+      spec.system_metrics_interval_s == 0
+          ? std::string("system metrics off")
+          : fmt::format("system metrics every {} s per node", spec.system_metrics_interval_s));
   row("mlflow", fmt::format("experiment {}{}", MlflowExperimentName(spec),
                             spec.mlflow_run_name ? ", run " + *spec.mlflow_run_name : ""));
   if (spec.idempotency_token) row("idempotency", *spec.idempotency_token);

@@ -30,7 +30,8 @@ const std::vector<std::string>& TopLevelKeys() {
                                                  "idempotency_token",
                                                  "mlflow_run_name",
                                                  "mlflow_experiment_directory",
-                                                 "permissions"};
+                                                 "permissions",
+                                                 "system_metrics_interval_s"};
   return kKeys;
 }
 
@@ -38,6 +39,7 @@ constexpr int kMaxExperimentNameLength = 100;
 constexpr int kMaxCommandLines = 1000;
 constexpr int64_t kMaxRetries = 1000;
 constexpr int64_t kMaxTimeoutMinutes = 525600;  // 365 days
+constexpr int64_t kMaxSystemMetricsIntervalS = 3600;
 constexpr size_t kMaxIdempotencyTokenChars = 64;
 constexpr size_t kMaxRunNameChars = 250;
 
@@ -350,6 +352,17 @@ void SpecValidator::ValidateScalarFields(const MappingView& top, WorkloadSpec* s
             fmt::format("must be between 1 and {} (365 days), got {}", kMaxTimeoutMinutes, n));
     } else {
       spec->timeout_minutes = static_cast<int>(n);
+    }
+  }
+  if (const YamlNode* node = top.Get("system_metrics_interval_s");
+      node && ReadInt(*node, "system_metrics_interval_s", &n)) {
+    Remember("system_metrics_interval_s", *node, spec);
+    if (n < 0 || n > kMaxSystemMetricsIntervalS) {
+      Error(*node, "system_metrics_interval_s",
+            fmt::format("must be 0 (off) or between 1 and {} seconds, got {}",
+                        kMaxSystemMetricsIntervalS, n));
+    } else {
+      spec->system_metrics_interval_s = static_cast<int>(n);
     }
   }
   // Optional text fields, at most `max_chars` characters (0: no limit).

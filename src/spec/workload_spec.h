@@ -107,6 +107,7 @@ struct WorkloadSpec {
   std::vector<std::pair<std::string, SecretRef>> secrets;          // NAME -> scope/key
   int max_retries = 3;
   std::optional<int> timeout_minutes;            // >= 1
+  int system_metrics_interval_s = 10;            // 0: off; else 1..3600 (docs/tracking.md)
   std::optional<std::string> parameters_yaml;    // the parameters block re-emitted as YAML text
   std::optional<std::string> idempotency_token;  // <= 64 chars
   std::optional<std::string> mlflow_run_name;

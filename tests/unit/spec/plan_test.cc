@@ -64,7 +64,10 @@ TEST(Plan, ManyNodesCollapseToOneLine) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("code source  none\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sampling     system metrics every 10 s per node\n"), std::string::npos)
+      << text;  // the default
   EXPECT_EQ(PlanToJson(input)["nodes"].size(), 8u);
+  EXPECT_EQ(PlanToJson(input)["system_metrics_interval_s"], 10);
 }
 
 TEST(Plan, OneAcceleratorIsSingular) {
