@@ -21,20 +21,7 @@ namespace air::agent::cgroup {
 namespace {
 
 // A whole small file ("" when it cannot be read). Control files are never large.
-std::string ReadSmallFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string out;
-  char buf[4096];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
+std::string ReadControl(const std::string& path) { return ReadSmallFile(path).value_or(""); }
 
 Status WriteControl(const std::string& path, std::string_view value) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -52,7 +39,7 @@ struct Mount {
 
 std::vector<Mount> FindMounts(TrackerKind kind) {
   std::vector<Mount> out;
-  for (const std::string& line : Split(ReadSmallFile("/proc/self/mountinfo"), '\n')) {
+  for (const std::string& line : Split(ReadControl("/proc/self/mountinfo"), '\n')) {
     std::vector<std::string> f = Split(line, ' ');
     size_t dash = static_cast<size_t>(std::find(f.begin(), f.end(), "-") - f.begin());
     if (f.size() < 5 || dash + 1 >= f.size()) continue;
@@ -69,7 +56,7 @@ std::vector<Mount> FindMounts(TrackerKind kind) {
 
 // This process's path in the hierarchy: "0::/a/b" for v2, "N:...freezer...:/a/b" for v1.
 std::optional<std::string> OwnPath(TrackerKind kind) {
-  for (const std::string& line : Split(ReadSmallFile("/proc/self/cgroup"), '\n')) {
+  for (const std::string& line : Split(ReadControl("/proc/self/cgroup"), '\n')) {
     size_t c1 = line.find(':');
     size_t c2 = c1 == std::string::npos ? c1 : line.find(':', c1 + 1);
     if (c2 == std::string::npos) continue;
@@ -100,7 +87,7 @@ bool IsV2(const std::string& dir) { return ::access((dir + "/cgroup.events").c_s
 
 bool Populated(const std::string& dir) {
   if (IsV2(dir)) {
-    std::string events = ReadSmallFile(dir + "/cgroup.events");
+    std::string events = ReadControl(dir + "/cgroup.events");
     if (!events.empty()) return events.find("populated 1") != std::string::npos;
   }
   return !Members(dir).empty();
@@ -113,8 +100,8 @@ bool Freeze(const std::string& dir, bool freeze, Env* env) {
                  : WriteControl(dir + "/freezer.state", freeze ? "FROZEN" : "THAWED");
   if (!st.ok() || !freeze) return st.ok();
   for (int i = 0; i < 100; ++i) {
-    bool frozen = v2 ? ReadSmallFile(dir + "/cgroup.events").find("frozen 1") != std::string::npos
-                     : Trim(ReadSmallFile(dir + "/freezer.state")) == "FROZEN";
+    bool frozen = v2 ? ReadControl(dir + "/cgroup.events").find("frozen 1") != std::string::npos
+                     : Trim(ReadControl(dir + "/freezer.state")) == "FROZEN";
     if (frozen) return true;
     env->SleepMicros(10'000);
   }
@@ -163,7 +150,7 @@ std::vector<pid_t> Members(const std::string& dir) {
   CollectDirs(dir, &dirs);
   std::vector<pid_t> out;
   for (const auto& d : dirs) {
-    for (const std::string& line : Split(ReadSmallFile(d + "/cgroup.procs"), '\n')) {
+    for (const std::string& line : Split(ReadControl(d + "/cgroup.procs"), '\n')) {
       long pid = std::strtol(line.c_str(), nullptr, 10);
       if (pid > 0) out.push_back(static_cast<pid_t>(pid));
     }

@@ -12,28 +12,13 @@
 
 #include "agent/cgroup_tracker.h"
 #include "agent/proc.h"
+#include "base/posix_io.h"
 #include "base/strings.h"
 
 namespace air::agent {
 namespace {
 
 constexpr double kMegabyte = 1e6;  // MLflow's megabytes
-
-// A small file's contents (/proc, cgroup files), or nullopt when it cannot be read.
-std::optional<std::string> ReadSmall(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string data;
-  char buf[8192];
-  while (data.size() < (1u << 20)) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
 
 uint64_t ToU64(std::string_view text) {
   uint64_t value = 0;
@@ -61,7 +46,7 @@ struct StatTimes {
   uint64_t start_ticks = 0;
 };
 std::optional<StatTimes> ReadStatTimes(pid_t pid) {
-  auto text = ReadSmall("/proc/" + std::to_string(pid) + "/stat");
+  auto text = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat");
   if (!text) return std::nullopt;
   size_t close = text->rfind(')');
   if (close == std::string::npos) return std::nullopt;
@@ -72,7 +57,7 @@ std::optional<StatTimes> ReadStatTimes(pid_t pid) {
 }
 
 uint64_t ResidentBytes(pid_t pid) {
-  auto text = ReadSmall("/proc/" + std::to_string(pid) + "/statm");
+  auto text = ReadSmallFile("/proc/" + std::to_string(pid) + "/statm");
   if (!text) return 0;
   std::vector<std::string> f = Split(*text, ' ');
   return f.size() < 2 ? 0 : ToU64(f[1]) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -80,24 +65,24 @@ uint64_t ResidentBytes(pid_t pid) {
 
 // The cgroup v2 counters, where the cgroup's controllers provide them.
 std::optional<uint64_t> CgroupCpuMicros(const std::string& dir) {
-  auto text = ReadSmall(dir + "/cpu.stat");
+  auto text = ReadSmallFile(dir + "/cpu.stat");
   return text ? KeyedValue(*text, "usage_usec") : std::nullopt;
 }
 
 std::optional<uint64_t> CgroupMemoryBytes(const std::string& dir) {
-  auto current = ReadSmall(dir + "/memory.current");
+  auto current = ReadSmallFile(dir + "/memory.current");
   if (!current) return std::nullopt;
   // The working set, as kubectl and docker stats show it: without reclaimable page cache.
   uint64_t bytes = ToU64(Trim(*current));
   uint64_t inactive_file = 0;
-  if (auto stat = ReadSmall(dir + "/memory.stat")) {
+  if (auto stat = ReadSmallFile(dir + "/memory.stat")) {
     inactive_file = KeyedValue(*stat, "inactive_file").value_or(0);
   }
   return bytes > inactive_file ? bytes - inactive_file : 0;
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> CgroupIoBytes(const std::string& dir) {
-  auto text = ReadSmall(dir + "/io.stat");
+  auto text = ReadSmallFile(dir + "/io.stat");
   if (!text) return std::nullopt;
   uint64_t read = 0, written = 0;
   for (const std::string& line : Split(*text, '\n')) {
@@ -122,7 +107,7 @@ int NodeCpus(pid_t agent_pid) {
 }  // namespace
 
 std::pair<uint64_t, uint64_t> NetworkBytes() {
-  auto text = ReadSmall("/proc/net/dev");
+  auto text = ReadSmallFile("/proc/net/dev");
   if (!text) return {0, 0};
   uint64_t rx = 0, tx = 0;
   for (const std::string& line : Split(*text, '\n')) {
@@ -143,7 +128,7 @@ std::pair<uint64_t, uint64_t> NetworkBytes() {
 
 NodeUsageMeter::NodeUsageMeter(NodeUsageSource source, int64_t now_monotonic_us)
     : source_(std::move(source)), cpus_(NodeCpus(source_.agent_pid)) {
-  if (auto meminfo = ReadSmall("/proc/meminfo")) {
+  if (auto meminfo = ReadSmallFile("/proc/meminfo")) {
     machine_memory_bytes_ = KeyedValue(*meminfo, "MemTotal").value_or(0) * 1024;
   }
   std::tie(net_rx0_, net_tx0_) = NetworkBytes();
@@ -177,7 +162,7 @@ NodeUsageMeter::Totals NodeUsageMeter::ReadTotals(const std::vector<pid_t>& proc
       if (!times) continue;  // gone meanwhile
       ProcessCounters counters;
       counters.cpu_ticks = times->cpu_ticks;
-      if (auto text = ReadSmall("/proc/" + std::to_string(pid) + "/io")) {
+      if (auto text = ReadSmallFile("/proc/" + std::to_string(pid) + "/io")) {
         counters.read_bytes = KeyedValue(*text, "read_bytes").value_or(0);
         counters.write_bytes = KeyedValue(*text, "write_bytes").value_or(0);
       }

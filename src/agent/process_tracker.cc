@@ -15,6 +15,7 @@
 
 #include "agent/cgroup_tracker.h"
 #include "agent/proc.h"
+#include "base/posix_io.h"
 
 namespace air::agent {
 namespace {
@@ -39,18 +40,10 @@ std::string RandomToken() {
 
 // True when /proc/<pid>/environ holds exactly `entry` ("AIR_NODE_TOKEN=...").
 bool EnvironHas(pid_t pid, const std::string& entry) {
-  std::string path = "/proc/" + std::to_string(pid) + "/environ";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string data;
-  char buf[8192];
-  while (data.size() < (1u << 20)) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  const std::optional<std::string> environ =
+      ReadSmallFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!environ) return false;
+  const std::string& data = *environ;
   size_t pos = 0;
   while (pos < data.size()) {
     size_t end = data.find('\0', pos);

@@ -1,8 +1,10 @@
 // POSIX helpers: full writes and child environments.
 #include "base/posix_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <set>
@@ -10,6 +12,21 @@
 extern char** environ;
 
 namespace air {
+
+std::optional<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string data;
+  char buf[8192];
+  while (data.size() < max_bytes) {
+    const ssize_t n = ::read(fd, buf, std::min(sizeof(buf), max_bytes - data.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
 
 Status WriteFully(int fd, std::string_view data, const std::string& what) {
   size_t done = 0;

@@ -1,9 +1,10 @@
 // Small POSIX helpers shared by the runtime, the agent and the Env: writing a whole buffer to a
-// file descriptor, and building a child process's environment from the current one.
-// Thread safety: pure functions over their arguments (MergedEnvironment reads `environ`, which
-// must not be modified concurrently).
+// file descriptor, reading a small file whole, and building a child process's environment from the
+// current one. Thread safety: pure functions over their arguments (MergedEnvironment reads
+// `environ`, which must not be modified concurrently).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,6 +17,10 @@ namespace air {
 // Writes all of `data` to `fd`, retrying short writes and EINTR. `what` names the destination
 // in the error ("write <what>: <strerror>").
 Status WriteFully(int fd, std::string_view data, const std::string& what);
+
+// The whole of a small file (/proc and cgroup files, read in one pass; at most `max_bytes`, the
+// rest left unread), retrying EINTR; nullopt when it cannot be opened.
+std::optional<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);
 
 // The current process's environment as NAME=VALUE entries, with each of `overrides` replacing
 // the variable of the same name (in place, and every inherited copy of it) or added at the end,

@@ -49,5 +49,14 @@ TEST(MergedEnvironment, TheLastOverrideOfANameWins) {
             (std::vector<std::string>{"A=2", "B=y"}));
 }
 
+TEST(ReadSmallFile, ReadsProcFilesWholeAndBoundsTheRest) {
+  // /proc files report size 0: the read goes to their end.
+  const std::optional<std::string> status = ReadSmallFile("/proc/self/status");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(status->find("Pid:"), std::string::npos);
+  EXPECT_EQ(ReadSmallFile("/proc/self/status", 5)->size(), 5u);
+  EXPECT_FALSE(ReadSmallFile("/nonexistent/air-test-file").has_value());
+}
+
 }  // namespace
 }  // namespace air
