@@ -122,6 +122,8 @@ nlohmann::json SpecToJson(const spec::WorkloadSpec& spec) {
   j["secrets"] = secrets;
   j["max_retries"] = spec.max_retries;
   PutOptional(j, "timeout_minutes", spec.timeout_minutes);
+  PutOptional(j, "hang_timeout_minutes", spec.hang_timeout_minutes);
+  if (spec.hang_timeout_minutes) j["on_hang"] = spec::OnHangName(spec.on_hang);
   PutOptional(j, "parameters_yaml", spec.parameters_yaml);
   PutOptional(j, "idempotency_token", spec.idempotency_token);
   PutOptional(j, "mlflow_run_name", spec.mlflow_run_name);
@@ -165,6 +167,9 @@ Result<spec::WorkloadSpec> SpecFromJson(const nlohmann::json& j) {
     }
     spec.max_retries = j.at("max_retries").get<int>();
     spec.timeout_minutes = GetOptional<int>(j, "timeout_minutes");
+    spec.hang_timeout_minutes = GetOptional<double>(j, "hang_timeout_minutes");
+    spec.on_hang = j.value("on_hang", "fail") == "restart" ? spec::OnHang::kRestart
+                                                            : spec::OnHang::kFail;
     spec.parameters_yaml = GetOptional<std::string>(j, "parameters_yaml");
     spec.idempotency_token = GetOptional<std::string>(j, "idempotency_token");
     spec.mlflow_run_name = GetOptional<std::string>(j, "mlflow_run_name");

@@ -50,6 +50,8 @@ constexpr SchemaField kSchema[] = {
     {"secrets", FieldKind::kMapping},
     {"max_retries", FieldKind::kTyped},
     {"timeout_minutes", FieldKind::kTyped},
+    {"hang_timeout_minutes", FieldKind::kTyped},
+    {"on_hang", FieldKind::kText},
     {"parameters", FieldKind::kMapping},
     {"idempotency_token", FieldKind::kText},
     {"mlflow_run_name", FieldKind::kText},
