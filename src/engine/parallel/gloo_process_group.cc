@@ -310,6 +310,12 @@ class GlooProcessGroup : public ProcessGroup {
 
   Status WaitForAll(const std::vector<std::string>& keys, const std::string& store_at);
   Status Failure(const std::string& what, const std::string& error);
+  // After a collective timed out with no peer known lost (a hang): records in the store which
+  // collective this rank waited in, reads what the others record within kHangWindow, and names
+  // the ranks that did not wait in the same one ("rank 1 (host H, pid P) never entered it",
+  // "rank 2 (...) waits in barrier #7 instead"). "" when every rank waited in it, or no store.
+  std::string RanksMissingFrom(const std::string& collective);
+  static constexpr std::chrono::milliseconds kHangWindow{2000};
   int LostRankIn(const std::string& error) const;
   // When the error names no address we know: the rank that must be (or provably is) gone, else -1.
   int DeadPeer() const;
@@ -578,8 +584,17 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
     }
   }
   if (lost < 0) lost = seen_lost_;
-  if (lost < 0) lost = DeadPeer();
   const bool timed_out = error.find("imed out") != std::string::npos;
+  if (lost < 0 && timed_out) {
+    // Every peer may be alive: a hang. Name the collective and who never reached it.
+    const std::string collective = fmt::format("{} (collective #{})", what, tag_ - 1);
+    if (std::string missing = RanksMissingFrom(collective); !missing.empty()) {
+      return DeadlineExceeded(fmt::format(
+          "{} on rank {} did not complete within {} s: {} (gloo: {})", collective, dist_.rank,
+          options_.timeout.count() / 1000.0, missing, error));
+    }
+  }
+  if (lost < 0) lost = DeadPeer();
   if (lost >= 0) {
     return Unavailable(fmt::format(
         "{} failed on rank {}: lost {}{} (gloo: {})", what, dist_.rank, DescribeRank(lost),
@@ -592,6 +607,35 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
                                                          options_.timeout.count() / 1000.0)
                                            : std::string(),
                                  error));
+}
+
+std::string GlooProcessGroup::RanksMissingFrom(const std::string& collective) {
+  if (!store_) return "";
+  const std::string key = prefix_ + "waits_in/";
+  if (!store_->Set(key + std::to_string(dist_.rank), collective).ok()) return "";
+  std::map<int, std::string> elsewhere;  // rank -> the collective it waits in, "" : none known
+  const auto deadline = std::chrono::steady_clock::now() + kHangWindow;
+  while (true) {
+    elsewhere.clear();
+    for (int r = 0; r < dist_.world_size; ++r) {
+      if (r == dist_.rank) continue;
+      Result<std::optional<std::string>> v = store_->TryGet(key + std::to_string(r));
+      if (!v.ok()) return "";
+      if (!*v) {
+        elsewhere[r] = "";
+      } else if (**v != collective) {
+        elsewhere[r] = **v;
+      }
+    }
+    if (elsewhere.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<std::string> named;
+  for (const auto& [r, other] : elsewhere) {
+    named.push_back(other.empty() ? fmt::format("{} never entered it", DescribeRank(r))
+                                  : fmt::format("{} waits in {} instead", DescribeRank(r), other));
+  }
+  return ::air::Join(named, "; ");
 }
 
 }  // namespace
