@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "runtime/layout.h"
 #include "runtime/run_lookup.h"
+#include "runtime/run_progress.h"
 #include "runtime/run_view.h"
 
 namespace air::cli {
@@ -26,6 +27,10 @@ Status GetRun(CliContext& ctx, const std::vector<std::string>& args) {
                        runtime::LoadRun(store.get(), layout, run_id, ctx.env));
   AIR_ASSIGN_OR_RETURN(runtime::RunDetails details, runtime::LoadRunDetails(store.get(), run));
   int64_t now = ctx.env->NowMicros();
+  if (auto progress = runtime::LoadRunProgress(store.get(), layout, run, ctx.env, now);
+      progress.ok()) {
+    details.progress = std::move(*progress);
+  }
   EmitData(ctx, runtime::RunDetailsJson(details, now), runtime::RunDetailsText(details, now));
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/progress.h"
 #include "store/store.h"
 
 namespace air::runtime {
@@ -20,6 +21,8 @@ struct RunDetails {
   // The run is then shown as PENDING ("queued: Resources") though the store says RUNNING.
   std::string queue_reason;
   std::string scheduler_note;  // the scheduler's latest word on the live attempt
+  // Filled by callers that show it (runtime/run_progress.h): `progress` in JSON, rows in text.
+  std::optional<RunProgress> progress;
 };
 
 Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run);
