@@ -62,13 +62,17 @@ void HangWatch::Observe(const std::vector<NodeLife>& lives, int64_t now) {
     if (options_.metric_marker) marker_ = options_.metric_marker();
     last_metric_us_ = now;
     next_marker_us_ = now + options_.metric_interval_us;
+    next_sizes_us_ = now + options_.output_interval_us;
     return;
   }
-  for (size_t rank = 0; rank < sizes_.size(); ++rank) {
-    std::optional<uint64_t> size = size_of(rank);
-    if (size != sizes_[rank]) {
-      sizes_[rank] = size;
-      last_output_us_[rank] = now;
+  if (now >= next_sizes_us_) {
+    next_sizes_us_ = now + options_.output_interval_us;
+    for (size_t rank = 0; rank < sizes_.size(); ++rank) {
+      std::optional<uint64_t> size = size_of(rank);
+      if (size != sizes_[rank]) {
+        sizes_[rank] = size;
+        last_output_us_[rank] = now;
+      }
     }
   }
   if (options_.metric_marker && now >= next_marker_us_) {

@@ -1,7 +1,7 @@
 // HangWatch: notices when a running attempt has gone silent (hang_timeout_minutes,
 // docs/state-machine.md "Hangs"). A node is alive while its log grows (any change of its size:
-// a rotation counts too); the workload is alive while the metrics it logs change (a marker
-// from the tracking store, tracking/workload_metrics.h). When neither happened for the timeout,
+// a rotation counts too; read once a second); the workload is alive while the metrics it logs
+// change (a marker from the tracking store, tracking/workload_metrics.h, asked once a second). When neither happened for the timeout,
 // the attempt is hung, and the watch says which nodes went silent first and their last lines.
 //
 // The clock starts once every node has started (time queued in a scheduler is not silence),
@@ -29,6 +29,8 @@ struct HangWatchOptions {
   // in air's store). Asked at most every metric_interval_us.
   std::function<std::string()> metric_marker;
   int64_t metric_interval_us = 1'000'000;
+  // How often the node logs' sizes are read (a stat per node: on a shared file system too).
+  int64_t output_interval_us = 1'000'000;
   size_t last_lines = 5;  // per named node
   size_t max_named_nodes = 4;
 };
@@ -75,6 +77,7 @@ class HangWatch {
   std::string marker_;
   int64_t last_metric_us_ = 0;
   int64_t next_marker_us_ = 0;
+  int64_t next_sizes_us_ = 0;
 };
 
 }  // namespace air::runtime
