@@ -9,8 +9,8 @@
 
 #include <atomic>
 #include <csignal>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.h"
 #include "engine/train/mfu.h"

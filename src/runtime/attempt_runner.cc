@@ -54,11 +54,10 @@ Status AttemptRunner::BeginStop(StopCause cause, const std::string& why) {
 
 Status AttemptRunner::StopHung(const Hang& hang) {
   const std::string description = hang.Describe(options_.hang.timeout_text);
+  AIR_RETURN_IF_ERROR(store_->AppendEvent(options_.run_id, "hang", description, options_.attempt));
   AIR_RETURN_IF_ERROR(
-      store_->AppendEvent(options_.run_id, "hang", description, options_.attempt));
-  AIR_RETURN_IF_ERROR(BeginStop(
-      StopCause::kHang, fmt::format("the attempt hung ({}; silent first: {})",
-                                    options_.hang.timeout_text, hang.NodeNames())));
+      BeginStop(StopCause::kHang, fmt::format("the attempt hung ({}; silent first: {})",
+                                              options_.hang.timeout_text, hang.NodeNames())));
   stop_reason_ = "hung: " + description;  // the attempt's failure summary
   return Status::Ok();
 }
@@ -214,11 +213,10 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
         std::vector<NodeLife> lives(n, NodeLife::kNotStarted);
         for (const auto& status : *polled) {
           if (status.node_rank < 0 || static_cast<size_t>(status.node_rank) >= n) continue;
-          lives[status.node_rank] = status.phase == backends::NodePhase::kStarting
-                                        ? NodeLife::kNotStarted
-                                    : status.phase == backends::NodePhase::kRunning
-                                        ? NodeLife::kRunning
-                                        : NodeLife::kEnded;
+          lives[status.node_rank] =
+              status.phase == backends::NodePhase::kStarting  ? NodeLife::kNotStarted
+              : status.phase == backends::NodePhase::kRunning ? NodeLife::kRunning
+                                                              : NodeLife::kEnded;
         }
         if (auto hang = hang_watch->Check(lives)) failure = StopHung(*hang);
       }

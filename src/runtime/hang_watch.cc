@@ -39,8 +39,7 @@ std::string Hang::Describe(const std::string& timeout_text) const {
   return text;
 }
 
-HangWatch::HangWatch(Env* env, HangWatchOptions options)
-    : env_(env), options_(std::move(options)) {
+HangWatch::HangWatch(Env* env, HangWatchOptions options) : env_(env), options_(std::move(options)) {
   sizes_.resize(options_.node_logs.size());
   last_output_us_.assign(options_.node_logs.size(), 0);
 }
@@ -100,9 +99,8 @@ std::optional<Hang> HangWatch::Check(const std::vector<NodeLife>& lives) {
   if (now - last_activity < options_.timeout_us) return std::nullopt;
   reported_ = true;
   // The first to go silent first; equal times by rank.
-  std::stable_sort(running.begin(), running.end(), [this](size_t a, size_t b) {
-    return last_output_us_[a] < last_output_us_[b];
-  });
+  std::stable_sort(running.begin(), running.end(),
+                   [this](size_t a, size_t b) { return last_output_us_[a] < last_output_us_[b]; });
   Hang hang;
   hang.silent_us = now - last_activity;
   const size_t named = std::min(running.size(), options_.max_named_nodes);

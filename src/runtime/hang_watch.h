@@ -1,8 +1,9 @@
 // HangWatch: notices when a running attempt has gone silent (hang_timeout_minutes,
 // docs/state-machine.md "Hangs"). A node is alive while its log grows (any change of its size:
 // a rotation counts too; read once a second); the workload is alive while the metrics it logs
-// change (a marker from the tracking store, tracking/workload_metrics.h, asked once a second). When neither happened for the timeout,
-// the attempt is hung, and the watch says which nodes went silent first and their last lines.
+// change (a marker from the tracking store, tracking/workload_metrics.h, asked once a second). When
+// neither happened for the timeout, the attempt is hung, and the watch says which nodes went silent
+// first and their last lines.
 //
 // The clock starts once every node has started (time queued in a scheduler is not silence),
 // and only nodes still running are named. A hang is reported once. Everything the watch reads

@@ -42,7 +42,8 @@ RunProgress ComputeProgress(const ProgressInputs& in) {
     const double hours = static_cast<double>(std::max<int64_t>(0, end - a.started_us)) / 3.6e9;
     p.gpu_hours += hours * a.num_nodes * in.accelerators_per_node;
   }
-  if (!in.attempts.empty()) p.accelerators = in.attempts.back().num_nodes * in.accelerators_per_node;
+  if (!in.attempts.empty())
+    p.accelerators = in.attempts.back().num_nodes * in.accelerators_per_node;
   p.tokens_per_s = in.tokens_per_s;
   p.mfu = in.mfu;
   p.max_steps = in.max_steps;
@@ -73,19 +74,19 @@ RunProgress ComputeProgress(const ProgressInputs& in) {
 }
 
 json ProgressJson(const RunProgress& p) {
-  return {{"gpu_hours", p.gpu_hours},
-          {"accelerators", p.accelerators},
-          {"step", OrNull(p.step)},
-          {"max_steps", OrNull(p.max_steps)},
-          {"percent", OrNull(p.percent)},
-          {"steps_per_s", OrNull(p.steps_per_s)},
-          {"eta_s", OrNull(p.eta_s)},
-          {"time_to_first_step_s", OrNull(p.time_to_first_step_s)},
-          {"tokens_per_s", OrNull(p.tokens_per_s)},
-          {"mfu", OrNull(p.mfu)},
-          {"step_source", p.step_source.empty() ? json(nullptr) : json(p.step_source)},
-          {"max_steps_source",
-           p.max_steps_source.empty() ? json(nullptr) : json(p.max_steps_source)}};
+  return {
+      {"gpu_hours", p.gpu_hours},
+      {"accelerators", p.accelerators},
+      {"step", OrNull(p.step)},
+      {"max_steps", OrNull(p.max_steps)},
+      {"percent", OrNull(p.percent)},
+      {"steps_per_s", OrNull(p.steps_per_s)},
+      {"eta_s", OrNull(p.eta_s)},
+      {"time_to_first_step_s", OrNull(p.time_to_first_step_s)},
+      {"tokens_per_s", OrNull(p.tokens_per_s)},
+      {"mfu", OrNull(p.mfu)},
+      {"step_source", p.step_source.empty() ? json(nullptr) : json(p.step_source)},
+      {"max_steps_source", p.max_steps_source.empty() ? json(nullptr) : json(p.max_steps_source)}};
 }
 
 std::vector<std::pair<std::string, std::string>> ProgressRows(const RunProgress& p) {
@@ -99,16 +100,18 @@ std::vector<std::pair<std::string, std::string>> ProgressRows(const RunProgress&
     if (p.eta_s) text += ", ETA " + seconds(*p.eta_s);
     rows.emplace_back("progress", text);
   }
-  if (p.time_to_first_step_s) rows.emplace_back("first step", seconds(*p.time_to_first_step_s) + " after the attempt started");
+  if (p.time_to_first_step_s)
+    rows.emplace_back("first step",
+                      seconds(*p.time_to_first_step_s) + " after the attempt started");
   if (p.tokens_per_s || p.mfu) {
     std::string text = p.tokens_per_s ? fmt::format("{:.0f} tokens/s", *p.tokens_per_s) : "";
     if (p.mfu) text += fmt::format("{}MFU {:.1f}%", text.empty() ? "" : ", ", *p.mfu * 100);
     rows.emplace_back("throughput", text);
   }
   if (p.accelerators > 0 || p.gpu_hours > 0) {
-    rows.emplace_back("gpu-hours", fmt::format("{:.3f} ({} GPU{} in the latest attempt)",
-                                               p.gpu_hours, p.accelerators,
-                                               p.accelerators == 1 ? "" : "s"));
+    rows.emplace_back("gpu-hours",
+                      fmt::format("{:.3f} ({} GPU{} in the latest attempt)", p.gpu_hours,
+                                  p.accelerators, p.accelerators == 1 ? "" : "s"));
   }
   return rows;
 }
@@ -122,7 +125,8 @@ std::optional<StepOfTotal> FindStepOfTotal(std::string_view line) {
     }
     size_t pos = at + 4;
     if (pos < line.size() && (line[pos] == '=' || line[pos] == ':')) ++pos;
-    if (pos >= line.size() || !(line[pos] == ' ' || std::isdigit(static_cast<unsigned char>(line[pos])))) {
+    if (pos >= line.size() ||
+        !(line[pos] == ' ' || std::isdigit(static_cast<unsigned char>(line[pos])))) {
       continue;
     }
     StepOfTotal out;

@@ -90,7 +90,8 @@ Result<RunProgress> LoadRunProgress(store::Store* store, const Layout& layout,
   }
   AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store->ListAttempts(run.id));
   for (const auto& a : attempts) {
-    in.attempts.push_back({a.started_us, a.ended_us, a.num_nodes > 0 ? a.num_nodes : run.num_nodes});
+    in.attempts.push_back(
+        {a.started_us, a.ended_us, a.num_nodes > 0 ? a.num_nodes : run.num_nodes});
   }
   if (attempts.empty() || what == ProgressDetail::kAttemptsOnly) return ComputeProgress(in);
   const store::AttemptRecord& latest = attempts.back();

@@ -168,8 +168,8 @@ Result<spec::WorkloadSpec> SpecFromJson(const nlohmann::json& j) {
     spec.max_retries = j.at("max_retries").get<int>();
     spec.timeout_minutes = GetOptional<int>(j, "timeout_minutes");
     spec.hang_timeout_minutes = GetOptional<double>(j, "hang_timeout_minutes");
-    spec.on_hang = j.value("on_hang", "fail") == "restart" ? spec::OnHang::kRestart
-                                                            : spec::OnHang::kFail;
+    spec.on_hang =
+        j.value("on_hang", "fail") == "restart" ? spec::OnHang::kRestart : spec::OnHang::kFail;
     spec.parameters_yaml = GetOptional<std::string>(j, "parameters_yaml");
     spec.idempotency_token = GetOptional<std::string>(j, "idempotency_token");
     spec.mlflow_run_name = GetOptional<std::string>(j, "mlflow_run_name");

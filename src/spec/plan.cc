@@ -191,10 +191,10 @@ std::string PlanToText(const PlanInput& input) {
   row("timeout", spec.timeout_minutes ? fmt::format("{} minutes per attempt", *spec.timeout_minutes)
                                       : std::string("none"));
   if (spec.hang_timeout_minutes) {
-    row("hang", fmt::format("no output or metric from any node for {} minutes: {}",
-                            *spec.hang_timeout_minutes,
-                            spec.on_hang == OnHang::kRestart ? "restart (a retry)"
-                                                             : "fail the run"));
+    row("hang",
+        fmt::format("no output or metric from any node for {} minutes: {}",
+                    *spec.hang_timeout_minutes,
+                    spec.on_hang == OnHang::kRestart ? "restart (a retry)" : "fail the run"));
   }
   row("mlflow", fmt::format("experiment {}{}", MlflowExperimentName(spec),
                             spec.mlflow_run_name ? ", run " + *spec.mlflow_run_name : ""));

@@ -12,7 +12,8 @@
 namespace air::spec {
 namespace {
 
-constexpr const char* kRangeText = "a number of minutes from 0.01 to 10080 (7 days), e.g. 30 or 0.5";
+constexpr const char* kRangeText =
+    "a number of minutes from 0.01 to 10080 (7 days), e.g. 30 or 0.5";
 
 // A finite number (a YAML int or float) into *out; else the message saying what was found.
 bool ReadMinutes(const YamlNode& node, double* out, std::string* error) {
@@ -73,8 +74,7 @@ void SpecValidator::ValidateHangFields(const MappingView& top, WorkloadSpec* spe
   } else if (value == "restart") {
     spec->on_hang = OnHang::kRestart;
   } else {
-    Error(*on_hang, "on_hang",
-          fmt::format("must be fail or restart, got '{}'", value));
+    Error(*on_hang, "on_hang", fmt::format("must be fail or restart, got '{}'", value));
     return;
   }
   if (!timeout) {

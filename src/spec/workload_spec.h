@@ -118,11 +118,11 @@ struct WorkloadSpec {
   std::vector<std::pair<std::string, std::string>> env_variables;  // NAME -> value, as written
   std::vector<std::pair<std::string, SecretRef>> secrets;          // NAME -> scope/key
   int max_retries = 3;
-  std::optional<int> timeout_minutes;            // >= 1
+  std::optional<int> timeout_minutes;  // >= 1
   // hang_timeout_minutes: how long every node may go without output or a logged metric before
   // the attempt counts as hung; kMinHangTimeoutMinutes..kMaxHangTimeoutMinutes, unset: off.
   std::optional<double> hang_timeout_minutes;
-  OnHang on_hang = OnHang::kFail;  // set only with hang_timeout_minutes
+  OnHang on_hang = OnHang::kFail;                // set only with hang_timeout_minutes
   std::optional<std::string> parameters_yaml;    // the parameters block re-emitted as YAML text
   std::optional<std::string> idempotency_token;  // <= 64 chars
   std::optional<std::string> mlflow_run_name;

@@ -25,13 +25,12 @@ Result<std::string> WorkloadMetricMarker(store::Database* db, const std::string&
 
 Result<std::optional<StepSpan>> WorkloadStepSpan(store::Database* db, const std::string& run_uuid,
                                                  int64_t since_ms) {
-  const std::string where = fmt::format(
-      "FROM tracking_metrics WHERE run_uuid = ? AND {} AND step > 0 AND timestamp >= ?",
-      kWorkloadKey);
-  AIR_ASSIGN_OR_RETURN(
-      store::Statement first,
-      db->Query("SELECT step, timestamp " + where + " ORDER BY timestamp, step LIMIT 1", run_uuid,
-                since_ms));
+  const std::string where =
+      fmt::format("FROM tracking_metrics WHERE run_uuid = ? AND {} AND step > 0 AND timestamp >= ?",
+                  kWorkloadKey);
+  AIR_ASSIGN_OR_RETURN(store::Statement first, db->Query("SELECT step, timestamp " + where +
+                                                             " ORDER BY timestamp, step LIMIT 1",
+                                                         run_uuid, since_ms));
   AIR_ASSIGN_OR_RETURN(bool found, first.Step());
   if (!found) return std::optional<StepSpan>();
   StepSpan span;

@@ -589,9 +589,9 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
     // Every peer may be alive: a hang. Name the collective and who never reached it.
     const std::string collective = fmt::format("{} (collective #{})", what, tag_ - 1);
     if (std::string missing = RanksMissingFrom(collective); !missing.empty()) {
-      return DeadlineExceeded(fmt::format(
-          "{} on rank {} did not complete within {} s: {} (gloo: {})", collective, dist_.rank,
-          options_.timeout.count() / 1000.0, missing, error));
+      return DeadlineExceeded(
+          fmt::format("{} on rank {} did not complete within {} s: {} (gloo: {})", collective,
+                      dist_.rank, options_.timeout.count() / 1000.0, missing, error));
     }
   }
   if (lost < 0) lost = DeadPeer();

@@ -26,7 +26,6 @@ namespace air::engine::train {
 std::optional<double> PeakDenseFlops(std::string_view device_name, DType compute);
 
 // Training FLOPs per token of a dense model (nullopt for mixture-of-experts models).
-std::optional<double> TrainingFlopsPerToken(const ModelConfig& config, int64_t seq_len,
-                                            bool lora);
+std::optional<double> TrainingFlopsPerToken(const ModelConfig& config, int64_t seq_len, bool lora);
 
 }  // namespace air::engine::train

@@ -26,8 +26,8 @@ class HangWatchTest : public ::testing::Test {
  protected:
   std::string Log(int rank) { return dir_.path() + "/node_" + std::to_string(rank) + ".log"; }
   void Print(int rank, const std::string& text) {
-    ASSERT_TRUE(env_.AppendToFile(Log(rank), agent::FormatLogTimestamp(env_.NowMicros()) +
-                                                 " out " + text + "\n")
+    ASSERT_TRUE(env_.AppendToFile(Log(rank), agent::FormatLogTimestamp(env_.NowMicros()) + " out " +
+                                                 text + "\n")
                     .ok());
   }
   HangWatch Make(int nodes, int64_t timeout_s) {

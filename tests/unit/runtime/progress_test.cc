@@ -15,7 +15,7 @@ TEST(Progress, GpuHoursAreAcceleratorsTimesWallTimePerAttempt) {
   ProgressInputs in;
   in.now_us = kT0 + 7200 * kSecond;
   in.accelerators_per_node = 8;
-  in.attempts = {{kT0, kT0 + 1800 * kSecond, 2},                // 2 nodes x 8 GPUs x 0.5 h
+  in.attempts = {{kT0, kT0 + 1800 * kSecond, 2},            // 2 nodes x 8 GPUs x 0.5 h
                  {kT0 + 3600 * kSecond, std::nullopt, 1}};  // elastic: 1 node, 1 h so far
   RunProgress p = ComputeProgress(in);
   EXPECT_DOUBLE_EQ(p.gpu_hours, 16 * 0.5 + 8 * 1.0);
@@ -45,8 +45,8 @@ TEST(Progress, RateEtaAndTimeToFirstStep) {
   in.live = true;
   in.accelerators_per_node = 1;
   in.attempts = {{kT0, std::nullopt, 1}};
-  in.first_step = StepSample{1, kT0 + 30 * kSecond};   // 30 s to the first step
-  in.last_step = StepSample{41, kT0 + 50 * kSecond};   // 40 steps in 20 s: 2 steps/s
+  in.first_step = StepSample{1, kT0 + 30 * kSecond};  // 30 s to the first step
+  in.last_step = StepSample{41, kT0 + 50 * kSecond};  // 40 steps in 20 s: 2 steps/s
   in.now_us = kT0 + 50 * kSecond;
   in.max_steps = 101;
   in.step_source = "metrics";
