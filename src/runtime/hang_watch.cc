@@ -45,9 +45,13 @@ HangWatch::HangWatch(Env* env, HangWatchOptions options) : env_(env), options_(s
 }
 
 void HangWatch::Observe(const std::vector<NodeLife>& lives, int64_t now) {
-  auto size_of = [this](size_t rank) -> std::optional<uint64_t> {
+  // The log's size and mtime: a new record grows it, a progress bar's unfinished line bumps
+  // its mtime (agent/log_format.h), a rotation changes both.
+  auto size_of = [this](size_t rank) -> std::optional<std::pair<uint64_t, int64_t>> {
     auto size = env_->FileSize(options_.node_logs[rank]);
-    return size.ok() ? std::optional<uint64_t>(*size) : std::nullopt;
+    auto modified = env_->FileModifiedMicros(options_.node_logs[rank]);
+    if (!size.ok() || !modified.ok()) return std::nullopt;
+    return std::make_pair(*size, *modified);
   };
   if (!armed_) {
     const bool all_started = std::none_of(lives.begin(), lives.end(),
@@ -67,7 +71,7 @@ void HangWatch::Observe(const std::vector<NodeLife>& lives, int64_t now) {
   if (now >= next_sizes_us_) {
     next_sizes_us_ = now + options_.output_interval_us;
     for (size_t rank = 0; rank < sizes_.size(); ++rank) {
-      std::optional<uint64_t> size = size_of(rank);
+      auto size = size_of(rank);
       if (size != sizes_[rank]) {
         sizes_[rank] = size;
         last_output_us_[rank] = now;

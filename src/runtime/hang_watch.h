@@ -1,6 +1,7 @@
 // HangWatch: notices when a running attempt has gone silent (hang_timeout_minutes,
-// docs/state-machine.md "Hangs"). A node is alive while its log grows (any change of its size:
-// a rotation counts too; read once a second); the workload is alive while the metrics it logs
+// docs/state-machine.md "Hangs"). A node is alive while its log changes (its size, or its
+// mtime, which the agent bumps when a progress bar redraws an unfinished line; a rotation
+// counts too; read once a second); the workload is alive while the metrics it logs
 // change (a marker from the tracking store, tracking/workload_metrics.h, asked once a second). When
 // neither happened for the timeout, the attempt is hung, and the watch says which nodes went silent
 // first and their last lines.
@@ -16,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/env.h"
@@ -73,8 +75,8 @@ class HangWatch {
   HangWatchOptions options_;
   bool armed_ = false;
   bool reported_ = false;
-  std::vector<std::optional<uint64_t>> sizes_;  // last seen log size per node
-  std::vector<int64_t> last_output_us_;         // monotonic, per node
+  std::vector<std::optional<std::pair<uint64_t, int64_t>>> sizes_;  // log size, mtime per node
+  std::vector<int64_t> last_output_us_;                             // monotonic, per node
   std::string marker_;
   int64_t last_metric_us_ = 0;
   int64_t next_marker_us_ = 0;

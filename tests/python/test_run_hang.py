@@ -112,3 +112,22 @@ def test_a_gloo_hang_with_on_hang_restart_resumes(air, air_home, tmp_path, monke
         assert (out / f"attempt_1_rank_{rank}.json").exists()
     assert "rank 0 all_reduce sum 3" in air("logs", run_id, "--node", 0).stdout
     assert_no_processes_left(air_home, run)
+
+
+def test_a_progress_bar_without_newlines_is_not_a_hang(air, air_home, tmp_path):
+    """tqdm redraws its bar with '\\r' and writes no newline until it ends: no log record for
+    12 s, yet the node is alive (the agent bumps the log's mtime); hang_timeout_minutes 0.1 (6 s)
+    must not fire."""
+    bar = ("import sys, time\n"
+           "for i in range(24):\n"
+           "    sys.stderr.write(f'\\r{i * 100 // 24}%|' + '#' * i); sys.stderr.flush()\n"
+           "    time.sleep(0.5)\n"
+           "sys.stderr.write('\\n')\n")
+    (tmp_path / "bar.py").write_text(bar)
+    spec = write_spec(tmp_path, f"{sys.executable} {tmp_path / 'bar.py'}", name="bar", nodes=1,
+                      hang_timeout_minutes=0.1)
+    run_id = submit(air, spec)
+    run = wait_terminal(air, run_id, timeout=120)
+    assert run["state"] == "SUCCEEDED", explain(run, {0: air("logs", run_id, "--node", 0).stdout})
+    assert not events(air_home, run_id, "hang")
+    assert "95%|" in air("logs", run_id, "--node", 0).stdout  # one record, when the bar ended

@@ -4,7 +4,10 @@
 // running nodes, the first to go silent first, with their last lines.
 #include "runtime/hang_watch.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/log_format.h"
 #include "base/env_wrapper.h"
@@ -107,6 +110,40 @@ TEST_F(HangWatchTest, ALoggedMetricKeepsTheAttemptAlive) {
   EXPECT_EQ(hang->silent_us, 10 * kSecond);
   EXPECT_EQ(hang->nodes[0].silent_us, 42 * kSecond);  // no output ever: since the start
   EXPECT_NE(hang->Describe("x").find("node 0 wrote no output"), std::string::npos);
+}
+
+// A progress bar redrawn with '\r' writes no record until its line ends; the agent's writer
+// bumps the log's mtime instead (at most once a second), and that is output too.
+TEST_F(HangWatchTest, AProgressBarWithoutNewlinesKeepsTheNodeAlive) {
+  const int fd = ::open(Log(0).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  agent::LogLineWriter writer(fd, &env_);
+  agent::LogLineWriter::Stream err{"err", nullptr, ""};
+  auto make_old = [this] {
+    const timespec old[2] = {{946684800, 0}, {946684800, 0}};  // 2000-01-01
+    ASSERT_EQ(::utimensat(AT_FDCWD, Log(0).c_str(), old, 0), 0);
+  };
+  HangWatch watch = Make(1, 10);
+  make_old();
+  EXPECT_FALSE(watch.Check({NodeLife::kRunning}));
+  for (int i = 1; i <= 4; ++i) {
+    Advance(8);
+    make_old();
+    ASSERT_TRUE(writer.Write(err, "\r" + std::to_string(i * 10) + "%|##").ok());
+    EXPECT_FALSE(watch.Check({NodeLife::kRunning})) << i;
+  }
+  // At most once a second: a redraw in the same second leaves the mtime as it is.
+  make_old();
+  ASSERT_TRUE(writer.Write(err, "\r50%|###").ok());
+  EXPECT_EQ(*env_.FileModifiedMicros(Log(0)), 946684800LL * kSecond);
+  EXPECT_EQ(*env_.FileSize(Log(0)), 0u) << "no record was written";
+  Advance(1);
+  EXPECT_FALSE(watch.Check({NodeLife::kRunning}));  // sees the mtime the test set back
+  Advance(10);
+  auto hang = watch.Check({NodeLife::kRunning});
+  ASSERT_TRUE(hang);
+  EXPECT_EQ(hang->silent_us, 10 * kSecond);
+  ::close(fd);
 }
 
 TEST_F(HangWatchTest, EndedNodesAreNotNamedAndNoRunningNodeIsNoHang) {
