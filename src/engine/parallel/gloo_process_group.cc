@@ -319,6 +319,8 @@ class GlooProcessGroup : public ProcessGroup {
   int LostRankIn(const std::string& error) const;
   // When the error names no address we know: the rank that must be (or provably is) gone, else -1.
   int DeadPeer() const;
+  // Whether rank r ran on this host and its process is gone.
+  bool PeerProcessGone(int r) const;
   std::string DescribeRank(int r) const {
     auto it = peers_.find(r);
     return it == peers_.end() ? fmt::format("rank {}", r)
@@ -544,17 +546,23 @@ Status GlooProcessGroup::Join() {
   return Status::Ok();
 }
 
+bool GlooProcessGroup::PeerProcessGone(int r) const {
+  // Only a peer on this host can be checked (peers_ holds "host H, pid P").
+  auto it = peers_.find(r);
+  if (r == dist_.rank || it == peers_.end()) return false;
+  const std::string& where = it->second;
+  if (where.rfind(fmt::format("host {},", Hostname()), 0) != 0) return false;
+  const size_t at = where.rfind("pid ");
+  if (at == std::string::npos) return false;
+  const pid_t pid = static_cast<pid_t>(std::atol(where.c_str() + at + 4));
+  return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 int GlooProcessGroup::DeadPeer() const {
   // With two ranks the lost one can only be the other.
   if (dist_.world_size == 2) return 1 - dist_.rank;
-  // A peer on this host whose process is gone (peers_ holds "host H, pid P").
-  const std::string here = fmt::format("host {},", Hostname());
   for (const auto& [r, where] : peers_) {
-    if (r == dist_.rank || where.rfind(here, 0) != 0) continue;
-    const size_t at = where.rfind("pid ");
-    if (at == std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::atol(where.c_str() + at + 4));
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) return r;
+    if (PeerProcessGone(r)) return r;
   }
   return -1;
 }
@@ -632,8 +640,10 @@ std::string GlooProcessGroup::RanksMissingFrom(const std::string& collective) {
   }
   std::vector<std::string> named;
   for (const auto& [r, other] : elsewhere) {
-    named.push_back(other.empty() ? fmt::format("{} never entered it", DescribeRank(r))
-                                  : fmt::format("{} waits in {} instead", DescribeRank(r), other));
+    named.push_back(!other.empty() ? fmt::format("{} waits in {} instead", DescribeRank(r), other)
+                    : PeerProcessGone(r)
+                        ? fmt::format("{} exited before entering it", DescribeRank(r))
+                        : fmt::format("{} never entered it", DescribeRank(r)));
   }
   return ::air::Join(named, "; ");
 }
