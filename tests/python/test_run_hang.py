@@ -2,7 +2,9 @@
 local nodes whose workers block in a real Gloo collective (torch.distributed, rank 0 in an
 all_reduce that rank 1 never joins). The run records a `hang` event naming both nodes and their
 last lines within hang_timeout_minutes + 30 s of their last output; `on_hang: fail` ends the run
-FAILED without a retry, `on_hang: restart` retries and the next attempt completes."""
+FAILED without a retry, `on_hang: restart` retries and the next attempt completes. What is not a
+hang: a progress bar redrawing an unfinished line, and metrics logged by a run that prints
+nothing (the real mlflow client into air's store)."""
 import datetime
 import os
 import pathlib
@@ -131,3 +133,29 @@ def test_a_progress_bar_without_newlines_is_not_a_hang(air, air_home, tmp_path):
     assert run["state"] == "SUCCEEDED", explain(run, {0: air("logs", run_id, "--node", 0).stdout})
     assert not events(air_home, run_id, "hang")
     assert "95%|" in air("logs", run_id, "--node", 0).stdout  # one record, when the bar ended
+
+
+def test_logged_metrics_keep_a_silent_run_alive(air, air_home, tmp_path, monkeypatch):
+    """Node 0 prints nothing after its first line but logs a metric every second with the real
+    mlflow client for 20 s; node 1 prints one line and sleeps. No output for longer than
+    hang_timeout_minutes 0.15 (9 s), yet the metrics say the workload lives: no hang."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    (tmp_path / "quiet.py").write_text(
+        "import os, time\n"
+        "print('node', os.environ['NODE_RANK'], 'starting', flush=True)\n"
+        "if os.environ['NODE_RANK'] == '0':\n"
+        "    import mlflow\n"
+        "    mlflow.start_run(run_id=os.environ['MLFLOW_RUN_ID'])\n"
+        "    for step in range(1, 21):\n"
+        "        mlflow.log_metric('loss', 1.0 / step, step=step)\n"
+        "        time.sleep(1)\n"
+        "else:\n"
+        "    time.sleep(20)\n")
+    spec = write_spec(tmp_path, f"python -u {tmp_path / 'quiet.py'}", name="quiet", nodes=2,
+                      hang_timeout_minutes=0.15, env_variables={"GIT_PYTHON_REFRESH": "quiet"})
+    run_id = submit(air, spec)
+    run = wait_terminal(air, run_id, timeout=180)
+    assert run["state"] == "SUCCEEDED", explain(run, logs_of(air, run_id))
+    assert not events(air_home, run_id, "hang")
+    assert run["progress"]["step"] == 20  # the metrics were there
