@@ -2,6 +2,8 @@
 #include "runtime/run_progress.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include "agent/log_format.h"
 #include "base/strings.h"
@@ -117,6 +119,16 @@ Result<RunProgress> LoadRunProgress(store::Store* store, const Layout& layout,
         in.max_steps = steps;
         in.max_steps_source = std::string("param ") + key;
         break;
+      }
+    }
+    if (!in.max_steps && in.last_step) {
+      // HF Trainer by epochs (max_steps -1): its `epoch` metric against num_train_epochs.
+      AIR_ASSIGN_OR_RETURN(auto epochs, tracking::RunParam(db, uuid, "num_train_epochs"));
+      AIR_ASSIGN_OR_RETURN(auto epoch, tracking::LatestMetricValue(db, uuid, "epoch", since_ms));
+      const double total = epochs ? std::strtod(epochs->c_str(), nullptr) : 0;
+      if (total > 0 && epoch && *epoch > 0) {
+        in.max_steps = std::llround(static_cast<double>(in.last_step->step) * total / *epoch);
+        in.max_steps_source = "epoch of param num_train_epochs";
       }
     }
   }

@@ -5,7 +5,8 @@
 //     (any key but system/..., points logged since the attempt started: HF Trainer's MLflow
 //     logging, air train, mlflow.log_metric(..., step=)); else progress lines in node 0's log
 //     ("step=12/100", air train's "step  12/100 | ...");
-//   - max_steps: the run's param max_steps (HF Trainer; > 0), total_steps (air train), the
+//   - max_steps: the run's param max_steps (HF Trainer; > 0), total_steps (air train), HF
+//     Trainer's `epoch` metric against its param num_train_epochs (training by epochs), the
 //     spec's parameters.max_steps, else the total of a "step N/M" log line;
 //   - tokens/s and MFU: the metrics tokens_per_s and mfu (air train logs them; mfu only where it
 //     knows the device's peak).

@@ -113,6 +113,28 @@ TEST_F(RunProgressTest, StepsFromTheWorkloadsMetricsOfTheLatestAttempt) {
   EXPECT_NEAR(progress->gpu_hours, want, 1e-12);
 }
 
+// HF Trainer training by epochs logs max_steps -1, num_train_epochs and an `epoch` metric.
+TEST_F(RunProgressTest, MaxStepsFromTheEpochsOfHfTrainer) {
+  store::RunRecord run = NewRun();
+  ASSERT_TRUE(store_->StartAttempt(run.id, 0, 29500, 2).ok());
+  const int64_t t0 = Attempt(run.id, 0).started_us;
+  {
+    tracking::TrackingStore tracking(store_->db(), DefaultEnv());
+    tracking::Batch params;
+    params.params = {{"max_steps", "-1"}, {"num_train_epochs", "3.0"}};
+    ASSERT_TRUE(tracking.LogBatch(MlflowRun(run.id), params).ok());
+  }
+  LogMetric(run.id, "loss", 2.0, t0 + 2 * kSecond, 10);
+  LogMetric(run.id, "epoch", 0.25, t0 + 2 * kSecond, 10);
+  LogMetric(run.id, "loss", 1.0, t0 + 4 * kSecond, 20);
+  LogMetric(run.id, "epoch", 0.5, t0 + 4 * kSecond, 20);
+  auto progress = LoadRunProgress(store_.get(), layout_, run, DefaultEnv(), t0 + 4 * kSecond);
+  ASSERT_TRUE(progress.ok()) << progress.status().ToString();
+  EXPECT_EQ(*progress->max_steps, 120);  // 20 steps are half an epoch of 3
+  EXPECT_EQ(progress->max_steps_source, "epoch of param num_train_epochs");
+  EXPECT_NEAR(*progress->percent, 100.0 * 20 / 120, 1e-9);
+}
+
 TEST_F(RunProgressTest, StepsFromNodeZerosLogWithTheSpecsMaxSteps) {
   store::RunRecord run = NewRun();
   ASSERT_TRUE(store_->StartAttempt(run.id, 0, 29500, 2).ok());
