@@ -4,7 +4,7 @@ training-shaped job. While it is paused mid-way, `air get` shows its step, rate 
 its GPU-hours so far; after it ends, `air get -o json` and `air list -o json` give the step,
 time to the first step and GPU-hours equal to GPUs x each attempt's wall time. Steps come from
 the real mlflow client's metrics (the seed's way) or, without tracking calls, from the
-`step=N/M` lines of node 0's log."""
+`step=N/M` lines of node 0's log; and from Hugging Face Trainer's own MLflow logging."""
 import os
 import pathlib
 import shutil
@@ -75,3 +75,27 @@ def test_progress_from_the_log_lines(air, air_home, tmp_path, monkeypatch):
     run_id, out = start(air, tmp_path, monkeypatch, use_mlflow=False)
     progress = check_live_then_done(air, run_id, out, "log")
     assert progress["max_steps_source"] == "log"
+
+
+def test_progress_of_hugging_face_trainers_own_mlflow_logging(air, air_home, tmp_path,
+                                                              monkeypatch):
+    """HF Trainer, report_to="mlflow" (its MLflowCallback, unchanged): the steps and max_steps
+    come from what the Trainer logs to the run air created."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    shutil.copytree(JOB_DIR.parent / "hf_trainer", tmp_path / "code")
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = write_spec(tmp_path, "python -u job.py", name="hf-trainer", nodes=1,
+                      code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
+                      env_variables={"JOB_OUT": str(out), "MAX_STEPS": "12",
+                                     "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+                                     "GIT_PYTHON_REFRESH": "quiet"})
+    run_id = submit(air, spec)
+    run = wait_terminal(air, run_id, timeout=300)
+    assert run["state"] == "SUCCEEDED", explain(run, {0: air("logs", run_id, "--node", 0).stdout})
+    progress = run["progress"]
+    assert progress["step_source"] == "metrics", progress
+    assert progress["step"] == 12 and progress["max_steps"] == 12, progress
+    assert progress["max_steps_source"] == "param max_steps", progress
+    assert progress["percent"] == 100 and progress["time_to_first_step_s"] > 0, progress
