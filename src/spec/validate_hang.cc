@@ -12,37 +12,36 @@
 namespace air::spec {
 namespace {
 
-constexpr const char* kRangeText =
-    "a number of minutes from 0.01 to 10080 (7 days), e.g. 30 or 0.5";
+// What a valid value is, for every message.
+std::string RangeText() {
+  return fmt::format("a number of minutes from {} to {} (7 days), e.g. 30 or 0.5",
+                     kMinHangTimeoutMinutes, kMaxHangTimeoutMinutes);
+}
 
-// A finite number (a YAML int or float) into *out; else the message saying what was found.
+// Whether `text` is a whole decimal number as strtod reads it, and its value.
+bool ParseNumber(const std::string& text, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size();
+}
+
+// A finite number (a plain YAML int or float) into *out; else the message saying what was found.
 bool ReadMinutes(const YamlNode& node, double* out, std::string* error) {
   const ScalarType type = node.IsScalar() ? ResolveScalarType(node) : ScalarType::kString;
-  if (type == ScalarType::kInt || type == ScalarType::kFloat) {
+  if (type == ScalarType::kInt) {
     int64_t whole = 0;
-    std::string int_error;
-    if (type == ScalarType::kInt) {
-      if (!ReadDecimalInteger(node, &whole, &int_error)) {  // 0x1E, 010: say what to write
-        *error = int_error;
-        return false;
-      }
-      *out = static_cast<double>(whole);
-      return true;
-    }
-    char* end = nullptr;
-    const double value = std::strtod(node.value.c_str(), &end);
-    if (end == node.value.c_str() + node.value.size() && std::isfinite(value)) {
-      *out = value;
-      return true;
-    }
+    // 0x1E, 010, 1_000: the integer reader says what to write instead.
+    if (!ReadDecimalInteger(node, &whole, error)) return false;
+    *out = static_cast<double>(whole);
+    return true;
   }
-  *error = fmt::format("expected {}, got {}", kRangeText, DescribeNode(node));
-  if (node.IsQuotedOrTaggedString() && (type == ScalarType::kString)) {
-    char* end = nullptr;
-    (void)std::strtod(node.value.c_str(), &end);
-    if (!node.value.empty() && end == node.value.c_str() + node.value.size()) {
-      *error += " (remove the quotes)";
-    }
+  if (type == ScalarType::kFloat && ParseNumber(node.value, out) && std::isfinite(*out)) {
+    return true;
+  }
+  *error = fmt::format("expected {}, got {}", RangeText(), DescribeNode(node));
+  double ignored = 0;
+  if (node.IsQuotedOrTaggedString() && ParseNumber(node.value, &ignored)) {
+    *error += " (remove the quotes)";
   }
   return false;
 }
@@ -59,7 +58,7 @@ void SpecValidator::ValidateHangFields(const MappingView& top, WorkloadSpec* spe
       Error(*timeout, "hang_timeout_minutes", std::move(error));
     } else if (!(minutes >= kMinHangTimeoutMinutes && minutes <= kMaxHangTimeoutMinutes)) {
       Error(*timeout, "hang_timeout_minutes",
-            fmt::format("must be {}; got {}", kRangeText, timeout->value));
+            fmt::format("must be {}; got {}", RangeText(), timeout->value));
     } else {
       spec->hang_timeout_minutes = minutes;
     }
