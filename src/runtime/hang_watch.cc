@@ -40,14 +40,14 @@ std::string Hang::Describe(const std::string& timeout_text) const {
 }
 
 HangWatch::HangWatch(Env* env, HangWatchOptions options) : env_(env), options_(std::move(options)) {
-  sizes_.resize(options_.node_logs.size());
+  log_states_.resize(options_.node_logs.size());
   last_output_us_.assign(options_.node_logs.size(), 0);
 }
 
 void HangWatch::Observe(const std::vector<NodeLife>& lives, int64_t now) {
   // The log's size and mtime: a new record grows it, a progress bar's unfinished line bumps
   // its mtime (agent/log_format.h), a rotation changes both.
-  auto size_of = [this](size_t rank) -> std::optional<std::pair<uint64_t, int64_t>> {
+  auto log_state = [this](size_t rank) -> std::optional<std::pair<uint64_t, int64_t>> {
     auto size = env_->FileSize(options_.node_logs[rank]);
     auto modified = env_->FileModifiedMicros(options_.node_logs[rank]);
     if (!size.ok() || !modified.ok()) return std::nullopt;
@@ -56,24 +56,24 @@ void HangWatch::Observe(const std::vector<NodeLife>& lives, int64_t now) {
   if (!armed_) {
     const bool all_started = std::none_of(lives.begin(), lives.end(),
                                           [](NodeLife l) { return l == NodeLife::kNotStarted; });
-    if (!all_started || lives.size() != sizes_.size()) return;
+    if (!all_started || lives.size() != log_states_.size()) return;
     armed_ = true;
-    for (size_t rank = 0; rank < sizes_.size(); ++rank) {
-      sizes_[rank] = size_of(rank);
+    for (size_t rank = 0; rank < log_states_.size(); ++rank) {
+      log_states_[rank] = log_state(rank);
       last_output_us_[rank] = now;
     }
     if (options_.metric_marker) marker_ = options_.metric_marker();
     last_metric_us_ = now;
     next_marker_us_ = now + options_.metric_interval_us;
-    next_sizes_us_ = now + options_.output_interval_us;
+    next_logs_us_ = now + options_.output_interval_us;
     return;
   }
-  if (now >= next_sizes_us_) {
-    next_sizes_us_ = now + options_.output_interval_us;
-    for (size_t rank = 0; rank < sizes_.size(); ++rank) {
-      auto size = size_of(rank);
-      if (size != sizes_[rank]) {
-        sizes_[rank] = size;
+  if (now >= next_logs_us_) {
+    next_logs_us_ = now + options_.output_interval_us;
+    for (size_t rank = 0; rank < log_states_.size(); ++rank) {
+      auto state = log_state(rank);
+      if (state != log_states_[rank]) {
+        log_states_[rank] = state;
         last_output_us_[rank] = now;
       }
     }
@@ -92,7 +92,7 @@ std::optional<Hang> HangWatch::Check(const std::vector<NodeLife>& lives) {
   if (reported_ || options_.timeout_us <= 0) return std::nullopt;
   const int64_t now = env_->MonotonicMicros();
   Observe(lives, now);
-  if (!armed_) return std::nullopt;
+  if (!armed_ || last_output_us_.empty()) return std::nullopt;
   std::vector<size_t> running;
   for (size_t rank = 0; rank < lives.size(); ++rank) {
     if (lives[rank] == NodeLife::kRunning) running.push_back(rank);

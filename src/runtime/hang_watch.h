@@ -75,12 +75,12 @@ class HangWatch {
   HangWatchOptions options_;
   bool armed_ = false;
   bool reported_ = false;
-  std::vector<std::optional<std::pair<uint64_t, int64_t>>> sizes_;  // log size, mtime per node
-  std::vector<int64_t> last_output_us_;                             // monotonic, per node
+  std::vector<std::optional<std::pair<uint64_t, int64_t>>> log_states_;  // log size, mtime per node
+  std::vector<int64_t> last_output_us_;                                  // monotonic, per node
   std::string marker_;
   int64_t last_metric_us_ = 0;
   int64_t next_marker_us_ = 0;
-  int64_t next_sizes_us_ = 0;
+  int64_t next_logs_us_ = 0;
 };
 
 }  // namespace air::runtime
