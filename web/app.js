@@ -65,16 +65,31 @@ async function showRuns() {
   const rows = data.runs.map((r) => [
     el("a", { href: "/runs/" + r.run_id }, String(r.run_id)), r.experiment, stateBadge(r.state),
     String(r.num_nodes), r.backend || "", r.created || "",
-    durationText(r.duration_s)]);
+    durationText(r.duration_s), r.gpu_hours ? r.gpu_hours.toFixed(3) : ""]);
   main.replaceChildren(
     el("h1", {}, "Runs"),
     el("div", { class: "filters" }, el("label", {}, "state ", stateSel),
        el("label", {}, "experiment ", expInput)),
-    rows.length ? table(["id", "experiment", "state", "nodes", "backend", "start", "duration"],
+    rows.length ? table(["id", "experiment", "state", "nodes", "backend", "start", "duration", "GPU-hours"],
                         rows, "runs") : el("p", { class: "muted" }, "No runs."));
 }
 
 // --- one run ---
+
+// The run's progress (air get's progress rows): step, ETA, time to first step, tokens/s, MFU,
+// GPU-hours; blank where the run reports nothing.
+function progressTable(p) {
+  if (!p) return null;
+  const step = p.step === null ? "" : p.step + (p.max_steps ? "/" + p.max_steps : "") +
+    (p.percent === null ? "" : " (" + Math.round(p.percent) + "%)");
+  return table(["step", "steps/s", "ETA", "first step", "tokens/s", "MFU", "GPU-hours"],
+    [[step, p.steps_per_s === null ? "" : p.steps_per_s.toPrecision(3),
+      p.eta_s === null ? "" : durationText(p.eta_s) || "0 s",
+      p.time_to_first_step_s === null ? "" : durationText(p.time_to_first_step_s),
+      p.tokens_per_s === null ? "" : p.tokens_per_s.toFixed(0),
+      p.mfu === null ? "" : (p.mfu * 100).toFixed(1) + "%",
+      p.accelerators ? p.gpu_hours.toFixed(3) : ""]], "progress");
+}
 
 const charts = [];
 
@@ -199,6 +214,7 @@ async function showRun(runId) {
   parts.push(table(["experiment", "nodes", "backend", "created", "duration", "MLflow run"],
     [[run.experiment, String(run.num_nodes), run.backend || "", run.created || "",
       durationText(run.duration_s), run.tracking ? run.tracking.run_id : ""]]));
+  if (run.progress) parts.push(el("h2", {}, "Progress"), progressTable(run.progress));
   if (run.failure_summary) {
     parts.push(el("h2", {}, "Failure"), el("div", { class: "failure", id: "failure" }, run.failure_summary));
   }

@@ -108,6 +108,14 @@ Status LogLineWriter::Split(Stream& stream, std::string_view filtered) {
         Emit(stream.name, std::string_view(stream.partial).substr(0, kMaxLineBytes)));
     stream.partial.erase(0, kMaxLineBytes);
   }
+  // Output that only extends an unfinished line is activity too (hang detection).
+  if (start < filtered.size() && !stream.partial.empty()) {
+    const int64_t now = env_->MonotonicMicros();
+    if (now >= next_touch_us_) {
+      next_touch_us_ = now + 1'000'000;
+      (void)::futimens(fd_, nullptr);
+    }
+  }
   return Status::Ok();
 }
 

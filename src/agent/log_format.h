@@ -59,7 +59,9 @@ class LogLineWriter {
   };
 
   // Filters `chunk` and writes every complete line. A partial line longer than
-  // kMaxLineBytes is written as a record of its own.
+  // kMaxLineBytes is written as a record of its own. Output that only extends an unfinished
+  // line (a progress bar redrawn with '\r') bumps the log's mtime, at most once a second, so
+  // that hang detection (runtime/hang_watch.h) sees the node is alive.
   Status Write(Stream& stream, std::string_view chunk);
   // Flushes the filter and writes the unfinished last line, if any.
   Status Finish(Stream& stream);
@@ -82,7 +84,8 @@ class LogLineWriter {
   int fd_;
   Env* env_;
   LogRotation rotation_;
-  uint64_t written_ = 0;  // bytes in the current file
+  uint64_t written_ = 0;       // bytes in the current file
+  int64_t next_touch_us_ = 0;  // monotonic: when an unfinished line may bump the mtime again
   LineObserver observer_;
 };
 

@@ -101,6 +101,8 @@ class Env {
   // Names (not paths) of the entries of a directory, sorted, without "." and "..".
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual Result<uint64_t> FileSize(const std::string& path) = 0;
+  // The last modification time (mtime), microseconds since the epoch.
+  virtual Result<int64_t> FileModifiedMicros(const std::string& path) = 0;
   // Waits for the lock on `path` (created 0600 when missing, never through a symlink), polling
   // `should_stop` (when set) every 100 ms; kCancelled when it says stop.
   virtual Result<FileLock> LockFile(const std::string& path, FileLock::Mode mode,

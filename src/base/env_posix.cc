@@ -301,6 +301,12 @@ class PosixEnv final : public Env {
     return static_cast<uint64_t>(sb.st_size);
   }
 
+  Result<int64_t> FileModifiedMicros(const std::string& path) override {
+    struct stat sb;
+    if (::stat(path.c_str(), &sb) != 0) return ErrnoStatus("stat " + path, errno);
+    return static_cast<int64_t>(sb.st_mtim.tv_sec) * 1'000'000 + sb.st_mtim.tv_nsec / 1000;
+  }
+
   int64_t NowMicros() override {
     using namespace std::chrono;
     return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();

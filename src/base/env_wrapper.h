@@ -40,6 +40,9 @@ class EnvWrapper : public Env {
     return target_->ListDir(path);
   }
   Result<uint64_t> FileSize(const std::string& path) override { return target_->FileSize(path); }
+  Result<int64_t> FileModifiedMicros(const std::string& path) override {
+    return target_->FileModifiedMicros(path);
+  }
   Result<FileLock> LockFile(const std::string& path, FileLock::Mode mode,
                             const std::function<bool()>& should_stop) override {
     return target_->LockFile(path, mode, should_stop);

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "runtime/layout.h"
 #include "runtime/run_lookup.h"
+#include "runtime/run_progress.h"
 #include "runtime/run_view.h"
 #include "runtime/system_metrics_view.h"
 
@@ -28,6 +29,10 @@ Status GetRun(CliContext& ctx, const std::vector<std::string>& args) {
                        runtime::LoadRun(store.get(), layout, run_id, ctx.env));
   AIR_ASSIGN_OR_RETURN(runtime::RunDetails details, runtime::LoadRunDetails(store.get(), run));
   int64_t now = ctx.env->NowMicros();
+  if (auto progress = runtime::LoadRunProgress(store.get(), layout, run, ctx.env, now);
+      progress.ok()) {
+    details.progress = std::move(*progress);
+  }
   nlohmann::json data = runtime::RunDetailsJson(details, now);
   std::string text = runtime::RunDetailsText(details, now);
   // The latest system metrics sample of each node, before the closing `logs:` hint.

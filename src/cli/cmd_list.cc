@@ -9,6 +9,7 @@
 #include "runtime/layout.h"
 #include "runtime/reconcile.h"
 #include "runtime/run_lookup.h"
+#include "runtime/run_progress.h"
 #include "runtime/run_view.h"
 
 namespace air::cli {
@@ -88,8 +89,15 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
   }
   int64_t now = ctx.env->NowMicros();
   nlohmann::json items = nlohmann::json::array();
+  std::unique_ptr<store::Store> store;  // for each run's progress (-o json)
+  if (ctx.json() && !runs.empty()) {
+    AIR_ASSIGN_OR_RETURN(store, runtime::OpenExistingStore(layout, ctx.env));
+  }
   for (size_t i = 0; i < runs.size(); ++i) {
     items.push_back(runtime::RunSummaryJson(runs[i], now, queue_reasons[i]));
+    if (!store) continue;
+    auto progress = runtime::LoadRunProgress(store.get(), layout, runs[i], ctx.env, now);
+    if (progress.ok()) items.back()["progress"] = runtime::ProgressJson(*progress);
   }
   EmitData(ctx, {{"runs", items}}, runtime::RunListText(runs, now, queue_reasons));
   return Status::Ok();

@@ -10,9 +10,11 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include "base/strings.h"
 #include "cli/commands.h"
+#include "engine/train/mfu.h"
 #include "engine/train/train_run.h"
 #include "tracking/metric_logger.h"
 
@@ -37,6 +39,21 @@ void CatchSigterm() {
 // MLflow logging when MLFLOW_TRACKING_URI and MLFLOW_RUN_ID are set (air run sets both), from
 // rank 0 only: parameters now, then each logged step's loss, learning rate, gradient norm and
 // tokens/s (tracking/metric_logger.h).
+// FLOPs per token / the GPU's peak, so that MFU = tokens/s x this; nullopt where either is
+// unknown (the CPU, fp32, a mixture of experts, a GPU missing from engine/train/mfu.h's table).
+struct MfuBasis {
+  double flops_per_token = 0;
+  double peak_flops = 0;
+};
+std::optional<MfuBasis> MfuBasisOf(const engine::train::PreparedTraining& p) {
+  if (!p.device.gpu) return std::nullopt;
+  auto peak = engine::train::PeakDenseFlops(p.device.description, p.config.precision.param_dtype);
+  auto flops = engine::train::TrainingFlopsPerToken(p.model_config, p.config.max_seq_len,
+                                                    p.config.lora.enabled);
+  if (!peak || !flops) return std::nullopt;
+  return MfuBasis{*flops, *peak};
+}
+
 std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
                                                       const engine::train::PreparedTraining& p) {
   auto uri = ctx.env->GetEnv("MLFLOW_TRACKING_URI");
@@ -71,6 +88,10 @@ std::unique_ptr<tracking::MetricLogger> StartTracking(CliContext& ctx,
     params.push_back({"lora_alpha", fmt::format("{}", c.lora.alpha)});
     params.push_back({"lora_dropout", fmt::format("{}", c.lora.dropout)});
     params.push_back({"use_rslora", c.lora.use_rslora ? "true" : "false"});
+  }
+  if (auto mfu = MfuBasisOf(p)) {  // what the logged `mfu` is computed from
+    params.push_back({"model_flops_per_token", fmt::format("{:.6g}", mfu->flops_per_token)});
+    params.push_back({"device_peak_tflops", fmt::format("{:.6g}", mfu->peak_flops / 1e12)});
   }
   logger->LogParams(std::move(params));
   return logger;
@@ -133,12 +154,17 @@ void RunTrainCommand(CliContext& ctx, const TrainFlags& flags) {
   options.num_threads = flags.threads;
   std::unique_ptr<tracking::MetricLogger> tracking = StartTracking(ctx, *prepared);
   if (tracking) {
-    options.on_logged_step = [&tracking, &ctx](const StepMetrics& m) {
+    options.on_logged_step = [&tracking, &ctx, mfu = MfuBasisOf(*prepared)](const StepMetrics& m) {
       int64_t now_ms = ctx.env->NowMicros() / 1000;
-      tracking->Log({{"loss", m.loss, now_ms, m.step},
-                     {"learning_rate", m.lr, now_ms, m.step},
-                     {"grad_norm", m.grad_norm, now_ms, m.step},
-                     {"tokens_per_s", m.tokens_per_s, now_ms, m.step}});
+      std::vector<tracking::Metric> points = {{"loss", m.loss, now_ms, m.step},
+                                              {"learning_rate", m.lr, now_ms, m.step},
+                                              {"grad_norm", m.grad_norm, now_ms, m.step},
+                                              {"tokens_per_s", m.tokens_per_s, now_ms, m.step}};
+      if (mfu) {
+        points.push_back(
+            {"mfu", m.tokens_per_s * mfu->flops_per_token / mfu->peak_flops, now_ms, m.step});
+      }
+      tracking->Log(std::move(points));
     };
   }
   auto summary = RunTraining(ctx.env, *prepared, options);

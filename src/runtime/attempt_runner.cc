@@ -53,6 +53,16 @@ Status AttemptRunner::BeginStop(StopCause cause, const std::string& why) {
   return backend_->StopAll();
 }
 
+Status AttemptRunner::StopHung(const Hang& hang) {
+  const std::string description = hang.Describe(options_.hang.timeout_text);
+  AIR_RETURN_IF_ERROR(store_->AppendEvent(options_.run_id, "hang", description, options_.attempt));
+  AIR_RETURN_IF_ERROR(
+      BeginStop(StopCause::kHang, fmt::format("the attempt hung ({}; silent first: {})",
+                                              options_.hang.timeout_text, hang.NodeNames())));
+  stop_reason_ = "hung: " + description;  // the attempt's failure summary
+  return Status::Ok();
+}
+
 Status AttemptRunner::RecordChanges(const std::vector<backends::NodeStatus>& statuses) {
   for (const auto& status : statuses) {
     const int rank = status.node_rank;
@@ -170,6 +180,16 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     system_metrics_ = std::make_unique<SystemMetricsIngester>(
         store_, layout_, options_.run_id, options_.attempt, static_cast<int>(n), env_);
   }
+  std::optional<HangWatch> hang_watch;
+  if (options_.hang.timeout_us > 0) {
+    HangWatchOptions hang = options_.hang;
+    hang.node_logs.clear();
+    for (size_t rank = 0; rank < n; ++rank) {
+      hang.node_logs.push_back(
+          layout_.NodeLog(options_.run_id, options_.attempt, static_cast<int>(rank)));
+    }
+    hang_watch.emplace(env_, std::move(hang));
+  }
   Status failure = options_.attach ? alerts.Resume() : Status::Ok();
   while (failure.ok()) {
     auto polled = backend_->Poll(options_.poll_interval_us);
@@ -200,6 +220,17 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
         std::string reason = options_.cancel_requested();
         if (!reason.empty()) failure = BeginStop(StopCause::kCancel, reason);
       }
+      if (failure.ok() && stop_cause_ == StopCause::kNone && hang_watch) {
+        std::vector<NodeLife> lives(n, NodeLife::kNotStarted);
+        for (const auto& status : *polled) {
+          if (status.node_rank < 0 || static_cast<size_t>(status.node_rank) >= n) continue;
+          lives[status.node_rank] =
+              status.phase == backends::NodePhase::kStarting  ? NodeLife::kNotStarted
+              : status.phase == backends::NodePhase::kRunning ? NodeLife::kRunning
+                                                              : NodeLife::kEnded;
+        }
+        if (auto hang = hang_watch->Check(lives)) failure = StopHung(*hang);
+      }
       if (!failure.ok()) break;
     } else if (!killed_ &&
                now - stop_started_us_ > (int64_t{options_.grace_seconds} + 5) * 1'000'000) {
@@ -222,6 +253,9 @@ Result<AttemptOutcome> AttemptRunner::Run(const backends::AttemptToLaunch& attem
     case StopCause::kNodeFailed:
       return AttemptOutcome{store::AttemptState::kFailed,
                             SummaryWithFirstAlert(stop_reason_, alerts.first()), lost_nodes_};
+    case StopCause::kHang:
+      return AttemptOutcome{store::AttemptState::kFailed, stop_reason_, lost_nodes_,
+                            /*hung=*/true};
     case StopCause::kTimeout:
       return AttemptOutcome{store::AttemptState::kTimedOut,
                             SummaryWithFirstAlert(stop_reason_, alerts.first())};

@@ -9,6 +9,8 @@
 //   - the deadline (timeout_minutes) passed               -> TERMINATING, stop -> TIMED_OUT
 //     (a backend whose scheduler enforces the limit reports it: SchedulerStatus::timed_out)
 //   - a cancel was requested                              -> TERMINATING, stop -> CANCELED
+//   - no node wrote output or logged a metric for hang_timeout_minutes (runtime/hang_watch.h)
+//     -> a `hang` event naming the nodes that went silent first, stop -> FAILED (hung)
 // Once air starts stopping an attempt, how the remaining nodes end no longer matters: a worker
 // that traps SIGTERM and exits 0 is STOPPED, never a success. Stopping is SIGTERM to each node's
 // process group (by its agent), SIGKILL after the grace period, and, if an agent does not finish
@@ -24,13 +26,14 @@
 
 #include "backends/cluster_backend.h"
 #include "base/env.h"
+#include "runtime/hang_watch.h"
 #include "runtime/layout.h"
 #include "runtime/system_metrics_ingest.h"
 #include "store/store.h"
 
 namespace air::runtime {
 
-enum class StopCause { kNone, kNodeFailed, kTimeout, kCancel };
+enum class StopCause { kNone, kNodeFailed, kTimeout, kCancel, kHang };
 
 // A node the attempt lost (its agent or host died), by rank and, where known, host.
 struct LostNode {
@@ -46,6 +49,8 @@ struct AttemptOutcome {
   std::string summary;  // why it did not succeed ("" on success)
   // The nodes lost before air began killing the attempt (a FAILED attempt only).
   std::vector<LostNode> lost_nodes;
+  // A FAILED attempt that was stopped because it hung (on_hang decides what follows).
+  bool hung = false;
 };
 
 struct AttemptRunnerOptions {
@@ -60,6 +65,8 @@ struct AttemptRunnerOptions {
   // Adopt the attempt a dead supervisor launched (ClusterBackend::Attach) instead of launching it;
   // the nodes' starts and ends already in the store are not recorded again.
   bool attach = false;
+  // Hang detection: timeout_us > 0 turns it on; node_logs are filled in from the layout.
+  HangWatchOptions hang;
 };
 
 class AttemptRunner {
@@ -78,6 +85,8 @@ class AttemptRunner {
 
  private:
   Status BeginStop(StopCause cause, const std::string& why);
+  // Records the `hang` event and stops the attempt.
+  Status StopHung(const Hang& hang);
   Status RecordChanges(const std::vector<backends::NodeStatus>& statuses);
   // Events for what the scheduler says (queued with a reason, job state); its time limit.
   Status RecordScheduler(const backends::SchedulerStatus& scheduler);

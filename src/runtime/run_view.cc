@@ -149,6 +149,7 @@ json RunDetailsJson(const RunDetails& details, int64_t now_us) {
   out["attempt_details"] = attempts;
   out["alerts"] = json::array();
   for (const Alert& alert : details.alerts) out["alerts"].push_back(AlertJson(alert));
+  if (details.progress) out["progress"] = ProgressJson(*details.progress);
   return out;
 }
 
@@ -170,6 +171,9 @@ std::string RunDetailsText(const RunDetails& details, int64_t now_us) {
   if (run.started_us) {
     row("duration",
         FormatDuration(DurationOf(run, now_us)) + (run.ended_us ? "" : " (still running)"));
+  }
+  if (details.progress) {
+    for (const auto& [key, value] : ProgressRows(*details.progress)) row(key, value);
   }
   row("mlflow run", run.mlflow_run_id);
   row("spec", run.source_path);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/alerts.h"
+#include "runtime/progress.h"
 #include "store/store.h"
 
 namespace air::runtime {
@@ -22,6 +23,8 @@ struct RunDetails {
   std::string queue_reason;
   std::string scheduler_note;  // the scheduler's latest word on the live attempt
   std::vector<Alert> alerts;   // every attempt's alerts (runtime/alerts.h), as recorded
+  // Filled by callers that show it (runtime/run_progress.h): `progress` in JSON, rows in text.
+  std::optional<RunProgress> progress;
 };
 
 Result<RunDetails> LoadRunDetails(store::Store* store, const store::RunRecord& run);

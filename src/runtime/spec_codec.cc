@@ -123,6 +123,8 @@ nlohmann::json SpecToJson(const spec::WorkloadSpec& spec) {
   j["max_retries"] = spec.max_retries;
   PutOptional(j, "timeout_minutes", spec.timeout_minutes);
   j["system_metrics_interval_s"] = spec.system_metrics_interval_s;
+  PutOptional(j, "hang_timeout_minutes", spec.hang_timeout_minutes);
+  if (spec.hang_timeout_minutes) j["on_hang"] = spec::OnHangName(spec.on_hang);
   PutOptional(j, "parameters_yaml", spec.parameters_yaml);
   PutOptional(j, "idempotency_token", spec.idempotency_token);
   PutOptional(j, "mlflow_run_name", spec.mlflow_run_name);
@@ -167,6 +169,9 @@ Result<spec::WorkloadSpec> SpecFromJson(const nlohmann::json& j) {
     spec.max_retries = j.at("max_retries").get<int>();
     spec.timeout_minutes = GetOptional<int>(j, "timeout_minutes");
     spec.system_metrics_interval_s = j.value("system_metrics_interval_s", 10);  // older specs
+    spec.hang_timeout_minutes = GetOptional<double>(j, "hang_timeout_minutes");
+    spec.on_hang =
+        j.value("on_hang", "fail") == "restart" ? spec::OnHang::kRestart : spec::OnHang::kFail;
     spec.parameters_yaml = GetOptional<std::string>(j, "parameters_yaml");
     spec.idempotency_token = GetOptional<std::string>(j, "idempotency_token");
     spec.mlflow_run_name = GetOptional<std::string>(j, "mlflow_run_name");

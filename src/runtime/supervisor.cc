@@ -24,6 +24,8 @@
 #include "runtime/spec_codec.h"
 #include "runtime/tracking_link.h"
 #include "store/store.h"
+#include "tracking/tracking_store.h"
+#include "tracking/workload_metrics.h"
 
 namespace air::runtime {
 namespace {
@@ -185,6 +187,27 @@ class RunSupervisor {
     }
   }
 
+  // Hang detection for each attempt (hang_timeout_minutes): node output, and the metrics the
+  // workload logs when its tracking run is in air's store.
+  HangWatchOptions HangOptions(double minutes) {
+    HangWatchOptions hang;
+    hang.timeout_us = std::llround(minutes * settings_.minute_seconds * 1e6);
+    hang.timeout_text = fmt::format("hang_timeout_minutes: {}", minutes);
+    if (settings_.minute_seconds != 60) {
+      hang.timeout_text += fmt::format(", a minute being {} s under AIR_TEST_MINUTE_SECONDS",
+                                       settings_.minute_seconds);
+    }
+    tracking::TrackingStore tracking(store_->db(), env_);
+    auto link = tracking.GetLink(run_.id);
+    if (link.ok() && *link && (*link)->tracking_uri.empty()) {
+      hang.metric_marker = [this, run_uuid = (*link)->mlflow_run_id] {
+        auto marker = tracking::WorkloadMetricMarker(store_->db(), run_uuid);
+        return marker.ok() ? *marker : std::string();
+      };
+    }
+    return hang;
+  }
+
   // The attempt a dead supervisor left open (the newest one without an end).
   Result<store::AttemptRecord> OpenAttempt() {
     AIR_ASSIGN_OR_RETURN(std::vector<store::AttemptRecord> attempts, store_->ListAttempts(run_.id));
@@ -291,6 +314,7 @@ class RunSupervisor {
         }
       }
       runner_options.cancel_requested = [this] { return cancel_.Check(); };
+      if (spec.hang_timeout_minutes) runner_options.hang = HangOptions(*spec.hang_timeout_minutes);
       AttemptRunner runner(store_, backend.get(), layout_, env_, runner_options);
       AIR_INFO("run {}: {} attempt {} on port {}", run_.id, adopting ? "adopting" : "launching",
                attempt, port);
@@ -308,6 +332,23 @@ class RunSupervisor {
         case AttemptState::kSucceeded:
           return Finish(RunState::kSucceeded, fmt::format("every node exited 0 ({})", where), "");
         case AttemptState::kFailed:
+          if (outcome->hung) {  // on_hang: fail ends the run; restart retries it
+            if (spec.on_hang == spec::OnHang::kFail || attempt >= run_.max_retries) {
+              return Finish(RunState::kFailed,
+                            fmt::format("{} hung; {}", where,
+                                        spec.on_hang == spec::OnHang::kFail ? "on_hang: fail"
+                                                                            : "no retries left"),
+                            fmt::format("{}: {}", where, outcome->summary));
+            }
+            AIR_RETURN_IF_ERROR(store_->AppendEvent(
+                run_.id, "retry",
+                fmt::format("attempt {} hung; restarting the whole workload as attempt {} "
+                            "(on_hang: restart; {} retr{} left after it)",
+                            attempt, attempt + 1, run_.max_retries - attempt - 1,
+                            run_.max_retries - attempt - 1 == 1 ? "y" : "ies"),
+                attempt));
+            continue;
+          }
           if (spec.compute.min_nodes < spec.compute.num_nodes && !outcome->lost_nodes.empty()) {
             const ElasticStep step = NextElasticStep(spec, attempt, nodes, *outcome);
             if (!step.retry) {

@@ -16,6 +16,7 @@
 #include "runtime/layout.h"
 #include "runtime/reconcile.h"
 #include "runtime/run_lookup.h"
+#include "runtime/run_progress.h"
 #include "runtime/run_view.h"
 #include "server/server_internal.h"
 #include "tracking/tracking_store.h"
@@ -69,6 +70,9 @@ void ListRuns(ServerContext& ctx, const httplib::Request& req, httplib::Response
     if (state && (queued->empty() ? current->state : store::RunState::kPending) != *state) continue;
     json item = runtime::RunSummaryJson(*current, now, *queued);
     item["backend"] = current->backend;
+    auto progress = runtime::LoadRunProgress(lease->get(), layout, *current, ctx.env, now,
+                                             runtime::ProgressDetail::kAttemptsOnly);
+    if (progress.ok()) item["gpu_hours"] = progress->gpu_hours;
     items.push_back(std::move(item));
   }
   SendJson(res, {{"runs", items}});
@@ -86,6 +90,9 @@ void GetRunDetails(ServerContext& ctx, const httplib::Request& req, httplib::Res
   if (!run.ok()) return SendError(res, run.status());
   auto details = runtime::LoadRunDetails(lease->get(), *run);
   if (!details.ok()) return SendError(res, details.status());
+  auto progress =
+      runtime::LoadRunProgress(lease->get(), layout, *run, ctx.env, ctx.env->NowMicros());
+  if (progress.ok()) details->progress = std::move(*progress);
   json body = runtime::RunDetailsJson(*details, ctx.env->NowMicros());
   body["backend"] = run->backend;
   auto events = (*lease)->ListEvents(*run_id);

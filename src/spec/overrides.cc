@@ -51,6 +51,8 @@ constexpr SchemaField kSchema[] = {
     {"max_retries", FieldKind::kTyped},
     {"timeout_minutes", FieldKind::kTyped},
     {"system_metrics_interval_s", FieldKind::kTyped},
+    {"hang_timeout_minutes", FieldKind::kTyped},
+    {"on_hang", FieldKind::kText},
     {"parameters", FieldKind::kMapping},
     {"idempotency_token", FieldKind::kText},
     {"mlflow_run_name", FieldKind::kText},

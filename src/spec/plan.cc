@@ -130,6 +130,9 @@ nlohmann::ordered_json PlanToJson(const PlanInput& input) {
   plan["max_attempts"] = spec.max_retries + 1;
   plan["timeout_minutes"] = spec.timeout_minutes ? json(*spec.timeout_minutes) : json(nullptr);
   plan["system_metrics_interval_s"] = spec.system_metrics_interval_s;
+  plan["hang_timeout_minutes"] =
+      spec.hang_timeout_minutes ? json(*spec.hang_timeout_minutes) : json(nullptr);
+  plan["on_hang"] = spec.hang_timeout_minutes ? json(OnHangName(spec.on_hang)) : json(nullptr);
   plan["parameters_yaml"] = spec.parameters_yaml ? json(*spec.parameters_yaml) : json(nullptr);
   plan["idempotency_token"] =
       spec.idempotency_token ? json(*spec.idempotency_token) : json(nullptr);
@@ -192,6 +195,12 @@ std::string PlanToText(const PlanInput& input) {
       spec.system_metrics_interval_s == 0
           ? std::string("system metrics off")
           : fmt::format("system metrics every {} s per node", spec.system_metrics_interval_s));
+  if (spec.hang_timeout_minutes) {
+    row("hang",
+        fmt::format("no output or metric from any node for {} minutes: {}",
+                    *spec.hang_timeout_minutes,
+                    spec.on_hang == OnHang::kRestart ? "restart (a retry)" : "fail the run"));
+  }
   row("mlflow", fmt::format("experiment {}{}", MlflowExperimentName(spec),
                             spec.mlflow_run_name ? ", run " + *spec.mlflow_run_name : ""));
   if (spec.idempotency_token) row("idempotency", *spec.idempotency_token);

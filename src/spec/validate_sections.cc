@@ -26,6 +26,8 @@ const std::vector<std::string>& TopLevelKeys() {
                                                  "secrets",
                                                  "max_retries",
                                                  "timeout_minutes",
+                                                 "hang_timeout_minutes",
+                                                 "on_hang",
                                                  "parameters",
                                                  "idempotency_token",
                                                  "mlflow_run_name",
@@ -74,6 +76,7 @@ void SpecValidator::Validate(const YamlNode& root, WorkloadSpec* spec) {
   if (const YamlNode* node = top.Get("parameters")) ValidateParameters(*node, spec);
   if (const YamlNode* node = top.Get("permissions")) ValidatePermissions(*node, spec);
   ValidateScalarFields(top, spec);
+  ValidateHangFields(top, spec);
   // Sizes the kernel would refuse at exec on every node (spec/exec_limits.h).
   for (const ExecLimitProblem& problem : CheckExecLimits(*spec, ExecLimitsOfThisProcess())) {
     diagnostics_->Add(spec->LocationOf(problem.field), problem.field, problem.message,

@@ -4,8 +4,8 @@
 //
 // The checks are split by section: validate_common.cc (mapping, string and integer readers),
 // validate_sections.cc (top level, compute, environment, command, scalars),
-// validate_code_source.cc (code_source) and validate_vars.cc
-// (env_variables, secrets, parameters, permissions).
+// validate_code_source.cc (code_source), validate_vars.cc (env_variables, secrets,
+// parameters, permissions) and validate_hang.cc (hang_timeout_minutes, on_hang).
 // Thread safety: one validator per document, used by one thread.
 #pragma once
 
@@ -80,6 +80,8 @@ class SpecValidator {
                       WorkloadSpec* spec);
   void ValidateCommand(const YamlNode& node, WorkloadSpec* spec);
   void ValidateScalarFields(const MappingView& top, WorkloadSpec* spec);
+  // validate_hang.cc: hang_timeout_minutes and on_hang
+  void ValidateHangFields(const MappingView& top, WorkloadSpec* spec);
   // validate_vars.cc
   void ValidateEnvVariables(const YamlNode& node, WorkloadSpec* spec);
   void ValidateSecrets(const YamlNode& node, const MappingView& top, WorkloadSpec* spec);

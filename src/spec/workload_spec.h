@@ -23,6 +23,12 @@ struct SourceLocation {
 
 enum class AcceleratorKind { kGpu, kCpu };
 
+// on_hang: what a hang (hang_timeout_minutes) does to the run (docs/workload-spec.md).
+enum class OnHang {
+  kFail,     // the attempt fails and the run ends FAILED, without a retry
+  kRestart,  // the attempt is stopped and retried like any failed attempt (max_retries)
+};
+
 struct ComputeSpec {
   std::string accelerator_type;  // as written: "GPU_8xH100", "CPU_2", ...
   int num_accelerators = 0;      // > 0, a multiple of per_node
@@ -95,6 +101,12 @@ inline size_t CountCommandLines(std::string_view command) {
   return lines;
 }
 
+inline constexpr double kMinHangTimeoutMinutes = 0.01;   // 0.6 s
+inline constexpr double kMaxHangTimeoutMinutes = 10080;  // 7 days
+inline const char* OnHangName(OnHang on_hang) {
+  return on_hang == OnHang::kRestart ? "restart" : "fail";
+}
+
 struct WorkloadSpec {
   std::string source_path;      // the YAML file this came from (absolute)
   std::string source_dir;       // its directory: relative paths resolve against it
@@ -106,8 +118,12 @@ struct WorkloadSpec {
   std::vector<std::pair<std::string, std::string>> env_variables;  // NAME -> value, as written
   std::vector<std::pair<std::string, SecretRef>> secrets;          // NAME -> scope/key
   int max_retries = 3;
-  std::optional<int> timeout_minutes;            // >= 1
-  int system_metrics_interval_s = 10;            // 0: off; else 1..3600 (docs/tracking.md)
+  std::optional<int> timeout_minutes;  // >= 1
+  int system_metrics_interval_s = 10;  // 0: off; else 1..3600 (docs/tracking.md)
+  // hang_timeout_minutes: how long every node may go without output or a logged metric before
+  // the attempt counts as hung; kMinHangTimeoutMinutes..kMaxHangTimeoutMinutes, unset: off.
+  std::optional<double> hang_timeout_minutes;
+  OnHang on_hang = OnHang::kFail;                // set only with hang_timeout_minutes
   std::optional<std::string> parameters_yaml;    // the parameters block re-emitted as YAML text
   std::optional<std::string> idempotency_token;  // <= 64 chars
   std::optional<std::string> mlflow_run_name;

@@ -116,3 +116,27 @@ def test_inconsistent_rank_variables_are_refused(check_bin):
     proc = subprocess.run([check_bin], env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert "RANK=2 is not valid with WORLD_SIZE=2: ranks are 0..1" in proc.stderr
+
+
+def test_a_collective_that_never_completes_ends_naming_rank_and_collective(check_bin):
+    """A hang, not a death: rank 1 joins and stays alive but never enters the all_reduce the
+    others wait in. Their collective timeout ends it with an error naming the waiting rank, the
+    collective and its number, and rank 1 as the one that never entered it (each waiting rank
+    records its collective in the store); rank 1 is left running (killed here)."""
+    procs = start_ranks(check_bin, 3, free_port(),
+                        args=["--stall-rank", "1", "--timeout-seconds", "2", "--count", "1000"])
+    try:
+        for rank in (0, 2):
+            code, stdout, stderr = finish({rank: procs[rank]}, timeout=60)[rank]
+            assert "entering all_reduce" in stdout, (rank, stdout, stderr)
+            assert code == 1, (rank, stdout, stderr)
+            # The waiting rank, the collective and its number, and the rank that never came.
+            assert (f"all_reduce of 1000 f32 (collective #1) on rank {rank} did not complete "
+                    "within 2 s: rank 1 (host ") in stderr, (rank, stderr)
+            assert f"pid {procs[1].pid}) never entered it" in stderr, stderr
+            assert "Timed out waiting 2000ms" in stderr, stderr
+        assert procs[1].poll() is None  # the stalled rank is alive: a hang, not a lost peer
+        assert "stalling outside every collective" in procs[1].stdout.readline()
+    finally:
+        procs[1].kill()
+        procs[1].wait()

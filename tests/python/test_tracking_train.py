@@ -77,6 +77,14 @@ def test_air_train_logs_and_survives_a_killed_tracking_server(air, air_home, tmp
     assert after["steps"] == [1, 2, 3, 4, 5]
     assert after["params"]["model_name"] == str(tmp_path / "tiny")
     assert after["params"]["total_steps"] == "5"
+    # Its progress (air get): the steps and tokens/s it logged, total_steps as max_steps; no MFU
+    # on the CPU (no peak to measure against).
+    progress = get(air, run_id)["progress"]
+    assert (progress["step"], progress["max_steps"]) == (5, 5), progress
+    assert progress["step_source"] == "metrics", progress
+    assert progress["max_steps_source"] == "param total_steps", progress
+    assert progress["tokens_per_s"] > 0 and progress["mfu"] is None, progress
+    assert progress["gpu_hours"] == 0 and progress["eta_s"] is None, progress
 
 
 @pytest.fixture
@@ -113,6 +121,12 @@ def test_air_train_logs_into_an_external_mlflow_server(air, air_home, tmp_path, 
     assert got["status"] == "FINISHED"
     assert got["steps"] == [1, 2, 3, 4, 5, 6]
     assert got["params"]["total_steps"] == "6"
+    # Tracked elsewhere: progress from air train's progress lines in the node's log.
+    progress = get(air, run_id)["progress"]
+    assert (progress["step"], progress["max_steps"]) == (6, 6), progress
+    assert progress["step_source"] == "log", progress
+    assert progress["max_steps_source"] == "parameters.max_steps", progress
+    assert progress["tokens_per_s"] is None, progress
     # Nothing of it went to air's own server.
     assert not (air_home / "tracking" / "server.json").exists()
     # An unreachable server is a clear error at submit, and no run is left behind to start.

@@ -2,7 +2,8 @@
 the browser logs in through `air ui --url-only`'s one-time link (an HttpOnly, SameSite=Strict
 cookie the page's scripts cannot read); the runs table lists a finished and a failed run; a run
 page shows both nodes' logs, the failure summary led by its alert (torch's CUDA OOM line), the
-alerts table, and a loss chart drawn from the run's metrics;
+alerts table, a loss chart drawn from the run's metrics, and its progress (step, rate, time to
+first step, GPU-hours; GPU-hours in the runs table too);
 a log line holding <script> is shown as text. A page on another origin, in the same logged-in
 browser, can neither read from nor write to the server (a form, an <img>, no-cors and CORS
 fetches), and a name pointed at 127.0.0.1 (DNS rebinding) is refused. AIR_UI_SCREENSHOT=path
@@ -123,6 +124,43 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
     assert "lr" in browser.find_element(By.ID, "params").text
     if os.environ.get("AIR_UI_SCREENSHOT"):
         browser.save_screenshot(os.environ["AIR_UI_SCREENSHOT"])
+
+
+def test_ui_shows_progress_and_gpu_hours(air, air_home, tmp_path, monkeypatch, browser):
+    """A run on a simulated 2-GPU host (CUDA_VISIBLE_DEVICES) logging 20 of its 40 steps: the
+    runs table has its GPU-hours, the run page its step, rate and time to first step, as
+    `air get -o json` computes them."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    log_steps = ("python -c \"import mlflow, os, time; "
+                 "mlflow.start_run(run_id=os.environ['MLFLOW_RUN_ID']); "
+                 "mlflow.log_param('max_steps', 40); "
+                 "[(time.sleep(0.02), mlflow.log_metric('loss', 1.0 / s, step=s)) "
+                 "for s in range(1, 21)]\"")
+    spec = write_spec(tmp_path, f'if [ "$NODE_RANK" = 0 ]; then {log_steps}; fi', name="ui-gpu",
+                      nodes=2, env_variables={"GIT_PYTHON_REFRESH": "quiet"})
+    spec.write_text(spec.read_text().replace("CPU_1", "GPU_1xA10"))
+    run_id = submit(air, spec)
+    run = wait_terminal(air, run_id, timeout=120)
+    assert run["state"] == "SUCCEEDED", air("logs", run_id, "--node", 0).stdout
+    progress = run["progress"]
+    assert progress["step"] == 20 and progress["accelerators"] == 2 and progress["gpu_hours"] > 0
+    login = air("ui", "--url-only", check=True).stdout.strip()
+    url = login.split("login?")[0]
+    browser.get(login)
+    wait_ready(browser)
+    row = browser.find_elements(By.CSS_SELECTOR, "#runs tr")[1].find_elements(By.TAG_NAME, "td")
+    assert row[0].text == str(run_id)
+    assert row[7].text == f"{progress['gpu_hours']:.3f}"
+    browser.get(f"{url}runs/{run_id}")
+    wait_ready(browser)
+    cells = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#progress td")]
+    assert cells[0] == "20/40 (50%)", cells
+    assert float(cells[1]) == pytest.approx(progress["steps_per_s"], rel=5e-3), cells
+    assert cells[2] == ""  # ended: no ETA
+    assert cells[3].endswith(" s"), cells  # time to the first step
+    assert cells[6] == f"{progress['gpu_hours']:.3f}", cells
 
 
 def printed_link(text: str) -> str:

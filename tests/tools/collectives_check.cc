@@ -9,6 +9,9 @@
 //   air_collectives_check [--count N] [--timeout-seconds S] [--join-timeout-seconds S]
 //                         [--loop]     repeat all-reduces until an error (fault tests: kill a
 //                                      rank from outside while the others are inside one)
+//                         [--stall-rank R]  rank R joins, then never enters a collective (it
+//                                      sleeps until killed) while the others all-reduce: a hang,
+//                                      which their collective timeout must end naming rank R
 //
 // Exit 0 when every check passed; otherwise the error goes to stderr and the exit code is 1.
 #include <fmt/format.h>
@@ -207,10 +210,12 @@ int main(int argc, char** argv) {
   double timeout_s = 60;
   double join_timeout_s = 60;
   bool loop = false;
+  int stall_rank = -1;
   app.add_option("--count", count, "elements per rank in the large checks");
   app.add_option("--timeout-seconds", timeout_s, "collective timeout");
   app.add_option("--join-timeout-seconds", join_timeout_s, "rendezvous timeout");
   app.add_flag("--loop", loop, "repeat all-reduces until one fails");
+  app.add_option("--stall-rank", stall_rank, "this rank never enters a collective (a hang)");
   CLI11_PARSE(app, argc, argv);
 
   auto dist = ReadDistEnv(air::DefaultEnv());
@@ -227,6 +232,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string who = fmt::format("rank {}/{}", dist->rank, dist->world_size);
+  if (stall_rank >= 0) {
+    if (dist->rank == stall_rank) {
+      std::cout << who << ": stalling outside every collective" << std::endl;
+      for (;;) ::pause();
+    }
+    std::vector<float> data(count, 1.0f);
+    std::cout << who << ": entering all_reduce" << std::endl;
+    Status s = (*pg)->AllReduce(data.data(), data.size(), CommDType::kF32, ReduceOp::kSum);
+    if (!s.ok()) {
+      std::cerr << "error: " << who << ": " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << who << ": all_reduce completed without rank " << stall_rank << std::endl;
+    return 0;
+  }
   if (loop) {
     std::vector<float> data(count, 1.0f);
     std::cout << who << ": looping" << std::endl;

@@ -310,9 +310,17 @@ class GlooProcessGroup : public ProcessGroup {
 
   Status WaitForAll(const std::vector<std::string>& keys, const std::string& store_at);
   Status Failure(const std::string& what, const std::string& error);
+  // After a collective timed out with no peer known lost (a hang): records in the store which
+  // collective this rank waited in, reads what the others record within kHangWindow, and names
+  // the ranks that did not wait in the same one ("rank 1 (host H, pid P) never entered it",
+  // "rank 2 (...) waits in barrier #7 instead"). "" when every rank waited in it, or no store.
+  std::string RanksMissingFrom(const std::string& collective);
+  static constexpr std::chrono::milliseconds kHangWindow{2000};
   int LostRankIn(const std::string& error) const;
   // When the error names no address we know: the rank that must be (or provably is) gone, else -1.
   int DeadPeer() const;
+  // Whether rank r ran on this host and its process is gone.
+  bool PeerProcessGone(int r) const;
   std::string DescribeRank(int r) const {
     auto it = peers_.find(r);
     return it == peers_.end() ? fmt::format("rank {}", r)
@@ -538,17 +546,23 @@ Status GlooProcessGroup::Join() {
   return Status::Ok();
 }
 
+bool GlooProcessGroup::PeerProcessGone(int r) const {
+  // Only a peer on this host can be checked (peers_ holds "host H, pid P").
+  auto it = peers_.find(r);
+  if (r == dist_.rank || it == peers_.end()) return false;
+  const std::string& where = it->second;
+  if (where.rfind(fmt::format("host {},", Hostname()), 0) != 0) return false;
+  const size_t at = where.rfind("pid ");
+  if (at == std::string::npos) return false;
+  const pid_t pid = static_cast<pid_t>(std::atol(where.c_str() + at + 4));
+  return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 int GlooProcessGroup::DeadPeer() const {
   // With two ranks the lost one can only be the other.
   if (dist_.world_size == 2) return 1 - dist_.rank;
-  // A peer on this host whose process is gone (peers_ holds "host H, pid P").
-  const std::string here = fmt::format("host {},", Hostname());
   for (const auto& [r, where] : peers_) {
-    if (r == dist_.rank || where.rfind(here, 0) != 0) continue;
-    const size_t at = where.rfind("pid ");
-    if (at == std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::atol(where.c_str() + at + 4));
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) return r;
+    if (PeerProcessGone(r)) return r;
   }
   return -1;
 }
@@ -578,8 +592,17 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
     }
   }
   if (lost < 0) lost = seen_lost_;
-  if (lost < 0) lost = DeadPeer();
   const bool timed_out = error.find("imed out") != std::string::npos;
+  if (lost < 0 && timed_out) {
+    // Every peer may be alive: a hang. Name the collective and who never reached it.
+    const std::string collective = fmt::format("{} (collective #{})", what, tag_ - 1);
+    if (std::string missing = RanksMissingFrom(collective); !missing.empty()) {
+      return DeadlineExceeded(
+          fmt::format("{} on rank {} did not complete within {} s: {} (gloo: {})", collective,
+                      dist_.rank, options_.timeout.count() / 1000.0, missing, error));
+    }
+  }
+  if (lost < 0) lost = DeadPeer();
   if (lost >= 0) {
     return Unavailable(fmt::format(
         "{} failed on rank {}: lost {}{} (gloo: {})", what, dist_.rank, DescribeRank(lost),
@@ -592,6 +615,37 @@ Status GlooProcessGroup::Failure(const std::string& what, const std::string& err
                                                          options_.timeout.count() / 1000.0)
                                            : std::string(),
                                  error));
+}
+
+std::string GlooProcessGroup::RanksMissingFrom(const std::string& collective) {
+  if (!store_) return "";
+  const std::string key = prefix_ + "waits_in/";
+  if (!store_->Set(key + std::to_string(dist_.rank), collective).ok()) return "";
+  std::map<int, std::string> elsewhere;  // rank -> the collective it waits in, "" : none known
+  const auto deadline = std::chrono::steady_clock::now() + kHangWindow;
+  while (true) {
+    elsewhere.clear();
+    for (int r = 0; r < dist_.world_size; ++r) {
+      if (r == dist_.rank) continue;
+      Result<std::optional<std::string>> v = store_->TryGet(key + std::to_string(r));
+      if (!v.ok()) return "";
+      if (!*v) {
+        elsewhere[r] = "";
+      } else if (**v != collective) {
+        elsewhere[r] = **v;
+      }
+    }
+    if (elsewhere.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<std::string> named;
+  for (const auto& [r, other] : elsewhere) {
+    named.push_back(!other.empty() ? fmt::format("{} waits in {} instead", DescribeRank(r), other)
+                    : PeerProcessGone(r)
+                        ? fmt::format("{} exited before entering it", DescribeRank(r))
+                        : fmt::format("{} never entered it", DescribeRank(r)));
+  }
+  return ::air::Join(named, "; ");
 }
 
 }  // namespace
