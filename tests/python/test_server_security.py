@@ -11,44 +11,24 @@ import http.client as httpclient
 import json
 import os
 import pathlib
-import pwd
 import subprocess
 import sys
-import textwrap
 import time
-import uuid
 
 import pytest
 
+from local_users import SYSTEM_PYTHON, local_user, run_as
 from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
 from tracking_helpers import AirServer, http, run_mlflow
 
-SYSTEM_PYTHON = "/usr/bin/python3"
 MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
 def other_user():
-    """A second local user, created for these tests and removed after. This machine's tests
-    run as root; a machine where the user cannot be created fails here (never skips)."""
-    name = f"airprobe{uuid.uuid4().hex[:8]}"
-    proc = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"cannot create a second local user with useradd (needs root): "
-                    f"{proc.stderr.strip()}")
-    entry = pwd.getpwnam(name)
-    yield entry
-    subprocess.run(["userdel", name], capture_output=True)
-
-
-def run_as(user, code, timeout=120, **kw):
-    """`code` in the system Python as `user` (no supplementary groups, no inherited env)."""
-    assert os.path.exists(SYSTEM_PYTHON), "Debian's python3 is required"
-    return subprocess.run([SYSTEM_PYTHON, "-c", textwrap.dedent(code)], user=user.pw_uid,
-                          group=user.pw_gid, extra_groups=[], cwd="/",
-                          env={"PATH": "/usr/bin:/bin", "HOME": "/"}, text=True,
-                          capture_output=True, timeout=timeout, **kw)
+    """A second local user, created for these tests and removed after."""
+    with local_user() as entry:
+        yield entry
 
 
 def rss_kib(pid, field):
