@@ -107,10 +107,9 @@ Result<std::string> OpenInBrowser(const std::string& file_url, Env* env) {
   if (auto command = env->GetEnv("BROWSER"); command && !Trim(*command).empty()) {
     // The URL is an argument of the shell, never part of the command text it parses.
     std::string line = *command;
-    if (size_t at = line.find("%s"); at != std::string::npos) {
+    if (line.find("%s") == std::string::npos) line += " %s";
+    for (size_t at = line.find("%s"); at != std::string::npos; at = line.find("%s", at + 4)) {
       line.replace(at, 2, "\"$1\"");
-    } else {
-      line += " \"$1\"";
     }
     browser.argv = {"/bin/sh", "-c", line, "air-ui", file_url};
     shown = "$BROWSER (" + *command + ")";

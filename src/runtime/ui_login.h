@@ -29,7 +29,8 @@ Result<UiLogin> NewUiLogin(const std::string& air_home, Env* env);
 Result<std::string> UiLoginPage(const std::string& login_url, int64_t expires_in_s);
 
 // Opens `file_url` in a browser, detached: $BROWSER (a command line run by /bin/sh, the URL
-// given as "$1", or in place of "%s"), else xdg-open when $DISPLAY or $WAYLAND_DISPLAY is set.
+// given as its argument "$1": in place of each "%s", else at the end), else xdg-open when
+// $DISPLAY or $WAYLAND_DISPLAY is set.
 // Returns the command it started, "" when there is no browser to start.
 Result<std::string> OpenInBrowser(const std::string& file_url, Env* env);
 
