@@ -174,19 +174,25 @@ def printed_link(text: str) -> str:
     return found[-1]
 
 
+def run_with_printed_link(air, tmp_path, monkeypatch, experiment):
+    """A one-node run whose node logs with the mlflow client: (run id, `air get`'s run, the
+    run link the client printed)."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    run_id = submit(air, write_spec(tmp_path, LOG_METRICS, name=experiment, nodes=1,
+                                    env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
+    run = wait_terminal(air, run_id, timeout=120)
+    node_log = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", node_log
+    return run_id, run, printed_link(node_log)
+
+
 def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monkeypatch,
                                                   browser):
     """The link the real mlflow client prints (<server>/#/experiments/E/runs/R) opens that run's
     page: the air run's, for a node's tracking run; a run page of its own (params, the loss
     chart) for a run the client logged straight to the server."""
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    run_id = submit(air, write_spec(tmp_path, LOG_METRICS, name="ui-links", nodes=1,
-                                    env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
-    run = wait_terminal(air, run_id, timeout=120)
-    node_log = air("logs", run_id, "--node", 0).stdout
-    assert run["state"] == "SUCCEEDED", node_log
-    link = printed_link(node_log)
+    run_id, run, link = run_with_printed_link(air, tmp_path, monkeypatch, "ui-links")
     assert "/#/experiments/" in link and link.endswith("/runs/" + run["mlflow_run_id"]), link
     url = log_in(air, browser)  # the session in the origin's storage serves the links below
     browser.get(link)  # the UI shows the runs list at /: only the hash changes

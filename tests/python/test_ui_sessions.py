@@ -16,7 +16,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 
@@ -27,9 +26,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from local_users import local_user, run_as, start_as
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
-from test_tracking_ui import (LOG_METRICS, browser, log_in, printed_link,  # noqa: F401
-                              settled, wait_ready)
+from test_tracking_ui import browser, run_with_printed_link, settled, wait_ready  # noqa: F401
 from tracking_helpers import http
 
 CHROMIUM_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -144,7 +141,7 @@ WATCHER = r"""
 import json, os, re, select, sys
 wanted = re.compile(rb"login|[0-9a-f]{64}")
 seen = set()
-while not select.select([sys.stdin], [], [], 0.02)[0]:
+while not select.select([sys.stdin], [], [], 0.1)[0]:
     for pid in os.listdir("/proc"):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -258,15 +255,8 @@ def test_the_login_code_is_in_no_command_line_while_a_browser_opens_it(
 
 def test_a_browser_without_a_session_is_asked_to_log_in_and_comes_back(
         air, air_home, tmp_path, monkeypatch, browser):
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    run_id = submit(air, write_spec(tmp_path, LOG_METRICS, name="ui-login-link", nodes=1,
-                                    env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
-    run = wait_terminal(air, run_id, timeout=120)
-    node_log = air("logs", run_id, "--node", 0).stdout
-    assert run["state"] == "SUCCEEDED", node_log
     # MLflow's "View run ... at: http://127.0.0.1:PORT/#/experiments/E/runs/R".
-    link = printed_link(node_log)
+    run_id, _, link = run_with_printed_link(air, tmp_path, monkeypatch, "ui-login-link")
     base = link.split("#")[0]
 
     def asked_to_log_in():
