@@ -29,15 +29,24 @@ async function airFetch(url, init = {}) {
   return res;
 }
 
-// A page of this UI to return to: a path on this origin, never another host ("//host").
-function pageToReturnTo(value) {
-  return typeof value === "string" && /^\/(?![/\\])/.test(value) ? value : "/";
+const NEXT_MS = 15 * 60 * 1000;  // a page asked for longer ago is not returned to
+
+// The page of this UI to return to after logging in: one asked for in the last NEXT_MS, a path
+// on this origin, never another host ("//host"); else the runs page.
+function pageToReturnTo() {
+  let next = null;
+  try { next = JSON.parse(localStorage.getItem(NEXT_KEY)); } catch (err) { next = null; }
+  localStorage.removeItem(NEXT_KEY);
+  const fresh = next && typeof next.page === "string" && Date.now() - next.at < NEXT_MS;
+  return fresh && /^\/(?![/\\])/.test(next.page) ? next.page : "/";
 }
 
 // Says how to log in, and remembers this page to come back to after `air ui`.
 function showLoginNeeded(main, why) {
   const here = location.pathname + location.search + location.hash;
-  if (location.pathname !== "/login") localStorage.setItem(NEXT_KEY, here);
+  if (location.pathname !== "/login") {
+    localStorage.setItem(NEXT_KEY, JSON.stringify({ page: here, at: Date.now() }));
+  }
   main.replaceChildren(
     el("h1", {}, "Log in"),
     el("p", { id: "login-needed" }, why, " On the machine this air server runs on, run ",
@@ -59,7 +68,5 @@ async function completeLogin(main) {
   const body = await res.json();
   if (!res.ok && !storedSession()) return showLoginNeeded(main, body.message || res.statusText);
   if (res.ok) localStorage.setItem(SESSION_KEY, body.session);
-  const next = pageToReturnTo(localStorage.getItem(NEXT_KEY));
-  localStorage.removeItem(NEXT_KEY);
-  location.replace(next);
+  location.replace(pageToReturnTo());
 }
