@@ -1,6 +1,7 @@
 // air's web UI. Renders from air's JSON API (/api/air/...) and the MLflow API of the same
-// server (/api/2.0/mlflow/...). Values from runs (names, log lines, params) only ever reach the
-// page through textContent: no workload text is parsed as HTML.
+// server (/api/2.0/mlflow/...), with the browser's session (session.js: airFetch, the login
+// page). Values from runs (names, log lines, params) only ever reach the page through
+// textContent: no workload text is parsed as HTML.
 "use strict";
 
 const main = document.getElementById("main");
@@ -18,7 +19,7 @@ function el(tag, attrs, ...children) {
 }
 
 async function getJson(url) {
-  const res = await fetch(url);
+  const res = await airFetch(url);
   const body = await res.json();
   if (!res.ok) throw new Error(body.message || res.statusText);
   return body;
@@ -299,12 +300,14 @@ async function showTrackingLink(experimentId, runId) {
 
 async function route() {
   try {
+    if (location.pathname === "/login") return await completeLogin(main);
     const link = location.hash.match(/^#\/experiments\/([^/?]+)(?:\/runs\/([^/?]+))?/);
     const m = location.pathname.match(/^\/runs\/(\d+)$/);
     if (link) await showTrackingLink(decodeURIComponent(link[1]), link[2] && decodeURIComponent(link[2]));
     else if (m) await showRun(m[1]); else await showRuns();
     document.body.dataset.ready = "1";
   } catch (err) {
+    if (err instanceof LoginNeeded) return showLoginNeeded(main, err.message);
     main.replaceChildren(el("p", { class: "failure" }, "Error: " + err.message));
     document.body.dataset.ready = "error";
   }

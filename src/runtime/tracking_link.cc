@@ -98,27 +98,6 @@ Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) 
                                  kServerStartMicros / 1'000'000, files.LogPath()));
 }
 
-Result<UiLogin> NewUiLogin(const std::string& air_home, Env* env) {
-  AIR_ASSIGN_OR_RETURN(std::string url, EnsureTrackingServer(air_home, env));
-  tracking::ServerFiles files(air_home);
-  AIR_ASSIGN_OR_RETURN(std::string token, tracking::ServerToken(files, env));
-  tracking::Credentials credentials;
-  credentials.token = token;
-  tracking::HttpClient http;
-  AIR_ASSIGN_OR_RETURN(tracking::HttpResponse response,
-                       http.Request("POST", url + "/api/air/ui-login", "{}", credentials, 10000));
-  auto body = nlohmann::json::parse(response.body, nullptr, false);
-  if (response.status != 200 || !body.is_object() || !body["code"].is_string()) {
-    return Unavailable(fmt::format("the air server at {} gave no login code (HTTP {}): {}", url,
-                                   response.status, response.body.substr(0, 300)));
-  }
-  UiLogin login;
-  login.url = url;
-  login.login_url = fmt::format("{}/login?code={}", url, body["code"].get<std::string>());
-  login.expires_in_s = body.value("expires_in_s", int64_t{0});
-  return login;
-}
-
 tracking::Credentials ExternalTracking::Credentials() const {
   tracking::Credentials credentials;
   for (const auto& [name, value] : secret_env) {

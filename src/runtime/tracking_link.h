@@ -1,6 +1,6 @@
 // The runtime's side of tracking (docs/tracking.md): every air run is an MLflow run.
 //   - EnsureTrackingServer starts AIR_HOME's `air server` on demand (detached, shared by every
-//     run and `air ui`) and returns its URL.
+//     run and `air ui`, runtime/ui_login.h) and returns its URL.
 //   - CheckExternalTracking, at submit before anything is written, finds the external MLflow
 //     server (MLFLOW_TRACKING_URI, else config.yaml's tracking_uri) and checks that it answers
 //     air's credentials (air secrets named in config.yaml).
@@ -36,15 +36,6 @@ namespace air::runtime {
 // The URL of AIR_HOME's running tracking server, starting it first when none answers (or
 // restarting it when it runs with other settings than config.yaml's tracking_server).
 Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env);
-
-// A URL that logs a browser into the web UI once (`air ui`): the server (started if needed)
-// issues a one-time code, exchanged at /login for an HttpOnly, SameSite=Strict session cookie.
-struct UiLogin {
-  std::string url;        // the server, http://host:port
-  std::string login_url;  // <url>/login?code=...
-  int64_t expires_in_s = 0;
-};
-Result<UiLogin> NewUiLogin(const std::string& air_home, Env* env);
 
 // The external MLflow server a run is tracked on, and air's credentials for it.
 struct ExternalTracking {

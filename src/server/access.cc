@@ -1,4 +1,4 @@
-// Host, authentication and browser checks, login codes and session cookies (see access.h).
+// Host, authentication and browser checks, login codes and sessions (see access.h).
 #include "server/access.h"
 
 #include <arpa/inet.h>
@@ -52,20 +52,6 @@ std::string BasicPassword(const std::string& auth) {
   return colon == std::string::npos ? "" : decoded.substr(colon + 1);
 }
 
-// Every value of cookie `name` in the request's Cookie headers.
-std::vector<std::string> CookieValues(const httplib::Request& req, std::string_view name) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < req.get_header_value_count("Cookie"); ++i) {
-    for (const std::string& part : Split(req.get_header_value("Cookie", i), ';')) {
-      std::string_view kv = Trim(part);
-      if (kv.size() > name.size() && kv.substr(0, name.size()) == name && kv[name.size()] == '=') {
-        out.emplace_back(kv.substr(name.size() + 1));
-      }
-    }
-  }
-  return out;
-}
-
 bool IsLoopbackName(const std::string& host) {
   if (host == "localhost" || host == "::1") return true;
   in_addr v4{};
@@ -74,6 +60,13 @@ bool IsLoopbackName(const std::string& host) {
 
 std::string MediaType(const std::string& content_type) {
   return Lower(Trim(content_type.substr(0, content_type.find(';'))));
+}
+
+// A browser loading a page (a link, the address bar), not a script's request.
+bool IsNavigation(const httplib::Request& req) {
+  const std::string mode = Lower(req.get_header_value("Sec-Fetch-Mode"));
+  if (!mode.empty()) return mode == "navigate";
+  return StartsWith(Lower(req.get_header_value("Accept")), "text/html");
 }
 
 bool HasBody(const httplib::Request& req) {
@@ -125,10 +118,18 @@ bool IsIpLiteral(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
+bool IsUiPagePath(const std::string& path) {
+  if (path == "/" || path == "/login") return true;
+  if (StartsWith(path, "/static/")) return path.find('/', 8) == std::string::npos;
+  if (!StartsWith(path, "/runs/") || path.size() == 6) return false;
+  return path.find_first_not_of("0123456789", 6) == std::string::npos;
+}
+
 Access::Access(std::string token, std::vector<std::string> host_names, bool any_ip_literal,
                Env* env)
     : token_(std::move(token)), any_ip_literal_(any_ip_literal), env_(env) {
   if (sodium_init() < 0) std::abort();  // a broken libsodium install: nothing can be checked
+  session_key_ = RandomHex(32);
   for (const std::string& name : host_names) {
     if (!name.empty()) host_names_.push_back(Lower(name));
   }
@@ -152,18 +153,19 @@ std::optional<Refusal> Access::CheckHost(const httplib::Request& req) const {
                             host));
 }
 
-bool Access::Authenticated(const httplib::Request& req) const {
+bool Access::HasToken(const httplib::Request& req) const {
   std::string auth = req.get_header_value("Authorization");
   if (StartsWith(auth, "Bearer ") && SecretMatches(Trim(auth.substr(7)), token_)) return true;
   // Basic auth with the token as the password, any user name (MLFLOW_TRACKING_USERNAME and
   // MLFLOW_TRACKING_PASSWORD for the mlflow client).
-  if (std::string password = BasicPassword(auth); !password.empty()) {
-    return SecretMatches(password, token_);
-  }
-  for (const std::string& value : CookieValues(req, kSessionCookie)) {
-    if (ValidSession(value)) return true;
-  }
-  return false;
+  std::string password = BasicPassword(auth);
+  return !password.empty() && SecretMatches(password, token_);
+}
+
+bool Access::Authenticated(const httplib::Request& req) const {
+  if (HasToken(req)) return true;
+  return req.get_header_value_count(kSessionHeader) == 1 &&
+         ValidSession(req.get_header_value(kSessionHeader));
 }
 
 std::optional<Refusal> Access::CheckBrowserSafety(const httplib::Request& req) const {
@@ -210,11 +212,17 @@ std::optional<Refusal> Access::CheckBrowserSafety(const httplib::Request& req) c
 
 std::optional<Refusal> Access::Admit(const httplib::Request& req) const {
   if (auto refused = CheckHost(req)) return refused;
-  if (req.path != "/login" && !Authenticated(req)) {
-    return Refuse(401, "UNAUTHENTICATED",
-                  "this air server needs its access token: send 'Authorization: Bearer <token>' "
-                  "(MLFLOW_TRACKING_TOKEN for the mlflow client), or basic auth with the token as "
-                  "the password; in a browser, open the login link `air ui` prints");
+  const bool open = req.method == "POST"
+                        ? req.path == "/login"
+                        : (req.method == "GET" || req.method == "HEAD") && IsUiPagePath(req.path);
+  if (!open && !Authenticated(req)) {
+    Refusal refusal = Refuse(
+        401, "UNAUTHENTICATED",
+        "this air server needs its access token: send 'Authorization: Bearer <token>' "
+        "(MLFLOW_TRACKING_TOKEN for the mlflow client), or basic auth with the token as the "
+        "password; in a browser, run `air ui` on the server's machine and open what it prints");
+    refusal.page = IsNavigation(req);
+    return refusal;
   }
   return CheckBrowserSafety(req);
 }
@@ -239,8 +247,7 @@ std::optional<std::string> Access::RedeemLoginCode(const std::string& code) {
     if (!live) return std::nullopt;
   }
   const int64_t expires = env_->NowMicros() / 1'000'000 + kSessionSeconds;
-  return fmt::format("{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", kSessionCookie,
-                     SessionValue(expires, RandomHex(16)), kSessionSeconds);
+  return SessionValue(expires, RandomHex(16));
 }
 
 std::string Access::SessionValue(int64_t expires_s, const std::string& nonce) const {
@@ -248,8 +255,8 @@ std::string Access::SessionValue(int64_t expires_s, const std::string& nonce) co
   const std::string message = "air-session:" + body;
   crypto_auth_hmacsha256_state state;
   unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(token_.data()),
-                              token_.size());
+  crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(session_key_.data()),
+                              session_key_.size());
   crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(message.data()),
                                 message.size());
   crypto_auth_hmacsha256_final(&state, mac);

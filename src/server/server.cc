@@ -137,6 +137,7 @@ std::vector<std::string> ServerHostNames(const ServerOptions& options) {
 
 void SendRefusal(httplib::Response& res, const Refusal& refusal) {
   CloseAfter(res);
+  if (refusal.page) return SendLoginNeededPage(res, refusal);
   SendError(res, refusal.status, refusal.error_code, refusal.message);
 }
 

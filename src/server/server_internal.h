@@ -106,5 +106,7 @@ void RegisterMlflowRoutes(httplib::Server& server, ServerContext& ctx);
 void RegisterArtifactRoutes(httplib::Server& server, ServerContext& ctx);
 void RegisterAirRoutes(httplib::Server& server, ServerContext& ctx);
 void RegisterWebRoutes(httplib::Server& server, ServerContext& ctx);
+// A refusal as a browser's page (Refusal::page: a navigation that needs a login).
+void SendLoginNeededPage(httplib::Response& res, const Refusal& refusal);
 
 }  // namespace air::server

@@ -31,10 +31,21 @@ def local_user(prefix="airprobe", home=False):
                        capture_output=True)
 
 
+def _as_user(user):
+    assert os.path.exists(SYSTEM_PYTHON), "Debian's python3 is required"
+    return dict(user=user.pw_uid, group=user.pw_gid, extra_groups=[], cwd="/",
+                env={"PATH": "/usr/bin:/bin", "HOME": "/"}, text=True)
+
+
 def run_as(user, code, timeout=120, **kw):
     """`code` in the system Python as `user` (no supplementary groups, no inherited env)."""
-    assert os.path.exists(SYSTEM_PYTHON), "Debian's python3 is required"
-    return subprocess.run([SYSTEM_PYTHON, "-c", textwrap.dedent(code)], user=user.pw_uid,
-                          group=user.pw_gid, extra_groups=[], cwd="/",
-                          env={"PATH": "/usr/bin:/bin", "HOME": "/"}, text=True,
-                          capture_output=True, timeout=timeout, **kw)
+    return subprocess.run([SYSTEM_PYTHON, "-c", textwrap.dedent(code)], capture_output=True,
+                          timeout=timeout, **_as_user(user), **kw)
+
+
+def start_as(user, code, **kw):
+    """`code` started in the background as `user` (as run_as): a Popen with pipes to its stdin
+    and stdout, for a listener or a watcher that runs while the test acts."""
+    return subprocess.Popen([SYSTEM_PYTHON, "-c", textwrap.dedent(code)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **_as_user(user), **kw)

@@ -1,8 +1,9 @@
 """`air server` on a shared machine (docs/tracking.md, "Threat model"), probed with real
-processes: another local user, created here with useradd, gets 401 on every route class and
-cannot read the token, while the owner's CLI, the mlflow client on the nodes and a browser
-session keep working; browser rules (Origin, content type, Host, CORS, GET never writes); a
-body nested 150,000 levels deep is a 400 and the server answers /health after; slow or silent
+processes: another local user, created here with useradd, gets 401 on every route class but
+the UI's page files (the same for everyone, no data) and can read neither the token nor the
+owner's login file, while the owner's CLI, the mlflow client on the nodes and a browser session
+(a header, never a cookie) keep working; browser rules (Origin, content type, Host, CORS, GET
+never writes); a body nested 150,000 levels deep is a 400 and the server answers /health after; slow or silent
 sockets of one user cannot stall the server for another; a 600 MB artifact upload and download
 keep the server's resident memory under 100 MB; config.yaml's quotas give 413; symbolic links
 under the artifact root are never followed."""
@@ -19,9 +20,10 @@ import pytest
 
 from local_users import SYSTEM_PYTHON, local_user, run_as
 from runtime_jobs.helpers import explain, submit, wait_terminal, write_spec
-from tracking_helpers import AirServer, http, run_mlflow
+from tracking_helpers import AirServer, http, redeem_login_code, run_mlflow, ui_login_code
 
 MIB = 1 << 20
+WEB = pathlib.Path(__file__).resolve().parents[2] / "web"
 
 
 @pytest.fixture(scope="module")
@@ -74,24 +76,28 @@ probes = {{
     "ui": ("GET", base + "/", None),
     "ui run": ("GET", base + "/runs/" + run_id, None),
     "ui script": ("GET", base + "/static/app.js", None),
+    "login page": ("GET", base + "/login", None),
     "login code": ("POST", base + "/api/air/ui-login", {{}}),
-    "login": ("GET", base + "/login?code=" + "0" * 64, None),
+    "login": ("POST", base + "/login", {{"code": "0" * 64}}),
+    "forged session": ("GET", base + "/api/air/runs", None,
+                       {{"X-Air-Session": "v1.9999999999.a.b"}}),
 }}
 out = {{}}
-for name, (method, url, body) in probes.items():
+for name, (method, url, body, *headers) in probes.items():
     data = None if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={{"Content-Type": "application/json"}})
+    headers = {{"Content-Type": "application/json", **(headers[0] if headers else {{}})}}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             out[name] = [r.status, r.read().decode(errors="replace")]
     except urllib.error.HTTPError as e:
         out[name] = [e.code, e.read().decode(errors="replace")]
-try:
-    open({token_path!r}).read()
-    out["token file"] = "read"
-except OSError as e:
-    out["token file"] = type(e).__name__
+for name, path in (("token file", {token_path!r}), ("login file", {login_path!r})):
+    try:
+        open(path).read()
+        out[name] = "read"
+    except OSError as e:
+        out[name] = type(e).__name__
 print(json.dumps(out))
 """
 
@@ -117,16 +123,21 @@ def test_another_user_gets_401_everywhere_while_the_owner_keeps_working(
     tracked = json.loads(body)["run"]
     assert status == 200 and tracked["data"]["params"] == [{"key": "lr", "value": "0.01"}]
     exp = tracked["info"]["experiment_id"]
-    # The owner's CLI: `air ui` hands out a login link.
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    assert login.startswith(base + "/login?code=")
+    # The owner's CLI: `air ui` writes a private login file.
+    login_file, login_base, code = ui_login_code(air)
+    assert login_base == base and oct(login_file.stat().st_mode & 0o777) == "0o600"
 
     probe = run_as(other_user, PROBE.format(
         base=base, run_id=str(run_id), mlflow_run=run["mlflow_run_id"], exp=exp,
-        token_path=str(air_home / "tracking" / "server.token")))
+        token_path=str(air_home / "tracking" / "server.token"), login_path=str(login_file)))
     assert probe.returncode == 0, probe.stderr
     got = json.loads(probe.stdout)
     assert got.pop("token file") == "PermissionError"
+    assert got.pop("login file") == "PermissionError"
+    # The UI's page files are served to anyone, as they are in web/: they hold no data.
+    for name, file in (("ui", "index.html"), ("ui run", "index.html"), ("ui script", "app.js"),
+                       ("login page", "index.html")):
+        assert got.pop(name) == [200, (WEB / file).read_text()], name
     for name, (status, text) in got.items():
         assert status == 401, (name, status, text)
         assert json.loads(text)["error_code"] == "UNAUTHENTICATED", (name, text)
@@ -150,37 +161,31 @@ def test_another_user_gets_401_everywhere_while_the_owner_keeps_working(
                                         {str(tmp_path)!r})).read())
     """, base)
     assert out.stdout.strip().splitlines()[-2:] == ["['notes.txt']", "from the node"]
-    # The owner's login link still works after the probes (it was never guessed).
-    status, location, cookie = open_login(login)
-    assert (status, location) == (303, "/") and cookie.startswith("air_session="), cookie
-    status, page, _ = http("GET", base + "/", headers={"Cookie": cookie.split(";")[0]})
-    assert status == 200 and b"<title>air</title>" in page
-
-
-def open_login(login):
-    """GET the login link without following the redirect: (status, Location, Set-Cookie)."""
-    url = login.split("//", 1)[1]
-    hostport, path = url.split("/", 1)
-    conn = httpclient.HTTPConnection(hostport, timeout=30)
-    conn.request("GET", "/" + path)
-    resp = conn.getresponse()
-    resp.read()
-    conn.close()
-    return resp.status, resp.getheader("Location"), resp.getheader("Set-Cookie") or ""
+    # The owner's login code still works after the probes (it was never guessed).
+    status, login = redeem_login_code(base, code)
+    assert status == 200, login
+    status, body, _ = http("GET", f"{base}/api/air/runs/{run_id}",
+                           headers={"X-Air-Session": login["session"]})
+    assert status == 200 and json.loads(body)["experiment"] == "owner-exp"
 
 
 def test_login_link_browser_rules_foreign_host_and_no_cors(air, server):
     base = server.url
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    status, location, cookie = open_login(login)
-    assert (status, location) == (303, "/")
-    assert cookie.startswith("air_session=")
-    for attribute in ("HttpOnly", "SameSite=Strict", "Path=/"):
-        assert attribute in cookie, cookie
-    session = {"Cookie": cookie.split(";")[0]}
-    assert open_login(login)[0] == 401  # once
-    status, body, _ = http("GET", base + "/api/air/runs", headers=session)
+    _, _, code = ui_login_code(air)
+    status, login = redeem_login_code(base, code)
+    assert status == 200 and login["expires_in_s"] == 7 * 24 * 3600, login
+    assert redeem_login_code(base, code)[0] == 401  # once
+    session = {"X-Air-Session": login["session"]}
+    status, body, headers = http("GET", base + "/api/air/runs", headers=session)
     assert status == 200 and json.loads(body) == {"runs": []}
+    assert "Set-Cookie" not in headers
+    # Only as that header: as a cookie (what every port of 127.0.0.1 would get) it is nothing.
+    status, _, _ = http("GET", base + "/api/air/runs",
+                        headers={"Cookie": "air_session=" + login["session"]})
+    assert status == 401
+    # A session cannot make login codes: only the token (`air ui`) can.
+    status, text, _ = http("POST", base + "/api/air/ui-login", {}, headers=session)
+    assert status == 403 and b"not with a browser session" in text, text
 
     create = base + "/api/2.0/mlflow/experiments/create"
     refused = {

@@ -18,7 +18,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from runtime_jobs.helpers import get, submit, wait_terminal, write_spec
-from test_tracking_ui import browser, wait_ready  # noqa: F401 (a fixture)
+from test_tracking_ui import browser, log_in, wait_ready  # noqa: F401 (a fixture)
 from tracking_helpers import http, run_mlflow, server_token
 
 FAKE_NVML = pathlib.Path(__file__).parent / "system_metrics" / "fake_nvml.c"
@@ -100,10 +100,7 @@ def test_two_node_run_metrics_in_mlflow_air_get_and_the_ui(air, air_home, tmp_pa
     text = air("get", run_id, check=True).stdout
     assert "  system       node 0 at " in text and "\n               node 1 at " in text, text
 
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    browser.get(login)
-    wait_ready(browser)
-    browser.get(f"{login.split('login?')[0]}runs/{run_id}")
+    browser.get(f"{log_in(air, browser)}runs/{run_id}")
     wait_ready(browser)
     chart = browser.execute_script(
         "const c = Chart.getChart('chart-system-cpu_utilization_percentage');"

@@ -1,6 +1,7 @@
 """The web UI in a real headless Chromium (Debian chromium + chromedriver, driven by selenium):
-the browser logs in through `air ui --url-only`'s one-time link (an HttpOnly, SameSite=Strict
-cookie the page's scripts cannot read); the runs table lists a finished and a failed run; a run
+the browser logs in through the private file `air ui --url-only` names (a one-time code; the
+session stays in the origin's localStorage and goes out as a header, never as a cookie); the
+runs table lists a finished and a failed run; a run
 page shows both nodes' logs, the failure summary led by its alert (torch's CUDA OOM line), the
 alerts table, a loss chart drawn from the run's metrics, and its progress (step, rate, time to
 first step, GPU-hours; GPU-hours in the runs table too);
@@ -57,11 +58,24 @@ def settled(driver, predicate, timeout=30):
         .until(predicate)
 
 
-def wait_ready(driver):
+def wait_ready(driver, want="1"):
+    """Waits until the page has rendered: "1" (its data), "login" (the login page) or "error";
+    asserts `want`."""
     settled(driver, lambda d: d.find_element(By.TAG_NAME, "body")
-            .get_attribute("data-ready") in ("1", "error"))
-    assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1", \
+            .get_attribute("data-ready") in ("1", "error", "login"))
+    assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == want, \
         driver.find_element(By.ID, "main").text
+
+
+def log_in(air, driver):
+    """Logs the browser in as a user does: opens the private file `air ui --url-only` names
+    (it redirects to /login#code=...). Returns the runs page's URL (http://127.0.0.1:PORT/)."""
+    login = air("ui", "--url-only", check=True).stdout.strip()
+    assert login.startswith("file://") and login.count("\n") == 0, login
+    driver.get(login)
+    wait_ready(driver)
+    assert driver.execute_script("return localStorage.getItem('air_session')")
+    return driver.current_url
 
 
 def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monkeypatch, browser):
@@ -80,17 +94,10 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
     bad_run = wait_terminal(air, bad, timeout=120)
     assert ok_run["state"] == "SUCCEEDED", air("logs", ok, "--node", 0).stdout
     assert bad_run["state"] == "FAILED"
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    assert "/login?code=" in login and login.count("\n") == 0, login
-    url = login.split("login?")[0]
-
-    browser.get(login)  # redirected to the runs page, logged in
-    wait_ready(browser)
-    assert browser.current_url == url
-    cookies = browser.get_cookies()
-    assert [(c["name"], c["httpOnly"], c["sameSite"]) for c in cookies] == \
-        [("air_session", True, "Strict")], cookies
-    assert browser.execute_script("return document.cookie") == ""
+    url = log_in(air, browser)  # the file redirected to /login, which went on to the runs page
+    assert url == json.loads((air_home / "tracking" / "server.json").read_text())["url"] + "/"
+    # No cookie at all: the session is in the origin's storage, sent as X-Air-Session.
+    assert browser.get_cookies() == [] and browser.execute_script("return document.cookie") == ""
     rows = browser.find_elements(By.CSS_SELECTOR, "#runs tr")[1:]
     states = {r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[2].text
               for r in rows}
@@ -115,8 +122,8 @@ def test_ui_shows_runs_logs_failure_and_loss_chart(air, air_home, tmp_path, monk
     logs = browser.find_element(By.ID, "logs").text
     assert "<script>alert(1)</script> from node 0" in logs
     assert "<script>alert(1)</script> from node 1" in logs
-    # Only the page's own two scripts exist: the log line was not parsed as markup.
-    assert len(browser.find_elements(By.TAG_NAME, "script")) == 2
+    # Only the page's own three scripts exist: the log line was not parsed as markup.
+    assert len(browser.find_elements(By.TAG_NAME, "script")) == 3
     points = browser.execute_script(
         "const c = Chart.getChart('chart-loss'); return c.data.datasets[0].data;")
     assert [p["x"] for p in points] == list(range(20))
@@ -146,10 +153,7 @@ def test_ui_shows_progress_and_gpu_hours(air, air_home, tmp_path, monkeypatch, b
     assert run["state"] == "SUCCEEDED", air("logs", run_id, "--node", 0).stdout
     progress = run["progress"]
     assert progress["step"] == 20 and progress["accelerators"] == 2 and progress["gpu_hours"] > 0
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    url = login.split("login?")[0]
-    browser.get(login)
-    wait_ready(browser)
+    url = log_in(air, browser)
     row = browser.find_elements(By.CSS_SELECTOR, "#runs tr")[1].find_elements(By.TAG_NAME, "td")
     assert row[0].text == str(run_id)
     assert row[7].text == f"{progress['gpu_hours']:.3f}"
@@ -170,24 +174,27 @@ def printed_link(text: str) -> str:
     return found[-1]
 
 
+def run_with_printed_link(air, tmp_path, monkeypatch, experiment):
+    """A one-node run whose node logs with the mlflow client: (run id, `air get`'s run, the
+    run link the client printed)."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    run_id = submit(air, write_spec(tmp_path, LOG_METRICS, name=experiment, nodes=1,
+                                    env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
+    run = wait_terminal(air, run_id, timeout=120)
+    node_log = air("logs", run_id, "--node", 0).stdout
+    assert run["state"] == "SUCCEEDED", node_log
+    return run_id, run, printed_link(node_log)
+
+
 def test_the_mlflow_clients_run_links_open_the_run(air, air_home, tmp_path, monkeypatch,
                                                   browser):
     """The link the real mlflow client prints (<server>/#/experiments/E/runs/R) opens that run's
     page: the air run's, for a node's tracking run; a run page of its own (params, the loss
     chart) for a run the client logged straight to the server."""
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    run_id = submit(air, write_spec(tmp_path, LOG_METRICS, name="ui-links", nodes=1,
-                                    env_variables={"GIT_PYTHON_REFRESH": "quiet"}))
-    run = wait_terminal(air, run_id, timeout=120)
-    node_log = air("logs", run_id, "--node", 0).stdout
-    assert run["state"] == "SUCCEEDED", node_log
-    link = printed_link(node_log)
+    run_id, run, link = run_with_printed_link(air, tmp_path, monkeypatch, "ui-links")
     assert "/#/experiments/" in link and link.endswith("/runs/" + run["mlflow_run_id"]), link
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    url = login.split("login?")[0]
-    browser.get(login)  # logged in: the session cookie goes along with the links below
-    wait_ready(browser)
+    url = log_in(air, browser)  # the session in the origin's storage serves the links below
     browser.get(link)  # the UI shows the runs list at /: only the hash changes
     settled(browser, lambda d: d.find_element(By.TAG_NAME, "h1").text.startswith(f"Run {run_id}"))
     wait_ready(browser)
@@ -236,12 +243,9 @@ setTimeout(() => results.form = "submitted", 1000);
 
 
 def test_other_origins_cannot_use_a_logged_in_session(air, air_home, tmp_path, browser):
-    login = air("ui", "--url-only", check=True).stdout.strip()
-    base = login.split("/login?")[0]
-    browser.get(login)
-    wait_ready(browser)
-    # Another site on this machine (another port: the same "site", so even a SameSite=Strict
-    # cookie goes along; the server's Origin rules are what refuse it).
+    base = log_in(air, browser).rstrip("/")
+    # Another site on this machine (another port: the same "site", to which a cookie would go;
+    # the session is not one, and the server's Origin rules refuse the writes as well).
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "attack.html").write_text(ATTACK_PAGE.format(air=base))
     handler = functools.partial(httpserver.SimpleHTTPRequestHandler,
@@ -255,8 +259,8 @@ def test_other_origins_cannot_use_a_logged_in_session(air, air_home, tmp_path, b
         results = browser.execute_script("return window.results")
     finally:
         attacker.shutdown()
-    # The simple requests went out (with the session cookie: same site); the others were
-    # stopped by the browser for want of CORS headers.
+    # The simple requests went out (with no credential: 401); the others were stopped by the
+    # browser for want of CORS headers.
     assert results["no_cors"] == "sent" and results["form"] == "submitted", results
     assert results["cors"] == "blocked" and results["read"] == "blocked", results
     status, body, _ = http("POST", base + "/api/2.0/mlflow/experiments/search",

@@ -5,11 +5,13 @@ MLFLOW_TRACKING_TOKEN, as an air run's nodes do."""
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -55,6 +57,23 @@ def http(method, url, body=None, token=None, raw=None, headers=None, timeout=30)
             return resp.status, resp.read(), resp.headers
     except urllib.error.HTTPError as e:
         return e.code, e.read(), e.headers
+
+
+def ui_login_code(air):
+    """`air ui --url-only`'s private login file, read as its owner: (file path, server URL,
+    one-time code) from the address the file redirects to (<server>/login#code=<code>)."""
+    file_url = air("ui", "--url-only", check=True).stdout.strip()
+    assert file_url.startswith("file://"), file_url
+    path = pathlib.Path(urllib.parse.unquote(file_url[len("file://"):]))
+    found = re.search(r'url=(http://[^"#]+)/login#code=([0-9a-f]{64})"', path.read_text())
+    assert found, path.read_text()
+    return path, found.group(1), found.group(2)
+
+
+def redeem_login_code(base, code):
+    """What the UI's /login page does with the code: (status, JSON body of POST /login)."""
+    status, body, _ = http("POST", base + "/login", {"code": code})
+    return status, json.loads(body)
 
 
 def run_mlflow(code, tracking_uri, timeout=300, env=None, check=True):

@@ -1,7 +1,8 @@
 // Tests for the server's admission rules (server/access.h): Host headers, the token and session
-// cookies, one-time login codes (expiry through a clock the test moves), and the browser rules
-// for state-changing requests. tests/python/test_server_security.py checks the same against a
-// running server, from another local user and from a real browser.
+// headers (never cookies), the UI's page files open to all, one-time login codes (expiry through
+// a clock the test moves), and the browser rules for state-changing requests.
+// tests/python/test_server_security.py checks the same against a running server, from another local
+// user and from a real browser.
 #include "server/access.h"
 
 #include <gtest/gtest.h>
@@ -29,11 +30,6 @@ httplib::Request Make(const std::string& method, const std::string& path,
   req.path = path;
   if (!host.empty()) req.set_header("Host", host);
   return req;
-}
-
-std::string CookieValue(const std::string& set_cookie) {
-  std::string first = set_cookie.substr(0, set_cookie.find(';'));
-  return first.substr(first.find('=') + 1);
 }
 
 TEST(AccessTest, HostHeaderMustNameTheServer) {
@@ -66,15 +62,41 @@ TEST(AccessTest, HostHeaderMustNameTheServer) {
   EXPECT_TRUE(shared.CheckHost(Make("GET", "/", "evil.example:5005")));
 }
 
-TEST(AccessTest, EveryRouteNeedsTheTokenOrASession) {
+TEST(AccessTest, EveryRouteButTheUiFilesNeedsTheTokenOrASession) {
   ClockEnv env;
   Access access(kToken, {}, false, &env);
-  for (const char* path : {"/health", "/", "/api/air/runs", "/api/2.0/mlflow/runs/get"}) {
+  for (const char* path : {"/health", "/api/air/runs", "/api/2.0/mlflow/runs/get", "/runs/1/x",
+                           "/runs/", "/runs/1a", "/static/a/b", "/login/x", "/favicon.ico"}) {
     auto refused = access.Admit(Make("GET", path));
     ASSERT_TRUE(refused) << path;
     EXPECT_EQ(refused->status, 401);
+    EXPECT_FALSE(refused->page) << path;  // a program: JSON
     EXPECT_EQ(refused->message.find(kToken), std::string::npos);
   }
+  // The UI's pages (the same files for everyone, no data) load without a session; the data
+  // they ask for does not. POST /login is the only write without one.
+  for (const char* path : {"/", "/login", "/runs/12", "/static/app.js", "/static/chart.js"}) {
+    EXPECT_FALSE(access.Admit(Make("GET", path))) << path;
+    EXPECT_FALSE(access.Admit(Make("HEAD", path))) << path;
+    EXPECT_EQ(access.Admit(Make("DELETE", path))->status, 401) << path;
+  }
+  httplib::Request login = Make("POST", "/login");
+  login.set_header("Content-Type", "application/json");
+  EXPECT_FALSE(access.Admit(login));
+  EXPECT_EQ(access.Admit(Make("POST", "/"))->status, 401);
+  login.set_header("Origin", "http://127.0.0.1:5001");  // another port's page
+  EXPECT_EQ(access.Admit(login)->status, 403);
+  // A browser navigating to an API address is answered with a page (how to log in).
+  httplib::Request navigation = Make("GET", "/api/air/runs");
+  navigation.set_header("Sec-Fetch-Mode", "navigate");
+  EXPECT_TRUE(access.Admit(navigation)->page);
+  httplib::Request old_browser = Make("GET", "/api/air/runs");
+  old_browser.set_header("Accept", "text/html,application/xhtml+xml");
+  EXPECT_TRUE(access.Admit(old_browser)->page);
+  httplib::Request script = Make("GET", "/api/air/runs");
+  script.set_header("Accept", "text/html");
+  script.set_header("Sec-Fetch-Mode", "cors");
+  EXPECT_FALSE(access.Admit(script)->page);
   httplib::Request bearer = Make("GET", "/api/air/runs");
   bearer.set_header("Authorization", "Bearer " + kToken);
   EXPECT_FALSE(access.Admit(bearer));
@@ -92,38 +114,48 @@ TEST(AccessTest, EveryRouteNeedsTheTokenOrASession) {
   EXPECT_TRUE(access.Admit(query));
 }
 
-TEST(AccessTest, LoginCodesWorkOnceAndSessionsExpire) {
+TEST(AccessTest, LoginCodesWorkOnceAndSessionsAreHeadersThatDieWithTheServer) {
   ClockEnv env;
   Access access(kToken, {}, false, &env);
   std::string code = access.NewLoginCode();
   EXPECT_EQ(code.size(), 64u);
-  auto cookie = access.RedeemLoginCode(code);
-  ASSERT_TRUE(cookie);
-  for (const char* attribute : {"air_session=", "; Path=/", "; HttpOnly", "; SameSite=Strict"}) {
-    EXPECT_NE(cookie->find(attribute), std::string::npos) << *cookie;
-  }
+  auto session = access.RedeemLoginCode(code);
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->find(kToken), std::string::npos);
   EXPECT_FALSE(access.RedeemLoginCode(code));  // once
   EXPECT_FALSE(access.RedeemLoginCode(""));
   EXPECT_FALSE(access.RedeemLoginCode(std::string(64, '0')));
 
-  httplib::Request browser = Make("GET", "/");
-  browser.set_header("Cookie", "other=1; air_session=" + CookieValue(*cookie));
+  httplib::Request browser = Make("GET", "/api/air/runs");
+  browser.set_header(kSessionHeader, *session);
   EXPECT_FALSE(access.Admit(browser));
-  // A forged or altered cookie, or one signed with another token, is worth nothing.
-  std::string value = CookieValue(*cookie);
-  std::string altered = value;
+  EXPECT_TRUE(access.Authenticated(browser));
+  EXPECT_FALSE(access.HasToken(browser));  // a session cannot mint login codes
+  // Never as a cookie (a cookie of 127.0.0.1 goes to every port), nor as a bearer token.
+  httplib::Request cookie = Make("GET", "/api/air/runs");
+  cookie.set_header("Cookie", "air_session=" + *session);
+  EXPECT_EQ(access.Admit(cookie)->status, 401);
+  httplib::Request bearer = Make("GET", "/api/air/runs");
+  bearer.set_header("Authorization", "Bearer " + *session);
+  EXPECT_EQ(access.Admit(bearer)->status, 401);
+  // A forged or altered session, or one of another server process (even with the same token:
+  // a server that stopped and started again, or another that took its port), is worth nothing.
+  std::string altered = *session;
   altered[3] = altered[3] == '9' ? '8' : '9';  // the expiry
   EXPECT_FALSE(access.ValidSession(altered));
-  Access other(std::string(64, 'c'), {}, false, &env);
-  EXPECT_FALSE(other.ValidSession(value));
+  Access restarted(kToken, {}, false, &env);
+  EXPECT_FALSE(restarted.ValidSession(*session));
   EXPECT_FALSE(access.ValidSession("v1.99999999999.x.y"));
+  httplib::Request twice = browser;
+  twice.set_header(kSessionHeader, *session);
+  EXPECT_FALSE(access.Authenticated(twice));
 
   std::string late = access.NewLoginCode();
   env.skip_us = (kLoginCodeSeconds + 1) * 1'000'000;
   EXPECT_FALSE(access.RedeemLoginCode(late));
-  EXPECT_TRUE(access.ValidSession(value));
+  EXPECT_TRUE(access.ValidSession(*session));
   env.skip_us = (kSessionSeconds + 1) * 1'000'000;
-  EXPECT_FALSE(access.ValidSession(value));
+  EXPECT_FALSE(access.ValidSession(*session));
 }
 
 TEST(AccessTest, BrowsersCannotWriteFromOtherOrigins) {
