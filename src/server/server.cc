@@ -1,6 +1,6 @@
 // The server's lifecycle: one instance per AIR_HOME (flock), bind, server.json, admission of
-// every request (server/access.h) on connections bounded per client (server/connections.h),
-// shutdown on SIGTERM/SIGINT; and the shared JSON/error/body helpers.
+// every request (server/access.h) on connections and request heads bounded per client and in
+// all (server/connections.h), shutdown on SIGTERM/SIGINT; and the shared JSON/error/body helpers.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -198,7 +198,7 @@ Status RunServer(const ServerOptions& options, Env* env,
 
   LimitedServer http(options.limits);
   std::atomic<int64_t> last_request_us{env->MonotonicMicros()};
-  const int threads = options.threads;
+  const int threads = options.limits.max_connections + kRefusalThreads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_keep_alive_max_count(100000);
   // One small request per metric (log_metric): without TCP_NODELAY, Nagle's algorithm and the
