@@ -49,9 +49,9 @@ std::string HeadTooLargeResponse(const HeadLimits& limits) {
 }
 
 std::string HeadTimeoutResponse(const HeadLimits& limits) {
-  return RefusalResponse("408 Request Timeout",
-                         fmt::format("request head not complete within {} s of its first byte",
-                                     limits.deadline_s));
+  return RefusalResponse(
+      "408 Request Timeout",
+      fmt::format("request head not complete within {} s of its first byte", limits.deadline_s));
 }
 
 }  // namespace air::server

@@ -10,7 +10,8 @@
 //   - the blank line within `deadline_s` (10 s) of the head's first byte, else 408 and close
 //     (a client sending one byte every few seconds no longer holds a thread indefinitely).
 // Both refusals name the limit. Kept over a newer HTTP library: Debian 12 has only this
-// cpp-httplib, and reading the head before httplib does bounds its parser whatever its version. HeadScanner finds the end of a head as httplib does: lines end at
+// cpp-httplib, and reading the head before httplib does bounds its parser whatever its version.
+// HeadScanner finds the end of a head as httplib does: lines end at
 // "\n", and the head ends at the first line after the request line that is exactly "\r\n".
 // Thread safety: a HeadScanner belongs to one connection; the rest are pure functions.
 #pragma once

@@ -3,11 +3,12 @@
 // other clients together and in all (server/connections.h). tests/python/test_server_security.py
 // checks the same against a running server: the header flood, other users' slow headers, a head
 // that never ends.
+#include "server/connections.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "server/connections.h"
 #include "server/request_head.h"
 
 namespace air::server {
@@ -62,7 +63,7 @@ TEST(HeadScannerTest, TooManyBytesWithOrWithoutLineEnds) {
   EXPECT_EQ(padded.Feed("GET / HTTP/1.1\r\n" + long_header), State::kIncomplete);
   EXPECT_EQ(padded.Feed("\r"), State::kIncomplete);  // 63 bytes
   EXPECT_EQ(padded.Feed("\n"), State::kComplete);    // 64: its blank line is the last byte
-  HeadScanner endless(limits);  // one line that never ends
+  HeadScanner endless(limits);                       // one line that never ends
   EXPECT_EQ(endless.Feed("GET /" + std::string(100, 'a')), State::kTooLarge);
   EXPECT_EQ(endless.bytes(), 64u);
 }
