@@ -346,6 +346,11 @@ LimitedServer::LimitedServer(const ConnectionLimits& limits)
   set_keep_alive_timeout(limits.keep_alive_timeout_s);
 }
 
+bool LimitedServer::ListenAfterBind() {
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
+  return listen_after_bind();
+}
+
 bool LimitedServer::process_and_close_socket(socket_t sock) {
   const std::string client = ClientKeyOf(sock);
   if (const std::string refusal = limiter_.TryAcquire(client); !refusal.empty()) {

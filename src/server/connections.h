@@ -63,6 +63,11 @@ class LimitedServer : public httplib::Server {
  public:
   explicit LimitedServer(const ConnectionLimits& limits);
 
+  // listen_after_bind() with the listening socket's backlog widened to SOMAXCONN first: httplib
+  // listens with 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled in), so a burst of connections past it
+  // would wait for the clients' SYN retries (1 s, then 3 s, ...) before reaching the limits.
+  bool ListenAfterBind();
+
  private:
   bool process_and_close_socket(socket_t sock) override;
   ConnectionLimits limits_;

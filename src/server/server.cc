@@ -325,7 +325,7 @@ Status RunServer(const ServerOptions& options, Env* env,
   });
   AIR_INFO("air server for {} listening on {}", options.air_home, info.url);
   if (on_listening) on_listening(info.url);
-  bool ok = http.listen_after_bind();
+  bool ok = http.ListenAfterBind();
   done.store(true);
   waiter.join();
   if (!ok) return Unavailable("air server: the listening socket failed");
