@@ -373,9 +373,9 @@ bool LimitedServer::process_and_close_socket(socket_t sock) {
     // The whole head first, within its limits; httplib then parses it from memory.
     const HeadScanner::State head = stream.ReadHead(limits_.head);
     if (head != HeadScanner::State::kComplete) {
+      // Both say "Connection: close": the connection lingers below, then closes.
       if (head == HeadScanner::State::kTooLarge) {
         stream.WriteAll(HeadTooLargeResponse(limits_.head));
-        LingeringClose(sock);
       } else if (stream.head_timed_out()) {
         stream.WriteAll(HeadTimeoutResponse(limits_.head));
       }
