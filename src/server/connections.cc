@@ -16,7 +16,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 
 namespace air::server {
 namespace {
@@ -107,7 +109,8 @@ std::optional<uint32_t> LoopbackPeerUid(const Endpoint& peer, const Endpoint& lo
 }
 
 // httplib's Stream over a socket, with a read buffer (httplib reads request lines a byte at a
-// time), poll-based timeouts, and a note of whether the last response said "Connection: close".
+// time) that first takes in a whole request head within its limits (ReadHead), poll-based
+// timeouts, and a note of whether the last response said "Connection: close".
 class SocketStream : public httplib::Stream {
  public:
   // `listening` is the server's listening socket, INVALID_SOCKET once it stops: waits end then.
@@ -118,22 +121,66 @@ class SocketStream : public httplib::Stream {
   void StartRequest() { said_close_ = false; }
   bool said_close() const { return said_close_; }
 
+  // Reads until the buffer holds the next request's whole head (kComplete), the head is over
+  // its limits (kTooLarge), or it is not (kIncomplete): the client closed, the server stops,
+  // or the deadline passed (head_timed_out()). Call when a byte is readable or buffered.
+  HeadScanner::State ReadHead(const HeadLimits& limits) {
+    head_timed_out_ = false;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(limits.deadline_s);
+    HeadScanner scanner(limits);
+    if (scanner.Feed(Buffered()) != HeadScanner::State::kIncomplete) return scanner.state();
+    // What was read already (the previous request) makes room for the rest of this head.
+    buffer_.erase(0, begin_);
+    begin_ = 0;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) {
+        head_timed_out_ = true;
+        return HeadScanner::State::kIncomplete;
+      }
+      if (!Poll(POLLIN, static_cast<int>(left))) {
+        head_timed_out_ = listening_ != INVALID_SOCKET;
+        return HeadScanner::State::kIncomplete;
+      }
+      char chunk[kChunkBytes];
+      const ssize_t n = Receive(chunk, sizeof(chunk));
+      if (n <= 0) return HeadScanner::State::kIncomplete;
+      buffer_.append(chunk, static_cast<size_t>(n));
+      if (scanner.Feed({chunk, static_cast<size_t>(n)}) != HeadScanner::State::kIncomplete) {
+        return scanner.state();
+      }
+    }
+  }
+  bool head_timed_out() const { return head_timed_out_; }
+
+  // Writes all of `data` (a refusal of the server's own) within the write timeout.
+  void WriteAll(std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = write(data.data(), data.size());
+      if (n <= 0) return;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
   bool is_readable() const override { return WaitReadable(limits_.read_timeout_s); }
   bool is_writable() const override { return Poll(POLLOUT, limits_.write_timeout_s * 1000); }
 
   ssize_t read(char* ptr, size_t size) override {
     if (buffered() == 0) {
       if (!Poll(POLLIN, limits_.read_timeout_s * 1000)) return -1;
-      ssize_t n;
-      do {
-        n = ::recv(fd_, buffer_, sizeof(buffer_), 0);
-      } while (n < 0 && errno == EINTR);
-      if (n <= 0) return n;
+      // A body larger than a chunk is passed through without copying.
+      if (size >= kChunkBytes) return Receive(ptr, size);
+      buffer_.resize(kChunkBytes);
+      const ssize_t n = Receive(buffer_.data(), kChunkBytes);
+      buffer_.resize(n > 0 ? static_cast<size_t>(n) : 0);
       begin_ = 0;
-      end_ = static_cast<size_t>(n);
+      if (n <= 0) return n;
     }
     size_t n = std::min(size, buffered());
-    std::memcpy(ptr, buffer_ + begin_, n);
+    std::memcpy(ptr, buffer_.data() + begin_, n);
     begin_ += n;
     return static_cast<ssize_t>(n);
   }
@@ -161,7 +208,18 @@ class SocketStream : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  size_t buffered() const { return end_ - begin_; }
+  static constexpr size_t kChunkBytes = 4096;
+
+  size_t buffered() const { return buffer_.size() - begin_; }
+  std::string_view Buffered() const { return std::string_view(buffer_).substr(begin_); }
+
+  ssize_t Receive(char* ptr, size_t size) {
+    ssize_t n;
+    do {
+      n = ::recv(fd_, ptr, size, 0);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
 
   // Waits in short slices, so that a stopping server is not held up by a slow client.
   bool Poll(short events, int timeout_ms) const {
@@ -190,10 +248,10 @@ class SocketStream : public httplib::Stream {
   int fd_;
   const ConnectionLimits& limits_;
   const std::atomic<socket_t>& listening_;
-  char buffer_[4096];
+  std::string buffer_;  // what was received and not yet read: a head at most, or a chunk
   size_t begin_ = 0;
-  size_t end_ = 0;
   bool said_close_ = false;
+  bool head_timed_out_ = false;
 };
 
 // After a response that closes the connection while the client may still be sending (a refusal
@@ -238,18 +296,40 @@ std::string ClientKeyOf(int socket_fd) {
   return "ip:" + AddressText(*p);
 }
 
-bool ConnectionLimiter::TryAcquire(const std::string& client) {
+std::string OwnerClientKey() { return fmt::format("uid:{}", ::geteuid()); }
+
+std::string ConnectionLimiter::TryAcquire(const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
+  const bool other = client != owner_;
+  const int others_limit = limits_.max_connections - limits_.owner_reserve;
+  if (held_by_all_ >= limits_.max_connections) {
+    return fmt::format("the server holds {} connections, its limit; retry later",
+                       limits_.max_connections);
+  }
+  if (other && held_by_others_ >= others_limit) {
+    return fmt::format(
+        "the server holds {} connections of other clients, their limit ({} of its {} are kept "
+        "for its owner); retry later",
+        others_limit, limits_.owner_reserve, limits_.max_connections);
+  }
   int& held = held_[client];
-  if (held >= per_client_) return false;
+  if (other && held >= limits_.per_client) {
+    return fmt::format(
+        "too many connections from this client: at most {} at once; close idle ones and retry",
+        limits_.per_client);
+  }
   ++held;
-  return true;
+  ++held_by_all_;
+  if (other) ++held_by_others_;
+  return "";
 }
 
 void ConnectionLimiter::Release(const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = held_.find(client);
   if (it == held_.end()) return;
+  --held_by_all_;
+  if (client != owner_) --held_by_others_;
   if (--it->second <= 0) held_.erase(it);
 }
 
@@ -260,25 +340,27 @@ int ConnectionLimiter::Held(const std::string& client) {
 }
 
 LimitedServer::LimitedServer(const ConnectionLimits& limits)
-    : limits_(limits), limiter_(limits.per_client) {
+    : limits_(limits), limiter_(limits, OwnerClientKey()) {
   set_read_timeout(limits.read_timeout_s);
   set_write_timeout(limits.write_timeout_s);
   set_keep_alive_timeout(limits.keep_alive_timeout_s);
 }
 
+bool LimitedServer::ListenAfterBind() {
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
+  return listen_after_bind();
+}
+
 bool LimitedServer::process_and_close_socket(socket_t sock) {
   const std::string client = ClientKeyOf(sock);
-  if (!limiter_.TryAcquire(client)) {
-    static const std::string kBusy = [] {
-      std::string body =
-          R"({"error_code": "RESOURCE_EXHAUSTED", "message": "too many connections from this )"
-          R"(client; close idle ones and retry"})";
-      return fmt::format(
-          "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
-          "Retry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
-          body.size(), body);
-    }();
-    (void)!::send(sock, kBusy.data(), kBusy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (const std::string refusal = limiter_.TryAcquire(client); !refusal.empty()) {
+    const std::string body =
+        nlohmann::json{{"error_code", "RESOURCE_EXHAUSTED"}, {"message", refusal}}.dump();
+    const std::string busy = fmt::format(
+        "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+        "Retry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+        body.size(), body);
+    (void)!::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
     return true;
@@ -288,6 +370,17 @@ bool LimitedServer::process_and_close_socket(socket_t sock) {
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     // A fresh or idle connection that sends nothing is dropped after the keep-alive timeout.
     if (!stream.WaitReadable(limits_.keep_alive_timeout_s)) break;
+    // The whole head first, within its limits; httplib then parses it from memory.
+    const HeadScanner::State head = stream.ReadHead(limits_.head);
+    if (head != HeadScanner::State::kComplete) {
+      // Both say "Connection: close": the connection lingers below, then closes.
+      if (head == HeadScanner::State::kTooLarge) {
+        stream.WriteAll(HeadTooLargeResponse(limits_.head));
+      } else if (stream.head_timed_out()) {
+        stream.WriteAll(HeadTimeoutResponse(limits_.head));
+      }
+      break;
+    }
     bool connection_closed = false;
     stream.StartRequest();
     ok = process_request(stream, left == 1, connection_closed, nullptr);

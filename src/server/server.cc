@@ -1,6 +1,6 @@
 // The server's lifecycle: one instance per AIR_HOME (flock), bind, server.json, admission of
-// every request (server/access.h) on connections bounded per client (server/connections.h),
-// shutdown on SIGTERM/SIGINT; and the shared JSON/error/body helpers.
+// every request (server/access.h) on connections and request heads bounded per client and in
+// all (server/connections.h), shutdown on SIGTERM/SIGINT; and the shared JSON/error/body helpers.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -199,7 +199,7 @@ Status RunServer(const ServerOptions& options, Env* env,
 
   LimitedServer http(options.limits);
   std::atomic<int64_t> last_request_us{env->MonotonicMicros()};
-  const int threads = options.threads;
+  const int threads = options.limits.max_connections + kRefusalThreads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_keep_alive_max_count(100000);
   // One small request per metric (log_metric): without TCP_NODELAY, Nagle's algorithm and the
@@ -326,7 +326,7 @@ Status RunServer(const ServerOptions& options, Env* env,
   });
   AIR_INFO("air server for {} listening on {}", options.air_home, info.url);
   if (on_listening) on_listening(info.url);
-  bool ok = http.listen_after_bind();
+  bool ok = http.ListenAfterBind();
   done.store(true);
   waiter.join();
   if (!ok) return Unavailable("air server: the listening socket failed");
