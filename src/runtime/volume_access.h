@@ -27,8 +27,8 @@ enum class VolumeAccessKind { kNone, kHost, kMount, kRewrite };
 
 struct VolumeAccess {
   VolumeAccessKind kind = VolumeAccessKind::kNone;
-  std::string root;       // the volume root (runtime/volumes.h VolumesRoot)
-  bool required = false;  // the spec names /Volumes paths: a node without them must fail
+  std::string root;             // the volume root (runtime/volumes.h VolumesRoot)
+  bool required = false;        // the spec names /Volumes paths: a node without them must fail
   bool user_namespace = false;  // kMount through a user namespace (not root)
   std::string why_no_mount;     // the probe's error, when a mount is not possible
 };
