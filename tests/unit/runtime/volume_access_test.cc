@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "parse_spec.h"
 #include "runtime/node_plan.h"
 #include "spec/parser.h"
 #include "test_util.h"
@@ -18,15 +19,8 @@
 namespace air::runtime {
 namespace {
 
+using air::testing::ParseSpec;
 using air::testing::TempDir;
-
-spec::WorkloadSpec Parse(const std::string& yaml, const std::string& dir) {
-  spec::LoadReport report;
-  auto parsed = spec::ParseWorkloadSpec(yaml, dir + "/train.yaml", {}, DefaultEnv(), &report);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  for (const auto& d : report.diagnostics.Sorted()) ADD_FAILURE() << d.ToString();
-  return *parsed;
-}
 
 constexpr char kSpec[] = R"(experiment_name: v
 compute: {num_accelerators: 1, accelerator_type: CPU_1}
@@ -65,7 +59,7 @@ TEST(VolumeAccessTest, RewritesEveryVolumePathAndNothingElse) {
 
 TEST(VolumeAccessTest, NodesGetTheRewrittenSpecAndTheRealRoot) {
   TempDir dir;
-  spec::WorkloadSpec spec = Parse(kSpec, dir.path());
+  spec::WorkloadSpec spec = ParseSpec(kSpec, dir.path());
   const std::string root = dir.path() + "/vols";
   spec::WorkloadSpec nodes = SpecForNodes(spec, Rewrite(root));
   EXPECT_EQ(nodes.command,
@@ -93,7 +87,7 @@ TEST(VolumeAccessTest, NodesGetTheRewrittenSpecAndTheRealRoot) {
   // A mount the spec does not need is a precaution: the node runs without it if it fails.
   prepared.volumes.kind = VolumeAccessKind::kMount;
   prepared.volumes.required = false;
-  plan = PlanAttempt(Parse(kPlainSpec, dir.path()), run, Layout(dir.path()), prepared, {});
+  plan = PlanAttempt(ParseSpec(kPlainSpec, dir.path()), run, Layout(dir.path()), prepared, {});
   EXPECT_EQ(plan.nodes[0].launch.volumes_root, root);
   EXPECT_FALSE(plan.nodes[0].launch.volumes_required);
   EXPECT_EQ(plan.nodes[0].launch.command, "echo /mnt/Volumes/x");
@@ -107,7 +101,7 @@ TEST(VolumeAccessTest, AHostVolumesThatIsTheRootNeedsNoNamespace) {
   ASSERT_EQ(::symlink(root.c_str(), host_volumes.c_str()), 0);
   VolumeAccessOptions options;
   options.mount_point = host_volumes;
-  auto access = DecideVolumeAccess(Parse(kSpec, dir.path()), root, options);
+  auto access = DecideVolumeAccess(ParseSpec(kSpec, dir.path()), root, options);
   ASSERT_TRUE(access.ok()) << access.status().ToString();
   EXPECT_EQ(access->kind, VolumeAccessKind::kHost);
   EXPECT_TRUE(access->required);
@@ -124,20 +118,20 @@ TEST(VolumeAccessTest, WithoutAMountThePathsAreRewrittenOrTheRunRefused) {
   const std::string root = dir.path() + "/vols";
   ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
 
-  auto access = DecideVolumeAccess(Parse(kSpec, dir.path()), root, options);
+  auto access = DecideVolumeAccess(ParseSpec(kSpec, dir.path()), root, options);
   ASSERT_TRUE(access.ok()) << access.status().ToString();
   EXPECT_EQ(access->kind, VolumeAccessKind::kRewrite);
   EXPECT_NE(access->why_no_mount.find(not_a_dir), std::string::npos) << access->why_no_mount;
   EXPECT_NE(DescribeVolumeAccess(*access).find("rewritten to " + root), std::string::npos);
 
-  auto plain = DecideVolumeAccess(Parse(kPlainSpec, dir.path()), root, options);
+  auto plain = DecideVolumeAccess(ParseSpec(kPlainSpec, dir.path()), root, options);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->kind, VolumeAccessKind::kNone);
   EXPECT_FALSE(plain->required);
 
   const std::string odd = dir.path() + "/my vols";
   ASSERT_EQ(::mkdir(odd.c_str(), 0700), 0);
-  auto refused = DecideVolumeAccess(Parse(kSpec, dir.path()), odd, options);
+  auto refused = DecideVolumeAccess(ParseSpec(kSpec, dir.path()), odd, options);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), ErrorCode::kFailedPrecondition);
   const std::string message = refused.status().message();
@@ -154,7 +148,7 @@ TEST(VolumeAccessTest, ADryRunProbeCreatesNothing) {
   options.mount_point = dir.path() + "/Volumes";
   options.dry_run = true;
   const std::string root = dir.path() + "/vols";  // not created yet either
-  auto access = DecideVolumeAccess(Parse(kSpec, dir.path()), root, options);
+  auto access = DecideVolumeAccess(ParseSpec(kSpec, dir.path()), root, options);
   ASSERT_TRUE(access.ok()) << access.status().ToString();
   // Root would create the mount point at submit; anyone else cannot, and gets the rewrite.
   EXPECT_EQ(access->kind, ::getuid() == 0 ? VolumeAccessKind::kMount : VolumeAccessKind::kRewrite)
@@ -165,7 +159,7 @@ TEST(VolumeAccessTest, ADryRunProbeCreatesNothing) {
   // Submit's probe creates the mount point (empty).
   options.dry_run = false;
   ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
-  access = DecideVolumeAccess(Parse(kSpec, dir.path()), root, options);
+  access = DecideVolumeAccess(ParseSpec(kSpec, dir.path()), root, options);
   ASSERT_TRUE(access.ok()) << access.status().ToString();
   if (::getuid() == 0) {
     EXPECT_EQ(::stat(options.mount_point.c_str(), &st), 0);
