@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -35,6 +36,27 @@ def user(air_bin):
         for path in (bin_dir, bin_dir / "air"):
             os.chown(path, account.pw_uid, account.pw_gid)
         yield account
+        # userdel refuses a user with live processes: the tracking servers stop (SIGTERM, sent
+        # by each test's teardown) before the user goes.
+        deadline = time.monotonic() + 20
+        while user_processes(account.pw_uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not user_processes(account.pw_uid), "the user's processes outlived its runs"
+
+
+def user_processes(uid) -> list:
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = pathlib.Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("State", "").strip().startswith("Z"):
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            found.append(int(entry))
+    return found
 
 
 class UserAir(AirRunner):
@@ -96,7 +118,8 @@ def dry_run_volumes(air, spec) -> dict:
 def test_submit_logs_and_plan_without_namespaces(user, work):
     air, air_home, d = work
     spec = write_spec(d, 'echo "hello-from-nonroot $NODE_RANK uid=$(id -u)"; '
-                      'echo "root=$AIR_VOLUMES_ROOT"', name="nr", nodes=2)
+                      'echo "root=$AIR_VOLUMES_ROOT mnt=$(readlink /proc/self/ns/mnt)"',
+                      name="nr", nodes=2)
     give(user, spec)
     plan = air("run", "-f", spec, "--dry-run", check=True).stdout
     assert "the spec names no /Volumes path; nodes run without a mount" in plan, plan
@@ -107,7 +130,9 @@ def test_submit_logs_and_plan_without_namespaces(user, work):
     assert run["state"] == "SUCCEEDED" and run["attempts"] == 1, explain(run, logs)
     for node, text in logs.items():
         assert f"hello-from-nonroot {node} uid={user.pw_uid}" in text, text
-        assert f"root={air_home}/volumes" in text, text
+        # No namespace of its own: the host's mount namespace.
+        assert f"root={air_home}/volumes mnt={os.readlink('/proc/self/ns/mnt')}" in text, text
+    assert run["mlflow_run_id"], run  # tracked by the user's own server
     assert f"run {run_id}  SUCCEEDED" in air("get", run_id, check=True).stdout
     assert "SUCCEEDED" in air("list", "--all-status", check=True).stdout
     assert os.stat(air_home / "runs" / str(run_id)).st_uid == user.pw_uid
