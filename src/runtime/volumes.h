@@ -3,9 +3,10 @@
 // AIR_HOME/volumes unless config.yaml names a shared_root, as the Slurm backend does), checking
 // a spec's volume paths at submit, getting the root ready for a run's nodes
 // (runtime/volume_access.h decides how they reach it), and mapping a `/Volumes/...` path to the
-// path below the root for `air volumes ls | cp | rm`, which reach it through base/rooted_dir.h (no
-// symbolic link under the root is ever followed: nodes, and other users of a shared root, can plant
-// them). Thread safety: stateless functions.
+// path below the root for `air volumes ls | cp | rm`, which reach it through base/rooted_dir.h
+// (no symbolic link under the root is ever followed: nodes, and other users of a shared root,
+// can plant them).
+// Thread safety: stateless functions.
 #pragma once
 
 #include <string>
