@@ -119,12 +119,16 @@ std::string DescribeWaitStatus(int status) {
 }  // namespace
 
 Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
+  // First, while still dumpable: a user namespace's id map is written through /proc/self.
+  Status volumes =
+      launch.volumes_root.empty() ? Status::Ok() : EnterVolumeNamespace(launch.volumes_root);
+  if (!volumes.ok() && launch.volumes_required) return volumes;
   // Secret values are in our environment: no core dump may write them to disk.
   if (!launch.secret_names.empty()) DisableCoreDumps();
-  if (!launch.volumes_root.empty()) AIR_RETURN_IF_ERROR(EnterVolumeNamespace(launch.volumes_root));
   FdCloser log_fd(::open(launch.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (log_fd.get() < 0) return ErrnoStatus("open node log " + launch.log_path, errno);
   LogLineWriter writer(log_fd.get(), env, {launch.log_path, launch.log_max_bytes, launch.log_keep});
+  if (!volumes.ok()) (void)writer.Note("running without /Volumes: " + volumes.message());
 
   std::vector<std::string> secret_values;
   for (const auto& name : launch.secret_names) {

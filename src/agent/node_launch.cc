@@ -44,6 +44,7 @@ std::string NodeLaunchToJson(const NodeLaunch& l) {
             {"secret_names", l.secret_names},
             {"grace_seconds", l.grace_seconds},
             {"volumes_root", l.volumes_root},
+            {"volumes_required", l.volumes_required},
             {"log_max_bytes", l.log_max_bytes},
             {"log_keep", l.log_keep},
             {"system_metrics_interval_s", l.system_metrics_interval_s},
@@ -71,6 +72,7 @@ Result<NodeLaunch> NodeLaunchFromJson(const std::string& text, const std::string
     l.secret_names = j.at("secret_names").get<std::vector<std::string>>();
     l.grace_seconds = j.at("grace_seconds").get<int>();
     l.volumes_root = j.value("volumes_root", std::string());
+    l.volumes_required = j.value("volumes_required", true);
     l.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
     l.log_keep = j.value("log_keep", 2);
     l.system_metrics_interval_s = j.value("system_metrics_interval_s", 0);

@@ -42,6 +42,9 @@ struct NodeLaunch {
   // Non-empty: the node runs in a private mount namespace with this directory on /Volumes
   // (agent/volume_mounts.h).
   std::string volumes_root;
+  // The spec names /Volumes paths: a node that cannot get the mount fails. Otherwise the mount
+  // is a precaution and the node runs without it (a note in its log says why).
+  bool volumes_required = true;
   uint64_t log_max_bytes = 0;  // node log size cap before rotation (agent/log_format.h); 0: none
   int log_keep = 2;            // rotated parts kept
   // > 0: sample the node's system metrics every this many seconds into metrics_path

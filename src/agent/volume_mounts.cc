@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,7 +21,12 @@ enum class Step { kNone, kMountPoint, kRoot, kUnshare, kIdMap, kPrivate, kBind }
 struct Failure {
   Step step = Step::kNone;
   int err = 0;
+  bool user_namespace = false;  // the mount namespace is owned by a new user namespace
 };
+
+// What Enter may do beyond entering: the agent and a submit-time probe create the mount point
+// when missing; a dry-run probe changes nothing outside its own namespaces.
+enum class Mode { kEnter, kProbe, kProbeReadOnly };
 
 // Decimal digits of `value` into `out` (async-signal-safe); returns the length.
 size_t FormatInt(long value, char* out) {
@@ -56,16 +62,30 @@ bool MapOwnId(const char* path, long id) {
 }
 
 // Only system calls, so the probe's forked child can run it.
-Failure Enter(const char* root, const char* mount_point) {
+Failure Enter(const char* root, const char* mount_point, Mode mode) {
   struct stat st {};
-  if (::stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return {Step::kRoot, errno != 0 ? errno : ENOTDIR};
+  bool bind_source_is_mount_point = false;
+  int root_error = ::stat(root, &st) != 0 ? errno : (S_ISDIR(st.st_mode) ? 0 : ENOTDIR);
+  if (root_error != 0) {
+    if (mode != Mode::kProbeReadOnly || root_error != ENOENT) return {Step::kRoot, root_error};
+    bind_source_is_mount_point = true;  // created at submit; any directory tests the bind
   }
-  if (::mkdir(mount_point, 0755) != 0 && errno != EEXIST) return {Step::kMountPoint, errno};
-  if (::stat(mount_point, &st) != 0) return {Step::kMountPoint, errno};
-  if (!S_ISDIR(st.st_mode)) return {Step::kMountPoint, ENOTDIR};
+  bool mount_point_missing = false;
+  if (mode == Mode::kProbeReadOnly) {
+    if (::stat(mount_point, &st) != 0) {
+      if (errno != ENOENT || ::getuid() != 0) return {Step::kMountPoint, errno};
+      mount_point_missing = true;  // root creates it at submit
+    }
+  } else if (::mkdir(mount_point, 0755) != 0 && errno != EEXIST) {
+    return {Step::kMountPoint, errno};
+  }
+  if (!mount_point_missing) {
+    if (::stat(mount_point, &st) != 0) return {Step::kMountPoint, errno};
+    if (!S_ISDIR(st.st_mode)) return {Step::kMountPoint, ENOTDIR};
+  }
   const uid_t uid = ::getuid();
   const gid_t gid = ::getgid();
+  Failure done;
   if (::unshare(CLONE_NEWNS) != 0) {
     if (errno != EPERM || uid == 0) return {Step::kUnshare, errno};
     // Not privileged: a user namespace owns the new mount namespace.
@@ -73,17 +93,20 @@ Failure Enter(const char* root, const char* mount_point) {
     if (!WriteProcFile("/proc/self/setgroups", "deny", 4) ||
         !MapOwnId("/proc/self/uid_map", static_cast<long>(uid)) ||
         !MapOwnId("/proc/self/gid_map", static_cast<long>(gid))) {
-      return {Step::kIdMap, errno};
+      return {Step::kIdMap, errno, true};
     }
+    done.user_namespace = true;
   }
   // Nothing mounted here may propagate back to the host (systemd makes "/" shared).
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    return {Step::kPrivate, errno};
+    return {Step::kPrivate, errno, done.user_namespace};
   }
-  if (::mount(root, mount_point, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-    return {Step::kBind, errno};
+  if (mount_point_missing) return done;
+  const char* source = bind_source_is_mount_point ? mount_point : root;
+  if (::mount(source, mount_point, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return {Step::kBind, errno, done.user_namespace};
   }
-  return {};
+  return done;
 }
 
 Status Describe(const Failure& failure, const std::string& root, const std::string& mount_point) {
@@ -100,10 +123,14 @@ Status Describe(const Failure& failure, const std::string& root, const std::stri
           "e.g. `sudo mkdir {}`)",
           mount_point, why, mount_point));
     case Step::kUnshare:
-    case Step::kIdMap:
       return FailedPrecondition(fmt::format(
           "cannot create a private mount namespace to show {} at {}: {} (this machine allows "
           "neither mount nor user namespaces to this user)",
+          root, mount_point, why));
+    case Step::kIdMap:
+      return FailedPrecondition(fmt::format(
+          "cannot create a private mount namespace to show {} at {}: the new user namespace "
+          "refused this user's uid/gid map: {}",
           root, mount_point, why));
     case Step::kPrivate:
     case Step::kBind:
@@ -116,10 +143,12 @@ Status Describe(const Failure& failure, const std::string& root, const std::stri
 }  // namespace
 
 Status EnterVolumeNamespace(const std::string& root, const std::string& mount_point) {
-  return Describe(Enter(root.c_str(), mount_point.c_str()), root, mount_point);
+  return Describe(Enter(root.c_str(), mount_point.c_str(), Mode::kEnter), root, mount_point);
 }
 
-Status ProbeVolumeNamespace(const std::string& root, const std::string& mount_point) {
+Result<VolumeNamespaceKind> ProbeVolumeNamespace(const std::string& root,
+                                                 const VolumeProbeOptions& options) {
+  const Mode mode = options.may_create ? Mode::kProbe : Mode::kProbeReadOnly;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   pid_t pid = ::fork();
@@ -130,7 +159,9 @@ Status ProbeVolumeNamespace(const std::string& root, const std::string& mount_po
     return ErrnoStatus("fork", err);
   }
   if (pid == 0) {
-    Failure failure = Enter(root.c_str(), mount_point.c_str());
+    // The agent is dumpable when it enters its namespace (it turns dumps off after).
+    if (::prctl(PR_GET_DUMPABLE) != 1) ::prctl(PR_SET_DUMPABLE, 1);
+    Failure failure = Enter(root.c_str(), options.mount_point.c_str(), mode);
     (void)!::write(fds[1], &failure, sizeof(failure));
     ::_exit(0);
   }
@@ -145,7 +176,8 @@ Status ProbeVolumeNamespace(const std::string& root, const std::string& mount_po
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (n != static_cast<ssize_t>(sizeof(failure))) failure = {Step::kUnshare, ECHILD};
-  return Describe(failure, root, mount_point);
+  AIR_RETURN_IF_ERROR(Describe(failure, root, options.mount_point));
+  return failure.user_namespace ? VolumeNamespaceKind::kUserAndMount : VolumeNamespaceKind::kMount;
 }
 
 }  // namespace air::agent

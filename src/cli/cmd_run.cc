@@ -11,6 +11,7 @@
 #include "runtime/layout.h"
 #include "runtime/submit.h"
 #include "runtime/submit_detail.h"
+#include "runtime/volume_access.h"
 #include "runtime/volumes.h"
 #include "spec/parser.h"
 #include "spec/plan.h"
@@ -117,11 +118,24 @@ void EmitSpecErrors(CliContext& ctx, const spec::LoadReport& report, const Statu
   EmitError(ctx, Status(summary.code(), summary.message() + "; nothing was started"));
 }
 
-Status DryRunVolumeLinks(CliContext& ctx, const spec::WorkloadSpec& workload) {
-  if (spec::FindVolumeReferences(workload).empty()) return Status::Ok();
+// What submit refuses about the spec's volume paths without writing anything (a path through a
+// symbolic link under the root, no way for the nodes to reach /Volumes), and how the nodes
+// would reach /Volumes, decided as submit decides (runtime/volume_access.h).
+Result<spec::PlanVolumes> DryRunVolumes(CliContext& ctx, const spec::WorkloadSpec& workload) {
   AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
   AIR_ASSIGN_OR_RETURN(std::string root, runtime::VolumesRoot(layout, ctx.env));
-  return runtime::CheckVolumeLinks(workload, root);
+  AIR_RETURN_IF_ERROR(runtime::CheckVolumeLinks(workload, root));
+  runtime::VolumeAccessOptions options;
+  options.dry_run = true;
+  auto access = runtime::DecideVolumeAccess(workload, root, options);
+  if (!access.ok()) {
+    std::vector<spec::VolumeReference> refs = spec::FindVolumeReferences(workload);
+    return Status(access.status().code(), fmt::format("{}: '{}' is a volume path, but {}",
+                                                      runtime::Where(workload, refs[0].field),
+                                                      refs[0].path, access.status().message()));
+  }
+  return spec::PlanVolumes{runtime::VolumeAccessName(access->kind), root,
+                           runtime::DescribeVolumeAccess(*access)};
 }
 
 void RunCommand(CliContext& ctx, const RunFlags& flags) {
@@ -168,19 +182,17 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
                                     volume_problems.size() == 1 ? "" : "s")));
     return;
   }
-  if (flags.dry_run) {
-    // What submit refuses about the spec itself is refused here too: a volume path through a
-    // symbolic link under the volume root. (What depends on the submitting machine, such as
-    // the backend's capabilities or mount namespaces, is checked at submit.)
-    Status links = DryRunVolumeLinks(ctx, workload);
-    if (!links.ok()) return EmitError(ctx, links);
-  } else {
+  if (!flags.dry_run) {
     Status submitted =
         SubmitValidatedRun(ctx, workload, flags.watch, flags.watch_node, flags.backend);
     if (!submitted.ok()) EmitError(ctx, submitted);
     return;
   }
-  spec::PlanInput input{&workload, snapshot ? &*snapshot : nullptr, &report.changes};
+  // What submit refuses about the volume paths is refused here too. (The backend's
+  // capabilities and the volume root's writability are checked at submit.)
+  Result<spec::PlanVolumes> volumes = DryRunVolumes(ctx, workload);
+  if (!volumes.ok()) return EmitError(ctx, volumes.status());
+  spec::PlanInput input{&workload, snapshot ? &*snapshot : nullptr, &report.changes, &*volumes};
   EmitData(ctx, spec::PlanToJson(input), spec::PlanToText(input));
 }
 

@@ -8,9 +8,13 @@
 
 namespace air::runtime {
 
-backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const store::RunRecord& run,
-                                      const Layout& layout, const PreparedRun& prepared,
+backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& run_spec,
+                                      const store::RunRecord& run, const Layout& layout,
+                                      const PreparedRun& prepared,
                                       const AttemptSettings& settings) {
+  // The command and env_variables as the nodes get them (/Volumes paths rewritten where no
+  // mount can show them).
+  const spec::WorkloadSpec spec = SpecForNodes(run_spec, prepared.volumes);
   backends::AttemptToLaunch out;
   out.run_id = run.id;
   out.attempt = settings.attempt;
@@ -40,7 +44,10 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
     launch.exit_path = layout.NodeExitFile(run.id, settings.attempt, rank);
     launch.tracker_path = layout.NodeTrackerFile(run.id, settings.attempt, rank);
     launch.grace_seconds = settings.grace_seconds;
-    launch.volumes_root = prepared.volumes_root;
+    if (prepared.volumes.kind == VolumeAccessKind::kMount) {
+      launch.volumes_root = prepared.volumes.root;
+      launch.volumes_required = prepared.volumes.required;
+    }
     launch.log_max_bytes = prepared.log_max_bytes;
     launch.log_keep = prepared.log_keep;
     launch.system_metrics_interval_s = spec.system_metrics_interval_s;
@@ -83,6 +90,10 @@ backends::AttemptToLaunch PlanAttempt(const spec::WorkloadSpec& spec, const stor
     if (!path.empty()) launch.env.emplace_back("PATH", path);
     if (!settings.air_executable.empty())
       launch.env.emplace_back("AIR_BIN", settings.air_executable);
+    // The real volume root, valid on the node whichever way /Volumes is provided (and what
+    // `air volumes` reads there).
+    if (!prepared.volumes.root.empty())
+      launch.env.emplace_back("AIR_VOLUMES_ROOT", prepared.volumes.root);
     for (const auto& [name, value] : prepared.secret_values) {
       if (secret_names.count(name) != 0) node.secret_env.emplace_back(name, value);
     }

@@ -12,6 +12,7 @@
 
 #include "backends/cluster_backend.h"
 #include "runtime/layout.h"
+#include "runtime/volume_access.h"
 #include "spec/workload_spec.h"
 #include "store/store.h"
 
@@ -22,7 +23,7 @@ struct PreparedRun {
   std::vector<std::string> node_workdirs;  // per node: CODE_SOURCE_PATH and working directory
   std::string hyperparameters_path;        // "" when the spec has no parameters
   std::string python_bin_dir;              // "" without environment.dependencies
-  std::string volumes_root;                // on each node's /Volumes; "" for no mount
+  VolumeAccess volumes;                    // how nodes reach /Volumes (runtime/volume_access.h)
   uint64_t log_max_bytes = 0;              // node log cap before rotation; 0: none
   int log_keep = 2;                        // rotated parts kept
   std::vector<std::pair<std::string, std::string>> secret_values;  // NAME -> value

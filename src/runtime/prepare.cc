@@ -8,6 +8,7 @@
 
 #include "runtime/python_env.h"
 #include "runtime/snapshot.h"
+#include "runtime/volume_access.h"
 #include "runtime/volumes.h"
 #include "secrets/resolve.h"
 #include "secrets/secret_store.h"
@@ -135,12 +136,14 @@ Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunR
   PreparedRun prepared;
   AIR_RETURN_IF_ERROR(ReadLogLimits(env, &prepared));
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(run.id)));
-  AIR_ASSIGN_OR_RETURN(prepared.hyperparameters_path, WriteParametersFile(spec, run, layout, env));
+  AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
+  AIR_ASSIGN_OR_RETURN(prepared.volumes, RunVolumeAccess(spec, volumes_root, env));
+  // The parameters as the nodes read them (their /Volumes paths rewritten where needed).
+  AIR_ASSIGN_OR_RETURN(prepared.hyperparameters_path,
+                       WriteParametersFile(SpecForNodes(spec, prepared.volumes), run, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.secret_values, ResolveRunSecrets(spec, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.node_workdirs,
                        PrepareNodeDirectories(spec, run, layout, env, should_stop));
-  AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
-  AIR_ASSIGN_OR_RETURN(prepared.volumes_root, RunVolumesRoot(spec, volumes_root, env));
   {
     // `air gc` must not remove an environment between its build (or reuse) and the record
     // that this run uses it.

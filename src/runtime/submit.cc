@@ -92,7 +92,7 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
                        CheckExternalTracking(backend.tracking, home, env));
   Layout layout(home, backend.shared_root, backend.volumes_root);
   AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
-  AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, volumes_root, env));
+  AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, volumes_root, env).status());
   // Owner-only: the store, logs and secrets of every run live here.
   AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home(), 0700));
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));

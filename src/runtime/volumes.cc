@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/volume_mounts.h"
 #include "base/rooted_dir.h"
 #include "runtime/submit_detail.h"
 #include "spec/volume_paths.h"
@@ -66,9 +65,10 @@ Result<std::string> VolumesRoot(const Layout& layout, Env* env) {
   return root;
 }
 
-Status CheckSpecVolumes(const spec::WorkloadSpec& spec, const std::string& root, Env* env) {
+Result<VolumeAccess> CheckSpecVolumes(const spec::WorkloadSpec& spec, const std::string& root,
+                                      Env* env) {
   std::vector<spec::VolumeReference> refs = spec::FindVolumeReferences(spec);
-  if (refs.empty()) return Status::Ok();
+  if (refs.empty()) return VolumeAccess{};
   std::vector<spec::VolumeProblem> problems = spec::CheckVolumeReferences(spec);
   if (!problems.empty()) {
     return InvalidArgument(Where(spec, problems[0].field) + ": " + problems[0].message);
@@ -87,29 +87,29 @@ Status CheckSpecVolumes(const spec::WorkloadSpec& spec, const std::string& root,
                   fmt::format("{}: '{}' needs the volume root: {}", Where(spec, refs[0].field),
                               refs[0].path, writable.message()));
   }
-  Status mountable = agent::ProbeVolumeNamespace(root);
-  if (!mountable.ok()) {
-    return FailedPrecondition(fmt::format(
-        "{}: '{}' is a volume path, but this machine cannot show air's volumes at /Volumes: {}. "
-        "air never writes volume data to the host's /Volumes; use a path outside /Volumes or "
-        "run where mount namespaces are allowed",
-        Where(spec, refs[0].field), refs[0].path, mountable.message()));
+  auto access = DecideVolumeAccess(spec, root);
+  if (!access.ok()) {
+    return Status(access.status().code(),
+                  fmt::format("{}: '{}' is a volume path, but {}", Where(spec, refs[0].field),
+                              refs[0].path, access.status().message()));
   }
   for (const auto& parts : volumes) {
     AIR_RETURN_IF_ERROR(env->CreateDirs(root + "/" + parts[0] + "/" + parts[1] + "/" + parts[2]));
   }
-  return Status::Ok();
+  return access;
 }
 
-Result<std::string> RunVolumesRoot(const spec::WorkloadSpec& spec, const std::string& root,
-                                   Env* env) {
-  if (!spec::FindVolumeReferences(spec).empty()) {
-    AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, root, env));
-    return root;
+Result<VolumeAccess> RunVolumeAccess(const spec::WorkloadSpec& spec, const std::string& root,
+                                     Env* env) {
+  if (!spec::FindVolumeReferences(spec).empty()) return CheckSpecVolumes(spec, root, env);
+  Status made = env->CreateDirs(root);
+  if (!made.ok()) {
+    VolumeAccess none;
+    none.root = root;
+    none.why_no_mount = made.message();
+    return none;
   }
-  if (!env->CreateDirs(root).ok()) return std::string();
-  if (!agent::ProbeVolumeNamespace(root).ok()) return std::string();
-  return root;
+  return DecideVolumeAccess(spec, root);
 }
 
 Status CheckVolumeLinks(const spec::WorkloadSpec& spec, const std::string& root) {

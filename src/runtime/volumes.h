@@ -2,9 +2,10 @@
 // $AIR_VOLUMES_ROOT, else config.yaml's volumes_root, else <data root>/volumes, i.e.
 // AIR_HOME/volumes unless config.yaml names a shared_root, as the Slurm backend does), checking
 // a spec's volume paths at submit, getting the root ready for a run's nodes
-// (agent/volume_mounts.h mounts it), and mapping a `/Volumes/...` path to the path below the
-// root for `air volumes ls | cp | rm`, which reach it through base/rooted_dir.h (no symbolic
-// link under the root is ever followed: nodes, and other users of a shared root, can plant them).
+// (runtime/volume_access.h decides how they reach it), and mapping a `/Volumes/...` path to the
+// path below the root for `air volumes ls | cp | rm`, which reach it through base/rooted_dir.h
+// (no symbolic link under the root is ever followed: nodes, and other users of a shared root,
+// can plant them).
 // Thread safety: stateless functions.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "runtime/layout.h"
+#include "runtime/volume_access.h"
 #include "spec/workload_spec.h"
 
 namespace air::runtime {
@@ -24,22 +26,24 @@ Result<std::string> VolumesRoot(const Layout& layout, Env* env);
 
 // Submit-time checks of the spec's /Volumes paths (command, env_variables, parameters): each
 // must parse (spec::ParseVolumePath) and must not lead through a symbolic link below the root
-// (CheckVolumeLinks), the volume root must be a writable directory, and the machine must allow
-// the private mount namespace that shows it at /Volumes. Creates the root and every referenced
-// <catalog>/<schema>/<volume> directory. Errors name the spec field (with its line) and the
-// path; none of this happens when the spec mentions no /Volumes path.
-Status CheckSpecVolumes(const spec::WorkloadSpec& spec, const std::string& root, Env* env);
+// (CheckVolumeLinks), the volume root must be a writable directory, and the nodes must have a
+// way to reach it (runtime/volume_access.h: the host's /Volumes, a mount namespace, or the
+// paths rewritten). Creates the root and every referenced <catalog>/<schema>/<volume>
+// directory. Errors name the spec field (with its line) and the path; none of this happens
+// when the spec mentions no /Volumes path (the result is then kNone, undecided).
+Result<VolumeAccess> CheckSpecVolumes(const spec::WorkloadSpec& spec, const std::string& root,
+                                      Env* env);
 
 // The part of those checks that depends on the spec only, run by `air run --dry-run` as well:
 // no referenced path may lead through a symbolic link that exists below `root` (one could
 // lead a node's writes outside the volumes). Reads only; a missing root is fine.
 Status CheckVolumeLinks(const spec::WorkloadSpec& spec, const std::string& root);
 
-// The root a run's nodes get on /Volumes: `root` when the spec mentions /Volumes or the mount
-// namespace is available (a node whose script writes to /Volumes then never reaches the host's
-// /Volumes), "" when neither (nodes run without the mount).
-Result<std::string> RunVolumesRoot(const spec::WorkloadSpec& spec, const std::string& root,
-                                   Env* env);
+// The way a run's nodes reach the volumes (runtime/volume_access.h): CheckSpecVolumes when the
+// spec mentions /Volumes; otherwise a mount when the machine allows one (a script that writes
+// to /Volumes then never reaches the host's /Volumes), else none.
+Result<VolumeAccess> RunVolumeAccess(const spec::WorkloadSpec& spec, const std::string& root,
+                                     Env* env);
 
 // The path below the volume root of `/Volumes/<...>` ("" for /Volumes itself), refusing
 // (kInvalidArgument) a path that does not parse or has fewer than `min_depth` components.

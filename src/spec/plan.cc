@@ -111,6 +111,11 @@ nlohmann::ordered_json PlanToJson(const PlanInput& input) {
   } else {
     plan["code_source"] = nullptr;
   }
+  if (input.volumes) {
+    plan["volumes"] = {{"access", input.volumes->access},
+                       {"root", input.volumes->root},
+                       {"detail", input.volumes->detail}};
+  }
   plan["command"] = spec.command;
   LaunchContext launch = DryRunLaunchContext();
   json nodes = json::array();
@@ -186,6 +191,7 @@ std::string PlanToText(const PlanInput& input) {
   }
   row("code source",
       spec.code_source ? "snapshot of " + SnapshotSummary(spec, input.snapshot) : "none");
+  if (input.volumes) row("volumes", input.volumes->detail);
   row("retries",
       fmt::format("{} (at most {} attempt{}; a retry restarts every node)", spec.max_retries,
                   spec.max_retries + 1, spec.max_retries == 0 ? "" : "s"));

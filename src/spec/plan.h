@@ -1,8 +1,9 @@
 // The resolved plan of a workload, as `air run --dry-run` shows it: experiment, node count and
 // shape, the environment each node gets (built by BuildNodeEnvironment, the same function the
 // runtime launches with; secrets masked, launch-time values as placeholders), the command, the
-// code snapshot's file count and size, retries and timeout, the parameters file, and the
-// overrides that were applied. Rendered as text for people and as JSON for `-o json`.
+// code snapshot's file count and size, how nodes reach /Volumes, retries and timeout, the
+// parameters file, and the overrides that were applied. Rendered as text for people and as JSON
+// for `-o json`.
 // Thread safety: pure functions.
 #pragma once
 
@@ -17,10 +18,18 @@
 
 namespace air::spec {
 
+// How the nodes would reach /Volumes (runtime/volume_access.h, decided by the caller).
+struct PlanVolumes {
+  std::string access;  // "none", "host", "mount", "rewrite"
+  std::string root;    // the volume root
+  std::string detail;  // one line: which way and why
+};
+
 struct PlanInput {
   const WorkloadSpec* spec = nullptr;
   const SnapshotListing* snapshot = nullptr;  // when the spec has a code_source
   const std::vector<OverrideChange>* changes = nullptr;
+  const PlanVolumes* volumes = nullptr;  // shown when set
 };
 
 nlohmann::ordered_json PlanToJson(const PlanInput& input);

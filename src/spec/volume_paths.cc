@@ -71,8 +71,8 @@ Result<std::vector<std::string>> ParseVolumePath(std::string_view path) {
   return parts;
 }
 
-std::vector<std::string> FindVolumePaths(std::string_view text) {
-  std::vector<std::string> out;
+std::vector<TextSpan> FindVolumePathSpans(std::string_view text) {
+  std::vector<TextSpan> out;
   const std::string_view needle = "/Volumes/";
   size_t pos = 0;
   while ((pos = text.find(needle, pos)) != std::string_view::npos) {
@@ -87,8 +87,16 @@ std::vector<std::string> FindVolumePaths(std::string_view text) {
     }
     size_t end = pos + needle.size();
     while (end < text.size() && !EndsPath(text[end])) ++end;
-    out.emplace_back(text.substr(start, end - start));
+    out.push_back({start, end - start});
     pos = end;
+  }
+  return out;
+}
+
+std::vector<std::string> FindVolumePaths(std::string_view text) {
+  std::vector<std::string> out;
+  for (const TextSpan& span : FindVolumePathSpans(text)) {
+    out.emplace_back(text.substr(span.offset, span.length));
   }
   return out;
 }

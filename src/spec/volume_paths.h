@@ -44,4 +44,11 @@ std::vector<VolumeProblem> CheckVolumeReferences(const WorkloadSpec& spec);
 // The /Volumes paths in one text, by the rule above.
 std::vector<std::string> FindVolumePaths(std::string_view text);
 
+// Where those paths are in `text`: {offset, length} of each, in order.
+struct TextSpan {
+  size_t offset = 0;
+  size_t length = 0;
+};
+std::vector<TextSpan> FindVolumePathSpans(std::string_view text);
+
 }  // namespace air::spec

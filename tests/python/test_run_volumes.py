@@ -1,9 +1,9 @@
 """/Volumes on the local backend (docs/volumes.md): each node sees the volume root
 (AIR_HOME/volumes, or AIR_VOLUMES_ROOT) at /Volumes through a private mount namespace, in its
 command, env variables and parameters; `air volumes ls | cp | rm` reads and writes the same files
-from the host; bad volume paths, an unwritable root and a machine without mount namespaces are
-refused at submit with the field and the path, and nothing is ever written to the host's
-/Volumes."""
+from the host; bad volume paths and an unwritable root are refused at submit with the field and
+the path; without mount namespaces the nodes get the paths rewritten to the root; and nothing
+is ever written to the host's /Volumes."""
 import json
 import os
 import subprocess
@@ -113,26 +113,34 @@ def test_unwritable_volume_root_is_refused_at_submit(air, air_home, tmp_path):
     assert f"the volume root {ro} is not writable" in error, error
 
 
-def test_without_mount_namespaces_submit_names_the_path(air, air_home, tmp_path):
+def test_without_mount_namespaces_the_nodes_get_rewritten_paths(air, air_home, tmp_path):
     """A user namespace whose mount- and user-namespace limits are 0: the kernel refuses both
-    kinds of namespace, as on a machine that does not allow them."""
+    kinds of namespace, as on a machine that does not allow them. The spec's /Volumes paths
+    reach the nodes rewritten to the volume root (docs/volumes.md); a root that cannot stand
+    in for /Volumes is refused at submit. (As a non-root user: test_run_nonroot.py.)"""
     spec = write_spec(tmp_path, "echo done > $OUT", nodes=1,
                       env_variables={"OUT": "/Volumes/main/default/ckpt/out.txt"})
-    script = ("echo 0 > /proc/sys/user/max_mnt_namespaces && "
-              "echo 0 > /proc/sys/user/max_user_namespaces && "
-              f"exec {air.binary} -o json run -f {spec}")
-    proc = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=60)
+    limits = ("echo 0 > /proc/sys/user/max_mnt_namespaces && "
+              "echo 0 > /proc/sys/user/max_user_namespaces && ")
+
+    def without_namespaces(args, env_prefix=""):
+        script = f"{limits}{env_prefix}exec {air.binary} {args}"
+        return subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", script],
+                              capture_output=True, text=True, timeout=120)
+
+    proc = without_namespaces(f"run --watch -f {spec}")
+    assert proc.returncode == 0, proc
+    assert (air_home / "volumes/main/default/ckpt/out.txt").read_text() == "done\n"
+    odd = tmp_path / "odd;root"
+    proc = without_namespaces(f"-o json run -f {spec}", f"AIR_VOLUMES_ROOT='{odd}' ")
     assert proc.returncode == 1, proc
     error = json.loads(proc.stdout)["error"]["message"]
     assert "env_variables.OUT" in error and "/Volumes/main/default/ckpt/out.txt" in error, error
-    assert "private mount namespace" in error and "never writes volume data" in error, error
-    # A spec without volume paths still runs there (its nodes simply get no /Volumes mount).
+    assert "private mount namespace" in error and f"the volume root {odd} cannot" in error
+    assert "never writes volume data" in error, error
+    # A spec without volume paths runs there too (its nodes simply get no /Volumes mount).
     plain = write_spec(tmp_path, "echo plain", nodes=1, filename="plain.yaml")
-    script = script.replace(str(spec), str(plain)).replace("-o json run", "run --watch")
-    proc = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc
+    assert without_namespaces(f"run --watch -f {plain}").returncode == 0
 
 
 def leftovers(*roots):

@@ -198,6 +198,32 @@ TEST_F(AgentTest, MissingWorkdirIsAFailureNamingIt) {
       << *text;
 }
 
+TEST_F(AgentTest, AMountTheSpecDoesNotNeedNeverFailsTheNode) {
+  // A volume root the mount cannot use (it does not exist): the agent fails before any
+  // namespace is made, and only a spec that names /Volumes paths makes that fatal.
+  NodeLaunch launch = MakeLaunch("echo ran");
+  launch.volumes_root = dir_.path() + "/no-such-root";
+  launch.volumes_required = false;
+  NodeExitReport report = WaitForAgent(StartAgent(launch), launch);
+  EXPECT_EQ(report.exit_code, 0);
+  auto text = DefaultEnv()->ReadFile(launch.log_path);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("running without /Volumes: the volume root " + launch.volumes_root +
+                       " is not a directory"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("ran"), std::string::npos);
+
+  launch.volumes_required = true;
+  launch.log_path = dir_.path() + "/required.log";
+  launch.exit_path = dir_.path() + "/required.exit";
+  int status = 0;
+  pid_t pid = StartAgent(launch);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status;  // RunNode's error
+  EXPECT_FALSE(DefaultEnv()->FileExists(launch.log_path));  // the command never started
+}
+
 TEST_F(AgentTest, AgentMainRejectsABadLaunchFile) {
   std::string path = dir_.path() + "/bad.json";
   ASSERT_TRUE(DefaultEnv()->WriteFileAtomic(path, "{not json").ok());

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "agent/node_launch.h"
+#include "parse_spec.h"
 #include "runtime/node_plan.h"
 #include "runtime/reconcile.h"
 #include "runtime/spec_codec.h"
@@ -18,15 +19,8 @@
 namespace air::runtime {
 namespace {
 
+using air::testing::ParseSpec;
 using air::testing::TempDir;
-
-spec::WorkloadSpec Parse(const std::string& yaml, const std::string& dir) {
-  spec::LoadReport report;
-  auto parsed = spec::ParseWorkloadSpec(yaml, dir + "/train.yaml", {}, DefaultEnv(), &report);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  for (const auto& d : report.diagnostics.Sorted()) ADD_FAILURE() << d.ToString();
-  return *parsed;
-}
 
 constexpr const char* kSpec = R"(experiment_name: plan-test
 compute:
@@ -48,7 +42,7 @@ idempotency_token: tok-1
 
 TEST(SpecCodecTest, RoundTripKeepsEveryField) {
   TempDir dir;
-  spec::WorkloadSpec spec = Parse(kSpec, dir.path());
+  spec::WorkloadSpec spec = ParseSpec(kSpec, dir.path());
   auto back = SpecFromJsonText(SpecToJson(spec).dump());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(SpecToJson(*back), SpecToJson(spec));
@@ -61,7 +55,7 @@ TEST(SpecCodecTest, RoundTripKeepsEveryField) {
 
 TEST(NodePlanTest, EachNodeGetsItsEnvironmentAndSecretsStayOutOfTheLaunchFile) {
   TempDir dir;
-  spec::WorkloadSpec spec = Parse(kSpec, dir.path());
+  spec::WorkloadSpec spec = ParseSpec(kSpec, dir.path());
   store::RunRecord run;
   run.id = 7;
   run.mlflow_run_id = "abc";
@@ -112,7 +106,7 @@ TEST(SubmitTest, CapabilitiesRefuseWhatTheBackendCannotRun) {
   std::string gpu_yaml = std::string(kSpec);
   gpu_yaml.replace(gpu_yaml.find("CPU_2"), 5, "GPU_8xH100");
   gpu_yaml.replace(gpu_yaml.find("num_accelerators: 4"), 19, "num_accelerators: 16");
-  spec::WorkloadSpec gpu = Parse(gpu_yaml, dir.path());
+  spec::WorkloadSpec gpu = ParseSpec(gpu_yaml, dir.path());
   backends::ClusterCapabilities caps;
   caps.name = "local";
   caps.gpus_available = 1;
@@ -124,7 +118,8 @@ TEST(SubmitTest, CapabilitiesRefuseWhatTheBackendCannotRun) {
   EXPECT_NE(refused.message().find("CPU_<n>"), std::string::npos);
   caps.gpus_available = 16;
   EXPECT_TRUE(CheckCapabilities(gpu, caps).ok());
-  EXPECT_TRUE(CheckCapabilities(Parse(kSpec, dir.path()), backends::ClusterCapabilities{}).ok());
+  EXPECT_TRUE(
+      CheckCapabilities(ParseSpec(kSpec, dir.path()), backends::ClusterCapabilities{}).ok());
   EXPECT_EQ(NewMlflowRunId().size(), 32u);
   EXPECT_NE(NewMlflowRunId(), NewMlflowRunId());
 }
