@@ -227,26 +227,30 @@ std::vector<float> SinkValues(const View& sinks) {
 }
 
 // dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
-// double (rows that saw nothing, lse = -inf, have no sink and add nothing).
-void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, const View& out,
-                   const View& dout, const float* lse, const View& dsinks_view) {
+// double, heads spread over the pool (rows that saw nothing, lse = -inf, have no sink and add
+// nothing).
+void SinkGradients(ThreadPool& pool, const AttentionShape& s, const std::vector<float>& sinks,
+                   const View& out, const View& dout, const float* lse, const View& dsinks_view) {
   std::vector<float> dsinks(static_cast<size_t>(s.q_heads), 0.0f);
   const int64_t q_stride = s.q_heads * s.head_dim;
-  for (int64_t h = 0; h < s.q_heads; ++h) {
-    double sum = 0.0;
-    for (int64_t b = 0; b < s.batch; ++b) {
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const float l = lse[(b * s.q_heads + h) * s.q_len + i];
-        if (l == kNegInf) continue;
-        const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
-        const Mat o = At(out, off, 0), d_o = At(dout, off, 0);
-        double delta = 0.0;
-        for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(d_o, d) * Elem(o, d);
-        sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
+  // Heads over threads: each head's sum in its own order (the same bits on any thread count).
+  pool.ParallelFor(s.q_heads, 1, [&](int64_t first, int64_t last, int) {
+    for (int64_t h = first; h < last; ++h) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < s.batch; ++b) {
+        for (int64_t i = 0; i < s.q_len; ++i) {
+          const float l = lse[(b * s.q_heads + h) * s.q_len + i];
+          if (l == kNegInf) continue;
+          const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
+          const Mat o = At(out, off, 0), d_o = At(dout, off, 0);
+          double delta = 0.0;
+          for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(d_o, d) * Elem(o, d);
+          sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
+        }
       }
+      dsinks[static_cast<size_t>(h)] = -static_cast<float>(sum);
     }
-    dsinks[static_cast<size_t>(h)] = -static_cast<float>(sum);
-  }
+  });
   AccumulateF32(dsinks.data(), dsinks_view, 0, s.q_heads);
 }
 
@@ -489,7 +493,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
         });
   }
   if (!sinks_view.empty() && !dsinks_view.empty()) {
-    SinkGradients(s, SinkValues(sinks_view), out, dout, lse, dsinks_view);
+    SinkGradients(*pool_, s, SinkValues(sinks_view), out, dout, lse, dsinks_view);
   }
 }
 
