@@ -28,6 +28,11 @@ usual cause of a slow round) and the CPU's model and flags.
       [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 12 --warmup 2
        --threads 2] [--dtype both|fp32|bf16] [--gemm-peak GFLOPS] [--rounds N]
   (the 56M vocab-32k shape: --layers 8 --hidden 512 --vocab 32000)
+--threads 1,2,4 sweeps thread counts: every side at every count (the same count for air's
+`--threads` and PyTorch's torch.set_num_threads), interleaved within each round, and prints a
+table of tokens/s per count with each side's parallel efficiency against the smallest count
+(speedup / thread ratio: 100% is linear). A count above the CPUs the process may use is marked
+oversubscribed: those rows show how the work balances, not a speedup.
 --isa avx2 measures both sides as an AVX2-only CPU runs them: air's AVX2 kernels
 (AIR_CPU_KERNELS=avx2) and PyTorch's (ATEN_CPU_CAPABILITY=avx2, oneDNN and MKL, its fp32
 GEMM, capped by ONEDNN_MAX_CPU_ISA / MKL_ENABLE_INSTRUCTIONS=AVX2: no AVX-512, no bf16 dot
@@ -142,69 +147,50 @@ def run_pytorch(args, model_dir, batches_file, bf16):
     return tokens / (time.perf_counter() - start), losses[0], losses[-1]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--vocab", type=int, default=4096)
-    parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=12, help="timed optimizer steps")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--dtype", choices=["both", "fp32", "bf16"], default="both")
-    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
-                        help="avx2: both sides capped at AVX2 (a CPU without AVX-512)")
-    parser.add_argument("--gemm-peak", type=float, default=0.0,
-                        help="the machine's measured bf16 GEMM peak in GFLOP/s")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="every side this many times, interleaved; medians and per-round "
-                             "ratios (a shared host's slow phases then hit every side)")
-    args = parser.parse_args()
-    if args.warmup < 1 or args.steps < 1:
-        parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
-    if args.rounds < 1:
-        parser.error("--rounds must be >= 1")
-    if args.isa == "avx2":  # before torch is imported: both read these once
-        os.environ.update(AIR_CPU_KERNELS="avx2", ATEN_CPU_CAPABILITY="avx2",
-                          ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
-    air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
-    dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
+def thread_counts(text):
+    """'1,2,4' -> [1, 2, 4] (argparse type for --threads)."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"--threads {text!r}: a thread count or a comma-separated list of them, each >= 1 "
+            "(e.g. 2 or 1,2,4)")
+    return sorted(set(counts))
+
+
+def usable_cpus():
+    """The CPUs this process may run on (its affinity mask), as air's thread pool counts them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def run_round(args, air, model_dir, data, work, dtypes):
+    """Every side once at args.threads: ({(side, bf16): (tokens/s, first, last)}, steal %)."""
+    one, steal = {}, {}  # steal: the host's steal time during each side's run, %
+    for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
+        before = cpu_info.cpu_times()
+        one[("air", bf16)] = run_air(args, air, model_dir, data, work, bf16)
+        steal[("air", bf16)] = cpu_info.steal_percent(before, cpu_info.cpu_times())
+    for bf16 in dtypes:
+        before = cpu_info.cpu_times()
+        one[("pytorch", bf16)] = run_pytorch(args, model_dir, work / "batches.jsonl", bf16)
+        steal[("pytorch", bf16)] = cpu_info.steal_percent(before, cpu_info.cpu_times())
+    return one, steal
+
+
+def report(args, rounds, steals, dtypes):
+    """Prints one thread count's figures; returns each side's median tokens/s."""
     results = {}
-    print(cpu_info.describe())
-    with tempfile.TemporaryDirectory(prefix="air_bench_train_") as tmp:
-        work = pathlib.Path(tmp)
-        model_dir, data = work / "model", work / "rows.jsonl"
-        params = build_model(args, model_dir)
-        import torch
-        print(f"pytorch {torch.__version__}: ATen kernels {torch.backends.cpu.get_cpu_capability()}, "
-              f"oneDNN/MKL ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
-              f"air kernels {os.environ.get('AIR_CPU_KERNELS', 'the best this CPU has')}")
-        write_rows(args, data)
-        print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
-              f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
-              f"{args.steps} timed steps after {args.warmup}; {args.threads} threads")
-        rounds, steals = [], []  # steals: the host's steal time during each side's run, %
-        for _ in range(args.rounds):
-            one = {}
-            steal = {}
-            for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
-                before = cpu_info.cpu_times()
-                one[("air", bf16)] = run_air(args, air, model_dir, data, work, bf16)
-                steal[("air", bf16)] = cpu_info.steal_percent(before, cpu_info.cpu_times())
-            for bf16 in dtypes:
-                before = cpu_info.cpu_times()
-                one[("pytorch", bf16)] = run_pytorch(args, model_dir, work / "batches.jsonl",
-                                                     bf16)
-                steal[("pytorch", bf16)] = cpu_info.steal_percent(before, cpu_info.cpu_times())
-            rounds.append(one)
-            steals.append(steal)
     # Each side's median tokens/s over the rounds; the losses are the first round's (every
     # round trains the same steps).
     for key in rounds[0]:
         results[key] = (statistics.median(r[key][0] for r in rounds),) + rounds[0][key][1:]
     flops = train_flops_per_token(args)
+    print(f"{args.threads} threads:")
     print(f"{'':14} {'tokens/s':>10} {'GFLOP/s':>8} {'first loss':>11} {'last loss':>10}")
     for (side, bf16), (tps, first, last) in results.items():
         name = f"{side} {'bf16' if bf16 else 'fp32'}"
@@ -238,6 +224,93 @@ def main():
         print(f"air bf16 reaches {reached:.0f} GFLOP/s of training work: "
               f"{100 * reached / args.gemm_peak:.0f}% of the measured bf16 GEMM peak "
               f"({args.gemm_peak:.0f} GFLOP/s)")
+    return {key: value[0] for key, value in results.items()}
+
+
+def report_sweep(medians, dtypes, cpus):
+    """The --threads sweep: tokens/s per count, air bf16 (else fp32) over PyTorch's best, and
+    each side's parallel efficiency against the smallest count: (tps_T / tps_T0) / (T / T0)."""
+    counts = sorted(medians)
+    sides = [(side, bf16) for side in ("air", "pytorch") for bf16 in dtypes]
+    names = [f"{side} {'bf16' if bf16 else 'fp32'}" for side, bf16 in sides]
+    base = counts[0]
+    print(f"thread sweep (tokens/s, medians; efficiency against {base} thread"
+          f"{'' if base == 1 else 's'}; {cpus} usable CPUs):")
+    headline = ("air", dtypes[-1])
+    header = (["threads"] + names + [f"{names[sides.index(headline)]} / PyTorch's best"]
+              + [f"eff. {n}" for n in names])
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for t in counts:
+        row = medians[t]
+        best = max(row[("pytorch", b)] for b in dtypes)
+        cells = [f"{t}{' (oversubscribed)' if t > cpus else ''}"]
+        cells += [f"{row[s]:,.0f}" for s in sides]
+        cells.append(f"{row[headline] / best:.2f}x")
+        cells += [f"{100 * (row[s] / medians[base][s]) / (t / base):.0f}%" for s in sides]
+        print("| " + " | ".join(cells) + " |")
+    if counts[-1] > cpus:
+        print(f"  counts above {cpus} run more threads than CPUs: they measure how evenly the "
+              "work is split and how the threads wait, not how the step scales")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--vocab", type=int, default=4096)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=12, help="timed optimizer steps")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--threads", type=thread_counts, default=[os.cpu_count()],
+                        help="threads for both sides, or a comma-separated sweep (1,2,4)")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--dtype", choices=["both", "fp32", "bf16"], default="both")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: both sides capped at AVX2 (a CPU without AVX-512)")
+    parser.add_argument("--gemm-peak", type=float, default=0.0,
+                        help="the machine's measured bf16 GEMM peak in GFLOP/s")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="every side this many times, interleaved; medians and per-round "
+                             "ratios (a shared host's slow phases then hit every side)")
+    args = parser.parse_args()
+    if args.warmup < 1 or args.steps < 1:
+        parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    if args.isa == "avx2":  # before torch is imported: both read these once
+        os.environ.update(AIR_CPU_KERNELS="avx2", ATEN_CPU_CAPABILITY="avx2",
+                          ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
+    air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
+    dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
+    counts, cpus = args.threads, usable_cpus()
+    # One namespace per thread count: the runners (shared with bench/gpt_oss) read args.threads.
+    per_count = {t: argparse.Namespace(**{**vars(args), "threads": t}) for t in counts}
+    print(cpu_info.describe())
+    with tempfile.TemporaryDirectory(prefix="air_bench_train_") as tmp:
+        work = pathlib.Path(tmp)
+        model_dir, data = work / "model", work / "rows.jsonl"
+        params = build_model(args, model_dir)
+        import torch
+        print(f"pytorch {torch.__version__}: ATen kernels {torch.backends.cpu.get_cpu_capability()}, "
+              f"oneDNN/MKL ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
+              f"air kernels {os.environ.get('AIR_CPU_KERNELS', 'the best this CPU has')}")
+        write_rows(args, data)
+        print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
+              f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
+              f"{args.steps} timed steps after {args.warmup}; "
+              f"{', '.join(map(str, counts))} threads ({cpus} usable CPUs)")
+        rounds = {t: [] for t in counts}
+        steals = {t: [] for t in counts}
+        for _ in range(args.rounds):  # every count in every round: load changes hit them all
+            for t in counts:
+                one, steal = run_round(per_count[t], air, model_dir, data, work, dtypes)
+                rounds[t].append(one)
+                steals[t].append(steal)
+    medians = {t: report(per_count[t], rounds[t], steals[t], dtypes) for t in counts}
+    if len(counts) > 1:
+        report_sweep(medians, dtypes, cpus)
     print(cpu_info.describe())
 
 

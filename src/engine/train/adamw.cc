@@ -62,11 +62,48 @@ void AdamW::Step(double lr, float grad_scale) {
   scalars.eps = static_cast<float>(options_.epsilon);
   scalars.decay_factor = static_cast<float>(1.0 - lr * options_.weight_decay);
   scalars.grad_scale = grad_scale;
-  for (size_t i = 0; i < params_.size(); ++i) {
+  // Parameters that lie next to each other in every buffer (value, gradient, moments, compute
+  // copy: a unit's flat buffers) with the same decay are updated by one call: each element's
+  // update is the same, while one call over a layer's matrices splits over many more threads
+  // than a call per matrix (a 512 x 512 matrix is 8 of the fast path's pieces) and wakes the
+  // pool once instead of once per tensor.
+  for (size_t i = 0; i < params_.size();) {
+    const bool decay = params_[i].decay;
+    size_t end = i + 1;
+    while (end < params_.size() && params_[end].decay == decay &&
+           Adjacent(params_[end - 1].value, params_[end].value) &&
+           Adjacent(params_[end - 1].grad, params_[end].grad) &&
+           Adjacent(exp_avg_[end - 1], exp_avg_[end]) &&
+           Adjacent(exp_avg_sq_[end - 1], exp_avg_sq_[end]) &&
+           Adjacent(params_[end - 1].compute, params_[end].compute)) {
+      ++end;
+    }
+    scalars.decay = options_.weight_decay != 0.0 && decay;
     const ParamView& p = params_[i];
-    scalars.decay = options_.weight_decay != 0.0 && p.decay;
-    backend_->AdamWUpdate(scalars, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], p.compute);
+    if (end == i + 1) {
+      backend_->AdamWUpdate(scalars, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], p.compute);
+    } else {
+      const ParamView& last = params_[end - 1];
+      backend_->AdamWUpdate(scalars, Joined(p.value, last.value), Joined(p.grad, last.grad),
+                            Joined(exp_avg_[i], exp_avg_[end - 1]),
+                            Joined(exp_avg_sq_[i], exp_avg_sq_[end - 1]),
+                            Joined(p.compute, last.compute));
+    }
+    i = end;
   }
+}
+
+bool AdamW::Adjacent(const View& first, const View& next) {
+  if (first.empty() || next.empty()) return first.empty() && next.empty();
+  return first.buffer() == next.buffer() && first.dtype() == next.dtype() &&
+         first.byte_offset() + first.bytes() == next.byte_offset();
+}
+
+View AdamW::Joined(const View& first, const View& last) {
+  if (first.empty()) return View();
+  const size_t bytes = last.byte_offset() + last.bytes() - first.byte_offset();
+  return View(first.buffer(), first.byte_offset(), first.dtype(),
+              {static_cast<int64_t>(bytes / DTypeSize(first.dtype()))});
 }
 
 }  // namespace air::engine::train

@@ -9,9 +9,11 @@
 //   p  -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // The scalar factors are computed in double as Python does, then used in fp32 like torch; the
 // elementwise update is Ops::AdamWUpdate on the model's backend (threaded and vectorized on the
-// fast path, the same bits as the reference). The moments live on the backend too: one flat
-// buffer of every trainable element for each (frozen parameters have no view, so no state).
-// Thread safety: none; one optimizer per model, stepped by the training thread.
+// fast path, the same bits as the reference), one call per run of parameters that are adjacent
+// in all their buffers and share the decay (a unit's flat buffers: the same bits, more threads).
+// The moments live on the backend too: one flat buffer of every trainable element for each (frozen
+// parameters have no view, so no state). Thread safety: none; one optimizer per model, stepped by
+// the training thread.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +62,10 @@ class AdamW {
   AdamW(std::vector<ParamView> params, AdamWOptions options, const Backend& backend)
       : params_(std::move(params)), options_(options), backend_(&backend) {}
   std::vector<float> Download(const std::vector<View>& views, size_t i) const;
+  // Whether `next` starts where `first` ends, in the same buffer and dtype (two empty views:
+  // true); Joined is the view from `first`'s start to `last`'s end (flat).
+  static bool Adjacent(const View& first, const View& next);
+  static View Joined(const View& first, const View& last);
 
   std::vector<ParamView> params_;
   AdamWOptions options_;

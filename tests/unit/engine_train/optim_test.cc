@@ -1,6 +1,6 @@
 // Tests for the optimizer pieces on hand-computed values: AdamW (one and two steps, weight
-// decay only on 2-D tensors), the learning-rate schedules at their boundary steps, and global
-// norm clipping.
+// decay only on 2-D tensors; adjacent parameters updated by one call, the same bits), the
+// learning-rate schedules at their boundary steps, and global norm clipping.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/backend/cpu/fast_ops.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/train/adamw.h"
 #include "engine/train/grad_clip.h"
@@ -96,6 +97,74 @@ TEST(AdamWTest, ZeroLearningRateLeavesWeightsButAdvancesMoments) {
   EXPECT_EQ(w[0], 2.0f);
   EXPECT_EQ(w[1], -3.0f);
   EXPECT_NEAR(opt->first_moment(0)[0], 0.1f, 1e-7);
+}
+
+// The fast backend, counting the AdamW updates it runs (each call then runs as usual).
+class CountingFastOps : public FastOps {
+ public:
+  explicit CountingFastOps(int threads) : FastOps(threads) {}
+  mutable int adamw_calls = 0;
+
+ protected:
+  void AdamWUpdateKernel(const AdamWScalars& s, const air::engine::View& p,
+                         const air::engine::View& g, const air::engine::View& m,
+                         const air::engine::View& v,
+                         const air::engine::View& p_copy) const override {
+    ++adamw_calls;
+    FastOps::AdamWUpdateKernel(s, p, g, m, v, p_copy);
+  }
+};
+
+// Parameters next to each other in one value and one gradient buffer (a unit's flat buffers)
+// with the same decay are updated by one call over them all: two matrices then a norm weight are
+// two calls, not three, and give the bits of one call per parameter in buffers of their own.
+TEST(AdamWTest, AdjacentParametersAreOneUpdateWithTheSameBits) {
+  const std::vector<int64_t> sizes = {40000, 70001, 33};  // over several pieces and threads
+  const std::vector<std::vector<int64_t>> shapes = {{200, 200}, {70001, 1}, {33}};
+  std::vector<float> values, grads;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    for (int64_t i = 0; i < sizes[t]; ++i) {
+      values.push_back(std::sin(0.37f * static_cast<float>(i + 1000 * t)));
+      grads.push_back(std::cos(0.11f * static_cast<float>(i) + static_cast<float>(t)));
+    }
+  }
+  std::vector<std::vector<float>> own_values, own_grads;  // one buffer per parameter
+  int64_t offset = 0;
+  for (int64_t n : sizes) {
+    own_values.emplace_back(values.begin() + offset, values.begin() + offset + n);
+    own_grads.emplace_back(grads.begin() + offset, grads.begin() + offset + n);
+    offset += n;
+  }
+  const air::engine::View flat_values = Borrow(values), flat_grads = Borrow(grads);
+  std::vector<ParamView> joined, apart;
+  offset = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    ParamView p = View("p" + std::to_string(t), shapes[t], own_values[t], own_grads[t]);
+    apart.push_back(p);
+    p.value = flat_values.Slice(offset, sizes[t]);
+    p.grad = flat_grads.Slice(offset, sizes[t]);
+    joined.push_back(p);
+    offset += sizes[t];
+  }
+  CountingFastOps joined_ops(3), apart_ops(3);
+  const AdamWOptions options{.weight_decay = 0.01};
+  auto joined_opt = std::move(AdamW::Create(joined, options, joined_ops)).value();
+  auto apart_opt = std::move(AdamW::Create(apart, options, apart_ops)).value();
+  for (int step = 0; step < 3; ++step) {
+    joined_opt->Step(1e-2, 0.5f);
+    apart_opt->Step(1e-2, 0.5f);
+  }
+  EXPECT_EQ(joined_ops.adamw_calls, 3 * 2);  // {p0, p1} decayed, then p2 alone
+  EXPECT_EQ(apart_ops.adamw_calls, 3 * 3);
+  offset = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    EXPECT_EQ(std::vector<float>(values.begin() + offset, values.begin() + offset + sizes[t]),
+              own_values[t])
+        << "parameter " << t;
+    EXPECT_EQ(joined_opt->first_moment(t), apart_opt->first_moment(t)) << t;
+    EXPECT_EQ(joined_opt->second_moment(t), apart_opt->second_moment(t)) << t;
+    offset += sizes[t];
+  }
 }
 
 TEST(LrScheduleTest, CosineWithWarmupBoundaries) {

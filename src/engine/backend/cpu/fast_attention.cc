@@ -6,13 +6,15 @@
 //   dP = dO @ V^T;  dS = P * (dP - rowsum(dO * O)) * scale
 //   dQ += dS @ K;  dK += dS^T @ Q;  dV += P^T @ dO
 // Forward tasks are (b, h, query block); backward tasks are (b, kv head) so that each task owns
-// the dK/dV rows it writes (no races, deterministic). The tiles read q, k, v, out, dout in their
-// own dtype and write out, dq, dk, dv in theirs: a product with a BF16 operand is gemm_mixed.h's
-// bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16 as its other operand), an
-// all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32. Sinks (GPT-OSS) join each
-// row's max and denominator in the forward; the backward's P comes from the lse, which includes
-// them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a separate pass per head
-// (SinkGradients) so that no two tasks write the same dsink.
+// the dK/dV rows it writes (no races, deterministic) — or, when there are fewer such pairs than
+// half the threads, two passes: dK/dV per (b, kv head, block of keys), then dQ per (b, h, query
+// block), recomputing P and dS (each output gets the same products in the same order). The tiles
+// read q, k, v, out, dout in their own dtype and write out, dq, dk, dv in theirs: a product with a
+// BF16 operand is gemm_mixed.h's bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16
+// as its other operand), an all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
+// Sinks (GPT-OSS) join each row's max and denominator in the forward; the backward's P comes from
+// the lse, which includes them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a
+// separate pass per head (SinkGradients) so that no two tasks write the same dsink.
 #include <immintrin.h>
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
@@ -225,26 +227,30 @@ std::vector<float> SinkValues(const View& sinks) {
 }
 
 // dsinks[h] += -sum over rows b and queries i of exp(sink_h - lse) * (dO . O), per head in
-// double (rows that saw nothing, lse = -inf, have no sink and add nothing).
-void SinkGradients(const AttentionShape& s, const std::vector<float>& sinks, const View& out,
-                   const View& dout, const float* lse, const View& dsinks_view) {
+// double, heads spread over the pool (rows that saw nothing, lse = -inf, have no sink and add
+// nothing).
+void SinkGradients(ThreadPool& pool, const AttentionShape& s, const std::vector<float>& sinks,
+                   const View& out, const View& dout, const float* lse, const View& dsinks_view) {
   std::vector<float> dsinks(static_cast<size_t>(s.q_heads), 0.0f);
   const int64_t q_stride = s.q_heads * s.head_dim;
-  for (int64_t h = 0; h < s.q_heads; ++h) {
-    double sum = 0.0;
-    for (int64_t b = 0; b < s.batch; ++b) {
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const float l = lse[(b * s.q_heads + h) * s.q_len + i];
-        if (l == kNegInf) continue;
-        const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
-        const Mat o = At(out, off, 0), d_o = At(dout, off, 0);
-        double delta = 0.0;
-        for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(d_o, d) * Elem(o, d);
-        sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
+  // Heads over threads: each head's sum in its own order (the same bits on any thread count).
+  pool.ParallelFor(s.q_heads, 1, [&](int64_t first, int64_t last, int) {
+    for (int64_t h = first; h < last; ++h) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < s.batch; ++b) {
+        for (int64_t i = 0; i < s.q_len; ++i) {
+          const float l = lse[(b * s.q_heads + h) * s.q_len + i];
+          if (l == kNegInf) continue;
+          const int64_t off = (b * s.q_len + i) * q_stride + h * s.head_dim;
+          const Mat o = At(out, off, 0), d_o = At(dout, off, 0);
+          double delta = 0.0;
+          for (int64_t d = 0; d < s.head_dim; ++d) delta += Elem(d_o, d) * Elem(o, d);
+          sum += std::exp(static_cast<double>(sinks[static_cast<size_t>(h)]) - l) * delta;
+        }
       }
+      dsinks[static_cast<size_t>(h)] = -static_cast<float>(sum);
     }
-    dsinks[static_cast<size_t>(h)] = -static_cast<float>(sum);
-  }
+  });
   AccumulateF32(dsinks.data(), dsinks_view, 0, s.q_heads);
 }
 
@@ -371,79 +377,123 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
       }
     }
   });
-  pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+  // One tile: queries [i0, i0 + kQueryBlock) of head h of row b against keys [lo, hi). P and dS
+  // are recomputed from the lse, then the gradients asked for: dQ += dS K (the tile's rows of dq)
+  // and dK += dS^T Q, dV += P^T dO (its keys' rows of dk and dv, the head's KV head).
+  const auto tile = [&](int thread, int64_t b, int64_t h, int64_t i0, int64_t lo, int64_t hi,
+                        bool want_dq, bool want_dkv) {
     auto& buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& rounded = attention_bf16_[static_cast<size_t>(thread)];
     TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
                   gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
                   attention_staging_[static_cast<size_t>(thread)]};
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t g = t % s.kv_heads, b = t / s.kv_heads;
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
-          const int64_t i1 = std::min(s.q_len, i0 + kQueryBlock), nq = i1 - i0;
-          int64_t lo, hi;
-          KeyRange(s, i0, i1, &lo, &hi);
-          const int64_t nk = hi - lo;
-          if (nk <= 0) continue;
-          if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
-          float* p = buf.data();             // (nq, nk)
-          float* dp = buf.data() + nq * nk;  // (nq, nk)
-          const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
-          const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + g * s.head_dim;
-          const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
-          const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
-          const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
-          // P = exp(scale * Q K^T - lse), 0 where masked
-          gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
-          const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
-          if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
-          const float x_scale = masked ? 1.0f : s.scale;  // as the forward's
-          for (int64_t r = 0; r < nq; ++r) {
-            float* row = p + r * nk;
-            if (lse_b[r] == kNegInf) {
-              std::fill(row, row + nk, 0.0f);
-              continue;
-            }
-            int64_t c0, end;  // outside the visible run P is 0 (as the forward's)
-            VisibleRun(s, i0, r, lo, nk, &c0, &end);
-            ExpOfScaled(row + c0, x_scale, lse_b[r], end - c0, row + c0);
-            std::fill(row, row + c0, 0.0f);
-            std::fill(row + end, row + nk, 0.0f);
+    const int64_t g = h / group;
+    const int64_t i1 = std::min(s.q_len, i0 + kQueryBlock), nq = i1 - i0;
+    const int64_t nk = hi - lo;
+    if (nk <= 0) return;
+    if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
+    float* p = buf.data();             // (nq, nk)
+    float* dp = buf.data() + nq * nk;  // (nq, nk)
+    const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
+    const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + g * s.head_dim;
+    const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
+    const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
+    const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
+    // P = exp(scale * Q K^T - lse), 0 where masked
+    gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
+    const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
+    if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
+    const float x_scale = masked ? 1.0f : s.scale;  // as the forward's
+    for (int64_t r = 0; r < nq; ++r) {
+      float* row = p + r * nk;
+      if (lse_b[r] == kNegInf) {
+        std::fill(row, row + nk, 0.0f);
+        continue;
+      }
+      int64_t c0, end;  // outside the visible run P is 0 (as the forward's)
+      VisibleRun(s, i0, r, lo, nk, &c0, &end);
+      ExpOfScaled(row + c0, x_scale, lse_b[r], end - c0, row + c0);
+      std::fill(row, row + c0, 0.0f);
+      std::fill(row + end, row + nk, 0.0f);
+    }
+    // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
+    gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
+    // A product with a BF16 partner rounds its fp32 operand to bf16: P (for dV, with dO)
+    // and dS (for dQ with K, dK with Q) are rounded once here, row by row, and read as
+    // bf16 by those products (in place or packed without converting).
+    uint16_t* p16 = nullptr;
+    uint16_t* ds16 = nullptr;
+    if (dob.bf16 || kb.bf16 || qb.bf16) {
+      if (static_cast<int64_t>(rounded.size()) < 2 * nq * nk) rounded.resize(2 * nq * nk);
+      if (dob.bf16 && want_dkv) p16 = rounded.data();
+      if (kb.bf16 || qb.bf16) ds16 = rounded.data() + nq * nk;
+    }
+    // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
+    const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
+    for (int64_t r = 0; r < nq; ++r) {
+      DsRow(p + r * nk, dp + r * nk, nk, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
+            ds16 ? ds16 + r * nk : nullptr);
+    }
+    const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
+    const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
+    const Mat p_do = p16 ? Mat{p16, true, nk} : Scratch32(p, nk);
+    // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
+    if (want_dq) gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride));
+    if (!want_dkv) return;
+    // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
+    gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride));
+    // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
+    gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride));
+  };
+  const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
+  if (2 * tasks > pool_->num_threads()) {
+    // (b, KV head) tasks: each owns its dK/dV rows and its heads' dQ rows; every tile once.
+    pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t g = t % s.kv_heads, b = t / s.kv_heads;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
+            int64_t lo, hi;
+            KeyRange(s, i0, std::min(s.q_len, i0 + kQueryBlock), &lo, &hi);
+            tile(thread, b, h, i0, lo, hi, true, true);
           }
-          // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
-          gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
-          // A product with a BF16 partner rounds its fp32 operand to bf16: P (for dV, with dO)
-          // and dS (for dQ with K, dK with Q) are rounded once here, row by row, and read as
-          // bf16 by those products (in place or packed without converting).
-          uint16_t* p16 = nullptr;
-          uint16_t* ds16 = nullptr;
-          if (dob.bf16 || kb.bf16 || qb.bf16) {
-            if (static_cast<int64_t>(rounded.size()) < 2 * nq * nk) rounded.resize(2 * nq * nk);
-            if (dob.bf16) p16 = rounded.data();
-            if (kb.bf16 || qb.bf16) ds16 = rounded.data() + nq * nk;
-          }
-          // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
-          const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
-          for (int64_t r = 0; r < nq; ++r) {
-            DsRow(p + r * nk, dp + r * nk, nk, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
-                  ds16 ? ds16 + r * nk : nullptr);
-          }
-          const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
-          const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
-          const Mat p_do = p16 ? Mat{p16, true, nk} : Scratch32(p, nk);
-          // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
-          gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride));
-          // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
-          gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride));
-          // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
-          gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride));
         }
       }
-    }
-  });
+    });
+  } else {
+    // Fewer (b, KV head) pairs than half the threads (a small batch of a model with few KV
+    // heads on many cores): two passes with many more tasks, recomputing P and dS in the second
+    // (two of the tile's five products again). dK/dV per (b, KV head, block of keys), each
+    // task's keys' rows its own; then dQ per (b, head, query block). Each output element gets
+    // the same products added in the same order as in the one-pass tasks.
+    const int64_t key_blocks = (s.kv_len + kQueryBlock - 1) / kQueryBlock;
+    pool_->ParallelForBalanced(tasks * key_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t kb = t % key_blocks, g = (t / key_blocks) % s.kv_heads;
+        const int64_t b = t / (key_blocks * s.kv_heads);
+        const int64_t k0 = kb * kQueryBlock, k1 = std::min(s.kv_len, k0 + kQueryBlock);
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
+            int64_t lo, hi;
+            KeyRange(s, i0, std::min(s.q_len, i0 + kQueryBlock), &lo, &hi);
+            tile(thread, b, h, i0, std::max(lo, k0), std::min(hi, k1), false, true);
+          }
+        }
+      }
+    });
+    pool_->ParallelForBalanced(
+        s.batch * s.q_heads * q_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
+          for (int64_t t = begin; t < end; ++t) {
+            const int64_t i0 = (t % q_blocks) * kQueryBlock, h = (t / q_blocks) % s.q_heads;
+            const int64_t b = t / (q_blocks * s.q_heads);
+            int64_t lo, hi;
+            KeyRange(s, i0, std::min(s.q_len, i0 + kQueryBlock), &lo, &hi);
+            tile(thread, b, h, i0, lo, hi, true, false);
+          }
+        });
+  }
   if (!sinks_view.empty() && !dsinks_view.empty()) {
-    SinkGradients(s, SinkValues(sinks_view), out, dout, lse, dsinks_view);
+    SinkGradients(*pool_, s, SinkValues(sinks_view), out, dout, lse, dsinks_view);
   }
 }
 

@@ -46,38 +46,54 @@ void FastOps::EmbeddingForwardKernel(const View& ids, const View& table, const V
   });
 }
 
-// Serial: two tokens with the same id add into the same row (the order is the reference's). A
-// BF16 table (bf16 state) has each row the batch touches widened once, its tokens added in
-// fp32 in token order, and rounded once: the reference's bits.
+// Two tokens with the same id add into the same row, in token order (the reference's order):
+// threads split the columns, not the tokens, so every element still gets its tokens' values
+// added one by one in token order — the reference's bits on any thread count. A BF16 table (bf16
+// state) has each row the batch touches widened once (the map is built serially: one lookup per
+// token), its tokens added in fp32 and rounded once.
 void FastOps::EmbeddingBackwardKernel(const View& ids, const View& dout, int32_t skip_id,
                                       const View& dtable) const {
   const int64_t n = ids.numel(), dim = dtable.dim(-1);
   const bool staged = dtable.dtype() != DType::kF32;
   std::unordered_map<int32_t, int64_t> slot_of;  // staged: a touched row's place in `rows`
   std::vector<int32_t> touched;
+  std::vector<int64_t> slot(static_cast<size_t>(staged ? n : 0), -1);  // staged: token -> row
   std::vector<float> rows;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = ids.i32()[i];
-    if (id == skip_id) continue;
-    const float* d = ReadF32(dout, i * dim, dim, Scratch(0, 0, dim));
-    float* row = nullptr;
-    if (!staged) {
-      row = dtable.f32() + static_cast<int64_t>(id) * dim;
-    } else {
+  if (staged) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = ids.i32()[i];
+      if (id == skip_id) continue;
       auto [at, added] = slot_of.emplace(id, static_cast<int64_t>(touched.size()));
-      if (added) {
-        touched.push_back(id);
-        rows.resize(touched.size() * static_cast<size_t>(dim));
-        LoadF32(dtable, static_cast<int64_t>(id) * dim, dim, rows.data() + at->second * dim);
-      }
-      row = rows.data() + at->second * dim;
+      if (added) touched.push_back(id);
+      slot[static_cast<size_t>(i)] = at->second;
     }
-    for (int64_t c = 0; c < dim; ++c) row[c] += d[c];
+    rows.resize(touched.size() * static_cast<size_t>(dim));
   }
-  for (size_t t = 0; t < touched.size(); ++t) {
-    StoreF32(rows.data() + t * static_cast<size_t>(dim), dtable,
-             static_cast<int64_t>(touched[t]) * dim, dim);
-  }
+  const auto touched_rows = static_cast<int64_t>(touched.size());
+  // Whole cache lines of fp32 columns per piece (no two threads write one line), at least
+  // ~16k additions each.
+  constexpr int64_t kColumns = 16;
+  const int64_t pieces = (dim + kColumns - 1) / kColumns;
+  const int64_t grain = std::max<int64_t>(1, kMinParallel / std::max<int64_t>(1, n * kColumns));
+  pool_->ParallelForBalanced(pieces, grain, [&](int64_t begin, int64_t end, int thread) {
+    const int64_t c0 = begin * kColumns, width = std::min(dim, end * kColumns) - c0;
+    for (int64_t t = 0; t < touched_rows; ++t) {  // staged: this piece of every touched row
+      LoadF32(dtable, static_cast<int64_t>(touched[static_cast<size_t>(t)]) * dim + c0, width,
+              rows.data() + t * dim + c0);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = ids.i32()[i];
+      if (id == skip_id) continue;
+      const float* d = ReadF32(dout, i * dim + c0, width, Scratch(thread, 0, width));
+      float* row = staged ? rows.data() + slot[static_cast<size_t>(i)] * dim + c0
+                          : dtable.f32() + static_cast<int64_t>(id) * dim + c0;
+      for (int64_t c = 0; c < width; ++c) row[c] += d[c];
+    }
+    for (int64_t t = 0; t < touched_rows; ++t) {
+      StoreF32(rows.data() + t * dim + c0, dtable,
+               static_cast<int64_t>(touched[static_cast<size_t>(t)]) * dim + c0, width);
+    }
+  });
 }
 
 void FastOps::RopeTablesKernel(const View& positions, const View& inv_freq, float scale,
