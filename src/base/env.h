@@ -73,6 +73,14 @@ class FileLock {
   int fd_ = -1;
 };
 
+// What lstat(2) (or stat(2)) says of a path: its type, owner and permission bits.
+struct PathInfo {
+  enum class Type { kFile, kDirectory, kSymlink, kOther };
+  Type type = Type::kOther;
+  uid_t owner = 0;
+  mode_t mode = 0;  // the permission bits (& 07777)
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -96,6 +104,10 @@ class Env {
   virtual bool IsDirectory(const std::string& path) = 0;
   // mkdir -p; existing directories are fine.
   virtual Status CreateDirs(const std::string& path, mode_t mode = 0755) = 0;
+  // lstat(2) (`follow_symlinks`: stat(2)); kNotFound when the path does not exist.
+  virtual Result<PathInfo> GetPathInfo(const std::string& path, bool follow_symlinks) = 0;
+  // chmod(2).
+  virtual Status ChangeMode(const std::string& path, mode_t mode) = 0;
   // rm -rf; a missing path is fine.
   virtual Status RemoveAll(const std::string& path) = 0;
   // Names (not paths) of the entries of a directory, sorted, without "." and "..".

@@ -17,7 +17,9 @@ void RegisterUiCommand(CLI::App& root, CliContext& ctx) {
   auto url_only = std::make_shared<bool>(false);
   cmd->add_flag("--url-only", *url_only, "print the login link alone (for scripts)");
   cmd->callback([&ctx, url_only] {
-    auto login = runtime::NewUiLogin(AirHome(ctx), ctx.env);
+    auto air_home = AirHome(ctx);
+    if (!air_home.ok()) return EmitError(ctx, air_home.status());
+    auto login = runtime::NewUiLogin(*air_home, ctx.env);
     if (!login.ok()) return EmitError(ctx, login.status());
     const std::string text =
         *url_only ? login->login_url

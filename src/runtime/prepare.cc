@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/private_dir.h"
 #include "runtime/python_env.h"
 #include "runtime/snapshot.h"
 #include "runtime/volumes.h"
@@ -134,7 +135,7 @@ Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunR
                                const std::function<bool()>& should_stop) {
   PreparedRun prepared;
   AIR_RETURN_IF_ERROR(ReadLogLimits(env, &prepared));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(run.id)));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.RunDir(run.id), env));
   AIR_ASSIGN_OR_RETURN(prepared.hyperparameters_path, WriteParametersFile(spec, run, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.secret_values, ResolveRunSecrets(spec, layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.node_workdirs,
