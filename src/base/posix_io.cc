@@ -33,6 +33,8 @@ std::optional<std::string> ReadSmallFile(const std::string& path, size_t max_byt
 Status CheckOwnRegularFile(int fd, const std::string& path, const std::string& what) {
   struct stat sb;
   if (::fstat(fd, &sb) != 0) return ErrnoStatus("stat " + what + " " + path, errno);
+  // A device only root can create (/dev/null, /dev/full): not something another user planted.
+  if (S_ISCHR(sb.st_mode)) return Status::Ok();
   if (!S_ISREG(sb.st_mode)) {
     return PermissionDenied(fmt::format(
         "{} {} is not a regular file; air writes only to a file it creates or one you own", what,
@@ -49,7 +51,8 @@ Status CheckOwnRegularFile(int fd, const std::string& path, const std::string& w
 
 Result<int> OpenOwnFileForWrite(const std::string& path, int flags, mode_t mode,
                                 const std::string& what) {
-  const int fd = ::open(path.c_str(), flags | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, mode);
+  // O_NONBLOCK: a FIFO planted there fails (ENXIO) instead of blocking until someone reads it.
+  const int fd = ::open(path.c_str(), flags | O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
   if (fd < 0) {
     if (errno == ELOOP) {
       return PermissionDenied(fmt::format(
@@ -57,7 +60,12 @@ Result<int> OpenOwnFileForWrite(const std::string& path, int flags, mode_t mode,
     }
     return ErrnoStatus("open " + what + " " + path, errno);
   }
-  if (Status own = CheckOwnRegularFile(fd, path, what); !own.ok()) {
+  Status own = CheckOwnRegularFile(fd, path, what);
+  const int status_flags = ::fcntl(fd, F_GETFL);
+  if (own.ok() && (status_flags < 0 || ::fcntl(fd, F_SETFL, status_flags & ~O_NONBLOCK) != 0)) {
+    own = ErrnoStatus("open " + what + " " + path, errno);
+  }
+  if (!own.ok()) {
     ::close(fd);
     return own;
   }

@@ -26,14 +26,15 @@ Status WriteFully(int fd, std::string_view data, const std::string& what);
 std::optional<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);
 
 // Opens `path` for writing (`flags`: O_APPEND or O_TRUNC, plus O_CREAT to create it with `mode`)
-// with O_NOFOLLOW and O_CLOEXEC, and keeps it only when it is a regular file of this user: a
-// symlink, or a file another user put where air writes (a node log, a daemon's log), is refused
-// with an error that names `what` and the path. Returns the descriptor (the caller closes it).
+// with O_NOFOLLOW and O_CLOEXEC, and keeps it only when it is a regular file of this user (or a
+// character device, which only root can create: /dev/null): a symlink, a FIFO, or a file another
+// user put where air writes (a node log, a daemon's log), is refused with an error that names
+// `what` and the path. Returns a blocking descriptor (the caller closes it).
 Result<int> OpenOwnFileForWrite(const std::string& path, int flags, mode_t mode,
                                 const std::string& what);
 
 // Whether the open `fd` (the file `path`) is a regular file owned by this process's effective
-// user; the error names `what`, the path, its owner and type otherwise.
+// user, or a character device; the error names `what`, the path, its owner and type otherwise.
 Status CheckOwnRegularFile(int fd, const std::string& path, const std::string& what);
 
 // The current process's environment as NAME=VALUE entries, with each of `overrides` replacing

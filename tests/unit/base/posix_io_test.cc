@@ -98,6 +98,15 @@ TEST(OpenOwnFileForWriteTest, NeverWritesThroughAPlantedSymlink) {
   EXPECT_EQ(ReadSmallFile(victim).value_or(""), "precious\n");
 }
 
+TEST(OpenOwnFileForWriteTest, RefusesAPlantedFifoWithoutBlocking) {
+  const std::string path = TempDir() + "/node_0.log";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0666), 0);
+  auto fd = OpenOwnFileForWrite(path, O_CREAT | O_APPEND, 0600, "node log");
+  ASSERT_FALSE(fd.ok());
+  EXPECT_NE(fd.status().message().find("node log " + path), std::string::npos)
+      << fd.status().message();
+}
+
 TEST(OpenOwnFileForWriteTest, RefusesAFileAnotherUserPlanted) {
   if (::geteuid() != 0) GTEST_SKIP() << "chown to another user needs root";
   const std::string path = TempDir() + "/node_0.log";
