@@ -48,9 +48,10 @@ class SequentialFile {
   virtual Result<size_t> Read(char* buffer, size_t size) = 0;
 };
 
-// How NewWritableFile opens its file.
+// How NewWritableFile opens its file. None follows a symlink (O_NOFOLLOW); an existing file
+// is opened only when it is this user's (base/posix_io.h, OpenOwnFileForWrite).
 enum class WriteMode {
-  kCreateNew,  // O_EXCL: fails when the path exists (never follows a symlink)
+  kCreateNew,  // O_EXCL: fails when the path exists
   kTruncate,   // create or truncate
   kAppend,     // create or append
 };
