@@ -125,8 +125,9 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   if (!volumes.ok() && launch.volumes_required) return volumes;
   // Secret values are in our environment: no core dump may write them to disk.
   if (!launch.secret_names.empty()) DisableCoreDumps();
-  FdCloser log_fd(::open(launch.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (log_fd.get() < 0) return ErrnoStatus("open node log " + launch.log_path, errno);
+  AIR_ASSIGN_OR_RETURN(int opened_log,
+                       OpenOwnFileForWrite(launch.log_path, O_CREAT | O_APPEND, 0644, "node log"));
+  FdCloser log_fd(opened_log);
   LogLineWriter writer(log_fd.get(), env, {launch.log_path, launch.log_max_bytes, launch.log_keep});
   if (!volumes.ok()) (void)writer.Note("running without /Volumes: " + volumes.message());
 

@@ -57,8 +57,7 @@ Status LogLineWriter::Rotate() {
     }
     AIR_RETURN_IF_ERROR(env_->RenameFile(path, path + ".1").WithContext("rotate node log"));
   }
-  int fresh = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fresh < 0) return ErrnoStatus("open node log " + path, errno);
+  AIR_ASSIGN_OR_RETURN(int fresh, OpenOwnFileForWrite(path, O_CREAT | O_APPEND, 0600, "node log"));
   int moved = ::dup3(fresh, fd_, O_CLOEXEC);
   int err = errno;
   ::close(fresh);

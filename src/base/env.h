@@ -48,9 +48,10 @@ class SequentialFile {
   virtual Result<size_t> Read(char* buffer, size_t size) = 0;
 };
 
-// How NewWritableFile opens its file.
+// How NewWritableFile opens its file. None follows a symlink (O_NOFOLLOW); an existing file
+// is opened only when it is this user's (base/posix_io.h, OpenOwnFileForWrite).
 enum class WriteMode {
-  kCreateNew,  // O_EXCL: fails when the path exists (never follows a symlink)
+  kCreateNew,  // O_EXCL: fails when the path exists
   kTruncate,   // create or truncate
   kAppend,     // create or append
 };
@@ -71,6 +72,14 @@ class FileLock {
 
  private:
   int fd_ = -1;
+};
+
+// What lstat(2) (or stat(2)) says of a path: its type, owner and permission bits.
+struct PathInfo {
+  enum class Type { kFile, kDirectory, kSymlink, kOther };
+  Type type = Type::kOther;
+  uid_t owner = 0;
+  mode_t mode = 0;  // the permission bits (& 07777)
 };
 
 class Env {
@@ -96,6 +105,10 @@ class Env {
   virtual bool IsDirectory(const std::string& path) = 0;
   // mkdir -p; existing directories are fine.
   virtual Status CreateDirs(const std::string& path, mode_t mode = 0755) = 0;
+  // lstat(2) (`follow_symlinks`: stat(2)); kNotFound when the path does not exist.
+  virtual Result<PathInfo> GetPathInfo(const std::string& path, bool follow_symlinks) = 0;
+  // chmod(2).
+  virtual Status ChangeMode(const std::string& path, mode_t mode) = 0;
   // rm -rf; a missing path is fine.
   virtual Status RemoveAll(const std::string& path) = 0;
   // Names (not paths) of the entries of a directory, sorted, without "." and "..".

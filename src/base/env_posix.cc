@@ -171,22 +171,18 @@ class PosixEnv final : public Env {
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path, WriteMode how,
                                                         mode_t mode) override {
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
-    switch (how) {
-      case WriteMode::kCreateNew:
-        flags |= O_EXCL | O_NOFOLLOW;
-        break;
-      case WriteMode::kTruncate:
-        flags |= O_TRUNC;
-        break;
-      case WriteMode::kAppend:
-        flags |= O_APPEND;
-        break;
+    // Never through a symlink; an existing file must be this user's (base/posix_io.h).
+    if (how != WriteMode::kCreateNew) {
+      AIR_ASSIGN_OR_RETURN(
+          int fd,
+          OpenOwnFileForWrite(path, O_CREAT | (how == WriteMode::kTruncate ? O_TRUNC : O_APPEND),
+                              mode, "file"));
+      return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
     }
     // A new file is created 0600 and then given its exact mode (open() honours the umask).
-    int fd = ::open(path.c_str(), flags, how == WriteMode::kCreateNew ? 0600 : mode);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return ErrnoStatus("create " + path, errno);
-    if (how == WriteMode::kCreateNew && ::fchmod(fd, mode) != 0) {
+    if (::fchmod(fd, mode) != 0) {
       int err = errno;
       ::close(fd);
       ::unlink(path.c_str());
@@ -272,6 +268,25 @@ class PosixEnv final : public Env {
       }
     }
     if (!IsDirectory(path)) return FailedPrecondition(path + " exists and is not a directory");
+    return Status::Ok();
+  }
+
+  Result<PathInfo> GetPathInfo(const std::string& path, bool follow_symlinks) override {
+    struct stat sb;
+    const int rc = follow_symlinks ? ::stat(path.c_str(), &sb) : ::lstat(path.c_str(), &sb);
+    if (rc != 0) return ErrnoStatus("stat " + path, errno);
+    PathInfo info;
+    info.type = S_ISDIR(sb.st_mode)   ? PathInfo::Type::kDirectory
+                : S_ISREG(sb.st_mode) ? PathInfo::Type::kFile
+                : S_ISLNK(sb.st_mode) ? PathInfo::Type::kSymlink
+                                      : PathInfo::Type::kOther;
+    info.owner = sb.st_uid;
+    info.mode = sb.st_mode & 07777;
+    return info;
+  }
+
+  Status ChangeMode(const std::string& path, mode_t mode) override {
+    if (::chmod(path.c_str(), mode) != 0) return ErrnoStatus("chmod " + path, errno);
     return Status::Ok();
   }
 

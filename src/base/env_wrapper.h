@@ -35,6 +35,12 @@ class EnvWrapper : public Env {
   Status CreateDirs(const std::string& path, mode_t mode) override {
     return target_->CreateDirs(path, mode);
   }
+  Result<PathInfo> GetPathInfo(const std::string& path, bool follow_symlinks) override {
+    return target_->GetPathInfo(path, follow_symlinks);
+  }
+  Status ChangeMode(const std::string& path, mode_t mode) override {
+    return target_->ChangeMode(path, mode);
+  }
   Status RemoveAll(const std::string& path) override { return target_->RemoveAll(path); }
   Result<std::vector<std::string>> ListDir(const std::string& path) override {
     return target_->ListDir(path);

@@ -1,7 +1,9 @@
-// POSIX helpers: full writes and child environments.
+// POSIX helpers: full writes, files air writes to, child environments.
 #include "base/posix_io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,48 @@ std::optional<std::string> ReadSmallFile(const std::string& path, size_t max_byt
   }
   ::close(fd);
   return data;
+}
+
+Status CheckOwnRegularFile(int fd, const std::string& path, const std::string& what) {
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) return ErrnoStatus("stat " + what + " " + path, errno);
+  // A device only root can create (/dev/null, /dev/full): not something another user planted.
+  if (S_ISCHR(sb.st_mode)) return Status::Ok();
+  if (!S_ISREG(sb.st_mode)) {
+    return PermissionDenied(fmt::format(
+        "{} {} is not a regular file; air writes only to a file it creates or one you own", what,
+        path));
+  }
+  if (sb.st_uid != ::geteuid()) {
+    return PermissionDenied(fmt::format(
+        "{} {} belongs to uid {} (mode {:04o}), not to you (uid {}): another user may have put it "
+        "there; air writes only to a file you own (remove it)",
+        what, path, sb.st_uid, static_cast<unsigned>(sb.st_mode & 07777), ::geteuid()));
+  }
+  return Status::Ok();
+}
+
+Result<int> OpenOwnFileForWrite(const std::string& path, int flags, mode_t mode,
+                                const std::string& what) {
+  // O_NONBLOCK: a FIFO planted there fails (ENXIO) instead of blocking until someone reads it.
+  const int fd = ::open(path.c_str(), flags | O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      return PermissionDenied(fmt::format(
+          "{} {} is a symlink; air does not write through one (remove it)", what, path));
+    }
+    return ErrnoStatus("open " + what + " " + path, errno);
+  }
+  Status own = CheckOwnRegularFile(fd, path, what);
+  const int status_flags = ::fcntl(fd, F_GETFL);
+  if (own.ok() && (status_flags < 0 || ::fcntl(fd, F_SETFL, status_flags & ~O_NONBLOCK) != 0)) {
+    own = ErrnoStatus("open " + what + " " + path, errno);
+  }
+  if (!own.ok()) {
+    ::close(fd);
+    return own;
+  }
+  return fd;
 }
 
 Status WriteFully(int fd, std::string_view data, const std::string& what) {

@@ -1,4 +1,4 @@
-// umask, private directories, core dump limits, the allowed CPUs.
+// umask, core dump limits, the allowed CPUs.
 #include "base/process_limits.h"
 
 #include <fmt/format.h>
@@ -28,20 +28,6 @@ std::optional<mode_t> UserUmask(Env* env) {
   long mask = std::strtol(v->c_str(), &end, 8);
   if (end == v->c_str() || *end != '\0' || mask < 0 || mask > 0777) return std::nullopt;
   return static_cast<mode_t>(mask);
-}
-
-Status MakePrivateDir(const std::string& dir, Env* env) {
-  if (!env->IsDirectory(dir)) return env->CreateDirs(dir, 0700);
-  struct stat sb;
-  if (::stat(dir.c_str(), &sb) != 0) return ErrnoStatus("stat " + dir, errno);
-  if ((sb.st_mode & 077) == 0) return Status::Ok();
-  if (sb.st_uid != ::geteuid()) {
-    return PermissionDenied(
-        fmt::format("{} (mode {:04o}) belongs to another user; AIR_HOME must be private to you",
-                    dir, sb.st_mode & 07777));
-  }
-  if (::chmod(dir.c_str(), sb.st_mode & 07700) != 0) return ErrnoStatus("chmod 0700 " + dir, errno);
-  return Status::Ok();
 }
 
 void DisableCoreDumpLimit() {

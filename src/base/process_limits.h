@@ -31,10 +31,6 @@ void UsePrivateUmask();
 // The user's umask recorded by UsePrivateUmask (nullopt when none was recorded).
 std::optional<mode_t> UserUmask(Env* env);
 
-// Creates `dir` 0700 (with its parents) or, when it exists with group or other permissions,
-// chmods it to 0700 (only a directory this user owns; another user's is refused).
-Status MakePrivateDir(const std::string& dir, Env* env);
-
 // RLIMIT_CORE 0 (async-signal-safe).
 void DisableCoreDumpLimit();
 // DisableCoreDumpLimit plus PR_SET_DUMPABLE 0: for air's own processes holding secret values.

@@ -263,9 +263,7 @@ SubprocessResult ResultFromWaitStatus(int status) {
 }
 
 Result<int> OpenOutput(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("open " + path, errno);
-  return fd;
+  return OpenOwnFileForWrite(path, O_CREAT | O_APPEND, 0644, "output file");
 }
 
 // Two pipes for stdout and stderr (read ends [0], write ends [1]); all -1 on failure.

@@ -61,7 +61,8 @@ Status CancelRuns(CliContext& ctx, const CancelFlags& flags) {
     AIR_ASSIGN_OR_RETURN(int64_t id, runtime::ParseRunId(text));
     ids.push_back(id);
   }
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   if (flags.all && !ctx.env->FileExists(layout.DbPath())) {
     EmitData(ctx, {{"runs", nlohmann::json::array()}}, "no live runs to cancel");
     return Status::Ok();

@@ -46,7 +46,8 @@ std::string RetentionText(const runtime::RetentionReport& report) {
 void RunRetention(CliContext& ctx, const std::function<Result<runtime::RetentionReport>(
                                        store::Store*, const runtime::Layout&)>& operation) {
   Status status = [&]() -> Status {
-    runtime::Layout layout(AirHome(ctx));
+    AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+    runtime::Layout layout(air_home);
     AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));
     AIR_ASSIGN_OR_RETURN(runtime::RetentionReport report, operation(store.get(), layout));
     EmitData(ctx, RetentionJson(report), RetentionText(report));

@@ -23,7 +23,8 @@ Status GetRun(CliContext& ctx, const std::vector<std::string>& args) {
     return InvalidArgument("usage: air get RUN_ID, or air get run RUN_ID");
   }
   AIR_ASSIGN_OR_RETURN(int64_t run_id, runtime::ParseRunId(id_text));
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));
   AIR_ASSIGN_OR_RETURN(store::RunRecord run,
                        runtime::LoadRun(store.get(), layout, run_id, ctx.env));

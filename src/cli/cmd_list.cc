@@ -66,7 +66,8 @@ Status ListRuns(CliContext& ctx, const ListFlags& flags) {
                              "; valid keys: experiment (a glob), state");
     }
   }
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   std::vector<store::RunRecord> runs;
   std::vector<std::string> queue_reasons;  // per run: queued in a scheduler (shown PENDING)
   if (ctx.env->FileExists(layout.DbPath())) {

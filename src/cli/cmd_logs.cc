@@ -95,7 +95,8 @@ Status Download(CliContext& ctx, const runtime::Layout& layout, const store::Run
 
 Status ShowLogs(CliContext& ctx, const LogsFlags& flags) {
   AIR_ASSIGN_OR_RETURN(int64_t run_id, runtime::ParseRunId(flags.run_id));
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   AIR_ASSIGN_OR_RETURN(auto store, runtime::OpenExistingStore(layout, ctx.env));
   AIR_ASSIGN_OR_RETURN(store::RunRecord run,
                        runtime::LoadRun(store.get(), layout, run_id, ctx.env));

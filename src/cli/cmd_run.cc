@@ -42,7 +42,7 @@ Status SubmitValidatedRun(CliContext& ctx, const spec::WorkloadSpec& spec, bool 
                     watch_node, spec.compute.num_nodes, spec.compute.num_nodes - 1));
   }
   runtime::SubmitOptions options;
-  options.air_home = AirHome(ctx);
+  AIR_ASSIGN_OR_RETURN(options.air_home, AirHome(ctx));
   options.backend = backend;
   AIR_ASSIGN_OR_RETURN(runtime::SubmitResult submitted,
                        runtime::SubmitRunDetailed(spec, options, ctx.env));
@@ -122,7 +122,8 @@ void EmitSpecErrors(CliContext& ctx, const spec::LoadReport& report, const Statu
 // symbolic link under the root, no way for the nodes to reach /Volumes), and how the nodes
 // would reach /Volumes, decided as submit decides (runtime/volume_access.h).
 Result<spec::PlanVolumes> DryRunVolumes(CliContext& ctx, const spec::WorkloadSpec& workload) {
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   AIR_ASSIGN_OR_RETURN(std::string root, runtime::VolumesRoot(layout, ctx.env));
   AIR_RETURN_IF_ERROR(runtime::CheckVolumeLinks(workload, root));
   runtime::VolumeAccessOptions options;
@@ -155,8 +156,10 @@ void RunCommand(CliContext& ctx, const RunFlags& flags) {
   std::optional<spec::SnapshotListing> snapshot;
   if (workload.code_source) {
     std::string field;
+    auto air_home = AirHome(ctx);
+    if (!air_home.ok()) return EmitError(ctx, air_home.status());
     Result<spec::SnapshotListing> scanned =
-        spec::ScanSnapshot(workload.code_source->snapshot, ctx.env, &field, AirHome(ctx));
+        spec::ScanSnapshot(workload.code_source->snapshot, ctx.env, &field, *air_home);
     if (!scanned.ok()) {
       if (scanned.status().code() != ErrorCode::kInvalidArgument) {
         EmitError(ctx, scanned.status().WithContext("listing the code snapshot"));

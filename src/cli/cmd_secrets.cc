@@ -40,13 +40,17 @@ struct SecretsArgs {
 };
 
 void CreateScope(CliContext& ctx, const SecretsArgs& args) {
-  secrets::SecretStore store(ctx.env, AirHome(ctx));
+  auto air_home = AirHome(ctx);
+  if (!air_home.ok()) return EmitError(ctx, air_home.status());
+  secrets::SecretStore store(ctx.env, *air_home);
   if (Status st = store.CreateScope(args.scope); !st.ok()) return EmitError(ctx, st);
   EmitData(ctx, {{"scope", args.scope}, {"created", true}}, "Created secret scope " + args.scope);
 }
 
 void DeleteScope(CliContext& ctx, const SecretsArgs& args) {
-  secrets::SecretStore store(ctx.env, AirHome(ctx));
+  auto air_home = AirHome(ctx);
+  if (!air_home.ok()) return EmitError(ctx, air_home.status());
+  secrets::SecretStore store(ctx.env, *air_home);
   if (Status st = store.DeleteScope(args.scope); !st.ok()) return EmitError(ctx, st);
   EmitData(ctx, {{"scope", args.scope}, {"deleted", true}},
            "Deleted secret scope " + args.scope + " and every secret in it");
@@ -70,7 +74,9 @@ void PutSecret(CliContext& ctx, const SecretsArgs& args) {
   for (auto [what, name] : {std::pair{"scope", &args.scope}, std::pair{"key", &args.key}}) {
     if (Status st = secrets::ValidateName(what, *name); !st.ok()) return EmitError(ctx, st);
   }
-  secrets::SecretStore store(ctx.env, AirHome(ctx));
+  auto air_home = AirHome(ctx);
+  if (!air_home.ok()) return EmitError(ctx, air_home.status());
+  secrets::SecretStore store(ctx.env, *air_home);
   {
     auto snapshot = store.Read();
     if (!snapshot.ok()) return EmitError(ctx, snapshot.status());
@@ -109,14 +115,18 @@ void PutSecret(CliContext& ctx, const SecretsArgs& args) {
 }
 
 void DeleteSecret(CliContext& ctx, const SecretsArgs& args) {
-  secrets::SecretStore store(ctx.env, AirHome(ctx));
+  auto air_home = AirHome(ctx);
+  if (!air_home.ok()) return EmitError(ctx, air_home.status());
+  secrets::SecretStore store(ctx.env, *air_home);
   if (Status st = store.DeleteSecret(args.scope, args.key); !st.ok()) return EmitError(ctx, st);
   EmitData(ctx, {{"scope", args.scope}, {"key", args.key}, {"deleted", true}},
            "Deleted secret " + secrets::SecretPath(args.scope, args.key));
 }
 
 void ListScopes(CliContext& ctx) {
-  secrets::SecretStore store(ctx.env, AirHome(ctx));
+  auto air_home = AirHome(ctx);
+  if (!air_home.ok()) return EmitError(ctx, air_home.status());
+  secrets::SecretStore store(ctx.env, *air_home);
   auto scopes = store.ListScopes();
   if (!scopes.ok()) return EmitError(ctx, scopes.status());
   nlohmann::json list = nlohmann::json::array();
@@ -133,7 +143,9 @@ void ListScopes(CliContext& ctx) {
 }
 
 void ListSecrets(CliContext& ctx, const SecretsArgs& args) {
-  secrets::SecretStore store(ctx.env, AirHome(ctx));
+  auto air_home = AirHome(ctx);
+  if (!air_home.ok()) return EmitError(ctx, air_home.status());
+  secrets::SecretStore store(ctx.env, *air_home);
   auto secrets = store.ListSecrets(args.scope);
   if (!secrets.ok()) return EmitError(ctx, secrets.status());
   nlohmann::json list = nlohmann::json::array();

@@ -38,7 +38,11 @@ Status StopServer(CliContext& ctx, const tracking::ServerFiles& files) {
 
 Status Serve(CliContext& ctx, const ServerFlags& flags) {
   server::ServerOptions options;
-  options.air_home = flags.air_home.empty() ? AirHome(ctx) : flags.air_home;
+  if (flags.air_home.empty()) {
+    AIR_ASSIGN_OR_RETURN(options.air_home, AirHome(ctx));
+  } else {
+    options.air_home = flags.air_home;
+  }
   tracking::ServerFiles files(options.air_home);
   if (flags.stop) return StopServer(ctx, files);
   options.host = flags.host;

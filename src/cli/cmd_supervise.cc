@@ -31,7 +31,13 @@ void RegisterSuperviseCommand(CLI::App& root, CliContext& ctx) {
       return;
     }
     runtime::SupervisorOptions options;
-    options.air_home = flags->air_home.empty() ? AirHome(ctx) : flags->air_home;
+    if (flags->air_home.empty()) {
+      auto air_home = AirHome(ctx);
+      if (!air_home.ok()) return EmitError(ctx, air_home.status());
+      options.air_home = *air_home;
+    } else {
+      options.air_home = flags->air_home;
+    }
     options.adopt_from_pid = flags->adopt_from;
     Status status = runtime::SuperviseRun(*run_id, options, ctx.env);
     if (!status.ok()) {

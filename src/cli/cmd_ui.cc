@@ -24,7 +24,9 @@ void RegisterUiCommand(CLI::App& root, CliContext& ctx) {
                 "print the login file's file:// URL alone and open nothing (for scripts)");
   cmd->add_flag("--no-browser", *no_browser, "print the login file's URL, open no browser");
   cmd->callback([&ctx, url_only, no_browser] {
-    auto login = runtime::NewUiLogin(AirHome(ctx), ctx.env);
+    auto air_home = AirHome(ctx);
+    if (!air_home.ok()) return EmitError(ctx, air_home.status());
+    auto login = runtime::NewUiLogin(*air_home, ctx.env);
     if (!login.ok()) return EmitError(ctx, login.status());
     std::string opened_with;
     if (!*url_only && !*no_browser && !ctx.json()) {

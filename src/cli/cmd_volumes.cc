@@ -15,9 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
+#include "base/private_dir.h"
 #include "base/rooted_dir.h"
 #include "base/time_format.h"
 #include "cli/commands.h"
@@ -39,7 +41,8 @@ struct VolumesFlags {
 };
 
 Result<std::string> Root(CliContext& ctx) {
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   return runtime::VolumesRoot(layout, ctx.env);
 }
 
@@ -344,9 +347,11 @@ Status Copy(CliContext& ctx, const VolumesFlags& flags) {
     AIR_RETURN_IF_ERROR(runtime::VolumeRelativePath(flags.destination, 3).status());
   }
   // AIR_HOME itself is private to the user (the volume root is usually below it).
-  AIR_RETURN_IF_ERROR(ctx.env->CreateDirs(AirHome(ctx), 0700));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(air_home, ctx.env, "AIR_HOME"));
   AIR_ASSIGN_OR_RETURN(Place to, PlaceOf(ctx, flags.destination, root, 3, true));
-  // The target: DST, or DST/<source name> when DST is a directory.
+  // The target: DST, or DST/<source name> when DST is a folder: an existing directory, a
+  // volume itself (/Volumes/c/s/v, created when missing) or a path ending in '/'.
   std::string target = to.rel;
   std::string target_name = flags.destination;
   AIR_ASSIGN_OR_RETURN(std::optional<struct stat> dest, to.dir.Lstat(to.rel));
@@ -354,7 +359,12 @@ Status Copy(CliContext& ctx, const VolumesFlags& flags) {
     return InvalidArgument(flags.destination +
                            " is a symbolic link; air volumes cp never writes through a link");
   }
-  if (dest && S_ISDIR(dest->st_mode)) {
+  const bool names_folder = (!flags.destination.empty() && flags.destination.back() == '/') ||
+                            (to.volume && std::count(to.rel.begin(), to.rel.end(), '/') == 2);
+  if (names_folder && dest && !S_ISDIR(dest->st_mode)) {
+    return InvalidArgument(flags.destination + " is a file, not a folder to copy into");
+  }
+  if (names_folder || (dest && S_ISDIR(dest->st_mode))) {
     target = JoinPath(to.rel, BaseName(from.rel));
     target_name = JoinPath(flags.destination, BaseName(from.rel));
   }

@@ -6,6 +6,7 @@
 
 #include <ctime>
 
+#include "base/private_dir.h"
 #include "base/process_limits.h"
 #include "base/time_format.h"
 
@@ -35,12 +36,15 @@ std::string ResolveAirHome(CliContext& ctx) {
 
 }  // namespace
 
-std::string AirHome(CliContext& ctx) {
+Result<std::string> AirHome(CliContext& ctx) {
   std::string home = ResolveAirHome(ctx);
   // Everything air writes under AIR_HOME is private to the user (0700 directories, 0600
-  // files), also when AIR_HOME already existed with a looser mode (base/process_limits.h).
+  // files), also when AIR_HOME already existed with a looser mode (base/process_limits.h); an
+  // AIR_HOME another user could have prepared is refused (base/private_dir.h). A missing one
+  // is created, checked the same way, by the command that writes to it first.
   UsePrivateUmask();
-  if (ctx.env->IsDirectory(home)) (void)MakePrivateDir(home, ctx.env);
+  auto existing = ctx.env->GetPathInfo(home, /*follow_symlinks=*/false);
+  if (existing.ok()) AIR_RETURN_IF_ERROR(MakePrivateDir(home, ctx.env, "AIR_HOME"));
   return home;
 }
 

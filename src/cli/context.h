@@ -30,8 +30,9 @@ struct CliContext {
   bool json() const { return format == OutputFormat::kJson; }
 };
 
-// $AIR_HOME, else $HOME/.air.
-std::string AirHome(CliContext& ctx);
+// $AIR_HOME, else $HOME/.air; an existing one must be private to the user
+// (base/private_dir.h: the error names its path, owner and mode).
+Result<std::string> AirHome(CliContext& ctx);
 
 // Exit code for a status: kInvalidArgument -> 2, other errors -> 1, OK -> 0.
 int ExitCodeFor(const Status& status);

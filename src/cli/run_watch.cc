@@ -12,7 +12,8 @@
 namespace air::cli {
 
 Status WatchAndReport(CliContext& ctx, const WatchRequest& request) {
-  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(AirHome(ctx), ctx.env));
+  AIR_ASSIGN_OR_RETURN(std::string air_home, AirHome(ctx));
+  AIR_ASSIGN_OR_RETURN(runtime::Layout layout, runtime::ResolveLayout(air_home, ctx.env));
   runtime::WatchOptions options;
   options.node = request.node;
   options.attempt = request.attempt;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/private_dir.h"
 #include "runtime/python_env.h"
 #include "runtime/snapshot.h"
 #include "runtime/volume_access.h"
@@ -135,7 +136,7 @@ Result<PreparedRun> PrepareRun(const spec::WorkloadSpec& spec, const store::RunR
                                const std::function<bool()>& should_stop) {
   PreparedRun prepared;
   AIR_RETURN_IF_ERROR(ReadLogLimits(env, &prepared));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(run.id)));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.RunDir(run.id), env));
   AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
   AIR_ASSIGN_OR_RETURN(prepared.volumes, RunVolumeAccess(spec, volumes_root, env));
   // The parameters as the nodes read them (their /Volumes paths rewritten where needed).

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "base/private_dir.h"
 #include "base/strings.h"
 #include "base/subprocess.h"
 #include "runtime/hashing.h"
@@ -189,7 +190,7 @@ Result<PythonEnv> EnsurePythonEnv(const Layout& layout, const PythonEnvRequest& 
   out.key = request.name_prefix + key_hash.FinishHex().substr(0, 24);
   out.dir = layout.EnvsDir() + "/" + out.key;
   out.bin_dir = out.dir + "/bin";
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.EnvsDir()));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.EnvsDir(), env));
 
   AIR_ASSIGN_OR_RETURN(FileLock lock, env->LockFile(out.dir + ".lock", FileLock::Mode::kExclusive,
                                                     request.should_stop));

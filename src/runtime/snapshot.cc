@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "base/atomic_file.h"
+#include "base/private_dir.h"
 #include "base/strings.h"
 #include "base/subprocess.h"
 #include "runtime/hashing.h"
@@ -59,7 +60,7 @@ bool IntactBlob(const std::string& path, const std::string& digest, uint64_t siz
 Result<bool> StoreBlob(const std::string& path, const std::string& digest, std::string_view content,
                        bool executable, Env* env) {
   if (IntactBlob(path, digest, content.size(), env)) return false;
-  AIR_RETURN_IF_ERROR(env->CreateDirs(path.substr(0, path.rfind('/'))));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(path.substr(0, path.rfind('/')), env));
   AIR_RETURN_IF_ERROR(env->WriteFileAtomic(path, content, executable ? 0500 : 0400));
   return true;
 }
@@ -83,7 +84,7 @@ Result<StoredFile> StoreFileBlob(const Layout& layout, const std::string& path, 
   probe.mode = executable ? 0755 : 0644;
   const std::string blob = BlobPath(layout, probe);
   if (IntactBlob(blob, file.digest, file.size, env)) return file;
-  AIR_RETURN_IF_ERROR(env->CreateDirs(blob.substr(0, blob.rfind('/'))));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(blob.substr(0, blob.rfind('/')), env));
   AtomicFileWriter writer(env, blob, executable ? 0500 : 0400);
   AIR_RETURN_IF_ERROR(writer.Open());
   AIR_RETURN_IF_ERROR(writer.AppendFileContents(path));
@@ -111,7 +112,7 @@ Result<std::map<std::string, std::string>> ReadGitBlobs(const Layout& layout,
     input += listing.revision + ":./" + file.path + "\n";
   }
   std::string tmp_dir = layout.data_root() + "/tmp";  // renamed into the CAS: same filesystem
-  AIR_RETURN_IF_ERROR(env->CreateDirs(tmp_dir));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(tmp_dir, env));
   std::string input_path = fmt::format("{}/cat-file-{}.txt", tmp_dir, ::getpid());
   AIR_RETURN_IF_ERROR(env->WriteFileAtomic(input_path, input, 0600));
   SubprocessOptions git;
@@ -228,7 +229,7 @@ Result<Snapshot> ArchiveSnapshot(const Layout& layout, const spec::SnapshotListi
   }
   std::string manifest = ManifestJson(snapshot).dump();
   snapshot.id = Sha256Hex(manifest);
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.SnapshotsDir()));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.SnapshotsDir(), env));
   std::string manifest_path = layout.SnapshotManifest(snapshot.id);
   if (!env->FileExists(manifest_path)) {
     AIR_RETURN_IF_ERROR(env->WriteFileAtomic(manifest_path, manifest, 0600));

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "backends/cluster_registry.h"
+#include "base/private_dir.h"
 #include "runtime/daemon.h"
 #include "runtime/hashing.h"
 #include "runtime/snapshot.h"
@@ -91,10 +92,14 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
   AIR_ASSIGN_OR_RETURN(ExternalTracking external,
                        CheckExternalTracking(backend.tracking, home, env));
   Layout layout(home, backend.shared_root, backend.volumes_root);
+  // Owner-only: the store, logs and secrets of every run live here (one another user prepared
+  // is refused before anything is written into it).
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.home(), env, "AIR_HOME"));
+  if (layout.data_root() != layout.home()) {
+    AIR_RETURN_IF_ERROR(MakePrivateDir(layout.data_root(), env, "shared_root"));
+  }
   AIR_ASSIGN_OR_RETURN(std::string volumes_root, VolumesRoot(layout, env));
   AIR_RETURN_IF_ERROR(CheckSpecVolumes(spec, volumes_root, env).status());
-  // Owner-only: the store, logs and secrets of every run live here.
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.home(), 0700));
   AIR_ASSIGN_OR_RETURN(auto store, store::Store::Open(layout.DbPath(), env));
   SubmitResult result;
   result.air_home = home;
@@ -157,7 +162,8 @@ Result<SubmitResult> SubmitRunDetailed(const spec::WorkloadSpec& spec, const Sub
     return tracked.WithContext("creating the run's MLflow tracking run");
   }
 
-  AIR_RETURN_IF_ERROR(env->CreateDirs(layout.RunDir(result.run_id)));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.RunsDir(), env));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(layout.RunDir(result.run_id), env));
   AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());
   Status started = StartDetachedSupervisor(air_binary, result.run_id, layout.home(),
                                            layout.SupervisorLog(result.run_id));

@@ -13,6 +13,7 @@
 #include "agent/proc.h"
 #include "backends/cluster_registry.h"
 #include "base/log.h"
+#include "base/private_dir.h"
 #include "base/process_limits.h"
 #include "runtime/attempt_runner.h"
 #include "runtime/daemon.h"
@@ -275,7 +276,7 @@ class RunSupervisor {
         port = adopted->master_port;
       } else {
         AIR_ASSIGN_OR_RETURN(port, FreshPort(port));
-        AIR_RETURN_IF_ERROR(env_->CreateDirs(layout_.AttemptDir(run_.id, attempt)));
+        AIR_RETURN_IF_ERROR(MakePrivateDir(layout_.AttemptDir(run_.id, attempt), env_));
         AIR_RETURN_IF_ERROR(store_->StartAttempt(run_.id, attempt, port, nodes));
         TagAttemptSize(attempt, nodes);
       }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cluster_registry.h"
+#include "base/private_dir.h"
 #include "base/strings.h"
 #include "runtime/daemon.h"
 #include "secrets/resolve.h"
@@ -69,14 +70,14 @@ Result<std::string> EnsureTrackingServer(const std::string& air_home, Env* env) 
   AIR_ASSIGN_OR_RETURN(backends::ClusterConfig config,
                        backends::LoadClusterConfig(air_home, "", env));
   const backends::TrackingServerConfig& want = config.tracking_server;
-  AIR_RETURN_IF_ERROR(env->CreateDirs(air_home, 0700));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(air_home, env, "AIR_HOME"));
   // Created here before the server starts, so that both ends read the same one.
   const tracking::Credentials credentials = OwnCredentials(files, env);
   if (auto info = tracking::ReadServerInfo(files, env); info && ServerAnswers(*info, credentials)) {
     if (MatchesConfig(*info, want)) return info->url;
     StopServer(*info, env);
   }
-  AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(files.dir, env));
   AIR_ASSIGN_OR_RETURN(std::string air_binary, CurrentExecutable());
   std::vector<std::string> args = {"server", "--air-home", air_home, "--idle-exit",
                                    "900",    "--host",     want.host};

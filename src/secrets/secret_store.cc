@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "base/private_dir.h"
 #include "base/strings.h"
 #include "secrets/names.h"
 
@@ -76,14 +77,8 @@ SecretStore::SecretStore(Env* env, std::string air_home)
 
 Status SecretStore::PrepareDirectory() {
   AIR_RETURN_IF_ERROR(EnsureSodium());
-  if (!env_->IsDirectory(air_home_)) AIR_RETURN_IF_ERROR(env_->CreateDirs(air_home_, 0700));
-  AIR_RETURN_IF_ERROR(env_->CreateDirs(dir_, 0700));
-  struct stat sb;
-  if (::stat(dir_.c_str(), &sb) != 0) return ErrnoStatus("stat " + dir_, errno);
-  if ((sb.st_mode & 0777) != 0700 && ::chmod(dir_.c_str(), 0700) != 0) {
-    return ErrnoStatus("chmod 0700 " + dir_, errno);
-  }
-  return Status::Ok();
+  AIR_RETURN_IF_ERROR(MakePrivateDir(air_home_, env_, "AIR_HOME"));
+  return MakePrivateDir(dir_, env_);
 }
 
 Status SecretStore::EnsureIgnoreFile() {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/private_dir.h"
 #include "base/strings.h"
 #include "server/connections.h"
 #include "server/server_internal.h"
@@ -177,9 +178,9 @@ Status RunServer(const ServerOptions& options, Env* env,
         "it)");
   }
   tracking::ServerFiles files(options.air_home);
-  AIR_RETURN_IF_ERROR(env->CreateDirs(options.air_home, 0700));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(files.ArtifactsDir(), 0700));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(options.air_home, env, "AIR_HOME"));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(files.dir, env));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(files.ArtifactsDir(), env));
   AIR_ASSIGN_OR_RETURN(FileLock lock, LockServer(files, env));  // released on every return
 
   ServerContext ctx{

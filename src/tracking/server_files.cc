@@ -1,13 +1,12 @@
 // Reading and writing AIR_HOME/tracking/server.json.
 #include "tracking/server_files.h"
 
-#include <fmt/format.h>
 #include <sodium.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
+#include "base/private_dir.h"
 #include "base/strings.h"
 
 namespace air::tracking {
@@ -30,15 +29,18 @@ Result<std::string> ServerToken(const ServerFiles& files, Env* env) {
   randombytes_buf(bytes, sizeof(bytes));
   char hex[65];
   sodium_bin2hex(hex, sizeof(hex), bytes, sizeof(bytes));
-  AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
-  // Written whole under a private name, then linked into place only if no other process (an
-  // `air run` and an `air ui` starting at once) got there first: everyone reads one token.
-  const std::string temp = fmt::format("{}.{}.{}", files.TokenPath(), ::getpid(), hex + 56);
-  AIR_RETURN_IF_ERROR(env->WriteFileAtomic(temp, std::string(hex) + "\n", 0600));
-  const bool linked = ::link(temp.c_str(), files.TokenPath().c_str()) == 0;
-  const int err = errno;
-  ::unlink(temp.c_str());
-  if (!linked && err != EEXIST) return ErrnoStatus("create " + files.TokenPath(), err);
+  AIR_RETURN_IF_ERROR(MakePrivateDir(files.dir, env));
+  // Written whole under a random temporary name (nothing of the token in it), then renamed
+  // into place only if no other process (an `air run` and an `air ui` starting at once) got
+  // there first: everyone reads one token.
+  AtomicFileWriter writer(env, files.TokenPath(), 0600);
+  AIR_RETURN_IF_ERROR(writer.Open());
+  AIR_RETURN_IF_ERROR(writer.Append(std::string(hex) + "\n"));
+  sodium_memzero(hex, sizeof(hex));
+  if (Status placed = writer.CommitNoReplace();
+      !placed.ok() && placed.code() != ErrorCode::kAlreadyExists) {
+    return placed;
+  }
   if (auto token = read()) return *token;
   return Internal("cannot read back " + files.TokenPath());
 }
@@ -64,7 +66,7 @@ Status WriteServerInfo(const ServerFiles& files, const ServerInfo& info, Env* en
                       {"port", info.port},
                       {"url", info.url},
                       {"token_required", info.token_required}};
-  AIR_RETURN_IF_ERROR(env->CreateDirs(files.dir, 0700));
+  AIR_RETURN_IF_ERROR(MakePrivateDir(files.dir, env));
   return env->WriteFileAtomic(files.InfoPath(), j.dump() + "\n", 0600);
 }
 

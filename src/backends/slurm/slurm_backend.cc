@@ -13,6 +13,7 @@
 #include "backends/slurm/batch_script.h"
 #include "backends/slurm/node_entry.h"
 #include "base/log.h"
+#include "base/private_dir.h"
 #include "base/strings.h"
 
 namespace air::backends {
@@ -119,7 +120,12 @@ Result<ClusterCapabilities> SlurmBackend::DescribeCapabilities(const SlurmConfig
   }
   // Every node writes its logs and reports under the data root: it must be writable (here; a
   // node that cannot is reported by the job itself).
-  Status dir = env->CreateDirs(data_root, 0700);
+  // It must also be the user's own (base/private_dir.h): one another user prepared is refused.
+  const bool existed = env->GetPathInfo(data_root, /*follow_symlinks=*/false).ok();
+  Status dir = MakePrivateDir(data_root, env, "shared_root");
+  if (existed && dir.code() == ErrorCode::kPermissionDenied) {
+    return Status(dir.code(), dir.message() + " (shared_root is set in AIR_HOME/config.yaml)");
+  }
   std::string probe = fmt::format("{}/.air-write-probe-{}", data_root, ::getpid());
   if (dir.ok()) dir = env->WriteFileAtomic(probe, "probe\n", 0600);
   if (!dir.ok()) {
