@@ -4,8 +4,8 @@
 //   air_gemm_bench THREADS M,N,K,TRANS_A,TRANS_B [...]
 //       fp32: FastOps::Gemm -> {"shape", "gflops", "kernels"}
 //   air_gemm_bench --bf16 THREADS M,N,K,TRANS_A,TRANS_B,C,BETA [...]    (C: bf16 or f32)
-//       A and B bf16: the bf16 GEMM on each path measured (onednn, avx512bf16 and the kernel
-//       level's conversion path where this CPU runs them, and the one gemm_path.h chooses:
+//       A and B bf16: the bf16 GEMM on each path measured (onednn, avx512bf16, avx512 and the
+//       kernel level's where this CPU runs them, and the one gemm_path.h chooses:
 //       AIR_CPU_PATH forces it) and, for the ratio, air's fp32 FastGemm on the same values,
 //       each C = op(A) op(B) + BETA * C, their windows interleaved
 //       -> {"shape", "air" (the chosen path), "onednn", "air_f32", "path" (chosen), "reason",
@@ -151,14 +151,15 @@ int Fp32(const Clock& clock, int threads, int argc, char** argv) {
   return 0;
 }
 
-// The bf16 GEMM's paths measured: onednn, avx512bf16 and the kernel level's conversion path
-// (bf16 storage, fp32 math) where this CPU runs them, and the chosen one (gemm_path.h); avx2
-// and generic only when chosen (the generic loops take seconds on the large shapes).
+// The bf16 GEMM's paths measured: onednn, avx512bf16, avx512 (bf16 storage, fp32 FMA math) and
+// the kernel level's where this CPU runs them, and the chosen one (gemm_path.h); avx2 and
+// generic only when chosen or the level's (the generic loops take seconds on large shapes).
 std::vector<GemmBf16Path> MeasuredPaths(GemmBf16Path chosen) {
   std::vector<GemmBf16Path> paths;
   for (GemmBf16Path p : AllGemmBf16Paths()) {
     const bool wanted = p == chosen || p == GemmBf16Path::kOneDnn ||
-                        p == GemmBf16Path::kAvx512Bf16 || p == SelectedGemmBf16Path();
+                        p == GemmBf16Path::kAvx512Bf16 || p == GemmBf16Path::kAvx512 ||
+                        p == SelectedGemmBf16Path();
     if (wanted && GemmBf16PathRuns(p, nullptr)) paths.push_back(p);
   }
   return paths;

@@ -173,7 +173,7 @@ def test_every_cpu_gemm_path_trains_the_same_losses_and_the_plan_names_it(tiny, 
     """AIR_CPU_PATH forces the bf16 GEMM's path (gemm_path.h); every path this CPU runs trains
     the same model to the same losses within bf16 rounding, and the plan's compute line names
     the path that ran (the default: the rule's, with its reason)."""
-    runs = {}
+    runs, amx = {}, {}
     for path in ("", "onednn", "avx512bf16", "avx512", "avx2"):
         out = tmp_path / (path or "default")
         env = dict(os.environ, AIR_CPU_PATH=path)
@@ -193,9 +193,15 @@ def test_every_cpu_gemm_path_trains_the_same_losses_and_the_plan_names_it(tiny, 
         else:
             assert "bf16 GEMM " in compute, compute
         runs[path] = losses(out)
+        amx[path] = "amx" in compute
     assert len(runs) >= 2, runs  # the default and at least the conversion paths
     for path, got in runs.items():
-        assert got == pytest.approx(runs[""], rel=2e-3), (path, got, runs[""])
+        worst = max(abs(a - b) / abs(b) for a, b in zip(got, runs[""]))
+        print(f"{path or 'default'}: losses {got}, worst relative difference {worst:.2g}")
+        # Measured on Zen 4 (4 steps, the tiny model's K fits one slice): onednn's brgemm and
+        # avx512bf16 sum in the same order (0: the same bits), the fp32-math paths 1.5e-10.
+        # oneDNN's AMX tiles (not measured: no AMX CPU here) sum in another order.
+        assert worst <= (1e-4 if amx[path] or amx[""] else 2e-9), (path, got, runs[""])
 
 
 @pytest.mark.parametrize("value, message", [

@@ -108,9 +108,14 @@ BackendTolerances Bf16Figures() {
   return t;
 }
 
-// oneDNN's bf16 matmul with an F32 operand rounds it to bf16 first, as the native paths do;
-// its sums run in another order (measured: see RegisteredBackends).
-BackendTolerances OneDnnMixedFigures(BackendTolerances mixed) { return mixed; }
+// The fast backend with its bf16 GEMM on oneDNN's matmul (an F32 operand rounded to bf16
+// first, as the native paths do; its sums in oneDNN's order). Measured on Zen 4 (oneDNN's
+// brg:avx512_core_bf16): GEMM 2.5e-8 per sqrt(K) with F32 gradients, 9.2e-4 with BF16 data
+// (the native paths' figure); the other ops are the fast kernels'.
+BackendTolerances OneDnnMixedFigures(BackendTolerances mixed) {
+  mixed.gemm_per_sqrt_k = 2.5e-7;
+  return mixed;
+}
 
 }  // namespace
 
