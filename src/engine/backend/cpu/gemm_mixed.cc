@@ -174,9 +174,11 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return ScaleOnly(g);
   if (path == GemmBf16Path::kOneDnn) {
-    if (scratch.onednn == nullptr) scratch.onednn = std::make_shared<OneDnnGemm>();
-    if (scratch.onednn->Gemm(pool, g.m, g.n, g.k, g.a, g.b, g.beta, g.c)) return;
-    path = SelectedGemmBf16Path();  // no oneDNN matmul for this layout
+    if (OneDnnMatmul().usable) {
+      if (scratch.onednn == nullptr) scratch.onednn = std::make_shared<OneDnnGemm>();
+      if (scratch.onednn->Gemm(pool, g.m, g.n, g.k, g.a, g.b, g.beta, g.c)) return;
+    }
+    path = SelectedGemmBf16Path();  // no oneDNN here, or no matmul for this layout
   }
   if (path == GemmBf16Path::kAvx512Bf16) {
     // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts.

@@ -10,18 +10,22 @@
 //      kernel trained no faster in bf16 than in fp32 (Intel's vdpbf16ps does the work of two fp32
 //      FMAs at half their rate), while PyTorch's oneDNN AMX matmuls ran bf16 1.7x its fp32.
 //   2. AVX512_BF16 (AMD Zen 4/5; Intel Cooper Lake, or an AMX CPU whose tiles the OS withholds)
-//      -> avx512bf16: air's vdpbf16ps kernel. On Zen 4 it measured 1.0-2.0x oneDNN's bf16
-//      matmul on the training step's products (bench/gemm --paths; docs/performance.md, "Which
-//      GEMM path") and twice air's fp32 FMA kernel. On Intel without AMX it is no slower than
-//      fp32 (the same work per cycle, half the bytes packed), so bf16 still never loses there.
+//      -> avx512bf16: air's vdpbf16ps kernel. On Zen 4 (one thread, CPU clock, bench/gemm
+//      --table bf16) it ran the 4 x 512 step's products at 0.92-1.08x oneDNN's avx512_core_bf16
+//      matmul (oneDNN up to 8% ahead on the forward and input-gradient products, air up to 8% on
+//      the weight gradients) and 1.95-2.73x air's fp32 kernel: a tie with oneDNN, which air's
+//      path wins on what is around it — no OpenMP team beside the pool, no rounding pass for
+//      the F32 gradient operands, the same bits at every thread count (docs/performance.md,
+//      "Which CPU GEMM path"). On Intel without AMX vdpbf16ps does the work of two fp32 FMAs at
+//      half their rate: no faster than fp32 there, and no slower (half the bytes packed).
 //   3. Otherwise the kernel level's conversion path (avx512, avx2, generic): bf16 storage, fp32
 //      FMA math, the same speed as fp32 and the same results as native bf16; the plan says so.
 //   AIR_CPU_KERNELS capping the kernels below avx512bf16 picks rule 3 at the capped level.
 //
 // A documented rule rather than a timing at start-up: the path decides the results' bits, and
 // a timing on a shared host would flip between two close paths from one run to the next (a
-// resumed run on another path would not continue the same numbers). bench/gemm's --paths
-// measures every path this CPU runs, to check the rule on a new CPU.
+// resumed run on another path would not continue the same numbers). bench/gemm/bench.py
+// --table bf16 measures every path this CPU runs side by side, to check the rule on a new CPU.
 // Thread safety: pure functions over process-wide probes made once (amx_tiles.h, onednn_gemm.h).
 #pragma once
 

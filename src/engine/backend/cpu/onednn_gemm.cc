@@ -1,6 +1,8 @@
 // oneDNN's bf16 matmul behind GemmOperand/GemmResult, opened at run time (see onednn_gemm.h).
 #include "engine/backend/cpu/onednn_gemm.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -56,6 +58,11 @@ constexpr const char* kRemedy =
     "(AIR_CPU_PATH)";
 
 Result<Api> LoadApi() {
+  // libgomp's threads spin after each parallel region by default, and spinning they took the
+  // cores from air's pool between two GEMMs: bench/train_step's 4 x 512 bf16 step ran at 0.58x
+  // the avx512bf16 path's speed on 2 threads, 0.95x with passive waits. libgomp reads this
+  // once, when it loads (here, with libdnnl: air does not link OpenMP); a user's setting wins.
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
   AIR_ASSIGN_OR_RETURN(SharedLibrary dnnl,
                        SharedLibrary::Open("libdnnl.so.2", "the onednn bf16 GEMM path", kRemedy));
   Api api{};

@@ -17,7 +17,9 @@
 //
 // Threads: Debian's oneDNN runs on OpenMP, beside air's ThreadPool. Each call sets the calling
 // thread's OpenMP team size to the pool's thread count (1 without a pool), and runs while the
-// pool is idle: the two never run at once, so the cores are never oversubscribed.
+// pool is idle: the two never run at once, so the cores are never oversubscribed. OpenMP's
+// threads wait passively between products (OMP_WAIT_POLICY=PASSIVE, set before libgomp loads
+// unless the user set it): spinning, they kept the pool's threads off the cores.
 // Determinism: the same bits for the same shape and thread count (what a training run needs:
 // its thread count is fixed); oneDNN splits its sums by the thread count, so 1, 3 and 16
 // threads give different bits (gemm_mixed_test.cc), as they differ from the native paths'.
