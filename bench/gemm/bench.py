@@ -11,13 +11,14 @@ bf16  The products of one training step of bench/train_step's 4 x 512 Llama (102
       model's 32k vocabulary (the LM head whole and a 256-row chunk, as a chunked
       linear + cross-entropy runs it), in the trainer's dtypes: A and B bf16; the forward
       and the input gradients write a bf16 C, the weight gradients accumulate into an fp32 C
-      (beta 1). Columns: air's GemmBf16 (gemm_mixed.h, the path the CPU selects), oneDNN's bf16
-      matmul (Debian's libdnnl 2.6, bench/gemm/onednn_gemm.h; measured here only: air's
-      kernel runs at 0.9-1.1x of it on Zen 4, so the engine does not link it), torch.mm on
+      (beta 1). Columns: air's bf16 GEMM on the path gemm_path.h chooses for this CPU (named
+      in the output; AIR_CPU_PATH forces one), oneDNN's bf16 matmul (the engine's onednn path:
+      Debian's libdnnl 2.6, src/engine/backend/cpu/onednn_gemm.h), torch.mm on
       bf16 tensors (PyTorch's own oneDNN 3.x; its C is bf16 always, no beta), air's fp32
       FastGemm and torch.mm on fp32 on the same shapes; the ratios air bf16 / torch bf16,
       air bf16 / air fp32 and air bf16 / oneDNN; each GEMM as a fraction of the machine's
-      peak, measured by register-only loops (vdpbf16ps for bf16, fp32 FMA).
+      peak, measured by register-only loops (vdpbf16ps for bf16, fp32 FMA). Then every path
+      this CPU runs (onednn, avx512bf16, the conversion path) side by side and the fastest.
 Every figure is the best of three 0.25 s windows after a warm-up (other load only slows a
 window down), on the same thread count for every side; on a machine that other work keeps
 busy, `--threads 1 --clock cpu` times the windows in the measuring thread's CPU time instead
@@ -113,7 +114,8 @@ def bf16_table(threads, clock):
     shapes = [f"{m},{n},{k},{ta},{tb},{c},{beta}"
               for _, m, n, k, ta, tb, c, beta in BF16_SHAPES]
     air = air_tool(clock, "--bf16", threads, *shapes)
-    print(f"air path: {air[0]['path']}; oneDNN implementation: {air[0]['onednn_impl']}")
+    print(f"air bf16 GEMM path that ran: {air[0]['path']} ({air[0]['reason']}); "
+          f"oneDNN implementation: {air[0]['onednn_impl']}")
     print(f"{'product (GFLOP/s)':22} {'m':>5} {'n':>5} {'k':>5} {'C':>4}  {'air':>6} "
           f"{'oneDNN':>6} {'torch':>6} {'air32':>6} {'tch32':>6}  {'air/tch':>7} "
           f"{'air/a32':>7} {'air/dnn':>7}  {'air%pk':>6} {'tch%pk':>6} {'a32%pk':>6}")
@@ -125,11 +127,20 @@ def bf16_table(threads, clock):
         t32 = torch_gflops(m, n, k, ta, tb, torch.float32, clock)
         ratios.append((r["air"] / tb16, r["air"] / r["air_f32"], r["air"] / r["onednn"]))
         # The peak of the unit air's path runs on: the fp32 FMA where bf16 is widened on load.
-        bf16_peak = (peak["bf16"] if r["path"] == "avx512bf16" else peak["f32"]) or float("nan")
+        bf16_peak = (peak["bf16"] if r["path"] in ("avx512bf16", "onednn") else peak["f32"]) \
+            or float("nan")
         print(f"{what:22} {m:5} {n:5} {k:5} {c:>4}  {r['air']:6.1f} {r['onednn']:6.1f} "
               f"{tb16:6.1f} {r['air_f32']:6.1f} {t32:6.1f}  {ratios[-1][0]:6.2f}x "
               f"{ratios[-1][1]:6.2f}x {ratios[-1][2]:6.2f}x  {r['air'] / bf16_peak:6.0%} "
               f"{tb16 / bf16_peak:6.0%} {r['air_f32'] / peak['f32']:6.0%}")
+    names = list(air[0]["paths"])
+    print(f"\nair's bf16 GEMM on each path this CPU runs (GFLOP/s, windows interleaved; "
+          f"chosen: {air[0]['path']}):")
+    print(f"{'product':22} " + " ".join(f"{n:>10}" for n in names) + f" {'air fp32':>10}  fastest")
+    for (what, *_), r in zip(BF16_SHAPES, air):
+        fastest = max(names, key=lambda n: r["paths"][n])
+        print(f"{what:22} " + " ".join(f"{r['paths'][n]:10.1f}" for n in names) +
+              f" {r['air_f32']:10.1f}  {fastest}")
     lo = [min((x[i] for x in ratios), key=lambda v: (v != v, v)) for i in range(3)]
     hi = [max((x[i] for x in ratios), key=lambda v: (v == v, v)) for i in range(3)]
     print(f"ranges: air bf16 / torch bf16 {lo[0]:.2f}-{hi[0]:.2f}x, air bf16 / air fp32 "

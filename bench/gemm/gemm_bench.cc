@@ -4,10 +4,12 @@
 //   air_gemm_bench THREADS M,N,K,TRANS_A,TRANS_B [...]
 //       fp32: FastOps::Gemm -> {"shape", "gflops", "kernels"}
 //   air_gemm_bench --bf16 THREADS M,N,K,TRANS_A,TRANS_B,C,BETA [...]    (C: bf16 or f32)
-//       A and B bf16: air's GemmBf16 (its selected path), oneDNN's bf16 matmul
-//       (onednn_gemm.h) and, for the ratio, air's fp32 FastGemm on the same values, each
-//       C = op(A) op(B) + BETA * C
-//       -> {"shape", "air", "onednn", "air_f32", "path", "onednn_impl"} (GFLOP/s)
+//       A and B bf16: the bf16 GEMM on each path measured (onednn, avx512bf16, avx512 and the
+//       kernel level's where this CPU runs them, and the one gemm_path.h chooses:
+//       AIR_CPU_PATH forces it) and, for the ratio, air's fp32 FastGemm on the same values,
+//       each C = op(A) op(B) + BETA * C, their windows interleaved
+//       -> {"shape", "air" (the chosen path), "onednn", "air_f32", "path" (chosen), "reason",
+//           "onednn_impl", "paths": {name: GFLOP/s}} (GFLOP/s)
 //   air_gemm_bench --peak THREADS
 //       register-only vdpbf16ps and fp32 FMA loops on every thread -> {"bf16", "f32"} (GFLOP/s;
 //       bf16 0 where the CPU has no AVX512_BF16)
@@ -32,8 +34,9 @@
 #include "engine/backend/cpu/fast_gemm.h"
 #include "engine/backend/cpu/fast_ops.h"
 #include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/gemm_path.h"
+#include "engine/backend/cpu/onednn_gemm.h"
 #include "engine/dtype.h"
-#include "onednn_gemm.h"
 
 namespace {
 
@@ -53,6 +56,28 @@ struct Clock {
     return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
   }
 };
+
+// The best GFLOP/s of each of `runs` over three 0.25 s windows, the runs' windows taken in
+// turn (run 0, run 1, ..., run 0, ...) so that a change in other load hits them all alike.
+std::vector<double> BestGflopsInterleaved(const Clock& clock, double flops,
+                                          const std::vector<std::function<void()>>& runs) {
+  for (const auto& run : runs) run();  // warm-up: packing buffers, page faults, primitives
+  std::vector<double> best(runs.size(), 0.0);
+  for (int window = 0; window < 3; ++window) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      int reps = 0;
+      double seconds = 0.0;
+      const double start = clock.Now();
+      while (seconds < 0.25) {
+        runs[r]();
+        ++reps;
+        seconds = clock.Now() - start;
+      }
+      best[r] = std::max(best[r], flops * reps / seconds / 1e9);
+    }
+  }
+  return best;
+}
 
 double BestGflops(const Clock& clock, double flops, const std::function<void()>& run) {
   run();  // warm-up: packing buffers, page faults, primitive creation
@@ -126,11 +151,30 @@ int Fp32(const Clock& clock, int threads, int argc, char** argv) {
   return 0;
 }
 
+// The bf16 GEMM's paths measured: onednn, avx512bf16, avx512 (bf16 storage, fp32 FMA math) and
+// the kernel level's where this CPU runs them, and the chosen one (gemm_path.h); avx2 and
+// generic only when chosen or the level's (the generic loops take seconds on large shapes).
+std::vector<GemmBf16Path> MeasuredPaths(GemmBf16Path chosen) {
+  std::vector<GemmBf16Path> paths;
+  for (GemmBf16Path p : AllGemmBf16Paths()) {
+    const bool wanted = p == chosen || p == GemmBf16Path::kOneDnn ||
+                        p == GemmBf16Path::kAvx512Bf16 || p == GemmBf16Path::kAvx512 ||
+                        p == SelectedGemmBf16Path();
+    if (wanted && GemmBf16PathRuns(p, nullptr)) paths.push_back(p);
+  }
+  return paths;
+}
+
 int Bf16(const Clock& clock, int threads, int argc, char** argv) {
+  const air::Result<GemmPathChoice> chosen = ChooseGemmBf16Path();
+  if (!chosen.ok()) {
+    std::fprintf(stderr, "%s\n", chosen.status().message().c_str());
+    return 2;
+  }
+  const std::vector<GemmBf16Path> paths = MeasuredPaths(chosen->path);
   ThreadPool pool(threads);
-  GemmBf16Scratch scratch;
+  std::vector<GemmBf16Scratch> scratch(paths.size());
   GemmScratch f32_scratch;
-  air::bench::OneDnnGemm onednn;
   std::mt19937 rng(0);
   for (int i = 0; i < argc; ++i) {
     Shape s;
@@ -145,32 +189,38 @@ int Bf16(const Clock& clock, int threads, int argc, char** argv) {
     const long lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
     const GemmOperand ga{a.data(), true, lda, s.ta != 0}, gb{b.data(), true, ldb, s.tb != 0};
     const GemmResult gc{s.c_bf16 ? static_cast<void*>(c16.data()) : c32.data(), s.c_bf16, s.n};
-    const double flops = 2.0 * s.m * s.n * s.k;
-    const double air = BestGflops(
-        clock, flops, [&] { GemmBf16(pool, scratch, s.m, s.n, s.k, ga, gb, s.beta, gc); });
-    const double air_f32 = BestGflops(clock, flops, [&] {
+    // Every path, then air's fp32 GEMM on the same values, window by window in turn.
+    std::vector<std::function<void()>> runs;
+    for (size_t p = 0; p < paths.size(); ++p) {
+      runs.push_back([&, p] {
+        GemmBf16OnPath(paths[p], &pool, scratch[p], s.m, s.n, s.k, ga, gb, s.beta, gc);
+      });
+    }
+    runs.push_back([&] {
       FastGemm(pool, f32_scratch, s.ta, s.tb, s.m, s.n, s.k, a32.data(), lda, b32.data(), ldb,
                s.beta, c32.data(), s.n);
     });
-    air::bench::OneDnnGemm::SetThreads(threads);  // air's pool is idle meanwhile
-    // oneDNN has no bf16 matmul below AVX-512 (ONEDNN_MAX_CPU_ISA=AVX2, an AVX2-only CPU): its
-    // column is then null, with the reason, and air's are still measured.
-    std::string dnnl = "null", impl;
-    try {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.1f", BestGflops(clock, flops, [&] {
-                      onednn.Gemm(s.m, s.n, s.k, ga, gb, s.beta, gc);
-                    }));
-      dnnl = text;
-      impl = onednn.last_impl();
-    } catch (const std::exception& e) {
-      impl = std::string("none on this ISA (") + e.what() + ")";
+    const std::vector<double> gflops = BestGflopsInterleaved(clock, 2.0 * s.m * s.n * s.k, runs);
+    std::string by_path, onednn = "null", impl;
+    double air = 0.0;
+    for (size_t p = 0; p < paths.size(); ++p) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%s\"%s\":%.1f", p == 0 ? "" : ",",
+                    GemmBf16PathName(paths[p]), gflops[p]);
+      by_path += text;
+      if (paths[p] == chosen->path) air = gflops[p];
+      if (paths[p] == GemmBf16Path::kOneDnn) {
+        std::snprintf(text, sizeof text, "%.1f", gflops[p]);
+        onednn = text;
+        impl = scratch[p].onednn != nullptr ? scratch[p].onednn->last_impl() : "";
+      }
     }
+    if (impl.empty()) impl = std::string("not run: ") + OneDnnMatmul().why;
     std::printf(
         "{\"shape\":\"%s\",\"air\":%.1f,\"onednn\":%s,\"air_f32\":%.1f,\"path\":\"%s\","
-        "\"onednn_impl\":\"%s\"}\n",
-        argv[i], air, dnnl.c_str(), air_f32, GemmBf16PathName(SelectedGemmBf16Path()),
-        impl.c_str());
+        "\"reason\":\"%s\",\"onednn_impl\":\"%s\",\"paths\":{%s}}\n",
+        argv[i], air, onednn.c_str(), gflops.back(), GemmBf16PathName(chosen->path),
+        chosen->reason.c_str(), impl.c_str(), by_path.c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -11,6 +11,8 @@ master weights and AdamW state) on a tiny Llama saved by transformers:
   losses and final weights within a measured, asserted bound;
 - SIGKILL after checkpoint-10 and resume: the remaining losses and the final checkpoint are
   bit for bit those of a run that was never stopped;
+- every CPU GEMM path (AIR_CPU_PATH: onednn, avx512bf16, avx512, avx2) trains the same losses,
+  the plan names the path, and a path that is unknown or this CPU cannot run is refused;
 - a CPU path without bf16 instructions (AIR_CPU_KERNELS=avx2) trains bf16 by converting, and
   says so once; bad precision settings are errors naming the key.
 """
@@ -164,6 +166,56 @@ def test_a_cpu_path_without_bf16_instructions_converts_and_says_so_once(tiny, ai
            "converting bf16 to fp32 on load"
     assert proc.stdout.count(note) == 1, proc.stdout
     assert len(losses(out)) == 3
+
+
+def test_every_cpu_gemm_path_trains_the_same_losses_and_the_plan_names_it(tiny, air_bin,
+                                                                          tmp_path):
+    """AIR_CPU_PATH forces the bf16 GEMM's path (gemm_path.h); every path this CPU runs trains
+    the same model to the same losses within bf16 rounding, and the plan's compute line names
+    the path that ran (the default: the rule's, with its reason)."""
+    runs, amx = {}, {}
+    for path in ("", "onednn", "avx512bf16", "avx512", "avx2"):
+        out = tmp_path / (path or "default")
+        env = dict(os.environ, AIR_CPU_PATH=path)
+        proc = subprocess.run(command(air_bin, write(tmp_path / f"{path}.yaml",
+                                                     params(tiny, out, max_steps=4)), 1),
+                              capture_output=True, text=True, timeout=300, env=env)
+        if path and proc.returncode != 0:  # a path this CPU cannot run: refused, and printed
+            assert f"AIR_CPU_PATH={path}: this CPU cannot run the {path} GEMM path" in \
+                proc.stderr, proc.stderr
+            print(f"AIR_CPU_PATH={path}: not run on this CPU: {proc.stderr.strip()}")
+            continue
+        assert proc.returncode == 0, explain("air train failed", proc.stdout + proc.stderr)
+        compute = next(line for line in proc.stdout.splitlines() if line.startswith("compute"))
+        print(compute)
+        if path:
+            assert f"bf16 GEMM {path}" in compute and f"(AIR_CPU_PATH={path})" in compute, compute
+        else:
+            assert "bf16 GEMM " in compute, compute
+        runs[path] = losses(out)
+        amx[path] = "amx" in compute
+    assert len(runs) >= 2, runs  # the default and at least the conversion paths
+    for path, got in runs.items():
+        worst = max(abs(a - b) / abs(b) for a, b in zip(got, runs[""]))
+        print(f"{path or 'default'}: losses {got}, worst relative difference {worst:.2g}")
+        # Measured on Zen 4 (4 steps, the tiny model's K fits one slice): onednn's brgemm and
+        # avx512bf16 sum in the same order (0: the same bits), the fp32-math paths 1.5e-10.
+        # oneDNN's AMX tiles (not measured: no AMX CPU here) sum in another order.
+        assert worst <= (1e-4 if amx[path] or amx[""] else 2e-9), (path, got, runs[""])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("amx", "AIR_CPU_PATH=amx: unknown CPU GEMM path 'amx': valid paths are onednn, "
+            "avx512bf16, avx512, avx2, generic; this CPU runs "),
+])
+def test_an_unknown_cpu_gemm_path_is_refused_naming_the_paths(value, message, tiny, air_bin,
+                                                              tmp_path):
+    cfg = write(tmp_path / "p.yaml", params(tiny, tmp_path / "out"))
+    proc = subprocess.run([air_bin, "train", "--config", str(cfg), "--dry-run"],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, AIR_CPU_PATH=value))
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert message in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("setting, message", [

@@ -5,6 +5,7 @@
 
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/fast_ops.h"
+#include "engine/backend/cpu/gemm_path.h"
 #include "engine/backend/cpu/reference_ops.h"
 #ifndef AIR_HAVE_CUDA
 #define AIR_HAVE_CUDA 0
@@ -81,7 +82,10 @@ Result<std::shared_ptr<Backend>> CreateBackend(const BackendOptions& options) {
                            options.device.ToString());
   }
   if (options.kind == "reference") return std::shared_ptr<Backend>(new ReferenceOps());
-  if (options.kind == "fast") return std::shared_ptr<Backend>(new FastOps(options.num_threads));
+  if (options.kind == "fast") {
+    AIR_ASSIGN_OR_RETURN(const GemmPathChoice path, ChooseGemmBf16Path(options.cpu_gemm_path));
+    return std::shared_ptr<Backend>(new FastOps(options.num_threads, path.path));
+  }
   return InvalidArgument("unknown backend '" + options.kind + "': valid backends are " +
                          KnownBackendKinds());
 }
@@ -102,6 +106,15 @@ BackendTolerances Bf16Figures() {
   t.elementwise = 2e-2;
   t.reduction_relative = 4e-9;
   return t;
+}
+
+// The fast backend with its bf16 GEMM on oneDNN's matmul (an F32 operand rounded to bf16
+// first, as the native paths do; its sums in oneDNN's order). Measured on Zen 4 (oneDNN's
+// brg:avx512_core_bf16): GEMM 2.5e-8 per sqrt(K) with F32 gradients, 9.2e-4 with BF16 data
+// (the native paths' figure); the other ops are the fast kernels'.
+BackendTolerances OneDnnMixedFigures(BackendTolerances mixed) {
+  mixed.gemm_per_sqrt_k = 2.5e-7;
+  return mixed;
 }
 
 }  // namespace
@@ -140,11 +153,18 @@ std::vector<RegisteredBackend> RegisteredBackends(int threads) {
   fast_mixed.gemm_per_sqrt_k = 4e-7;
   fast_mixed.rowwise_backward = 4e-6;
   fast_mixed.attention_backward = 3e-2;  // measured 3.2e-3
-  out.push_back({std::string("fast/") + CpuKernelsName(SelectedCpuKernels()),
-                 {"fast", threads},
-                 fast,
-                 Bf16Figures(),
-                 fast_mixed});
+  const std::string fast_name = std::string("fast/") + CpuKernelsName(SelectedCpuKernels());
+  out.push_back({fast_name, {"fast", threads}, fast, Bf16Figures(), fast_mixed});
+  // The same kernels with the bf16 GEMM on each other path this CPU runs (the harness tests
+  // them all; F32 data takes the fp32 GEMM whatever the path).
+  const Result<GemmPathChoice> chosen = ChooseGemmBf16Path();
+  for (GemmBf16Path path : AllGemmBf16Paths()) {
+    if ((chosen.ok() && chosen->path == path) || !GemmBf16PathRuns(path, nullptr)) continue;
+    BackendOptions options{"fast", threads};
+    options.cpu_gemm_path = GemmBf16PathName(path);
+    out.push_back({fast_name + "/gemm=" + options.cpu_gemm_path, options, fast, Bf16Figures(),
+                   path == GemmBf16Path::kOneDnn ? OneDnnMixedFigures(fast_mixed) : fast_mixed});
+  }
   if (CudaUsable().ok()) {
     // The CUDA kernels: fp32 math with fp32 exp/log (not the reference's double), sums in a
     // fixed blocked order (no atomics), cuBLASLt's fp32 and bf16 GEMMs; AdamW, Scale, the
@@ -177,6 +197,12 @@ std::vector<RegisteredBackend> RegisteredBackends(int threads) {
 
 std::vector<UnavailableBackend> UnavailableBackends() {
   std::vector<UnavailableBackend> out;
+  for (GemmBf16Path path : AllGemmBf16Paths()) {
+    std::string why;
+    if (!GemmBf16PathRuns(path, &why)) {
+      out.push_back({std::string("fast/gemm=") + GemmBf16PathName(path), why});
+    }
+  }
   if (const Status cuda = CudaUsable(); !cuda.ok()) out.push_back({"cuda", cuda.message()});
   return out;
 }

@@ -4,7 +4,11 @@
 //   reference  backend/cpu/reference_ops: plain loops, double sums — the ground truth (cpu)
 //   fast       backend/cpu/fast_ops: blocked, vectorized, threaded CPU kernels at the level
 //              cpu_features.h selects (avx512bf16, avx512, avx2 or generic; AIR_CPU_KERNELS
-//              caps it) (cpu)
+//              caps it), the bf16 GEMM on the path gemm_path.h chooses (onednn, avx512bf16,
+//              ...; AIR_CPU_PATH or BackendOptions::cpu_gemm_path forces one) (cpu). Registered
+//              once on the chosen path and once more per other bf16 GEMM path this CPU runs
+//              ("fast/avx512bf16/gemm=onednn"), so the harness tests every path; the paths it
+//              cannot run are listed as unavailable, with why.
 //   cuda       backend/cuda: cuBLASLt GEMMs and CUDA kernels on one GPU (cuda:N), in builds
 //              configured with the CUDA toolkit (AIR_CUDA)
 //
@@ -36,6 +40,9 @@ struct BackendOptions {
   int num_threads = 0;
   // cpu, or cuda:N (N among the GPUs CUDA_VISIBLE_DEVICES shows this process).
   Device device;
+  // The fast CPU backend's bf16 GEMM path (gemm_path.h: "onednn", "avx512bf16", ...); empty:
+  // AIR_CPU_PATH if set, else the rule.
+  std::string cpu_gemm_path;
 };
 
 // The default backend of a device: fast for cpu, cuda for cuda:N.
@@ -60,7 +67,7 @@ struct BackendTolerances {
 };
 
 struct RegisteredBackend {
-  std::string name;  // "reference", "fast/avx512", "cuda:0"
+  std::string name;  // "reference", "fast/avx512", "fast/avx512bf16/gemm=onednn", "cuda:0"
   BackendOptions options;
   BackendTolerances f32;           // F32 data
   BackendTolerances bf16;          // every data argument BF16
@@ -69,7 +76,7 @@ struct RegisteredBackend {
 
 // A backend this build has that this machine cannot run, and why.
 struct UnavailableBackend {
-  std::string name;  // "cuda"
+  std::string name;  // "cuda", "fast/gemm=onednn"
   std::string why;   // "no CUDA device: cudaGetDeviceCount: ..."
 };
 
@@ -84,7 +91,8 @@ bool BuiltWithCuda();
 Result<int> VisibleGpuCount();
 
 // Creates the backend `options` names on its device. Errors name what is missing and the way
-// out: an unknown kind (InvalidArgument, the valid kinds), a kind that does not run on the
+// out: an unknown kind (InvalidArgument, the valid kinds), a CPU GEMM path that is unknown or
+// that this CPU cannot run (naming the paths it can), a kind that does not run on the
 // device, cuda in a build without it or on a machine without a usable GPU or driver
 // (FailedPrecondition, naming the CPU path), a GPU index beyond the visible ones.
 Result<std::shared_ptr<Backend>> CreateBackend(const BackendOptions& options = {});

@@ -9,7 +9,7 @@
 
 #include "base/strings.h"
 #include "engine/backend/cpu/cpu_features.h"
-#include "engine/backend/cpu/gemm_precision.h"
+#include "engine/backend/cpu/gemm_path.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/registry.h"
 #include "engine/data/dataset.h"
@@ -258,8 +258,12 @@ Result<PreparedTraining> PrepareTraining(Env* env, TrainConfig config) {
   if (std::string problem = CpuKernelsSettingProblem(); on_cpu && !problem.empty()) {
     p.notes.push_back(problem);
   }
-  if (on_cpu && config.precision.param_dtype == DType::kBF16) {
-    if (std::string how = CpuBf16Note(); !how.empty()) p.notes.push_back(how);
+  if (on_cpu) {
+    // AIR_CPU_PATH naming a path this CPU cannot run is refused here, before anything loads.
+    AIR_ASSIGN_OR_RETURN(const GemmPathChoice gemm, ChooseGemmBf16Path());
+    if (config.precision.param_dtype == DType::kBF16 && !gemm.fp32_math_note.empty()) {
+      p.notes.push_back(gemm.fp32_math_note);
+    }
   }
   p.config = std::move(config);
   return p;
@@ -355,8 +359,15 @@ std::string DescribeCompute(const PreparedTraining& p, int threads) {
     return fmt::format("{}, {} free, {}", p.device.description,
                        HumanBytes(p.device.memory.free_bytes), precision);
   }
-  return fmt::format("CPU, {}, {} thread{}, {} kernels", precision, threads,
-                     threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()));
+  std::string gemm;
+  if (p.config.precision.param_dtype == DType::kBF16) {
+    const Result<GemmPathChoice> path = ChooseGemmBf16Path();  // checked when prepared
+    if (path.ok()) {
+      gemm = fmt::format(", bf16 GEMM {} ({})", DescribeGemmBf16Path(path->path), path->reason);
+    }
+  }
+  return fmt::format("CPU, {}, {} thread{}, {} kernels{}", precision, threads,
+                     threads == 1 ? "" : "s", CpuKernelsName(SelectedCpuKernels()), gemm);
 }
 
 int64_t GlobalBatchSize(const PreparedTraining& p) {

@@ -56,9 +56,7 @@ double RelativeError(const std::vector<double>& numeric, const std::vector<float
 
 class GradCheck : public ::testing::TestWithParam<RegisteredBackend> {
  protected:
-  void SetUp() override {
-    backend_ = testing::MakeBackend(GetParam().options.kind, GetParam().options.num_threads);
-  }
+  void SetUp() override { backend_ = std::move(CreateBackend(GetParam().options)).value(); }
   // A fresh F32 view of `host` in the backend's memory (kept alive with the test).
   View Up(const std::vector<float>& host, Shape shape = {}) { return arrays().F32(host, shape); }
   std::vector<float> Down(const View& v) { return arrays().Get(v); }

@@ -86,7 +86,9 @@ class OpsHarness : public ::testing::TestWithParam<std::tuple<RegisteredBackend,
  protected:
   void SetUp() override {
     const RegisteredBackend& r = std::get<0>(GetParam());
-    backend_ = MakeBackend(r.options.kind, r.options.num_threads);
+    Result<std::shared_ptr<Backend>> made = CreateBackend(r.options);
+    ASSERT_TRUE(made.ok()) << r.name << ": " << made.status().message();
+    backend_ = std::move(made).value();
   }
   void TearDown() override {
     for (const auto& [family, worst] : worst_) {

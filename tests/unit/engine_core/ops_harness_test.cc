@@ -1,6 +1,7 @@
 // The per-op harness (ggml's test-backend-ops): EVERY op of ops.h, on every registered backend
 // (backend/registry.h: the CPU reference itself, the fast CPU kernels at the level this process
-// selects — ctest runs this binary again under AIR_CPU_KERNELS=avx2 and =generic), in every data
+// selects — ctest runs this binary again under AIR_CPU_KERNELS=avx2 and =generic — and again
+// with the bf16 GEMM on each other path this CPU runs: onednn, avx512, ...), in every data
 // dtype the backend supports, against the fp32 reference (ReferenceOps on F32 views of the same
 // inputs, rounded to the tested dtype first). Three precisions:
 //   f32            every data argument F32
@@ -25,6 +26,7 @@
 #include <set>
 #include <tuple>
 
+#include "engine/backend/cpu/gemm_path.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/registry.h"
@@ -567,6 +569,22 @@ INSTANTIATE_TEST_SUITE_P(Backends, OpsHarness,
                          ::testing::Combine(::testing::ValuesIn(RegisteredBackends(3)),
                                             ::testing::ValuesIn(testing::Precisions())),
                          testing::CaseName);
+
+TEST(OpsHarnessCoverage, PrintsEveryBackendAndGemmPathItRunsAndTheOnesThisMachineCannot) {
+  // The fast backend is registered once per bf16 GEMM path this CPU runs (registry.h); the
+  // paths and backends it cannot run are printed here, never silently left out.
+  int fast = 0;
+  for (const RegisteredBackend& r : RegisteredBackends(3)) {
+    std::printf("[harness] runs %s\n", r.name.c_str());
+    fast += r.name.rfind("fast/", 0) == 0;
+  }
+  for (const UnavailableBackend& u : UnavailableBackends()) {
+    std::printf("[harness] NOT RUN on this machine: %s: %s\n", u.name.c_str(), u.why.c_str());
+  }
+  int runnable_paths = 0;
+  for (GemmBf16Path path : AllGemmBf16Paths()) runnable_paths += GemmBf16PathRuns(path, nullptr);
+  EXPECT_EQ(fast, runnable_paths);
+}
 
 TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
   // The harness's tests above name every op; a new op in ops.h must get one (and this list).

@@ -10,6 +10,7 @@
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/gemm_path.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/vec_math.h"
 #include "engine/data/batch.h"
@@ -18,8 +19,9 @@
 
 namespace air::engine {
 
-FastOps::FastOps(int num_threads)
-    : pool_(std::make_unique<ThreadPool>(num_threads > 0 ? num_threads : DefaultThreadCount())) {
+FastOps::FastOps(int num_threads, GemmBf16Path bf16_path)
+    : pool_(std::make_unique<ThreadPool>(num_threads > 0 ? num_threads : DefaultThreadCount())),
+      bf16_path_(bf16_path) {
   const auto threads = static_cast<size_t>(pool_->num_threads());
   attention_scratch_.resize(threads);
   gemm_serial_scratch_.resize(threads);
@@ -32,8 +34,9 @@ FastOps::FastOps(int num_threads)
 
 std::string FastOps::Describe() const {
   const int threads = pool_->num_threads();
-  return std::string("cpu, ") + CpuKernelsName(SelectedCpuKernels()) + " kernels, " +
-         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  return std::string("cpu, ") + CpuKernelsName(SelectedCpuKernels()) + " kernels, bf16 GEMM " +
+         DescribeGemmBf16Path(bf16_path_) + ", " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads");
 }
 
 bool FastOps::Supports(OpKind, DType dtype) const {
@@ -69,12 +72,12 @@ float* FastOps::Scratch(int thread, int slot, int64_t n) const {
 void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                          int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
                          int64_t ldc) const {
-  // A BF16 operand makes it a bf16 product (gemm_mixed.h: vdpbf16ps where the CPU has it).
+  // A BF16 operand makes it a bf16 product (gemm_mixed.h, on this backend's path).
   if (k > 0 && (a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16)) {
     const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
     const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
     const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
-    GemmBf16(*pool_, gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
+    GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
     return;
   }
   if (c.dtype() == DType::kF32) {

@@ -23,13 +23,16 @@ namespace air::engine {
 
 class FastOps : public CpuBackend {
  public:
-  // num_threads <= 0: DefaultThreadCount().
-  explicit FastOps(int num_threads = 0);
+  // num_threads <= 0: DefaultThreadCount(). bf16_path: the bf16 GEMM's path (gemm_path.h
+  // chooses it for CreateBackend; it must run on this CPU: GemmBf16PathRuns); the attention's
+  // per-head products take the kernel level's native path whatever it is.
+  explicit FastOps(int num_threads = 0, GemmBf16Path bf16_path = SelectedGemmBf16Path());
 
   std::string name() const override { return "fast"; }
-  // "cpu, avx512bf16 kernels, 2 threads".
+  // "cpu, avx512bf16 kernels, bf16 GEMM onednn (brg:avx512_core_amx), 2 threads".
   std::string Describe() const override;
   int num_threads() const { return pool_->num_threads(); }
+  GemmBf16Path bf16_path() const { return bf16_path_; }
   // F32 and BF16 for every op, as the reference.
   bool Supports(OpKind op, DType dtype) const override;
   // Zero on the pool for large views (a step's gradient buffers: tens of MiB, else one thread's
@@ -56,6 +59,7 @@ class FastOps : public CpuBackend {
 
   // Scratch is logically part of a call, not of the object's value.
   std::unique_ptr<ThreadPool> pool_;
+  const GemmBf16Path bf16_path_;
   mutable GemmScratch gemm_scratch_;
   mutable GemmBf16Scratch gemm_bf16_scratch_;
   mutable std::vector<std::vector<float>> attention_scratch_;      // per thread

@@ -10,6 +10,7 @@
 #include "engine/backend/cpu/gemm_blocking.h"
 #include "engine/backend/cpu/gemm_kernels.h"
 #include "engine/backend/cpu/gemm_mixed_pack.h"
+#include "engine/backend/cpu/onednn_gemm.h"
 
 namespace air::engine {
 namespace {
@@ -30,6 +31,7 @@ struct Problem {
 CpuKernels LevelOf(GemmBf16Path path) {
   switch (path) {
     case GemmBf16Path::kAvx512Bf16:
+    case GemmBf16Path::kOneDnn:  // oneDNN's own kernels; its fallback is the native path
       return CpuKernels::kAvx512Bf16;
     case GemmBf16Path::kAvx512:
       return CpuKernels::kAvx512;
@@ -171,6 +173,13 @@ void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Prob
 void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& g) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return ScaleOnly(g);
+  if (path == GemmBf16Path::kOneDnn) {
+    if (OneDnnMatmul().usable) {
+      if (scratch.onednn == nullptr) scratch.onednn = std::make_shared<OneDnnGemm>();
+      if (scratch.onednn->Gemm(pool, g.m, g.n, g.k, g.a, g.b, g.beta, g.c)) return;
+    }
+    path = SelectedGemmBf16Path();  // no oneDNN here, or no matmul for this layout
+  }
   if (path == GemmBf16Path::kAvx512Bf16) {
     // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts.
     const bool a_in_place = g.a.bf16 && !g.a.trans;
@@ -212,7 +221,9 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
 
 }  // namespace
 
-const char* GemmBf16PathName(GemmBf16Path path) { return CpuKernelsName(LevelOf(path)); }
+const char* GemmBf16PathName(GemmBf16Path path) {
+  return path == GemmBf16Path::kOneDnn ? "onednn" : CpuKernelsName(LevelOf(path));
+}
 
 GemmBf16Path SelectedGemmBf16Path() {
   for (GemmBf16Path path :
@@ -223,6 +234,11 @@ GemmBf16Path SelectedGemmBf16Path() {
 }
 
 bool GemmBf16PathRuns(GemmBf16Path path, std::string* why) {
+  if (path == GemmBf16Path::kOneDnn) {
+    if (OneDnnMatmul().usable) return true;
+    if (why != nullptr) *why = OneDnnMatmul().why;
+    return false;
+  }
   if (DetectedCpuKernels() >= LevelOf(path)) return true;
   if (why != nullptr) {
     static constexpr const char* kNeeds[] = {"", "AVX2 and FMA", "AVX-512F",

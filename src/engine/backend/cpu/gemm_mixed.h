@@ -10,7 +10,10 @@
 // their fp32 sums (and vdpbf16ps flushes subnormal inputs and results to zero), so their bits
 // differ; each path gives the same bits whatever the thread count or repeat.
 //
-// Paths (GemmBf16Path), chosen at run time from cpu_features.h's level:
+// Paths (GemmBf16Path); FastOps takes the one gemm_path.h chooses for the CPU (or AIR_CPU_PATH):
+//   onednn      oneDNN's bf16 matmul (onednn_gemm.h: AMX tiles where the CPU and OS allow, else
+//               its AVX512 kernels), libdnnl.so.2 opened at run time; a layout it has no matmul
+//               for runs on the native path of the kernel level (SelectedGemmBf16Path)
 //   avx512bf16  vdpbf16ps on B packed in VNNI pairs along K, pairs of A broadcast (a BF16 A
 //               stored (M, K) is read in place: its pairs are already 32-bit words)
 //   avx512      bf16 -> fp32 when packing, the fp32 FMA micro-kernel (AVX-512F)
@@ -27,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,17 +55,23 @@ struct GemmResult {
   int64_t ld;
 };
 
-enum class GemmBf16Path { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+enum class GemmBf16Path { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3, kOneDnn = 4 };
 
-const char* GemmBf16PathName(GemmBf16Path path);  // "generic", "avx2", "avx512", "avx512bf16"
-// The path GemmBf16 takes: the one of SelectedCpuKernels()'s level.
+// "generic", "avx2", "avx512", "avx512bf16", "onednn"
+const char* GemmBf16PathName(GemmBf16Path path);
+// The native path of SelectedCpuKernels()'s level: what GemmBf16 and GemmBf16Serial take (the
+// attention's per-head products, inside pool tasks, always do).
 GemmBf16Path SelectedGemmBf16Path();
 // Whether this CPU can execute `path`; when not, *why says which CPU feature is missing.
 bool GemmBf16PathRuns(GemmBf16Path path, std::string* why);
 
+class OneDnnGemm;
+
 // Packing buffers and the fp32 staging block, reused across calls (grown, never shrunk):
-// fp32 panels for the conversion paths (fast_gemm.h's), bf16 pair panels for avx512bf16.
+// fp32 panels for the conversion paths (fast_gemm.h's), bf16 pair panels for avx512bf16, and
+// the onednn path's primitives (created on its first call).
 struct GemmBf16Scratch {
+  std::shared_ptr<OneDnnGemm> onednn;
   GemmScratch floats;
   std::vector<std::vector<uint32_t>> pairs_a;  // per thread, by the pool's thread index
   std::vector<uint32_t> pairs_b;               // shared by the threads of one call

@@ -1,0 +1,105 @@
+// The bf16 GEMM's path: AIR_CPU_PATH or the rule (see gemm_path.h).
+#include "engine/backend/cpu/gemm_path.h"
+
+#include <cstdlib>
+
+#include "engine/backend/cpu/amx_tiles.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/onednn_gemm.h"
+
+namespace air::engine {
+namespace {
+
+std::string PathNames() {
+  std::string names;
+  for (GemmBf16Path p : AllGemmBf16Paths()) {
+    names += (names.empty() ? "" : ", ") + std::string(GemmBf16PathName(p));
+  }
+  return names;
+}
+
+// "this CPU runs avx512bf16, avx512, avx2, generic[; not onednn (why)]": for the errors of a
+// forced path (the reasons only where the forced path's own is not already given).
+std::string WhatThisCpuRuns(bool with_reasons = true) {
+  std::string runs, cannot;
+  for (GemmBf16Path p : AllGemmBf16Paths()) {
+    std::string why;
+    if (GemmBf16PathRuns(p, &why)) {
+      runs += (runs.empty() ? "" : ", ") + std::string(GemmBf16PathName(p));
+    } else if (with_reasons) {
+      cannot += std::string("; not ") + GemmBf16PathName(p) + " (" + why + ")";
+    }
+  }
+  return "this CPU runs " + runs + cannot;
+}
+
+std::string Fp32MathNote(GemmBf16Path path, const std::string& why) {
+  if (path == GemmBf16Path::kOneDnn || path == GemmBf16Path::kAvx512Bf16) return "";
+  return std::string("bf16: the ") + GemmBf16PathName(path) + " GEMM path (" + why +
+         ") has no bf16 dot-product instructions (AVX512-BF16), so bf16 products run by "
+         "converting bf16 to fp32 on load: the same results as native bf16, at fp32 speed";
+}
+
+GemmPathChoice ByRule() {
+  const CpuKernels level = SelectedCpuKernels();
+  const GemmBf16Path native = SelectedGemmBf16Path();
+  if (level < CpuKernels::kAvx512Bf16) {
+    const std::string why =
+        level < DetectedCpuKernels()
+            ? std::string("AIR_CPU_KERNELS caps the kernels at ") + CpuKernelsName(level)
+            : "this CPU has no AVX512_BF16";
+    return {native, why, Fp32MathNote(native, why)};
+  }
+  const AmxSupport& amx = AmxBf16Support();
+  if (amx.usable && OneDnnMatmul().usable) {
+    return {GemmBf16Path::kOneDnn, "AMX-BF16 tiles", ""};
+  }
+  return {native,
+          "AVX512_BF16" + (amx.usable ? "; AMX usable but " + OneDnnMatmul().why : "; " + amx.why),
+          ""};
+}
+
+}  // namespace
+
+const std::vector<GemmBf16Path>& AllGemmBf16Paths() {
+  static const std::vector<GemmBf16Path> all = {GemmBf16Path::kOneDnn, GemmBf16Path::kAvx512Bf16,
+                                                GemmBf16Path::kAvx512, GemmBf16Path::kAvx2,
+                                                GemmBf16Path::kGeneric};
+  return all;
+}
+
+Result<GemmBf16Path> ParseGemmBf16Path(const std::string& name) {
+  for (GemmBf16Path p : AllGemmBf16Paths()) {
+    if (name == GemmBf16PathName(p)) return p;
+  }
+  return InvalidArgument("unknown CPU GEMM path '" + name + "': valid paths are " + PathNames());
+}
+
+Result<GemmPathChoice> ChooseGemmBf16Path(const std::string& forced) {
+  std::string name = forced, source = "forced";
+  if (name.empty()) {
+    const char* env = std::getenv("AIR_CPU_PATH");
+    if (env == nullptr || *env == '\0') return ByRule();
+    name = env;
+    source = "AIR_CPU_PATH";
+  }
+  Result<GemmBf16Path> path = ParseGemmBf16Path(name);
+  if (!path.ok()) {
+    return InvalidArgument(source + "=" + name + ": " + path.status().message() + "; " +
+                           WhatThisCpuRuns());
+  }
+  std::string why;
+  if (!GemmBf16PathRuns(*path, &why)) {
+    return FailedPrecondition(source + "=" + name + ": this CPU cannot run the " + name +
+                              " GEMM path (" + why + "); " + WhatThisCpuRuns(false));
+  }
+  const std::string reason = source + "=" + name;
+  return GemmPathChoice{*path, reason, Fp32MathNote(*path, reason)};
+}
+
+std::string DescribeGemmBf16Path(GemmBf16Path path) {
+  if (path != GemmBf16Path::kOneDnn) return GemmBf16PathName(path);
+  return std::string("onednn (") + OneDnnMatmul().isa + ")";
+}
+
+}  // namespace air::engine
