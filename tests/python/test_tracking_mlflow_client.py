@@ -208,10 +208,13 @@ def test_token_required_off_loopback(air_bin, air_home):
         token = (air_home / "tracking" / "server.token").read_text().strip()
         assert oct((air_home / "tracking" / "server.token").stat().st_mode & 0o777) == "0o600"
         url = srv.url + "/api/2.0/mlflow/experiments/get?experiment_id=0"
-        for path in ["/api/2.0/mlflow/experiments/get?experiment_id=0", "/api/air/runs", "/"]:
+        for path in ["/api/2.0/mlflow/experiments/get?experiment_id=0", "/api/air/runs"]:
             status, body = http("GET", srv.url + path)
             assert status == 401, (path, status)
             assert token.encode() not in body
+        # The UI's page files hold no data: served to anyone, without the token in them.
+        status, body = http("GET", srv.url + "/")
+        assert status == 200 and b"<html" in body.lower() and token.encode() not in body
         status, _ = http("GET", url, token="wrong" + token[5:])
         assert status == 401
         status, body = http("GET", url, token=token)
