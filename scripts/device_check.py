@@ -246,6 +246,33 @@ class Check:
         return {"ok": len(a) == len(b) == 20 and diff < 2e-2, "loss_rel_diff": diff,
                 "bound": 2e-2, "first_loss": a[0], "last_loss": b[-1]}
 
+    # ---- system metrics ----------------------------------------------------------------------
+    def system_metrics(self):
+        """`air run` of a one-node job sampled every second: the agent's latest sample (`air get`)
+        has the CPU rows and, on a GPU, gpu_0_* rows read through the driver's NVML (issue 32)."""
+        home, spec = self.work / "air_home", self.work / "system_metrics.yaml"
+        shape = "CPU_1" if self.args.device == "cpu" else "GPU_1xH100"
+        spec.write_text("experiment_name: device-check\n"
+                        f"compute: {{num_accelerators: 1, accelerator_type: {shape}}}\n"
+                        "command: sleep 5\nsystem_metrics_interval_s: 1\n")
+        env = dict(os.environ, AIR_HOME=str(home))
+        proc = self.run("system_metrics", [self.air, "run", "-f", spec, "--watch", "-o", "json"],
+                        120, env=env)
+        run_id = json.loads(proc.stdout.strip().splitlines()[-1])["data"]["run_id"]
+        got = json.loads(self.run("system_metrics", [self.air, "get", run_id, "-o", "json"], 60,
+                                  env=env).stdout)["data"]
+        nodes = (got.get("system_metrics") or {}).get("nodes", [])
+        metrics = nodes[0]["metrics"] if nodes else {}
+        gpu = {k: v for k, v in metrics.items() if k.startswith("gpu_")}
+        events = self.run("system_metrics", [self.air, "logs", run_id, "--alerts"], 60, env=env,
+                          check=False).stdout[-1000:]
+        ok = got["state"] == "SUCCEEDED" and "cpu_utilization_percentage" in metrics
+        if self.args.device != "cpu":
+            ok = ok and "gpu_0_memory_usage_megabytes" in gpu
+        return {"ok": ok, "state": got["state"], "gpu_rows": gpu,
+                "cpu_rows": sorted(k for k in metrics if not k.startswith("gpu_")),
+                "alerts": events}
+
     # ---- bench -------------------------------------------------------------------------------
     def bench(self):
         if self.args.bench == "full":
@@ -316,12 +343,12 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=100, help="parity steps")
     parser.add_argument("--skip", default="",
-                        help="steps to skip: harness,parity,resume,ranks,bench")
+                        help="steps to skip: harness,parity,resume,ranks,system_metrics,bench")
     parser.add_argument("--bench", choices=("quick", "full"), default="quick")
     args = parser.parse_args()
     check = Check(args)
     skip = set(filter(None, args.skip.split(",")))
-    for name in ("harness", "parity", "resume", "ranks", "bench"):
+    for name in ("harness", "parity", "resume", "ranks", "system_metrics", "bench"):
         if name in skip:
             continue
         t0 = time.monotonic()
