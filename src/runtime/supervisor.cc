@@ -31,6 +31,11 @@
 namespace air::runtime {
 namespace {
 
+// "1 retry left after it", "2 retries left after it": what a retry event says is left.
+std::string RetriesLeft(int left) {
+  return fmt::format("{} retr{} left after it", left, left == 1 ? "y" : "ies");
+}
+
 using store::AttemptState;
 using store::RunState;
 
@@ -344,9 +349,8 @@ class RunSupervisor {
             AIR_RETURN_IF_ERROR(store_->AppendEvent(
                 run_.id, "retry",
                 fmt::format("attempt {} hung; restarting the whole workload as attempt {} "
-                            "(on_hang: restart; {} retr{} left after it)",
-                            attempt, attempt + 1, run_.max_retries - attempt - 1,
-                            run_.max_retries - attempt - 1 == 1 ? "y" : "ies"),
+                            "(on_hang: restart; {})",
+                            attempt, attempt + 1, RetriesLeft(run_.max_retries - attempt - 1)),
                 attempt));
             continue;
           }
@@ -363,9 +367,8 @@ class RunSupervisor {
               }
               AIR_RETURN_IF_ERROR(store_->AppendEvent(
                   run_.id, "retry",
-                  fmt::format("{}; retrying as attempt {} ({} retr{} left after it)", step.message,
-                              attempt + 1, run_.max_retries - attempt - 1,
-                              run_.max_retries - attempt - 1 == 1 ? "y" : "ies"),
+                  fmt::format("{}; retrying as attempt {} ({})", step.message, attempt + 1,
+                              RetriesLeft(run_.max_retries - attempt - 1)),
                   attempt));
               continue;
             }
@@ -373,10 +376,8 @@ class RunSupervisor {
           if (attempt < run_.max_retries) {
             AIR_RETURN_IF_ERROR(store_->AppendEvent(
                 run_.id, "retry",
-                fmt::format("attempt {} failed; retrying the whole workload as attempt {} "
-                            "({} retr{} left after it)",
-                            attempt, attempt + 1, run_.max_retries - attempt - 1,
-                            run_.max_retries - attempt - 1 == 1 ? "y" : "ies"),
+                fmt::format("attempt {} failed; retrying the whole workload as attempt {} ({})",
+                            attempt, attempt + 1, RetriesLeft(run_.max_retries - attempt - 1)),
                 attempt));
             continue;
           }
