@@ -8,23 +8,18 @@ nothing (the real mlflow client into air's store)."""
 import datetime
 import os
 import pathlib
-import shutil
 import sqlite3
 import sys
 
-from runtime_jobs.helpers import (assert_no_processes_left, explain, submit, wait_terminal,
-                                  write_spec)
+from runtime_jobs.helpers import (assert_no_processes_left, explain, stage_venv_job, submit,
+                                  wait_terminal, write_spec)
 
 JOB_DIR = pathlib.Path(__file__).parent / "runtime_jobs" / "gloo_hang"
 HANG_MINUTES = 0.25  # 15 s: past the job's silent `import torch` on a loaded machine
 
 
 def hang_spec(tmp_path, monkeypatch, **extra):
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    shutil.copytree(JOB_DIR, tmp_path / "code")
-    out = tmp_path / "out"
-    out.mkdir()
+    out = stage_venv_job(tmp_path, monkeypatch, JOB_DIR)
     spec = write_spec(tmp_path, "python -u job.py", name="gloo-hang", nodes=2,
                       code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
                       env_variables={"JOB_OUT": str(out), "OMP_NUM_THREADS": "1"},

@@ -5,24 +5,18 @@ its GPU-hours so far; after it ends, `air get -o json` and `air list -o json` gi
 time to the first step and GPU-hours equal to GPUs x each attempt's wall time. Steps come from
 the real mlflow client's metrics (the seed's way) or, without tracking calls, from the
 `step=N/M` lines of node 0's log; and from Hugging Face Trainer's own MLflow logging."""
-import os
 import pathlib
-import shutil
-import sys
 import time
 
-from runtime_jobs.helpers import explain, get, submit, wait_for, wait_terminal, write_spec
+from runtime_jobs.helpers import (explain, get, stage_venv_job, submit, wait_for, wait_terminal,
+                                  write_spec)
 
 JOB_DIR = pathlib.Path(__file__).parent / "runtime_jobs" / "progress"
 
 
 def start(air, tmp_path, monkeypatch, use_mlflow):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # a 2-GPU host
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    shutil.copytree(JOB_DIR, tmp_path / "code")
-    out = tmp_path / "out"
-    out.mkdir()
+    out = stage_venv_job(tmp_path, monkeypatch, JOB_DIR)
     spec = write_spec(tmp_path, "python -u job.py", name="progress", nodes=2,
                       code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
                       env_variables={"JOB_OUT": str(out), "MAX_STEPS": "40", "PAUSE_AT": "21",
@@ -81,11 +75,7 @@ def test_progress_of_hugging_face_trainers_own_mlflow_logging(air, air_home, tmp
                                                               monkeypatch):
     """HF Trainer, report_to="mlflow" (its MLflowCallback, unchanged): the steps and max_steps
     come from what the Trainer logs to the run air created."""
-    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
-    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    shutil.copytree(JOB_DIR.parent / "hf_trainer", tmp_path / "code")
-    out = tmp_path / "out"
-    out.mkdir()
+    out = stage_venv_job(tmp_path, monkeypatch, JOB_DIR.parent / "hf_trainer")
     spec = write_spec(tmp_path, "python -u job.py", name="hf-trainer", nodes=1,
                       code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
                       env_variables={"JOB_OUT": str(out), "MAX_STEPS": "12",

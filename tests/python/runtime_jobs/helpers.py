@@ -36,16 +36,23 @@ def write_spec(directory: pathlib.Path, command: str, *, name: str = "run-test",
     return path
 
 
-def allreduce_spec(tmp_path, monkeypatch):
-    """The torchrun + gloo all-reduce workload (2 nodes x 2 processes) that runs unchanged on
-    every backend (test_run_torch.py, test_slurm.py). Returns (spec path, output directory)."""
-    # torch comes from the project venv: put its bin (torchrun, python) first on PATH.
+def stage_venv_job(tmp_path, monkeypatch, job_dir):
+    """A job that runs on the project venv's torch: the venv's bin (torchrun, python) first on
+    PATH, `job_dir` copied to tmp_path/code (the spec's snapshot root). Returns the empty output
+    directory tmp_path/out the job writes to (its JOB_OUT)."""
     venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
     assert os.path.exists(os.path.join(venv_bin, "torchrun")), venv_bin
     monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
-    shutil.copytree(ALLREDUCE_DIR, tmp_path / "code")
+    shutil.copytree(job_dir, tmp_path / "code")
     out = tmp_path / "out"
     out.mkdir()
+    return out
+
+
+def allreduce_spec(tmp_path, monkeypatch):
+    """The torchrun + gloo all-reduce workload (2 nodes x 2 processes) that runs unchanged on
+    every backend (test_run_torch.py, test_slurm.py). Returns (spec path, output directory)."""
+    out = stage_venv_job(tmp_path, monkeypatch, ALLREDUCE_DIR)
     spec = write_spec(tmp_path, TORCHRUN, name="torch-allreduce", nodes=2, per_node=2,
                       code_source={"type": "snapshot", "snapshot": {"root_path": "code"}},
                       env_variables={"JOB_OUT": str(out), "OMP_NUM_THREADS": "1"})
