@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "engine/backend/cpu/convert.h"
+#include "engine/backend/cpu/dropout_range.h"
 #include "engine/backend/cpu/fast_ops.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/vec_math.h"
@@ -205,10 +206,7 @@ void FastOps::DropoutKernel(const View& x, float p, uint64_t seed, const View& o
   ForChunks(*pool_, x.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
     float* ys = WriteF32(out, at, Scratch(thread, 1, count));
-    for (int64_t i = 0; i < count; ++i) {
-      const bool keep = DropoutUniform(seed, static_cast<uint64_t>(at + i)) >= p;
-      ys[i] = keep ? xs[i] * scale : 0.0f;
-    }
+    DropoutRange(xs, p, scale, seed, static_cast<uint64_t>(at), count, ys);
     CommitF32(ys, out, at, count);
   });
 }

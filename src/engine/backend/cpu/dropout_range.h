@@ -1,0 +1,21 @@
+// Dropout over a range of floats for the fast CPU path: the mask of op_semantics.h's
+// DropoutUniform (splitmix64 of the element's index), drawn 16 elements at a time with AVX-512F and
+// AVX512DQ (vpmullq for splitmix64's 64-bit multiplies) — the same bits as the
+// scalar draw, so every backend, thread count and kernel level sees the same mask. Without
+// AVX-512 (or with AIR_CPU_KERNELS capped below it) the scalar draw. Written by hand because the
+// scalar loop does not vectorize (64-bit multiplies) and LoRA's dropout draws the mask three
+// times per adapter and step (forward, and the backward's input and gradient): bench/lora spent
+// 22% of a bf16 step in the scalar loop.
+// Thread safety: pure function over its arguments.
+#pragma once
+
+#include <cstdint>
+
+namespace air::engine {
+
+// out[i] = x[i] * scale where element `first + i` of the mask of `seed` is kept at drop
+// probability p (DropoutUniform(seed, first + i) >= p), else 0; for i < n. out may be x.
+void DropoutRange(const float* x, float p, float scale, uint64_t seed, uint64_t first, int64_t n,
+                  float* out);
+
+}  // namespace air::engine
