@@ -5,7 +5,8 @@ Two tables, one run, the CPU's model and flags and the load average printed firs
 
 fp32  The products of one training step of a small Llama (1024 tokens, hidden 256, MLP 640,
       vocab 4096): the forward X W^T, the input gradient dY W, the weight gradient dY^T X,
-      the LM head, plus a square 2048 product. air: FastOps::Gemm; PyTorch: torch.mm on fp32.
+      the LM head, plus a square 2048 product, and LoRA r 16's fp32 products on hidden 512
+      (the narrow GEMM, gemm_narrow.h). air: FastOps::Gemm; PyTorch: torch.mm on fp32.
 bf16  The products of one training step of bench/train_step's 4 x 512 Llama (1024 tokens =
       batch 4 x seq 256, hidden 512, 8 heads of 64 with 4 KV heads, MLP 1344) with the 56M
       model's 32k vocabulary (the LM head whole and a 256-row chunk, as a chunked
@@ -47,6 +48,11 @@ FP32_SHAPES = [  # (what, m, n, k, trans_a, trans_b)
     ("dY W (input grad)", 1024, 256, 640, 0, 0),
     ("dY^T X (weight grad)", 640, 256, 1024, 1, 0),
     ("square 2048", 2048, 2048, 2048, 0, 0),
+    # LoRA r 16's fp32 products (gemm_narrow.h): du = dY B, dB = dY^T U, T = dU A, dA = dU^T X
+    ("LoRA dY B (N 16)", 1024, 16, 512, 0, 0),
+    ("LoRA dY^T U (N 16)", 512, 16, 1024, 1, 0),
+    ("LoRA dU A (K 16)", 1024, 512, 16, 0, 0),
+    ("LoRA dU^T X (M 16)", 16, 512, 1024, 1, 0),
 ]
 T, H, KV, F, V, CHUNK = 1024, 512, 256, 1344, 32000, 256
 BF16_SHAPES = [  # (what, m, n, k, trans_a, trans_b, C dtype, beta)

@@ -6,7 +6,8 @@
 // C, over more than one row block), beta 0 over NaN, beta 1 and 0.5, K == 0, nothing written
 // outside C, F32 inputs and BF16 results rounded to nearest even, and bit-identical results
 // across repeats, thread counts, the serial entry point and a reused scratch. Each path's
-// worst error is printed; the bounds hold it within 10x of what was measured.
+// worst error is printed; the bounds hold it within 10x of what was measured. The fp32 narrow
+// GEMM (gemm_narrow.h: a side of at most 16) is checked the same way against fp32 inputs.
 #include "engine/backend/cpu/gemm_mixed.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,8 @@
 
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/convert.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/gemm_narrow.h"
 #include "engine/dtype.h"
 #include "test_util.h"
 
@@ -136,8 +139,13 @@ struct Reference {
   std::vector<double> value, scale;
 };
 
-Reference Compute(const Problem& p) {
+// `rounded`: the inputs as bf16 math sees them (else as stored: fp32 math on F32 operands).
+Reference Compute(const Problem& p, bool rounded = true) {
   const Case& g = p.g;
+  const std::vector<double> a_f32(p.a.f32.begin(), p.a.f32.end());
+  const std::vector<double> b_f32(p.b.f32.begin(), p.b.f32.end());
+  const std::vector<double>& a_seen = rounded ? p.a.seen : a_f32;
+  const std::vector<double>& b_seen = rounded ? p.b.seen : b_f32;
   Reference ref;
   ref.value.resize(static_cast<size_t>(g.m * g.n));
   ref.scale.resize(ref.value.size());
@@ -145,8 +153,8 @@ Reference Compute(const Problem& p) {
     for (int64_t j = 0; j < g.n; ++j) {
       double sum = 0.0, abs_sum = 0.0;
       for (int64_t q = 0; q < g.k; ++q) {
-        const double av = g.ta ? p.a.seen[q * p.a.ld + i] : p.a.seen[i * p.a.ld + q];
-        const double bv = g.tb ? p.b.seen[j * p.b.ld + q] : p.b.seen[q * p.b.ld + j];
+        const double av = g.ta ? a_seen[q * p.a.ld + i] : a_seen[i * p.a.ld + q];
+        const double bv = g.tb ? b_seen[j * p.b.ld + q] : b_seen[q * p.b.ld + j];
         sum += av * bv;
         abs_sum += std::fabs(av * bv);
       }
@@ -204,14 +212,13 @@ std::vector<Case> Cases() {
       {300, 33, 64},    // many row tiles, one column tile
       {20, 37, 4099}};  // several pair slices (a BF16 C staged), odd K
   std::vector<Case> cases;
-  int combo = 0;
   for (auto [m, n, k] : shapes) {
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {
         for (float beta : {0.0f, 1.0f, 0.5f}) {
-          const int c = combo++ % 8;
-          cases.push_back(
-              {ta != 0, tb != 0, m, n, k, beta, (c & 1) != 0, (c & 2) != 0, (c & 4) != 0});
+          for (bool c_bf16 : {false, true}) {
+            cases.push_back({ta != 0, tb != 0, m, n, k, beta, false, false, c_bf16});
+          }
         }
       }
     }
@@ -415,6 +422,72 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16PathTest,
                          [](const ::testing::TestParamInfo<GemmBf16Path>& info) {
                            return std::string(GemmBf16PathName(info.param));
                          });
+
+// Shapes with a side of at most 16 (LoRA's rank-16 products and their edges) x transposes x
+// betas x an F32 and a BF16 C; F32 operands.
+std::vector<Case> NarrowCases() {
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1000, 16, 300},  // N = 16: the down product x A^T over 1000 tokens (125 tiles of 8)
+      {77, 5, 64},      // N < 16, a ragged last tile
+      {16, 600, 1000},  // M = 16: the adapter gradient du^T x
+      {3, 257, 33},     // M < 16, odd everything
+      {1000, 520, 16},  // K = 16: the up product u B^T (strips of 64, a ragged last one)
+      {77, 1000, 1},    // K = 1
+      {16, 16, 16},     // all three narrow
+      {9, 20, 7}};
+  std::vector<Case> cases;
+  for (auto [m, n, k] : shapes) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+          for (bool c_bf16 : {false, true}) {
+            cases.push_back({ta != 0, tb != 0, m, n, k, beta, false, false, c_bf16});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+Result RunNarrow(ThreadPool& pool, NarrowGemmScratch& scratch, const Problem& p) {
+  Result c = p.c;
+  NarrowGemm(pool, scratch, p.g.ta, p.g.tb, p.g.m, p.g.n, p.g.k, p.a.f32.data(), p.a.ld,
+             p.b.f32.data(), p.b.ld, p.g.beta, c.View());
+  return c;
+}
+
+TEST(NarrowGemm, MatchesDoubleReferenceAndIsBitIdenticalAcrossThreadCounts) {
+  if (!NarrowGemmApplies(16, 16, 16)) {
+    GTEST_SKIP() << "the narrow GEMM runs with AVX-512 kernels only; kernels here: "
+                 << CpuKernelsName(SelectedCpuKernels());
+  }
+  ThreadPool one(1), three(3), sixteen(16);
+  NarrowGemmScratch scratch;  // reused across every shape and dtype, deliberately
+  double worst[2] = {};       // [BF16 C]
+  uint64_t seed = 500;
+  for (const Case& g : NarrowCases()) {
+    const Problem p(g, seed += 3);
+    const std::string what = Describe(g);
+    const Result got = RunNarrow(three, scratch, p);
+    worst[g.c_bf16] = std::max(worst[g.c_bf16], ExpectMatches(p, Compute(p, false), got, what));
+    EXPECT_TRUE(got.BitEqual(RunNarrow(one, scratch, p))) << "1 thread " << what;
+    EXPECT_TRUE(got.BitEqual(RunNarrow(sixteen, scratch, p))) << "16 threads " << what;
+  }
+  std::printf("[ narrow ] worst error: F32 C %.3g (bound %.3g), BF16 C %.3g (bound %.3g)\n",
+              worst[0], kF32Bound, worst[1], kBf16Bound);
+}
+
+TEST(NarrowGemm, AppliesToASideOfAtMost16WithAvx512KernelsOnly) {
+  const bool avx512 = UseAvx512();
+  EXPECT_EQ(NarrowGemmApplies(1024, 16, 512), avx512);
+  EXPECT_EQ(NarrowGemmApplies(16, 512, 1024), avx512);
+  EXPECT_EQ(NarrowGemmApplies(1024, 512, 16), avx512);
+  EXPECT_FALSE(NarrowGemmApplies(1024, 17, 17));
+  EXPECT_FALSE(NarrowGemmApplies(17, 512, 1024));
+  EXPECT_FALSE(NarrowGemmApplies(16, 16, 0));  // K == 0 scales C: FastOps's other paths
+  EXPECT_FALSE(NarrowGemmApplies(0, 16, 16));
+}
 
 TEST(GemmBf16, TheSelectedPathIsTheSelectedKernelLevelAndRuns) {
   EXPECT_STREQ(GemmBf16PathName(SelectedGemmBf16Path()), CpuKernelsName(SelectedCpuKernels()));

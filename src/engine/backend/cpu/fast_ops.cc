@@ -80,6 +80,12 @@ void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
     GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
     return;
   }
+  // fp32 operands with a side of at most 16 (LoRA's rank-r products): gemm_narrow.h.
+  if (NarrowGemmApplies(m, n, k)) {
+    NarrowGemm(*pool_, narrow_gemm_scratch_, trans_a, trans_b, m, n, k, a.f32(), lda, b.f32(), ldb,
+               beta, {c.raw(), c.dtype() == DType::kBF16, ldc});
+    return;
+  }
   if (c.dtype() == DType::kF32) {
     FastGemm(*pool_, gemm_scratch_, trans_a, trans_b, m, n, k, k > 0 ? a.f32() : nullptr, lda,
              k > 0 ? b.f32() : nullptr, ldb, beta, c.f32(), ldc);

@@ -17,6 +17,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/fast_gemm.h"
 #include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/gemm_narrow.h"
 #include "engine/backend/cpu/thread_pool.h"
 
 namespace air::engine {
@@ -62,6 +63,7 @@ class FastOps : public CpuBackend {
   const GemmBf16Path bf16_path_;
   mutable GemmScratch gemm_scratch_;
   mutable GemmBf16Scratch gemm_bf16_scratch_;
+  mutable NarrowGemmScratch narrow_gemm_scratch_;
   mutable std::vector<std::vector<float>> attention_scratch_;      // per thread
   mutable std::vector<GemmScratch> gemm_serial_scratch_;           // per thread, inside tasks
   mutable std::vector<GemmBf16Scratch> gemm_bf16_serial_scratch_;  // per thread, inside tasks

@@ -1,0 +1,241 @@
+// The GEMM for products with a side of at most 16 (see gemm_narrow.h).
+#include "engine/backend/cpu/gemm_narrow.h"
+
+#include <immintrin.h>
+
+// GCC 12 reports the undefined pass-through operand inside unmasked AVX-512 intrinsics as
+// uninitialized (a false positive; vec_math.cc says the same).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/backend/cpu/bf16_simd.h"
+#include "engine/backend/cpu/cpu_features.h"
+
+namespace air::engine {
+namespace {
+
+constexpr int64_t kWidth = kNarrowGemmWidth;  // floats in a packed row of the narrow operand
+constexpr int64_t kTile = 8;                  // rows of the streamed operand per tile
+constexpr int64_t kStrip = 64;                // columns of C per strip of the K <= 16 kernel
+
+// A stored fp32 matrix read as rows x cols: element (r, c) at data[r * row_stride + c *
+// col_stride].
+struct Matrix {
+  const float* data;
+  int64_t row_stride, col_stride;
+  float At(int64_t r, int64_t c) const { return data[r * row_stride + c * col_stride]; }
+};
+
+// op(A) (M, K) and op(B) (K, N) as Matrix.
+Matrix OpA(const float* a, int64_t lda, bool trans) {
+  return {a, trans ? 1 : lda, trans ? lda : 1};
+}
+Matrix OpB(const float* b, int64_t ldb, bool trans) {
+  return {b, trans ? 1 : ldb, trans ? ldb : 1};
+}
+Matrix Transposed(const Matrix& x) { return {x.data, x.col_stride, x.row_stride}; }
+
+// The streamed operand's rows from r0 as the tile reads them: s[t * st + kk * sk].
+struct Rows {
+  const float* s;
+  int64_t st, sk;
+};
+
+// out[t * 16 + j] = sum over kk < k of s(t, kk) * packed[kk * 16 + j], ascending kk, t < T.
+template <int T>
+__attribute__((target("avx512f,fma"))) void NarrowTile(const Rows& r, const float* packed,
+                                                       int64_t k, float* out) {
+  // The accumulators stay in registers only when the loops over t are unrolled.
+  __m512 acc[T];
+  const float* row[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    row[t] = r.s + t * r.st;
+  }
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const __m512 p = _mm512_loadu_ps(packed + kk * kWidth);
+    const int64_t at = kk * r.sk;
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(row[t][at]), p, acc[t]);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kWidth, acc[t]);
+}
+
+void RunTile(int64_t rows, const Rows& r, const float* packed, int64_t k, float* out) {
+  switch (rows) {
+    case 1:
+      return NarrowTile<1>(r, packed, k, out);
+    case 2:
+      return NarrowTile<2>(r, packed, k, out);
+    case 3:
+      return NarrowTile<3>(r, packed, k, out);
+    case 4:
+      return NarrowTile<4>(r, packed, k, out);
+    case 5:
+      return NarrowTile<5>(r, packed, k, out);
+    case 6:
+      return NarrowTile<6>(r, packed, k, out);
+    case 7:
+      return NarrowTile<7>(r, packed, k, out);
+    default:
+      return NarrowTile<8>(r, packed, k, out);
+  }
+}
+
+// C (i, j) = value + beta * C (i, j) (beta 0: C ignored), rounded once for a BF16 C.
+void Put(const GemmResult& c, int64_t i, int64_t j, float value, float beta) {
+  const int64_t at = i * c.ld + j;
+  if (c.bf16) {
+    uint16_t& dst = static_cast<uint16_t*>(c.data)[at];
+    if (beta != 0.0f) value += beta * WidenBf16(dst);
+    dst = RoundToBf16(value);
+    return;
+  }
+  float& dst = static_cast<float*>(c.data)[at];
+  if (beta != 0.0f) value += beta * dst;
+  dst = value;
+}
+
+// Put of `count` (<= 16) consecutive elements of C from `at`: the same bits as Put's.
+__attribute__((target("avx512f"), always_inline)) inline void PutVector(const GemmResult& c,
+                                                                        int64_t at, int64_t count,
+                                                                        __m512 value, float beta) {
+  const __mmask16 mask = TailMask(count);
+  const __m512 b = _mm512_set1_ps(beta);
+  if (c.bf16) {
+    uint16_t* dst = static_cast<uint16_t*>(c.data) + at;
+    alignas(32) uint16_t bits[16] = {};
+    if (beta != 0.0f) {
+      std::memcpy(bits, dst, static_cast<size_t>(count) * sizeof(uint16_t));
+      const __m512 old = WidenBf16x16(
+          _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits))));
+      value = _mm512_add_ps(value, _mm512_mul_ps(b, old));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits),
+                       _mm512_cvtepi32_epi16(RoundToBf16x16(value)));
+    std::memcpy(dst, bits, static_cast<size_t>(count) * sizeof(uint16_t));
+    return;
+  }
+  float* dst = static_cast<float*>(c.data) + at;
+  if (beta != 0.0f) {
+    value = _mm512_add_ps(value, _mm512_mul_ps(b, _mm512_maskz_loadu_ps(mask, dst)));
+  }
+  _mm512_mask_storeu_ps(dst, mask, value);
+}
+
+// N <= 16 (transposed_c false: L = op(A), P = op(B)) or M <= 16 (true: L = op(B)^T,
+// P = op(A)^T, C written transposed): the streamed L (rows x K) against the packed P (K x width).
+void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix& l, int64_t rows,
+                     const Matrix& p, int64_t width, int64_t k, float beta, const GemmResult& c,
+                     bool transposed_c) {
+  scratch.packed.assign(static_cast<size_t>(k * kWidth), 0.0f);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t j = 0; j < width; ++j)
+      scratch.packed[static_cast<size_t>(kk * kWidth + j)] = p.At(kk, j);
+  }
+  const int64_t tiles = (rows + kTile - 1) / kTile;
+  pool.ParallelForBalanced(tiles, 1, [&](int64_t begin, int64_t end, int) {
+    alignas(64) float out[kTile * kWidth];
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t r0 = tile * kTile, n_rows = std::min(kTile, rows - r0);
+      const Rows streamed{l.data + r0 * l.row_stride, l.row_stride, l.col_stride};
+      RunTile(n_rows, streamed, scratch.packed.data(), k, out);
+      for (int64_t t = 0; t < n_rows; ++t) {
+        for (int64_t j = 0; j < width; ++j) {
+          const float v = out[t * kWidth + j];
+          if (transposed_c) {
+            Put(c, j, r0 + t, v, beta);
+          } else {
+            Put(c, r0 + t, j, v, beta);
+          }
+        }
+      }
+    }
+  });
+}
+
+// Rows i0 .. i0 + R - 1 of C for K <= 16: C (i, :) = sum over kk of a[r * 16 + kk] P (kk, :)
+// + beta C (i, :), 16 columns at a time (each P vector loaded once for the R rows).
+template <int R>
+__attribute__((target("avx512f,fma"))) void ThinRows(const float* a, const float* packed, int64_t n,
+                                                     int64_t k, float beta, const GemmResult& c,
+                                                     int64_t i0) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const __mmask16 mask = TailMask(n - j0);
+    __m512 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const __m512 p = _mm512_maskz_loadu_ps(mask, packed + kk * n + j0);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * kWidth + kk]), p, acc[r]);
+      }
+    }
+    const int64_t count = std::min<int64_t>(16, n - j0);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) PutVector(c, (i0 + r) * c.ld + j0, count, acc[r], beta);
+  }
+}
+
+void ThinProduct(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_t n, int64_t k,
+                 const Matrix& a, const Matrix& b, float beta, const GemmResult& c) {
+  scratch.packed.resize(static_cast<size_t>(k * n));
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t j = 0; j < n; ++j) scratch.packed[static_cast<size_t>(kk * n + j)] = b.At(kk, j);
+  }
+  constexpr int64_t kRows = 4;
+  const int64_t blocks = (m + kRows - 1) / kRows;
+  const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, n));
+  pool.ParallelForBalanced(blocks, grain, [&](int64_t begin, int64_t end, int) {
+    float rows[kRows * kWidth];
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t i0 = block * kRows, count = std::min(kRows, m - i0);
+      for (int64_t r = 0; r < count; ++r) {
+        for (int64_t kk = 0; kk < k; ++kk) rows[r * kWidth + kk] = a.At(i0 + r, kk);
+      }
+      const float* p = scratch.packed.data();
+      switch (count) {
+        case 1:
+          ThinRows<1>(rows, p, n, k, beta, c, i0);
+          break;
+        case 2:
+          ThinRows<2>(rows, p, n, k, beta, c, i0);
+          break;
+        case 3:
+          ThinRows<3>(rows, p, n, k, beta, c, i0);
+          break;
+        default:
+          ThinRows<4>(rows, p, n, k, beta, c, i0);
+          break;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool NarrowGemmApplies(int64_t m, int64_t n, int64_t k) {
+  if (m <= 0 || n <= 0 || k <= 0 || !UseAvx512()) return false;
+  return n <= kWidth || m <= kWidth || k <= kWidth;
+}
+
+void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
+                int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                float beta, const GemmResult& c) {
+  const Matrix op_a = OpA(a, lda, trans_a), op_b = OpB(b, ldb, trans_b);
+  if (n <= kWidth) {
+    StreamedProduct(pool, scratch, op_a, m, op_b, n, k, beta, c, false);
+  } else if (m <= kWidth) {
+    StreamedProduct(pool, scratch, Transposed(op_b), n, Transposed(op_a), m, k, beta, c, true);
+  } else {
+    ThinProduct(pool, scratch, m, n, k, op_a, op_b, beta, c);
+  }
+}
+
+}  // namespace air::engine

@@ -1,0 +1,46 @@
+// The fast CPU path's fp32 GEMM for products with a side of at most 16: C = op(A) op(B) + beta C
+// where N <= 16 (LoRA's down product dy B), M <= 16 (its adapter gradients) or K <= 16 (its up
+// products u B^T, du A) — the products of fp32 operands (FastOps takes the bf16 GEMM, gemm_mixed.h,
+// where an operand is BF16: its vdpbf16ps tiles measured faster on these shapes). The blocked
+// fp32 GEMM (fast_gemm.h) tiles C in register blocks of 32 or 48 columns with packed panels, so
+// such products ran at 32-40 GFLOP/s (N or M 16) against 96-100 here on one Zen 4 core
+// (bench/gemm, CPU clock): half a tile or more wasted, packing that costs more than the
+// product. Here the narrow operand is packed once into K rows of 16 floats (zero past its
+// width), which stay in the L1 cache, and the other operand streams through 8 rows at a time
+// in place, each element broadcast against one 16-float vector (one FMA per element; AVX-512);
+// K <= 16 is a rank-K update of C, 4 rows and 16 columns at a time.
+//
+// Semantics are FastOps::Gemm's for fp32 operands: fp32 FMA sums in ascending K, beta * C read
+// as fp32 and added once after the sum (beta 0 ignores C, NaN too), a BF16 C rounded once
+// (to nearest even). Each element of C is computed by one task: the same bits for every thread
+// count. Used only where the kernels are AVX-512 (NarrowGemmApplies); other CPUs keep the
+// blocked GEMM.
+// Thread safety: one call per scratch at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/thread_pool.h"
+
+namespace air::engine {
+
+inline constexpr int64_t kNarrowGemmWidth = 16;
+
+// The packed narrow operand, reused across calls.
+struct NarrowGemmScratch {
+  std::vector<float> packed;
+};
+
+// Whether NarrowGemm runs this product on this CPU: AVX-512 kernels and a side of at most 16
+// (K > 0, M and N > 0).
+bool NarrowGemmApplies(int64_t m, int64_t n, int64_t k);
+
+// C (M, N) = op(A) op(B) + beta C with Ops::Gemm's transposes and leading dimensions; A and B
+// fp32, C F32 or BF16 (gemm_mixed.h's GemmResult).
+void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
+                int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                float beta, const GemmResult& c);
+
+}  // namespace air::engine
