@@ -143,11 +143,11 @@ void OomWatch::Check(AlertScanner* alerts) {
                    {"memory_max", BytesText(counters->limit)},
                    {"memory_peak", counters->peak ? HumanBytes(*counters->peak) : "unknown"},
                    {"cgroup", cgroup_.dir}};
-  record.line = fmt::format(
-      "{}: oom_kill {} (was {}); memory limit {}, peak {}{}", CounterFile(cgroup_),
-      counters->oom_kill, was, BytesText(counters->limit),
-      counters->peak ? HumanBytes(*counters->peak) : "unknown",
-      cgroup_.own ? "" : " (a cgroup above the node's: it holds other processes too)");
+  record.line =
+      fmt::format("{}: oom_kill {} (was {}); memory limit {}, peak {}{}", CounterFile(cgroup_),
+                  counters->oom_kill, was, BytesText(counters->limit),
+                  counters->peak ? HumanBytes(*counters->peak) : "unknown",
+                  cgroup_.own ? "" : " (a cgroup above the node's: it holds other processes too)");
   alerts->Record(std::move(record));
 }
 

@@ -34,8 +34,8 @@ inline constexpr int64_t kOomCheckMicros = 1'000'000;
 
 struct MemoryCgroup {
   std::string dir;
-  bool v2 = true;    // memory.events (v2) or memory.oom_control (v1)
-  bool own = true;   // the node's own cgroup; false: an ancestor shared with other processes
+  bool v2 = true;   // memory.events (v2) or memory.oom_control (v1)
+  bool own = true;  // the node's own cgroup; false: an ancestor shared with other processes
 };
 
 // What the counter file and its neighbours say now.

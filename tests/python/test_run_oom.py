@@ -44,25 +44,20 @@ def own_cgroup(controller: str):
 
 def make_limited_cgroup(name: str):
     """A memory cgroup limited to LIMIT this test may put processes in, or (None, why)."""
-    v1 = own_cgroup("memory")
+    v1, v2 = own_cgroup("memory"), own_cgroup("")
     if v1:
-        limited = pathlib.Path(v1) / name
-        try:
-            limited.mkdir()
-            (limited / "memory.limit_in_bytes").write_text(str(LIMIT))
-            return limited, ""
-        except OSError as e:
-            return None, f"cannot make a v1 memory cgroup under {v1}: {e}"
-    v2 = own_cgroup("")
-    if v2 and "memory" in (pathlib.Path(v2) / "cgroup.subtree_control").read_text().split():
-        limited = pathlib.Path(v2) / name
-        try:
-            limited.mkdir()
-            (limited / "memory.max").write_text(str(LIMIT))
-            return limited, ""
-        except OSError as e:
-            return None, f"cannot make a cgroup v2 memory cgroup under {v2}: {e}"
-    return None, "no memory controller this test may use (v1 hierarchy or delegated v2)"
+        parent, limit_file, what = v1, "memory.limit_in_bytes", "v1 memory"
+    elif v2 and "memory" in (pathlib.Path(v2) / "cgroup.subtree_control").read_text().split():
+        parent, limit_file, what = v2, "memory.max", "cgroup v2 memory"
+    else:
+        return None, "no memory controller this test may use (v1 hierarchy or delegated v2)"
+    limited = pathlib.Path(parent) / name
+    try:
+        limited.mkdir()
+    except OSError as e:
+        return None, f"cannot make a {what} cgroup under {parent}: {e}"
+    (limited / limit_file).write_text(str(LIMIT))
+    return limited, ""
 
 
 @pytest.fixture

@@ -5,10 +5,11 @@
 // rise with the smallest limit of the cgroup and its ancestors, says when the cgroup is shared,
 // and falls back to the node's v1 memory cgroup. A real OOM kill under a real limit is
 // tests/python/test_run_oom.py.
+#include "agent/oom_watch.h"
+
 #include <gtest/gtest.h>
 
 #include "agent/alert_scanner.h"
-#include "agent/oom_watch.h"
 #include "base/strings.h"
 #include "test_util.h"
 
@@ -19,8 +20,7 @@ using air::testing::TempDir;
 
 // Linux 6.x's cgroup v2 memory.events and v1 memory.oom_control, as read from a cgroup.
 constexpr char kEventsNoKill[] = "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n";
-constexpr char kEventsTwoKills[] =
-    "low 0\nhigh 0\nmax 118\noom 2\noom_kill 2\noom_group_kill 0\n";
+constexpr char kEventsTwoKills[] = "low 0\nhigh 0\nmax 118\noom 2\noom_kill 2\noom_group_kill 0\n";
 constexpr char kOomControlOneKill[] = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
 
 class OomWatchTest : public ::testing::Test {
@@ -75,9 +75,9 @@ TEST_F(OomWatchTest, ARiseInTheNodesCgroupIsOneAlertWithTheSmallestLimit) {
   // command's has no memory files (the controller is not enabled below the node).
   Cgroup("slice", {});
   Cgroup("slice/job", {{"memory.events", kEventsNoKill}, {"memory.max", "1073741824\n"}});
-  const std::string node = Cgroup("slice/job/node", {{"memory.events", kEventsNoKill},
-                                                     {"memory.max", "max\n"},
-                                                     {"memory.peak", "1073741824\n"}});
+  const std::string node = Cgroup(
+      "slice/job/node",
+      {{"memory.events", kEventsNoKill}, {"memory.max", "max\n"}, {"memory.peak", "1073741824\n"}});
   Cgroup("slice/job/node/cmd", {});
   TrackerInfo tracker;
   tracker.kind = TrackerKind::kCgroup2;
@@ -107,7 +107,8 @@ TEST_F(OomWatchTest, ARiseInTheNodesCgroupIsOneAlertWithTheSmallestLimit) {
   EXPECT_EQ(Field(r, "memory_max"), "1.0 GiB");
   EXPECT_EQ(Field(r, "memory_peak"), "1.0 GiB");
   EXPECT_EQ(Field(r, "cgroup"), node);
-  EXPECT_EQ(r.line, node + "/memory.events: oom_kill 2 (was 0); memory limit 1.0 GiB, peak 1.0 GiB");
+  EXPECT_EQ(r.line,
+            node + "/memory.events: oom_kill 2 (was 0); memory limit 1.0 GiB, peak 1.0 GiB");
 
   // A third kill later is one more alert, counted from the last value.
   Write(node + "/memory.events", "low 0\nhigh 0\nmax 130\noom 3\noom_kill 3\noom_group_kill 0\n");
@@ -119,8 +120,8 @@ TEST_F(OomWatchTest, ARiseInTheNodesCgroupIsOneAlertWithTheSmallestLimit) {
 
 TEST_F(OomWatchTest, AnAncestorsCounterIsSaidToBeShared) {
   // No memory files on the node's cgroup: the job's counts for it, and for whatever else it holds.
-  const std::string job = Cgroup("job", {{"memory.events", kEventsNoKill},
-                                         {"memory.max", "536870912\n"}});  // no memory.peak
+  const std::string job = Cgroup(
+      "job", {{"memory.events", kEventsNoKill}, {"memory.max", "536870912\n"}});  // no memory.peak
   Cgroup("job/node", {});
   Cgroup("job/node/cmd", {});
   TrackerInfo tracker;
@@ -172,8 +173,9 @@ TEST_F(OomWatchTest, WithoutV2MemoryFilesTheNodesV1MemoryCgroupCounts) {
   EXPECT_EQ(Field(got[0], "count"), "1");
   EXPECT_EQ(Field(got[0], "memory_max"), "256.0 MiB");
   EXPECT_EQ(Field(got[0], "memory_peak"), "242.7 MiB");
-  EXPECT_EQ(got[0].line,
-            memory + "/memory.oom_control: oom_kill 1 (was 0); memory limit 256.0 MiB, peak 242.7 MiB");
+  EXPECT_EQ(
+      got[0].line,
+      memory + "/memory.oom_control: oom_kill 1 (was 0); memory limit 256.0 MiB, peak 242.7 MiB");
 
   // No counter anywhere: no watch.
   tracker.memory_cgroup.clear();
