@@ -205,17 +205,45 @@ function logView(runId, attempts, runNodes, live) {
   refresh();
   if (live) timer = setInterval(refresh, 1000);
   return { view: el("div", {}, el("div", { class: "filters" }, attemptSel, " ", nodeSel), box),
-           stop: () => timer && clearInterval(timer) };
+           stop: () => timer && clearInterval(timer), refresh };
+}
+
+// While the run is live: its state badge and progress table follow it once a second (as the
+// logs do), without reloading the page; when it ends, the last values are shown and the
+// polling stops (the logs' too, after their last lines).
+let stopFollowing = () => {};
+
+function followRun(runId, badge, progressBox, logs) {
+  let busy = false;
+  const timer = setInterval(async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const run = await getJson("/api/air/runs/" + runId);
+      badge.replaceChildren(stateBadge(run.state));
+      progressBox.replaceChildren(...(run.progress ? [progressTable(run.progress)] : []));
+      if (!["PENDING", "RUNNING", "TERMINATING"].includes(run.state)) {
+        stop();
+        await logs.refresh();
+      }
+    } finally {
+      busy = false;
+    }
+  }, 1000);
+  const stop = () => { clearInterval(timer); logs.stop(); };
+  stopFollowing = stop;
 }
 
 async function showRun(runId) {
   const run = await getJson("/api/air/runs/" + runId);
   const live = ["PENDING", "RUNNING", "TERMINATING"].includes(run.state);
-  const parts = [el("h1", {}, "Run " + run.run_id + " ", stateBadge(run.state))];
+  const badge = el("span", { id: "run-state" }, stateBadge(run.state));
+  const parts = [el("h1", {}, "Run " + run.run_id + " ", badge)];
   parts.push(table(["experiment", "nodes", "backend", "created", "duration", "MLflow run"],
     [[run.experiment, String(run.num_nodes), run.backend || "", run.created || "",
       durationText(run.duration_s), run.tracking ? run.tracking.run_id : ""]]));
-  if (run.progress) parts.push(el("h2", {}, "Progress"), progressTable(run.progress));
+  const progressBox = el("div", { id: "progress-box" }, run.progress ? progressTable(run.progress) : null);
+  if (run.progress || live) parts.push(el("h2", {}, "Progress"), progressBox);
   if (run.failure_summary) {
     parts.push(el("h2", {}, "Failure"), el("div", { class: "failure", id: "failure" }, run.failure_summary));
   }
@@ -244,6 +272,7 @@ async function showRun(runId) {
   const logs = logView(run.run_id, run.attempt_details || [], run.num_nodes, live);
   parts.push(el("h2", {}, "Logs"), logs.view);
   main.replaceChildren(...parts);
+  if (live) followRun(run.run_id, badge, progressBox, logs);
   if (!run.tracking || run.tracking.external_uri) {
     metrics.append(el("p", { class: "muted" }, run.tracking ?
       "Tracked on " + run.tracking.external_uri : "This run has no tracking run."));
@@ -299,6 +328,7 @@ async function showTrackingLink(experimentId, runId) {
 }
 
 async function route() {
+  stopFollowing();
   try {
     if (location.pathname === "/login") return await completeLogin(main);
     const link = location.hash.match(/^#\/experiments\/([^/?]+)(?:\/runs\/([^/?]+))?/);

@@ -12,11 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "agent/alert_scanner.h"
 #include "agent/log_format.h"
+#include "agent/oom_watch.h"
 #include "agent/output_filter.h"
 #include "agent/proc.h"
 #include "agent/process_tracker.h"
@@ -162,6 +164,9 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
           fmt::format("air-r{}-a{}-n{}", launch.run_id, launch.attempt, launch.node_rank), env));
   AIR_RETURN_IF_ERROR(
       env->WriteFileAtomic(TrackerPath(launch), TrackerInfoToJson(tracker->info()), 0600));
+  // The kernel's OOM kills in the node's memory cgroup, counted from here on, become alerts.
+  std::unique_ptr<OomWatch> oom = OomWatch::ForNode(launch, tracker->info(), env);
+  int64_t next_oom_check = env->MonotonicMicros() + kOomCheckMicros;
   NodeExitReport report;
   report.started_us = env->NowMicros();
   auto spawned = SpawnCommand(launch, original_mask, *tracker, env);
@@ -237,6 +242,14 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
     int64_t wait_micros = -1;
     if (stopping && !killed && !leader_exited) wait_micros = kill_deadline - now;
     if (leader_exited) wait_micros = drain_deadline - now;
+    if (oom) {
+      if (now >= next_oom_check) {
+        oom->Check(&alerts);
+        next_oom_check = now + kOomCheckMicros;
+      }
+      const int64_t until_check = next_oom_check - now;
+      wait_micros = wait_micros < 0 ? until_check : std::min(wait_micros, until_check);
+    }
     pollfd fds[3] = {
         {out_fd.get(), POLLIN, 0}, {err_fd.get(), POLLIN, 0}, {signal_fd.get(), POLLIN, 0}};
     int timeout_ms = wait_micros < 0 ? -1 : static_cast<int>((wait_micros + 999) / 1000);
@@ -292,6 +305,7 @@ Result<NodeExitReport> RunNode(const NodeLaunch& launch, Env* env) {
   }
   ReapChildren(leader, &leader_exited, &leader_status);
   if (!killed_all.ok()) (void)writer.Note(killed_all.message());
+  if (oom) oom->Check(&alerts);  // a kill that ended the command (before its cgroup goes)
   tracker->Release();
   if (!leader_exited) {
     // Cannot happen unless the shell was un-killable; do not report a success.

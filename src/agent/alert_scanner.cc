@@ -74,11 +74,6 @@ Result<AlertRecord> AlertRecordFromJson(std::string_view text) {
 void AlertScanner::OnLine(std::string_view stream, std::string_view text, int64_t time_us) {
   std::optional<AlertMatch> match = MatchAlertLine(text);
   if (!match) return;
-  int& in_class = per_class_[match->alert_class];
-  if (!status_.ok() || in_class >= kMaxAlertsPerClass || recorded_ >= kMaxAlertsPerNode) {
-    ++dropped_;
-    return;
-  }
   AlertRecord record;
   record.alert_class = match->alert_class;
   record.title = match->title;
@@ -88,6 +83,15 @@ void AlertScanner::OnLine(std::string_view stream, std::string_view text, int64_
   record.stream = std::string(stream);
   record.fields = std::move(match->fields);
   record.line = BoundAlertLine(text, match->at);
+  Record(std::move(record));
+}
+
+void AlertScanner::Record(AlertRecord record) {
+  int& in_class = per_class_[record.alert_class];
+  if (!status_.ok() || in_class >= kMaxAlertsPerClass || recorded_ >= kMaxAlertsPerNode) {
+    ++dropped_;
+    return;
+  }
   status_ = env_->AppendToFile(path_, AlertRecordToJson(record) + "\n");
   if (!status_.ok()) {
     status_ = status_.WithContext("record an alert in " + path_);

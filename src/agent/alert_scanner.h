@@ -54,6 +54,9 @@ class AlertScanner {
 
   // Matches one output line; appends a record when it is an alert within the bounds.
   void OnLine(std::string_view stream, std::string_view text, int64_t time_us);
+  // Appends an alert found other than in a line (the OOM killer's counter, agent/oom_watch.h),
+  // within the same bounds.
+  void Record(AlertRecord record);
 
   int recorded() const { return recorded_; }
   int dropped() const { return dropped_; }  // matched past the bounds

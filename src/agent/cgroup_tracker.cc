@@ -37,7 +37,10 @@ struct Mount {
   std::string point;
 };
 
-std::vector<Mount> FindMounts(TrackerKind kind) {
+// The mounts of the v2 hierarchy (`v1_controller` empty) or of the v1 hierarchy holding
+// `v1_controller` ("freezer", "memory").
+std::vector<Mount> FindMounts(std::string_view v1_controller) {
+  const std::string wanted_option = fmt::format(",{},", v1_controller);
   std::vector<Mount> out;
   for (const std::string& line : Split(ReadControl("/proc/self/mountinfo"), '\n')) {
     std::vector<std::string> f = Split(line, ' ');
@@ -46,24 +49,25 @@ std::vector<Mount> FindMounts(TrackerKind kind) {
     const std::string& fstype = f[dash + 1];
     std::string super = dash + 3 < f.size() ? f[dash + 3] : "";
     bool wanted =
-        kind == TrackerKind::kCgroup2
+        v1_controller.empty()
             ? fstype == "cgroup2"
-            : fstype == "cgroup" && ("," + super + ",").find(",freezer,") != std::string::npos;
+            : fstype == "cgroup" && ("," + super + ",").find(wanted_option) != std::string::npos;
     if (wanted) out.push_back(Mount{f[3], f[4]});
   }
   return out;
 }
 
 // This process's path in the hierarchy: "0::/a/b" for v2, "N:...freezer...:/a/b" for v1.
-std::optional<std::string> OwnPath(TrackerKind kind) {
+std::optional<std::string> OwnPath(std::string_view v1_controller) {
+  const std::string wanted = fmt::format(",{},", v1_controller);
   for (const std::string& line : Split(ReadControl("/proc/self/cgroup"), '\n')) {
     size_t c1 = line.find(':');
     size_t c2 = c1 == std::string::npos ? c1 : line.find(':', c1 + 1);
     if (c2 == std::string::npos) continue;
     std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
-    bool match = kind == TrackerKind::kCgroup2
+    bool match = v1_controller.empty()
                      ? line.substr(0, c1) == "0" && controllers.empty()
-                     : ("," + controllers + ",").find(",freezer,") != std::string::npos;
+                     : ("," + controllers + ",").find(wanted) != std::string::npos;
     if (match) return line.substr(c2 + 1);
   }
   return std::nullopt;
@@ -108,13 +112,14 @@ bool Freeze(const std::string& dir, bool freeze, Env* env) {
   return false;
 }
 
-}  // namespace
-
-Result<std::string> OwnCgroupDir(TrackerKind kind) {
-  const char* what = kind == TrackerKind::kCgroup2 ? "cgroup v2" : "cgroup v1 freezer";
-  std::vector<Mount> mounts = FindMounts(kind);
+// This process's directory in the v2 hierarchy (`v1_controller` empty) or in the v1 hierarchy of
+// `v1_controller`.
+Result<std::string> OwnDir(std::string_view v1_controller) {
+  const std::string what =
+      v1_controller.empty() ? "cgroup v2" : fmt::format("cgroup v1 {}", v1_controller);
+  std::vector<Mount> mounts = FindMounts(v1_controller);
   if (mounts.empty()) return NotFound(fmt::format("no {} hierarchy is mounted", what));
-  auto own = OwnPath(kind);
+  auto own = OwnPath(v1_controller);
   if (!own) return NotFound(fmt::format("/proc/self/cgroup names no {} cgroup", what));
   for (const Mount& m : mounts) {
     std::string rel = *own;
@@ -128,6 +133,14 @@ Result<std::string> OwnCgroupDir(TrackerKind kind) {
   return NotFound(
       fmt::format("this process's {} cgroup {} is outside every mount of it", what, *own));
 }
+
+}  // namespace
+
+Result<std::string> OwnCgroupDir(TrackerKind kind) {
+  return OwnDir(kind == TrackerKind::kCgroup2 ? "" : "freezer");
+}
+
+Result<std::string> OwnV1MemoryDir() { return OwnDir("memory"); }
 
 Status CreateCgroup(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {

@@ -1,8 +1,8 @@
 // The cgroup side of process tracking (agent/process_tracker.h): finding the hierarchy this
 // process lives in (a cgroup v2 mount, also the hybrid layout's /sys/fs/cgroup/unified, or a
-// v1 freezer mount) from /proc/self/mountinfo and /proc/self/cgroup, creating and removing a
-// node's cgroups, and killing every member of one without signalling a reused pid.
-// Thread safety: stateless functions.
+// v1 freezer mount; the v1 memory controller's, agent/oom_watch.h) from /proc/self/mountinfo
+// and /proc/self/cgroup, creating and removing a node's cgroups, and killing every member of one
+// without signalling a reused pid. Thread safety: stateless functions.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +20,9 @@ namespace air::agent::cgroup {
 // The directory of this process's own cgroup in the hierarchy of `kind` (kCgroup2 or kFreezer),
 // or an error saying why there is none (no such mount, a path outside the mount).
 Result<std::string> OwnCgroupDir(TrackerKind kind);
+// The directory of this process's cgroup in the v1 memory controller's hierarchy (hybrid and v1
+// hosts), or an error saying why there is none.
+Result<std::string> OwnV1MemoryDir();
 
 // Creates `parent/name` and reports whether this process may manage it (mkdir worked and the
 // control files are writable).

@@ -127,6 +127,21 @@ Status CreateCgroups(TrackerKind kind, const std::string& name, std::string* nod
   return st;
 }
 
+// The node's own cgroup in the v1 memory hierarchy, below the agent's, with the agent in it (the
+// command inherits it): "" where there is no v1 memory controller or it cannot be made.
+std::string CreateMemoryCgroup(const std::string& name, std::string* parent) {
+  auto own = cgroup::OwnV1MemoryDir();
+  if (!own.ok()) return "";
+  const std::string dir = *own + "/" + name;
+  if (!cgroup::CreateCgroup(dir).ok()) return "";
+  if (!cgroup::JoinCgroup(dir, ::getpid()).ok()) {
+    (void)cgroup::Remove(dir);
+    return "";
+  }
+  *parent = *own;
+  return dir;
+}
+
 }  // namespace
 
 const char* TrackerKindName(TrackerKind kind) {
@@ -145,6 +160,7 @@ std::string TrackerInfoToJson(const TrackerInfo& info) {
   json j = {{"kind", TrackerKindName(info.kind)},
             {"cgroup", info.cgroup},
             {"token", info.token},
+            {"memory_cgroup", info.memory_cgroup},
             {"agent_pid", info.agent_pid},
             {"agent_start_ticks", info.agent_start_ticks}};
   return j.dump(2);
@@ -160,6 +176,7 @@ Result<TrackerInfo> TrackerInfoFromJson(const std::string& text, const std::stri
     if (!ok) return DataLoss(path + ": unknown tracker kind " + j.at("kind").dump());
     info.cgroup = j.at("cgroup").get<std::string>();
     info.token = j.at("token").get<std::string>();
+    info.memory_cgroup = j.value("memory_cgroup", "");  // absent before it existed
     info.agent_pid = j.at("agent_pid").get<int64_t>();
     info.agent_start_ticks = j.at("agent_start_ticks").get<uint64_t>();
     if (info.token.empty()) return DataLoss(path + ": empty token");
@@ -185,6 +202,10 @@ Result<int> KillTrackedNode(const TrackerInfo& info, Env* env, int64_t wait_micr
     found += in_cgroup;
     Status removed = cgroup::Remove(info.cgroup);
     if (!removed.ok()) return removed;
+  }
+  if (!info.memory_cgroup.empty()) {
+    // Its members were the node's processes, killed above (a cgroup kind's).
+    AIR_RETURN_IF_ERROR(cgroup::Remove(info.memory_cgroup));
   }
   // Every kind: a process that carries the token but left the cgroup (it cannot, unprivileged,
   // but a root worker can) is still found.
@@ -228,7 +249,11 @@ Result<std::unique_ptr<NodeTracker>> NodeTracker::Create(const std::string& name
     Status st = CreateCgroups(kind, dir_name, &node_dir, &parent, &join_fd);
     if (st.ok()) {
       info.cgroup = node_dir;
-      return std::unique_ptr<NodeTracker>(new NodeTracker(info, parent, join_fd, env));
+      std::string memory_parent;
+      info.memory_cgroup = CreateMemoryCgroup(dir_name, &memory_parent);
+      auto tracker = std::unique_ptr<NodeTracker>(new NodeTracker(info, parent, join_fd, env));
+      tracker->memory_parent_ = memory_parent;
+      return tracker;
     }
     why = st.message();
   }
@@ -279,6 +304,10 @@ void NodeTracker::Release() {
   if (info_.kind != TrackerKind::kSession) {
     (void)cgroup::JoinCgroup(parent_, ::getpid());
     (void)cgroup::Remove(info_.cgroup);
+  }
+  if (!info_.memory_cgroup.empty()) {
+    (void)cgroup::JoinCgroup(memory_parent_, ::getpid());
+    (void)cgroup::Remove(info_.memory_cgroup);
   }
 }
 

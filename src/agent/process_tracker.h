@@ -44,6 +44,10 @@ struct TrackerInfo {
   TrackerKind kind = TrackerKind::kSession;
   std::string cgroup;  // the node's cgroup directory (cgroup kinds; the command is in cgroup/cmd)
   std::string token;   // AIR_NODE_TOKEN's value
+  // The node's own cgroup in the v1 memory controller's hierarchy (hybrid and v1 hosts, cgroup
+  // kinds; "" when none): the agent and so the command sit in it, so its OOM-kill counter is
+  // the node's alone (agent/oom_watch.h). Removed with the node's other cgroups.
+  std::string memory_cgroup;
   int64_t agent_pid = 0;
   uint64_t agent_start_ticks = 0;
 };
@@ -66,7 +70,9 @@ class NodeTracker {
  public:
   // Picks the kind (AIR_PROCESS_TRACKER forces one) and, for the cgroup kinds, creates the
   // node's cgroup beside the agent's own, moves the agent into it and creates `cmd` for the
-  // command. `name` names the cgroup ("air-r3-a0-n1"); a random suffix keeps it unique.
+  // command; where the v1 memory controller is mounted, also a memory cgroup of the node's own
+  // below the agent's (the agent moves into it; nothing fails when it cannot be made).
+  // `name` names the cgroups ("air-r3-a0-n1"); a random suffix keeps them unique.
   static Result<std::unique_ptr<NodeTracker>> Create(const std::string& name, Env* env);
   ~NodeTracker();
   NodeTracker(const NodeTracker&) = delete;
@@ -89,7 +95,8 @@ class NodeTracker {
       : info_(std::move(info)), parent_(std::move(parent_cgroup)), join_fd_(join_fd), env_(env) {}
 
   TrackerInfo info_;
-  std::string parent_;  // the agent's original cgroup (cgroup kinds)
+  std::string parent_;         // the agent's original cgroup (cgroup kinds)
+  std::string memory_parent_;  // the agent's original v1 memory cgroup (with info_.memory_cgroup)
   int join_fd_ = -1;
   Env* env_;
   bool released_ = false;

@@ -124,8 +124,8 @@ def test_no_orphans_in_any_death_order(air, air_home, tmp_path, monkeypatch, tra
         for node in (0, 1):
             info = json.loads((air_home / "runs" / str(run_id) / "attempt_0" /
                                f"node_{node}.tracker").read_text())
-            if info["cgroup"]:
-                assert not os.path.exists(info["cgroup"])
+            for cgroup in (info["cgroup"], info["memory_cgroup"]):
+                assert not cgroup or not os.path.exists(cgroup), info
     finally:
         kill_run_processes(air_home, run_id)
 

@@ -4,7 +4,8 @@ session stays in the origin's localStorage and goes out as a header, never as a 
 runs table lists a finished and a failed run; a run
 page shows both nodes' logs, the failure summary led by its alert (torch's CUDA OOM line), the
 alerts table, a loss chart drawn from the run's metrics, and its progress (step, rate, time to
-first step, GPU-hours; GPU-hours in the runs table too);
+first step, GPU-hours; GPU-hours in the runs table too), and a running run's progress and
+state follow the run without a reload, polling stopping when it ends;
 a log line holding <script> is shown as text. A page on another origin, in the same logged-in
 browser, can neither read from nor write to the server (a form, an <img>, no-cors and CORS
 fetches), and a name pointed at 127.0.0.1 (DNS rebinding) is refused. AIR_UI_SCREENSHOT=path
@@ -17,6 +18,7 @@ import re
 import shutil
 import sys
 import threading
+import time
 
 import pytest
 from selenium import webdriver
@@ -26,7 +28,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from runtime_jobs.helpers import submit, wait_terminal, write_spec
+from runtime_jobs.helpers import submit, wait_for, wait_terminal, write_spec
 from tracking_helpers import http, run_mlflow, server_token
 
 LOG_METRICS = ("python -c \"import mlflow, os; mlflow.start_run(run_id=os.environ['MLFLOW_RUN_ID']); "
@@ -165,6 +167,65 @@ def test_ui_shows_progress_and_gpu_hours(air, air_home, tmp_path, monkeypatch, b
     assert cells[2] == ""  # ended: no ETA
     assert cells[3].endswith(" s"), cells  # time to the first step
     assert cells[6] == f"{progress['gpu_hours']:.3f}", cells
+
+
+GATED_STEPS = """
+import os, pathlib, time, mlflow
+gate = pathlib.Path(os.environ["GATE_DIR"])
+def wait(name):
+    while not (gate / name).exists():
+        time.sleep(0.1)
+mlflow.start_run(run_id=os.environ["MLFLOW_RUN_ID"])
+mlflow.log_param("max_steps", 4)
+mlflow.log_metric("loss", 1.0, step=1)
+wait("go")
+for step in (2, 3):
+    mlflow.log_metric("loss", 1.0 / step, step=step)
+wait("end")
+mlflow.log_metric("loss", 0.25, step=4)
+"""
+
+
+def test_ui_progress_follows_a_running_run(air, air_home, tmp_path, monkeypatch, browser):
+    """A running run's page follows it without a reload: the run logs step 1 of 4 and waits for
+    the test's `go` file, then steps 2 and 3 and waits for `end`, then step 4. The page opened
+    at step 1 shows 1/4, then 3/4 (the same document: a value set in the window survives), then
+    SUCCEEDED with 4/4 and no ETA; after that it asks the server nothing more."""
+    venv_bin = os.path.join(os.environ.get("AIR_VENV", sys.prefix), "bin")
+    monkeypatch.setenv("PATH", venv_bin + os.pathsep + os.environ["PATH"])
+    (tmp_path / "steps.py").write_text(GATED_STEPS)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    spec = write_spec(tmp_path, f"python {tmp_path / 'steps.py'}", name="ui-live", nodes=1,
+                      env_variables={"GIT_PYTHON_REFRESH": "quiet", "GATE_DIR": str(gate)})
+    run_id = submit(air, spec)
+    wait_for(air, run_id, lambda r: (r.get("progress") or {}).get("step") == 1, timeout=120)
+    url = log_in(air, browser)
+    browser.get(f"{url}runs/{run_id}")
+    wait_ready(browser)
+    cells = lambda d: [td.text for td in d.find_elements(By.CSS_SELECTOR, "#progress td")]
+    assert browser.find_element(By.ID, "run-state").text == "RUNNING"
+    assert cells(browser)[0] == "1/4 (25%)", cells(browser)
+    browser.execute_script("window.samePage = 42; performance.setResourceTimingBufferSize(100000);")
+
+    (gate / "go").touch()
+    settled(browser, lambda d: cells(d)[0] == "3/4 (75%)", timeout=60)
+    assert browser.execute_script("return window.samePage") == 42  # not reloaded
+    assert browser.find_element(By.ID, "run-state").text == "RUNNING"
+    assert cells(browser)[2] != "", cells(browser)  # a live run's ETA
+
+    (gate / "end").touch()
+    settled(browser, lambda d: d.find_element(By.ID, "run-state").text == "SUCCEEDED", timeout=60)
+    assert browser.execute_script("return window.samePage") == 42
+    final = cells(browser)
+    assert final[0] == "4/4 (100%)" and final[2] == "", final  # ended: no ETA
+    assert wait_terminal(air, run_id, timeout=30)["state"] == "SUCCEEDED"
+    # Ended: the page stops polling (the run and its logs), once its last requests are done.
+    asked = ("return performance.getEntriesByType('resource').filter((e) => "
+             f"e.name.includes('/api/air/runs/{run_id}')).length")
+    before = browser.execute_script(asked)
+    time.sleep(3)  # three of the page's polling intervals: a poll would have asked by now
+    assert browser.execute_script(asked) == before
 
 
 def printed_link(text: str) -> str:
