@@ -166,3 +166,35 @@ TEST(VecMath, SwigluForwardAndBackwardMatchTheFormula) {
 
 }  // namespace
 }  // namespace air::engine
+
+namespace air::engine {
+namespace {
+
+TEST(VecMath, RmsNormBackwardRowIsTheScalarLoopsBits) {
+  for (int64_t n : {1, 15, 16, 17, 64, 100}) {
+    std::vector<float> w(static_cast<size_t>(n)), dy(w.size()), x(w.size()), dx(w.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = static_cast<float>(i);
+      w[static_cast<size_t>(i)] = 0.9f + 0.013f * f;
+      dy[static_cast<size_t>(i)] = std::sin(0.7f * f) * 1e-3f;
+      x[static_cast<size_t>(i)] = std::cos(1.3f * f) * 3.0f;
+      dx[static_cast<size_t>(i)] = 0.25f * std::sin(f);
+    }
+    const float inv = 1.37f, coef = 0.0123f;
+    std::vector<float> want_dx = dx, got_dx = dx, got_dx_only = dx;
+    std::vector<double> want_dw(w.size(), 0.5), got_dw = want_dw;
+    for (int64_t c = 0; c < n; ++c) {
+      const size_t i = static_cast<size_t>(c);
+      want_dx[i] += inv * w[i] * dy[i] - coef * x[i];
+      want_dw[i] += dy[i] * x[i] * inv;
+    }
+    RmsNormBackwardRow(w.data(), dy.data(), x.data(), inv, coef, n, got_dx.data(), got_dw.data());
+    RmsNormBackwardRow(w.data(), dy.data(), x.data(), inv, coef, n, got_dx_only.data(), nullptr);
+    EXPECT_EQ(0, std::memcmp(want_dx.data(), got_dx.data(), want_dx.size() * sizeof(float))) << n;
+    EXPECT_EQ(0, std::memcmp(want_dx.data(), got_dx_only.data(), want_dx.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(want_dw.data(), got_dw.data(), want_dw.size() * sizeof(double))) << n;
+  }
+}
+
+}  // namespace
+}  // namespace air::engine

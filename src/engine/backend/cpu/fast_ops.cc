@@ -147,11 +147,12 @@ void FastOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rs
   const int64_t min_rows = MinRows(dim);
   const int64_t chunks =
       std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, rows / min_rows));
-  for (int64_t t = 0; t < chunks; ++t) {
+  const bool want_dw = !dw.empty();  // a frozen weight (LoRA) takes no gradient
+  for (int64_t t = 0; t < chunks && want_dw; ++t) {
     row_scratch_[static_cast<size_t>(t)].assign(static_cast<size_t>(dim), 0.0);
   }
   pool_->ParallelFor(rows, min_rows, [&](int64_t begin, int64_t end, int thread) {
-    double* dw_partial = row_scratch_[static_cast<size_t>(thread)].data();
+    double* dw_partial = want_dw ? row_scratch_[static_cast<size_t>(thread)].data() : nullptr;
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       const float* dyr = ReadF32(dy, r * dim, dim, Scratch(thread, 1, dim));
@@ -160,14 +161,11 @@ void FastOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rs
       const float coef = static_cast<float>(static_cast<double>(inv) * inv * inv * dot / dim);
       float* dxr = WriteF32(dx, r * dim, Scratch(thread, 2, dim));
       if (dx.dtype() != DType::kF32) LoadF32(dx, r * dim, dim, dxr);  // dx accumulates
-      for (int64_t c = 0; c < dim; ++c) {
-        dxr[c] += inv * w_copy[c] * dyr[c] - coef * xr[c];
-        dw_partial[c] += dyr[c] * xr[c] * inv;
-      }
+      RmsNormBackwardRow(w_copy, dyr, xr, inv, coef, dim, dxr, dw_partial);
       CommitF32(dxr, dx, r * dim, dim);
     }
   });
-  if (dw.empty()) return;
+  if (!want_dw) return;
   std::vector<float> sums(static_cast<size_t>(dim));
   for (int64_t c = 0; c < dim; ++c) {
     double sum = 0.0;

@@ -274,7 +274,37 @@ __attribute__((target("avx2,fma"))) double SumOfProductsAvx2(const float* a, con
   return sum;
 }
 
+__attribute__((target("avx512f"))) int64_t RmsNormBackwardRowAvx512(const float* w, const float* dy,
+                                                                    const float* x, float inv,
+                                                                    float coef, int64_t n,
+                                                                    float* dx, double* dw_partial) {
+  const __m512 inv16 = _mm512_set1_ps(inv), coef16 = _mm512_set1_ps(coef);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 dyv = _mm512_loadu_ps(dy + i), xv = _mm512_loadu_ps(x + i);
+    const __m512 term =
+        _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(inv16, _mm512_loadu_ps(w + i)), dyv),
+                      _mm512_mul_ps(coef16, xv));
+    _mm512_storeu_ps(dx + i, _mm512_add_ps(_mm512_loadu_ps(dx + i), term));
+    if (dw_partial == nullptr) continue;
+    const __m512 g = _mm512_mul_ps(_mm512_mul_ps(dyv, xv), inv16);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
+    const __m512d hi =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1)));
+    _mm512_storeu_pd(dw_partial + i, _mm512_add_pd(_mm512_loadu_pd(dw_partial + i), lo));
+    _mm512_storeu_pd(dw_partial + i + 8, _mm512_add_pd(_mm512_loadu_pd(dw_partial + i + 8), hi));
+  }
+  return i;
+}
+
 }  // namespace
+
+void RmsNormBackwardRow(const float* w, const float* dy, const float* x, float inv, float coef,
+                        int64_t n, float* dx, double* dw_partial) {
+  int64_t i = UseAvx512() ? RmsNormBackwardRowAvx512(w, dy, x, inv, coef, n, dx, dw_partial) : 0;
+  for (int64_t c = i; c < n; ++c) dx[c] += inv * w[c] * dy[c] - coef * x[c];
+  for (int64_t c = i; c < n && dw_partial != nullptr; ++c) dw_partial[c] += dy[c] * x[c] * inv;
+}
 
 double SumOfProducts(const float* a, const float* b, const float* c, int64_t n) {
   if (UseAvx512()) return SumOfProductsAvx512(a, b, c, n);

@@ -36,4 +36,10 @@ void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* ou
 void SwigluBackwardRange(const float* gate, const float* up, const float* dout, int64_t n,
                          float* dgate, float* dup);
 
+// RMSNorm's backward over one row: dx[i] += inv * w[i] * dy[i] - coef * x[i] and, when
+// dw_partial is not null, dw_partial[i] += double(dy[i] * x[i] * inv) — each operation rounded
+// on its own in the scalar loop's order (the same bits with and without AVX-512).
+void RmsNormBackwardRow(const float* w, const float* dy, const float* x, float inv, float coef,
+                        int64_t n, float* dx, double* dw_partial);
+
 }  // namespace air::engine
