@@ -202,6 +202,20 @@ double ExpectMatches(const Problem& p, const Reference& ref, const Result& got,
   return worst;
 }
 
+// Calls add(case) for each shape x (trans_a, trans_b) x beta (0, 1, 0.5), F32 dtypes.
+template <typename Add>
+void ForTransposesAndBetas(const std::vector<std::tuple<int64_t, int64_t, int64_t>>& shapes,
+                           Add add) {
+  for (auto [m, n, k] : shapes) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (float beta : {0.0f, 1.0f, 0.5f})
+          add(Case{ta != 0, tb != 0, m, n, k, beta, false, false, false});
+      }
+    }
+  }
+}
+
 // Shapes x transposes x betas, the operand dtypes rotating through all eight combinations.
 std::vector<Case> Cases() {
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
@@ -212,17 +226,11 @@ std::vector<Case> Cases() {
       {300, 33, 64},    // many row tiles, one column tile
       {20, 37, 4099}};  // several pair slices (a BF16 C staged), odd K
   std::vector<Case> cases;
-  for (auto [m, n, k] : shapes) {
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        for (float beta : {0.0f, 1.0f, 0.5f}) {
-          for (bool c_bf16 : {false, true}) {
-            cases.push_back({ta != 0, tb != 0, m, n, k, beta, false, false, c_bf16});
-          }
-        }
-      }
-    }
-  }
+  int combo = 0;
+  ForTransposesAndBetas(shapes, [&](const Case& g) {
+    const int c = combo++ % 8;
+    cases.push_back({g.ta, g.tb, g.m, g.n, g.k, g.beta, (c & 1) != 0, (c & 2) != 0, (c & 4) != 0});
+  });
   return cases;
 }
 
@@ -436,17 +444,11 @@ std::vector<Case> NarrowCases() {
       {16, 16, 16},     // all three narrow
       {9, 20, 7}};
   std::vector<Case> cases;
-  for (auto [m, n, k] : shapes) {
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        for (float beta : {0.0f, 1.0f, 0.5f}) {
-          for (bool c_bf16 : {false, true}) {
-            cases.push_back({ta != 0, tb != 0, m, n, k, beta, false, false, c_bf16});
-          }
-        }
-      }
+  ForTransposesAndBetas(shapes, [&](const Case& g) {
+    for (bool c_bf16 : {false, true}) {
+      cases.push_back({g.ta, g.tb, g.m, g.n, g.k, g.beta, false, false, c_bf16});
     }
-  }
+  });
   return cases;
 }
 
