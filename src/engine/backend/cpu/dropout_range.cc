@@ -71,13 +71,62 @@ __attribute__((target("avx512f,avx512dq"))) int64_t DropoutAvx512(const float* x
   return i;
 }
 
+// The low 64 bits of a * c per lane from three 32 x 32 -> 64 products (AVX2 has no 64-bit
+// multiply).
+__attribute__((target("avx2"), always_inline)) inline __m256i MulLo64Avx2(__m256i a, uint64_t c) {
+  const __m256i c_lo = _mm256_set1_epi64x(static_cast<int64_t>(c & 0xffffffffu));
+  const __m256i c_hi = _mm256_set1_epi64x(static_cast<int64_t>(c >> 32));
+  const __m256i cross =
+      _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo), _mm256_mul_epu32(a, c_hi));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, c_lo), _mm256_slli_epi64(cross, 32));
+}
+
+// Keep8's 4-lane form: bit j set when lane j's draw is kept (threshold_minus_1 < draw: the draws
+// and the threshold fit in 25 bits, so the signed compare is the unsigned one).
+__attribute__((target("avx2"), always_inline)) inline int Keep4(__m256i z,
+                                                                __m256i threshold_minus_1) {
+  z = MulLo64Avx2(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), kMix1);
+  z = MulLo64Avx2(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), kMix2);
+  z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+  const __m256i keep = _mm256_cmpgt_epi64(_mm256_srli_epi64(z, 40), threshold_minus_1);
+  return _mm256_movemask_pd(_mm256_castsi256_pd(keep));
+}
+
+// The 8-wide loop for AVX2 CPUs; returns how many elements it did (a multiple of 8).
+__attribute__((target("avx2"))) int64_t DropoutAvx2(const float* x, float p, float scale,
+                                                    uint64_t seed, uint64_t first, int64_t n,
+                                                    float* out) {
+  const __m256i threshold_minus_1 = _mm256_set1_epi64x(static_cast<int64_t>(KeepThreshold(p)) - 1);
+  const __m256 scale8 = _mm256_set1_ps(scale);
+  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  __m256i z =
+      _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(seed + (first + 1) * kGolden)),
+                       MulLo64Avx2(_mm256_setr_epi64x(0, 1, 2, 3), kGolden));
+  const __m256i step4 = _mm256_set1_epi64x(static_cast<int64_t>(4 * kGolden));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i z_high = _mm256_add_epi64(z, step4);
+    const int bits = Keep4(z, threshold_minus_1) | (Keep4(z_high, threshold_minus_1) << 4);
+    const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(bits), bit_of_lane);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
+    _mm256_storeu_ps(out + i, _mm256_and_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale8), keep));
+    z = _mm256_add_epi64(z_high, step4);
+  }
+  return i;
+}
+
 }  // namespace
 
 void DropoutRange(const float* x, float p, float scale, uint64_t seed, uint64_t first, int64_t n,
                   float* out) {
   // Every AVX-512 CPU but the Xeon Phi has AVX512DQ's vpmullq.
   static const bool dq = __builtin_cpu_supports("avx512dq");
-  int64_t i = UseAvx512() && dq ? DropoutAvx512(x, p, scale, seed, first, n, out) : 0;
+  int64_t i = 0;
+  if (UseAvx512() && dq) {
+    i = DropoutAvx512(x, p, scale, seed, first, n, out);
+  } else if (UseAvx2()) {
+    i = DropoutAvx2(x, p, scale, seed, first, n, out);
+  }
   for (; i < n; ++i) {
     out[i] = DropoutUniform(seed, first + static_cast<uint64_t>(i)) >= p ? x[i] * scale : 0.0f;
   }

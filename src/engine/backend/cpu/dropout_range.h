@@ -1,11 +1,11 @@
 // Dropout over a range of floats for the fast CPU path: the mask of op_semantics.h's
 // DropoutUniform (splitmix64 of the element's index), drawn 16 elements at a time with AVX-512F and
-// AVX512DQ (vpmullq for splitmix64's 64-bit multiplies) — the same bits as the
-// scalar draw, so every backend, thread count and kernel level sees the same mask. Without
-// AVX-512 (or with AIR_CPU_KERNELS capped below it) the scalar draw. Written by hand because the
-// scalar loop does not vectorize (64-bit multiplies) and LoRA's dropout draws the mask three
-// times per adapter and step (forward, and the backward's input and gradient): bench/lora spent
-// 22% of a bf16 step in the scalar loop.
+// AVX512DQ (vpmullq for splitmix64's 64-bit multiplies), else 8 at a time with AVX2 (the 64-bit
+// multiplies from 32-bit ones) — the same bits as the scalar draw, so every backend, thread
+// count and kernel level sees the same mask. Without AVX2 (or with AIR_CPU_KERNELS=generic) the
+// scalar draw. Written by hand because the scalar loop does not vectorize (64-bit multiplies)
+// and LoRA's dropout draws the mask three times per adapter and step (forward, and the
+// backward's input and gradient): bench/lora spent 22% of a bf16 step in the scalar loop.
 // Thread safety: pure function over its arguments.
 #pragma once
 
