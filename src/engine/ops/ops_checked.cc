@@ -293,6 +293,57 @@ void Ops::MoeCombineBackward(const View& y, const View& weights, const View& row
   MoeCombineBackwardKernel(y, weights, row_of_slot, dout, dy, dweights);
 }
 
+void Ops::GroupedGemm(bool trans_w, int64_t n, int64_t k, const View& x, const View& w,
+                      const View& bias, const View& offsets, float beta, const View& y) const {
+  const OpKind op = OpKind::kGroupedGemm;
+  CheckIndex(*this, op, offsets, "offsets");
+  CheckSize(op, offsets, 1, "offsets (G + 1 entries)");
+  const int64_t groups = offsets.numel() - 1, rows = k > 0 ? x.numel() / k : 0;
+  CheckData(*this, op, x, "x");
+  CheckData(*this, op, w, "w");
+  CheckData(*this, op, y, "y");
+  CheckSize(op, w, groups * k * n, "w");
+  CheckSize(op, y, rows * n, "y");
+  if (!bias.empty()) {
+    CheckData(*this, op, bias, "bias");
+    CheckSize(op, bias, groups * n, "bias");
+  }
+  GroupedGemmKernel(trans_w, n, k, x, w, bias, offsets, beta, y);
+}
+
+void Ops::GroupedGemmWeightGrad(int64_t k, int64_t n, const View& x, const View& dy,
+                                const View& offsets, const View& dw, const View& dbias) const {
+  const OpKind op = OpKind::kGroupedGemmWeightGrad;
+  CheckIndex(*this, op, offsets, "offsets");
+  CheckSize(op, offsets, 1, "offsets (G + 1 entries)");
+  const int64_t groups = offsets.numel() - 1, rows = n > 0 ? dy.numel() / n : 0;
+  CheckData(*this, op, dy, "dy");
+  if (!dw.empty()) {
+    CheckData(*this, op, dw, "dw");
+    CheckData(*this, op, x, "x");
+    CheckSize(op, dw, groups * k * n, "dw");
+    CheckSize(op, x, rows * k, "x");
+  }
+  if (!dbias.empty()) {
+    CheckData(*this, op, dbias, "dbias");
+    CheckSize(op, dbias, groups * n, "dbias");
+  }
+  GroupedGemmWeightGradKernel(k, n, x, dy, offsets, dw, dbias);
+}
+
+void Ops::DequantizeMxfp4(int64_t experts, int64_t rows, int64_t groups, const View& blocks,
+                          const View& scales, const View& out) const {
+  const OpKind op = OpKind::kDequantizeMxfp4;
+  CheckPacked(*this, op, blocks, "blocks");
+  CheckPacked(*this, op, scales, "scales");
+  CheckData(*this, op, out, "out");
+  const int64_t per_expert = rows * groups;
+  CheckSize(op, scales, experts * per_expert, "scales");
+  CheckSize(op, blocks, experts * per_expert * 16, "blocks");
+  CheckSize(op, out, experts * per_expert * 32, "out");
+  DequantizeMxfp4Kernel(experts, rows, groups, blocks, scales, out);
+}
+
 void Ops::AddInPlace(const View& y, const View& x) const {
   const OpKind op = OpKind::kAddInPlace;
   CheckData(*this, op, y, "y");
