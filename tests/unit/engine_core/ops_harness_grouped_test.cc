@@ -31,10 +31,10 @@ struct GroupedCase {
 
 std::vector<GroupedCase> GroupedCases() {
   return {
-      {{2, 5, 5, 75, 76}, 81, 67, 40},                  // unused rows around, an empty group
+      {{2, 5, 5, 75, 76}, 81, 67, 40},  // unused rows around, an empty group
       {{0, 64, 129, 129, 130, 260, 267, 267, 300}, 300, 130, 70},  // tiles and ragged tails
-      {{0, 200}, 200, 33, 300},                         // one group, K over many slices
-      {{0, 0, 0, 0}, 10, 16, 32},                       // no rows at all: nothing changes
+      {{0, 200}, 200, 33, 300},                                    // one group, K over many slices
+      {{0, 0, 0, 0}, 10, 16, 32},  // no rows at all: nothing changes
   };
 }
 
@@ -68,8 +68,7 @@ TEST_P(OpsHarness, GroupedGemmEveryLayoutBiasAndBeta) {
           ref_.GroupedGemm(trans_w, c.n, c.k, xv.want, wv.want, bv.want, off.want, beta, y.want);
           const std::string what = Describe(c) + (trans_w ? " w^T" : " w") +
                                    " beta=" + std::to_string(beta) + (with_bias ? " bias" : "");
-          Expect("gemm/sqrt(k)", d.Error(y) / std::sqrt(double(c.k)), tol().gemm_per_sqrt_k,
-                 what);
+          Expect("gemm/sqrt(k)", d.Error(y) / std::sqrt(double(c.k)), tol().gemm_per_sqrt_k, what);
           // Rows outside every group keep their values exactly.
           const auto got = d.Got(y);
           for (int64_t r = 0; r < c.rows; ++r) {
@@ -140,8 +139,8 @@ TEST_P(OpsHarness, DequantizeMxfp4GivesTheDecodersBits) {
   if (!Runs(OpKind::kDequantizeMxfp4)) return;
   const DType out_dtype = precision().in;
   // Every scale (0..255: subnormal, normal and infinite results) and every byte.
-  for (auto [experts, rows, groups] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {3, 5, 2}, {2, 67, 3}, {1, 256, 1}}) {
+  for (auto [experts, rows, groups] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 5, 2}, {2, 67, 3}, {1, 256, 1}}) {
     const int64_t scale_count = experts * rows * groups;
     std::vector<uint8_t> blocks(static_cast<size_t>(scale_count * kMxfp4GroupBytes));
     std::vector<uint8_t> scales(static_cast<size_t>(scale_count));
