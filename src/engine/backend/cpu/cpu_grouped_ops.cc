@@ -113,8 +113,7 @@ void FastOps::GroupedGemmWeightGradKernel(int64_t k, int64_t n, const View& x, c
 }
 
 void FastOps::DequantizeMxfp4Kernel(int64_t experts, int64_t rows, int64_t groups,
-                                    const View& blocks, const View& scales,
-                                    const View& out) const {
+                                    const View& blocks, const View& scales, const View& out) const {
   CpuDequantizeMxfp4(experts, rows, groups, blocks, scales, out);
 }
 

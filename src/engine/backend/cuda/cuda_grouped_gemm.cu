@@ -257,8 +257,8 @@ unsigned Tiles(int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1
 void GroupedGemm(bool trans_w, int64_t rows, int64_t n, int64_t k, In x, In w, In bias,
                  const int32_t* offsets, int64_t groups, float beta, Out y, cudaStream_t stream) {
   if (rows <= 0 || n <= 0 || groups <= 0) return;
-  ForwardArgs args{rows, n, k, groups, (rows + kBM - 1) / kBM + groups, x, w, bias,
-                   offsets, beta, y};
+  ForwardArgs args{rows, n,       k,    groups, (rows + kBM - 1) / kBM + groups, x, w,
+                   bias, offsets, beta, y};
   const dim3 grid(Tiles(n, kBN), static_cast<unsigned>(std::min(args.slots, kMaxSlots)));
   const bool bf16 = x.dtype == DType::kBF16 || w.dtype == DType::kBF16;
   if (bf16 && trans_w) {
@@ -273,9 +273,8 @@ void GroupedGemm(bool trans_w, int64_t rows, int64_t n, int64_t k, In x, In w, I
   AIR_CUDA_CHECK_LAUNCH();
 }
 
-void GroupedGemmWeightGrad(int64_t rows, int64_t k, int64_t n, In x, In dy,
-                           const int32_t* offsets, int64_t groups, Out dw, Out dbias,
-                           cudaStream_t stream) {
+void GroupedGemmWeightGrad(int64_t rows, int64_t k, int64_t n, In x, In dy, const int32_t* offsets,
+                           int64_t groups, Out dw, Out dbias, cudaStream_t stream) {
   if (rows <= 0 || n <= 0 || groups <= 0) return;
   if (dw.ptr != nullptr && k > 0) {
     const WeightGradArgs args{rows, k, n, x, dy, offsets, dw};

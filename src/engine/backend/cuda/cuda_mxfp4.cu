@@ -35,8 +35,8 @@ void DequantizeMxfp4(int64_t experts, int64_t rows, int64_t groups, const uint8_
                      const uint8_t* scales, Out out, cudaStream_t stream) {
   const int64_t total = experts * rows * groups * 32;
   if (total <= 0) return;
-  DequantizeMxfp4Kernel<<<BlocksFor(total, kThreads), kThreads, 0, stream>>>(
-      experts, rows, groups, blocks, scales, out);
+  DequantizeMxfp4Kernel<<<BlocksFor(total, kThreads), kThreads, 0, stream>>>(experts, rows, groups,
+                                                                             blocks, scales, out);
   AIR_CUDA_CHECK_LAUNCH();
 }
 
