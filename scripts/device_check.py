@@ -96,7 +96,7 @@ class Check:
         core = pathlib.Path(self.args.bin) / "air_engine_core_tests"
         train = pathlib.Path(self.args.bin) / "air_engine_train_tests"
         filt = ("*OpsHarness*:*BackendContract*:*GradCheck*:BackendRegistry.*:BackendCoverage.*:"
-                "OpChecks.*:CudaGemm*")
+                "OpChecks.*:CudaGemm*:*Mxfp4Reference*")
         proc = self.run("harness", [core, f"--gtest_filter={filt}"], 240, check=False)
         proc2 = self.run("harness", [train, "--gtest_filter=TrainDevice.*:Optim*:Fsdp*"], 180,
                          check=False)

@@ -23,7 +23,7 @@ to compare); the ratio is against PEFT's best.
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/gpt_oss/bench.py \
       [--layers 4 --hidden 256 --experts 8 --top-k 2 --vocab 4096 --seq 256 --batch 2
        --steps 6 --warmup 2 --threads 2] [--dtype fp32|bf16|both] [--sides full,lora]
-       [--r 16 --alpha 16 --dropout 0.05]
+       [--r 16 --alpha 16 --dropout 0.05] [--hf-experts grouped_mm,eager|none]
 """
 import argparse
 import importlib.util
@@ -69,6 +69,11 @@ def build_model(args, model_dir):
     return sum(p.numel() for p in model.parameters())
 
 
+def hf_experts(args):
+    """transformers' experts implementations to time; none: air alone (two air builds compared)."""
+    return [] if args.hf_experts == "none" else args.hf_experts.split(",")
+
+
 def run_lora(args, air, model_dir, data, work, dtypes):
     """The LoRA side: air use_peft and PEFT (each experts implementation) per dtype."""
     out = {}
@@ -77,7 +82,7 @@ def run_lora(args, air, model_dir, data, work, dtypes):
         sub.mkdir()
         args.bf16 = bf16
         out[("air", bf16)] = lora_bench.run_air(args, air, model_dir, data, sub)
-        for experts in args.hf_experts.split(","):
+        for experts in hf_experts(args):
             out[(f"peft {experts}", bf16)] = lora_bench.run_peft(
                 args, model_dir, sub / "batches.jsonl", experts)
     return out
@@ -92,7 +97,7 @@ def print_lora(args, lora, dtypes):
         print(f"{side + (' bf16' if bf16 else ' fp32'):32} {r['tokens_per_s']:9.0f} "
               f"{r['first_loss']:11.4f} {r['last_loss']:10.4f} "
               f"{sum(r['state'].values()) / MIB:12.1f}")
-    for bf16 in dtypes:
+    for bf16 in dtypes if hf_experts(args) else []:
         name = "bf16" if bf16 else "fp32"
         best = max((r["tokens_per_s"], side) for (side, b), r in lora.items()
                    if b == bf16 and side != "air")
@@ -116,7 +121,8 @@ def main():
     parser.add_argument("--dtype", choices=["both", "fp32", "bf16"], default="fp32")
     parser.add_argument("--hf-experts", default="grouped_mm,eager",
                         help="transformers' experts implementations to time (its default is "
-                             "grouped_mm; eager is its loop of one GEMM per routed expert)")
+                             "grouped_mm; eager is its loop of one GEMM per routed expert; none: "
+                             "time air alone)")
     parser.add_argument("--sides", default="full,lora",
                         help="full (every parameter trained), lora (the seed's LoraConfig), or both")
     parser.add_argument("--r", type=int, default=16)
@@ -145,7 +151,7 @@ def main():
             for bf16 in dtypes:
                 results[("air", bf16)] = train_step.run_air(args, air, model_dir, data, work,
                                                             bf16)
-            for experts in args.hf_experts.split(","):
+            for experts in hf_experts(args):
                 args.hf_load_kwargs = {"experts_implementation": experts}
                 for bf16 in dtypes:
                     results[(f"pytorch {experts}", bf16)] = train_step.run_pytorch(
@@ -156,7 +162,7 @@ def main():
         for (side, bf16), (tps, first, last) in results.items():
             print(f"{side + (' bf16' if bf16 else ' fp32'):24} {tps:10.0f} {first:11.4f} "
                   f"{last:10.4f}")
-        for bf16 in dtypes:
+        for bf16 in dtypes if hf_experts(args) else []:
             name = "bf16" if bf16 else "fp32"
             best = max((tps, side) for (side, b), (tps, _, _) in results.items()
                        if b == bf16 and side != "air")

@@ -21,6 +21,8 @@ const char* DTypeName(DType dtype) {
       return "I32";
     case DType::kF64:
       return "F64";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
@@ -42,6 +44,8 @@ size_t DTypeSize(DType dtype) {
       return 4;
     case DType::kF64:
       return 8;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
@@ -123,6 +127,7 @@ void DecodeToF32(DType dtype, const void* src, size_t n, float* dst) {
       return;
     case DType::kI32:
     case DType::kF64:
+    case DType::kU8:
       break;
   }
   AIR_ENGINE_CHECK(false, "DecodeToF32 of a non-float dtype");
@@ -148,6 +153,7 @@ void EncodeFromF32(DType dtype, const float* src, size_t n, void* dst) {
       return;
     case DType::kI32:
     case DType::kF64:
+    case DType::kU8:
       break;
   }
   AIR_ENGINE_CHECK(false, "EncodeFromF32 to a non-float dtype");

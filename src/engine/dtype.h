@@ -1,6 +1,7 @@
-// Element types: of device memory (engine/view.h: F32, BF16, F16, I32, and F64 for the scalar
-// accumulators ops write, e.g. a loss sum) and of tensors stored in files (safetensors: F32,
-// BF16, F16), with the conversions between the float types and the fp32 the engine computes in.
+// Element types: of device memory (engine/view.h: F32, BF16, F16, I32, F64 for the scalar
+// accumulators ops write, e.g. a loss sum, and U8 for packed bytes: MXFP4 blocks and scales) and of
+// tensors stored in files (safetensors: F32, BF16, F16), with the conversions between the float
+// types and the fp32 the engine computes in.
 //
 // Kernels compute in fp32 (the bf16 GEMM accumulates in fp32); BF16 is also a compute and
 // communication dtype (mixed precision), F16 a storage and communication one. Conversions round
@@ -16,14 +17,14 @@
 
 namespace air::engine {
 
-enum class DType { kF32, kBF16, kF16, kI32, kF64 };
+enum class DType { kF32, kBF16, kF16, kI32, kF64, kU8 };
 
-// "F32", "BF16", "F16", "I32", "F64": the safetensors spelling.
+// "F32", "BF16", "F16", "I32", "F64", "U8": the safetensors spelling.
 const char* DTypeName(DType dtype);
 // Parses the spelling of a float type air reads from checkpoints (F32, BF16, F16); nullopt for
 // anything else (I32, F64, I64, ... are not weight types air loads).
 std::optional<DType> ParseDType(std::string_view name);
-// Bytes per element: 8, 4 or 2.
+// Bytes per element: 8, 4, 2 or 1.
 size_t DTypeSize(DType dtype);
 // The safetensors dtype names air reads, for error messages: "F32, BF16, F16".
 std::string SupportedDTypeNames();

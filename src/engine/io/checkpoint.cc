@@ -40,6 +40,7 @@ const char* TorchDTypeName(DType dtype) {
       return "float16";
     case DType::kI32:
     case DType::kF64:
+    case DType::kU8:
       break;  // not a weight dtype (SaveOptions allows the three float types)
   }
   return "float32";

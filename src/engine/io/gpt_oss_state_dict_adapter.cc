@@ -1,7 +1,8 @@
 // GPT-OSS's state-dict adapter (see state_dict_adapter.h): GptOssModel's names <-> transformers'
 // GptOssForCausalLM, loading the expert weights from either released layout — dense float
-// tensors (gate_up_proj [E, H, 2I], down_proj [E, I, H]) or MXFP4 (*_blocks + *_scales, decoded
-// expert by expert, bit for bit as transformers dequantizes them: io/mxfp4.h) — and checking a
+// tensors (gate_up_proj [E, H, 2I], down_proj [E, I, H]) or MXFP4 (*_blocks + *_scales, uploaded
+// as stored and decoded by the backend expert by expert, bit for bit as transformers dequantizes
+// them: Ops::DequantizeMxfp4, engine/mxfp4_decode.h) — and checking a
 // checkpoint's completeness first (io/gpt_oss_checkpoint.h: missing expert tensors by name).
 // Saving writes the dense layout, which transformers loads without a quantization config.
 #include <memory>
@@ -62,13 +63,24 @@ class GptOssStateDictAdapter : public TableStateDictAdapter {
     const SafetensorsFile* scales_file = nullptr;
     const SafetensorsEntry* blocks = reader.Find(hf + "_blocks", &blocks_file);
     const SafetensorsEntry* scales = reader.Find(hf + "_scales", &scales_file);
-    // One expert at a time: the host holds one expert's fp32 values, never the layer's.
+    // One expert at a time: its 4-bit blocks and scales go to the backend as stored (a GPU
+    // receives a quarter of bf16's bytes) and the backend expands them into the parameter in
+    // its own memory (Ops::DequantizeMxfp4: transformers' bits on every backend).
     const int64_t per_expert = layout.rows * layout.cols();
-    scratch.ResizeZeroed({per_expert});
+    const int64_t scale_bytes = layout.rows * layout.groups;
+    View block_view, scale_view;
+    AIR_ASSIGN_OR_RETURN(
+        auto block_buffer,
+        backend.AllocateView(DType::kU8, {scale_bytes * kMxfp4GroupBytes}, &block_view));
+    AIR_ASSIGN_OR_RETURN(auto scale_buffer,
+                         backend.AllocateView(DType::kU8, {scale_bytes}, &scale_view));
+    const uint8_t* block_bytes = blocks_file->RawData(*blocks);
+    const uint8_t* scale_bytes_in = scales_file->RawData(*scales);
     for (int64_t e = 0; e < layout.experts; ++e) {
-      DequantizeMxfp4F32(layout, blocks_file->RawData(*blocks), scales_file->RawData(*scales),
-                         Mxfp4Orientation::kTransformers, e, e + 1, scratch.data());
-      backend.FromHostTensor(value.Slice(e * per_expert, per_expert), scratch.data());
+      backend.CopyToDevice(block_view, block_bytes + e * scale_bytes * kMxfp4GroupBytes);
+      backend.CopyToDevice(scale_view, scale_bytes_in + e * scale_bytes);
+      backend.DequantizeMxfp4(1, layout.rows, layout.groups, block_view, scale_view,
+                              value.Slice(e * per_expert, per_expert));
     }
     return Status::Ok();
   }

@@ -110,46 +110,33 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
   ops.AddInPlace(dx, t);
 }
 
-LoraFactors ExpertLora::Factors(int64_t e) const {
-  const int64_t r = a_->shape[0] / experts(), in = a_->shape[1], out = b_->shape[1];
-  auto block = [](const View& v, int64_t e, int64_t n) {
-    return v.empty() ? View() : v.Slice(e * n, n);
-  };
-  return {block(a_->value, e, r * in),
-          block(b_->value, e, out * r),
-          block(a_->grad, e, r * in),
-          block(b_->grad, e, out * r),
-          r,
-          in,
-          out};
-}
-
 void ExpertLora::Forward(const Backend& ops, const LinearPass& pass, const View& x,
-                         std::span<const int32_t> offsets, const View& y) {
+                         const View& offsets, const View& y) {
   const int64_t in = a_->shape[1], rows = x.numel() / in;
+  const int64_t r = a_->shape[0] / experts(), out = b_->shape[1];
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), pass.training);
   if (s.u.empty()) return;  // out of memory: recorded in the scratch's status
-  for (int64_t e = 0; e < experts(); ++e) {
-    const int64_t r0 = offsets[e], n = offsets[e + 1] - offsets[e];
-    if (n == 0) continue;
-    LoraBranchForward(ops, Factors(e), scaling_, n, x.Rows(r0, n), s.u.Rows(r0, n), y.Rows(r0, n));
-  }
+  // Every expert at once (LoraBranchForward per expert, grouped): u_e (n, r) = scaling *
+  // x_e (n, in) @ A_e (r, in)^T; y_e (n, out) += u_e @ B_e (out, r)^T.
+  ops.GroupedGemm(true, r, in, x, a_->value, View(), offsets, 0.0f, s.u);
+  if (scaling_ != 1.0f) ops.Scale(s.u, scaling_);
+  ops.GroupedGemm(true, out, r, s.u, b_->value, View(), offsets, 1.0f, y);
 }
 
 void ExpertLora::Backward(const Backend& ops, const LinearPass& /*pass*/, const View& x,
-                          std::span<const int32_t> offsets, const View& dy, const View& dx) {
+                          const View& offsets, const View& dy, const View& dx) {
   const int64_t in = a_->shape[1], rows = x.numel() / in;
+  const int64_t r = a_->shape[0] / experts(), out = b_->shape[1];
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), true);
   if (s.u.empty()) return;
-  for (int64_t e = 0; e < experts(); ++e) {
-    const int64_t r0 = offsets[e], n = offsets[e + 1] - offsets[e];
-    if (n == 0) continue;
-    const LoraFactors f = Factors(e);
-    const View du = s.du.Rows(r0, n);
-    LoraBranchBackward(ops, f, scaling_, n, x.Rows(r0, n), dy.Rows(r0, n), s.u.Rows(r0, n), du);
-    // dx_e (n, in) += du_e (n, r) @ A_e (r, in)
-    if (!dx.empty()) ops.Gemm(false, false, n, in, f.r, du, f.r, f.a, in, 1.0f, dx.Rows(r0, n), in);
-  }
+  // LoraBranchBackward per expert, grouped: dB_e (out, r) += dy_e^T u_e (u carries the
+  // scaling); du_e (n, r) = scaling * dy_e @ B_e; dA_e (r, in) += du_e^T x_e.
+  if (!b_->grad.empty()) ops.GroupedGemmWeightGrad(out, r, dy, s.u, offsets, b_->grad, View());
+  ops.GroupedGemm(false, r, out, dy, b_->value, View(), offsets, 0.0f, s.du);
+  if (scaling_ != 1.0f) ops.Scale(s.du, scaling_);
+  if (!a_->grad.empty()) ops.GroupedGemmWeightGrad(r, in, s.du, x, offsets, a_->grad, View());
+  // dx_e (n, in) += du_e (n, r) @ A_e (r, in)
+  if (!dx.empty()) ops.GroupedGemm(false, in, r, s.du, a_->value, View(), offsets, 1.0f, dx);
 }
 
 }  // namespace air::engine::lora

@@ -29,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -133,19 +132,17 @@ class ExpertLora final : public ExpertLinearAdapter {
   ExpertLora(Parameter* a, Parameter* b, float scaling, int index, LoraScratch* scratch)
       : a_(a), b_(b), scaling_(scaling), index_(index), scratch_(scratch) {}
 
-  void Forward(const Backend& ops, const LinearPass& pass, const View& x,
-               std::span<const int32_t> offsets, const View& y) override;
-  void Backward(const Backend& ops, const LinearPass& pass, const View& x,
-                std::span<const int32_t> offsets, const View& dy, const View& dx) override;
+  // Every expert's branch in grouped GEMMs over the device offsets (no host read).
+  void Forward(const Backend& ops, const LinearPass& pass, const View& x, const View& offsets,
+               const View& y) override;
+  void Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& offsets,
+                const View& dy, const View& dx) override;
 
   Parameter* a() const { return a_; }
   Parameter* b() const { return b_; }
   int64_t experts() const { return b_->shape[0]; }
 
  private:
-  // Expert e's A_e (r, in) and B_e (out, r) with their gradients.
-  LoraFactors Factors(int64_t e) const;
-
   Parameter* a_;
   Parameter* b_;
   float scaling_;

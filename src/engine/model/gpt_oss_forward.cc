@@ -9,14 +9,12 @@ namespace air::engine {
 Result<ForwardResult> GptOssModel::Forward(const TokenBatch& batch, const ForwardOptions& options) {
   AIR_RETURN_IF_ERROR(ValidateTokenBatch(batch, config().vocab_size));
   if (options.training) AIR_RETURN_IF_ERROR(EnsureGradients());
-  impl_->host_offsets.resize(static_cast<size_t>(config().num_layers));
   return impl_->Forward(*this, hooks(), impl_->LayerKind(), batch, options);
 }
 
 size_t GptOssModel::PassWorkspaceBytes(const ModelConfig& config, DType compute,
                                        const PassShape& shape) {
   GptOssModel::Impl stack(nullptr);
-  stack.host_offsets.resize(static_cast<size_t>(config.num_layers));
   return Workspace::Measure(
       [&](Workspace& ws) { stack.LayoutPass(ws, config, compute, stack.LayerKind(), shape); });
 }

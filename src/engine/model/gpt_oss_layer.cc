@@ -8,8 +8,7 @@
 namespace air::engine {
 
 void LayoutGptOssLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
-                                  int64_t seq, bool with_input, std::vector<int32_t>* host_offsets,
-                                  GptOssLayerActivations& acts) {
+                                  int64_t seq, bool with_input, GptOssLayerActivations& acts) {
   const int64_t n = batch * seq, dim = c.hidden_size;
   LayerActivations& a = acts.attn;
   a = LayerActivations{};
@@ -28,7 +27,6 @@ void LayoutGptOssLayerActivations(Workspace& ws, const ModelConfig& c, DType dty
   const GptOssConfig& g = *c.gpt_oss;
   LayoutMoeActivations(ws, n, dim, c.intermediate_size, g.num_experts, g.experts_per_token, dtype,
                        acts.moe);
-  acts.moe.host_offsets = host_offsets;
 }
 
 void LayoutGptOssGradScratch(Workspace& ws, const ModelConfig& c, int64_t n, GptOssGradScratch& g) {

@@ -43,10 +43,9 @@ struct GptOssGradScratch {
 };
 
 // Takes one layer's activations for `batch` x `seq` tokens (`x` too unless with_input is
-// false: then the caller sets it). `host_offsets` receives the MoE's row ranges.
+// false: then the caller sets it).
 void LayoutGptOssLayerActivations(Workspace& ws, const ModelConfig& c, DType dtype, int64_t batch,
-                                  int64_t seq, bool with_input, std::vector<int32_t>* host_offsets,
-                                  GptOssLayerActivations& acts);
+                                  int64_t seq, bool with_input, GptOssLayerActivations& acts);
 void LayoutGptOssGradScratch(Workspace& ws, const ModelConfig& c, int64_t rows,
                              GptOssGradScratch& g);
 

@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include "engine/backend/backend.h"
@@ -51,17 +50,18 @@ struct Linear {
 };
 
 // A branch added to a per-expert linear's output (rows grouped by expert: expert e owns rows
-// [offsets[e], offsets[e + 1]) of x and y), owned outside the model.
+// [offsets[e], offsets[e + 1]) of x and y; offsets (E + 1, I32) in the backend's memory, read
+// only by its grouped ops, never copied to the host), owned outside the model.
 class ExpertLinearAdapter {
  public:
   virtual ~ExpertLinearAdapter() = default;
   // y (rows, out) += adapter(x (rows, in)) per expert; in training, keeps what Backward needs.
   virtual void Forward(const Backend& ops, const LinearPass& pass, const View& x,
-                       std::span<const int32_t> offsets, const View& y) = 0;
+                       const View& offsets, const View& y) = 0;
   // Given the same x and offsets and dy (rows, out, F32) of the last training Forward:
   // accumulates the adapter's gradients and dx (rows, in, F32) += dL/dx through the branch.
   virtual void Backward(const Backend& ops, const LinearPass& pass, const View& x,
-                        std::span<const int32_t> offsets, const View& dy, const View& dx) = 0;
+                        const View& offsets, const View& dy, const View& dx) = 0;
 };
 
 // A per-expert linear layer y_e = x_e W_e (+ b_e), W (E, in, out) as transformers' GptOssExperts

@@ -3,16 +3,6 @@
 
 namespace air::engine {
 
-namespace {
-
-// Expert e's matrix of a [E, a, b] parameter view as a flat (a * b) view.
-View ExpertSlice(const View& v, int64_t e) {
-  const int64_t per = v.numel() / v.dim(0);
-  return v.Slice(e * per, per);
-}
-
-}  // namespace
-
 void LayoutMoeActivations(Workspace& ws, int64_t n, int64_t hidden, int64_t inter, int64_t experts,
                           int64_t k, DType dtype, MoeActivations& a) {
   const int64_t m = n * k;
@@ -40,41 +30,25 @@ void LayoutMoeGradScratch(Workspace& ws, int64_t n, int64_t hidden, int64_t inte
 }
 
 void ExpertLinearForward(const Backend& ops, const LinearPass& pass, const View& x,
-                         std::span<const int32_t> offsets, const ExpertLinear& linear,
-                         const View& y) {
+                         const View& offsets, const ExpertLinear& linear, const View& y) {
   const Parameter& w = *linear.weight;
-  const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2];
-  for (int64_t e = 0; e < experts; ++e) {
-    const int64_t r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
-    if (rows == 0) continue;
-    const View ye = y.Rows(r0, rows);
-    // y_e (rows, out) = x_e (rows, in) @ W_e (in, out)
-    ops.Gemm(false, false, rows, out, in, x.Rows(r0, rows), in, ExpertSlice(w.value, e), out, 0.0f,
-             ye, out);
-    if (linear.bias != nullptr) ops.AddBias(ye, linear.bias->value.Rows(e, 1));
-  }
+  const int64_t in = w.shape[1], out = w.shape[2];
+  // y_e (rows, out) = x_e (rows, in) @ W_e (in, out) + b_e, every expert in one call
+  ops.GroupedGemm(false, out, in, x, w.value, linear.bias != nullptr ? linear.bias->value : View(),
+                  offsets, 0.0f, y);
   if (linear.adapter != nullptr) linear.adapter->Forward(ops, pass, x, offsets, y);
 }
 
 void ExpertLinearBackward(const Backend& ops, const LinearPass& pass, const View& x,
-                          std::span<const int32_t> offsets, const ExpertLinear& linear,
-                          const View& dy, const View& dx) {
+                          const View& offsets, const ExpertLinear& linear, const View& dy,
+                          const View& dx) {
   const Parameter& w = *linear.weight;
-  const int64_t experts = w.shape[0], in = w.shape[1], out = w.shape[2];
-  const View db = GradOrEmpty(linear.bias);
-  for (int64_t e = 0; e < experts; ++e) {
-    const int64_t r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
-    if (rows == 0) continue;
-    const View dye = dy.Rows(r0, rows), xe = x.Rows(r0, rows);
-    // dW_e (in, out) += x_e^T (in, rows) @ dy_e (rows, out)
-    if (w.trainable) {
-      ops.Gemm(true, false, in, out, rows, xe, in, dye, out, 1.0f, ExpertSlice(w.grad, e), out);
-    }
-    if (!db.empty()) ops.BiasBackward(dye, db.Rows(e, 1));
-    // dx_e (rows, in) = dy_e (rows, out) @ W_e^T
-    ops.Gemm(false, true, rows, in, out, dye, out, ExpertSlice(w.value, e), out, 0.0f,
-             dx.Rows(r0, rows), in);
-  }
+  const int64_t in = w.shape[1], out = w.shape[2];
+  // dW_e (in, out) += x_e^T dy_e; db_e += colsum(dy_e) (the trainable ones)
+  const View dw = w.trainable ? w.grad : View(), db = GradOrEmpty(linear.bias);
+  if (!dw.empty() || !db.empty()) ops.GroupedGemmWeightGrad(in, out, x, dy, offsets, dw, db);
+  // dx_e (rows, in) = dy_e (rows, out) @ W_e^T
+  ops.GroupedGemm(true, in, out, dy, w.value, View(), offsets, 0.0f, dx);
   if (linear.adapter != nullptr) linear.adapter->Backward(ops, pass, x, offsets, dy, dx);
 }
 
@@ -83,22 +57,19 @@ void MoeForward(const Backend& ops, const LinearPass& pass, const MoeWeights& w,
   // Route: logits (N, E) -> the k experts of each token and their weights.
   LinearForward(ops, LinearPass{}, xn, w.router, a.logits);  // no adapter on the router
   ops.RouterTopK(a.logits, a.experts, a.weights);
-  // Group the choices by expert; the row ranges come to the host to size the GEMMs.
+  // Group the choices by expert; the row ranges stay on the device (the grouped GEMMs read them).
   ops.MoeDispatch(a.experts, a.offsets, a.token_of_row, a.row_of_slot);
-  std::vector<int32_t>& offsets = *a.host_offsets;
-  offsets.resize(static_cast<size_t>(a.offsets.numel()));
-  ops.CopyToHost(offsets.data(), a.offsets);
   ops.MoeGather(xn, a.token_of_row, a.xg);
-  ExpertLinearForward(ops, pass, a.xg, offsets, w.mlp1, a.gate_up);
+  ExpertLinearForward(ops, pass, a.xg, a.offsets, w.mlp1, a.gate_up);
   ops.ClampedSwigluForward(a.gate_up, w.swiglu_alpha, w.swiglu_limit, a.act);
-  ExpertLinearForward(ops, pass, a.act, offsets, w.mlp2, a.y);
+  ExpertLinearForward(ops, pass, a.act, a.offsets, w.mlp2, a.y);
   ops.MoeCombine(a.y, a.weights, a.row_of_slot, out);
 }
 
 void MoeBackward(const Backend& ops, const LinearPass& pass, const MoeWeights& w, const View& xn,
                  const MoeActivations& a, const View& dout, const MoeGradScratch& g,
                  const View& dxn) {
-  const std::vector<int32_t>& offsets = *a.host_offsets;
+  const View& offsets = a.offsets;
   // out = sum_j weight_j y[row_j]: dy (written), dweights (accumulated: start from zero)
   ops.Zero(g.dweights);
   ops.MoeCombineBackward(a.y, a.weights, a.row_of_slot, dout, g.dy, g.dweights);

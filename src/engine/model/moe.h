@@ -6,14 +6,15 @@
 //   grouped rows: the N*k (token, slot) choices sorted by expert (MoeDispatch); expert e owns
 //   rows [offsets[e], offsets[e+1])
 //   xg = xn[token of each row]                      (N*k, C)
-//   gate_up = xg W1_e + b1_e    for each expert e over its rows  (N*k, 2I)  one GEMM per expert
+//   gate_up = xg W1_e + b1_e    for each expert e over its rows  (N*k, 2I)  one grouped GEMM
 //   act = clamped SwiGLU(gate_up)                   (N*k, I)
-//   y = act W2_e + b2_e         for each expert e over its rows  (N*k, C)  one GEMM per expert
+//   y = act W2_e + b2_e         for each expert e over its rows  (N*k, C)  one grouped GEMM
 //   out[n] = sum over n's slots (in expert order) of weight * y[row]   (N, C)
 //
 // No expert runs on tokens not routed to it, and an expert with no tokens runs nothing. The
-// row ranges are read back to the host once per block (E + 1 integers) to size the per-expert
-// GEMMs; they are kept for the backward (and recomputed with the layer under activation
+// row ranges never leave the backend: Ops::GroupedGemm reads them where MoeDispatch wrote them
+// (a GPU sizes its launch from N*k and E alone), so a block costs no host sync. They are kept
+// in the activations for the backward (and recomputed with the layer under activation
 // checkpointing — the same inputs give the same routing).
 //
 // The experts' projections go through ExpertLinear descriptors (model/linear.h: the per-expert
@@ -24,8 +25,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
-#include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/model/decoder_layer.h"
@@ -43,12 +42,11 @@ struct MoeWeights {
 };
 
 struct MoeActivations {
-  View logits;                                   // (N, E) F32 router logits (scratch)
-  View experts, weights;                         // (N, k) I32 chosen experts, F32 their weights
-  View offsets;                                  // (E + 1) I32 first grouped row of each expert
-  View token_of_row, row_of_slot;                // (N*k) I32 each
-  View xg, gate_up, act, y;                      // (N*k, C), (N*k, 2I), (N*k, I), (N*k, C)
-  std::vector<int32_t>* host_offsets = nullptr;  // the offsets on the host (E + 1), per layer
+  View logits;                     // (N, E) F32 router logits (scratch)
+  View experts, weights;           // (N, k) I32 chosen experts, F32 their weights
+  View offsets;                    // (E + 1) I32 first grouped row of each expert
+  View token_of_row, row_of_slot;  // (N*k) I32 each
+  View xg, gate_up, act, y;        // (N*k, C), (N*k, 2I), (N*k, I), (N*k, C)
 };
 
 struct MoeGradScratch {
@@ -74,15 +72,14 @@ void MoeBackward(const Backend& ops, const LinearPass& pass, const MoeWeights& w
                  const View& dxn);
 
 // y (rows, out) = x W_e (+ b_e) (+ the adapter's branch) over each expert's row range of x
-// (rows, in).
+// (rows, in); `offsets` (E + 1, I32) is the backend's own (MoeDispatch's).
 void ExpertLinearForward(const Backend& ops, const LinearPass& pass, const View& x,
-                         std::span<const int32_t> offsets, const ExpertLinear& linear,
-                         const View& y);
+                         const View& offsets, const ExpertLinear& linear, const View& y);
 // dx (rows, in) = dy W_e^T per expert (written; then + the adapter's part); dW_e += x^T dy and
 // db_e += colsum(dy) over the expert's rows for the trainable ones (a frozen W or b is
 // skipped); the adapter accumulates its own gradients.
 void ExpertLinearBackward(const Backend& ops, const LinearPass& pass, const View& x,
-                          std::span<const int32_t> offsets, const ExpertLinear& linear,
-                          const View& dy, const View& dx);
+                          const View& offsets, const ExpertLinear& linear, const View& dy,
+                          const View& dx);
 
 }  // namespace air::engine

@@ -1,7 +1,7 @@
-// The argument checks of the ops (ops.h's roles: data, stat, master, index, scalar), run once per
-// call by the public Ops methods (ops_checked.cc) in front of every backend's kernels: a view of
-// a dtype its role does not allow, or too small for what the op addresses, is a broken invariant
-// — the program aborts naming the op, the argument and what is wrong (engine/check.h).
+// The argument checks of the ops (ops.h's roles: data, stat, master, index, packed, scalar), run
+// once per call by the public Ops methods (ops_checked.cc) in front of every backend's kernels: a
+// view of a dtype its role does not allow, or too small for what the op addresses, is a broken
+// invariant — the program aborts naming the op, the argument and what is wrong (engine/check.h).
 // Model code never gets here with a bad combination: it asks Ops::Supports first
 // (CheckOpsSupport) and reports the error as a Status.
 // Thread safety: pure functions.
@@ -18,9 +18,10 @@ namespace air::engine {
 // reaching cuda:0) aborts naming both devices, never dereferences a pointer it cannot.
 // A data argument: a float dtype `ops` supports for `op`.
 void CheckData(const Ops& ops, OpKind op, const View& v, const char* arg);
-// Stat and master arguments: F32. Index arguments: I32. Scalars: one F64.
+// Stat and master arguments: F32. Index arguments: I32. Packed arguments: U8. Scalars: one F64.
 void CheckF32(const Ops& ops, OpKind op, const View& v, const char* arg);
 void CheckIndex(const Ops& ops, OpKind op, const View& v, const char* arg);
+void CheckPacked(const Ops& ops, OpKind op, const View& v, const char* arg);
 void CheckScalar(const Ops& ops, OpKind op, const View& v, const char* arg);
 // The view holds at least `elements` elements.
 void CheckSize(OpKind op, const View& v, int64_t elements, const char* arg);

@@ -127,4 +127,18 @@ AIR_HD inline float WidenBf16(uint16_t bf16) {
   return value;
 }
 
+// MXFP4 (GPT-OSS's experts as released; io/mxfp4.h): one E2M1 nibble (bit 3 the sign, then
+// the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: exponent bits 2..1, mantissa bit 0) under its
+// group's E8M0 scale, ldexp(E2M1(nibble), scale - 127) as transformers computes it: exact in
+// fp32 (subnormals down to 2^-128 included), ±inf past the float range, 0 stays ±0 (nibble 8 is
+// -0) whatever the scale.
+AIR_HD inline float Mxfp4Value(uint8_t nibble, uint8_t scale) {
+  const int exponent = (nibble >> 1) & 3, mantissa = nibble & 1;
+  const float magnitude = exponent == 0 ? 0.5f * static_cast<float>(mantissa)
+                                        : (1.0f + 0.5f * static_cast<float>(mantissa)) *
+                                              static_cast<float>(1 << (exponent - 1));
+  const float value = ldexpf(magnitude, static_cast<int>(scale) - 127);
+  return (nibble & 8) != 0 ? -value : value;
+}
+
 }  // namespace air::engine

@@ -73,6 +73,12 @@ const char* OpName(OpKind op) {
       return "MoeCombine";
     case OpKind::kMoeCombineBackward:
       return "MoeCombineBackward";
+    case OpKind::kGroupedGemm:
+      return "GroupedGemm";
+    case OpKind::kGroupedGemmWeightGrad:
+      return "GroupedGemmWeightGrad";
+    case OpKind::kDequantizeMxfp4:
+      return "DequantizeMxfp4";
   }
   return "?";
 }
@@ -129,6 +135,13 @@ void CheckIndex(const Ops& ops, OpKind op, const View& v, const char* arg) {
   CheckDevice(ops, op, v, arg);
   if (!v.empty() && v.dtype() != DType::kI32) {
     Fail(op, arg, fmt::format("must be I32, is {}", DTypeName(v.dtype())));
+  }
+}
+
+void CheckPacked(const Ops& ops, OpKind op, const View& v, const char* arg) {
+  CheckDevice(ops, op, v, arg);
+  if (!v.empty() && v.dtype() != DType::kU8) {
+    Fail(op, arg, fmt::format("must be U8, is {}", DTypeName(v.dtype())));
   }
 }
 

@@ -17,6 +17,7 @@
 //   index     token ids, targets, positions, segments: I32
 //   scalar    one-element accumulators (a loss sum, a squared norm): F64, written on the device
 //             and read back with one copy, so a GPU backend needs no sync per op
+//   packed    quantized weights as stored (MXFP4 blocks and scales): U8
 // A view of a dtype its role does not allow is a broken invariant (AIR_ENGINE_CHECK), not a
 // silent conversion: code that builds a model for a dtype asks Supports() first and reports an
 // unsupported combination as an error (CheckOpsSupport), so an op is never called with one.
@@ -87,6 +88,9 @@ enum class OpKind {
   kMoeGatherBackward,
   kMoeCombine,
   kMoeCombineBackward,
+  kGroupedGemm,
+  kGroupedGemmWeightGrad,
+  kDequantizeMxfp4,
 };
 inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kEmbeddingForward,
@@ -118,7 +122,10 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kMoeGather,
                                      OpKind::kMoeGatherBackward,
                                      OpKind::kMoeCombine,
-                                     OpKind::kMoeCombineBackward};
+                                     OpKind::kMoeCombineBackward,
+                                     OpKind::kGroupedGemm,
+                                     OpKind::kGroupedGemmWeightGrad,
+                                     OpKind::kDequantizeMxfp4};
 // "Gemm", "RmsNormForward", ...
 const char* OpName(OpKind op);
 
@@ -174,6 +181,15 @@ const char* OpName(OpKind op);
   VIRTUAL void MoeCombineBackwardKernel(const View& y, const View& weights,                        \
                                         const View& row_of_slot, const View& dout, const View& dy, \
                                         const View& dweights) const SPEC;                          \
+  VIRTUAL void GroupedGemmKernel(bool trans_w, int64_t n, int64_t k, const View& x, const View& w, \
+                                 const View& bias, const View& offsets, float beta, const View& y) \
+      const SPEC;                                                                                  \
+  VIRTUAL void GroupedGemmWeightGradKernel(int64_t k, int64_t n, const View& x, const View& dy,    \
+                                           const View& offsets, const View& dw, const View& dbias) \
+      const SPEC;                                                                                  \
+  VIRTUAL void DequantizeMxfp4Kernel(int64_t experts, int64_t rows, int64_t groups,                \
+                                     const View& blocks, const View& scales, const View& out)      \
+      const SPEC;                                                                                  \
   VIRTUAL void AddInPlaceKernel(const View& y, const View& x) const SPEC;                          \
   VIRTUAL void AddBiasKernel(const View& y, const View& bias) const SPEC;                          \
   VIRTUAL void BiasBackwardKernel(const View& dy, const View& dbias) const SPEC;                   \
@@ -318,6 +334,41 @@ class Ops {
   // dweights (N, k) (stat) += dout[n] . y[row] (dout, dy, y: data).
   void MoeCombineBackward(const View& y, const View& weights, const View& row_of_slot,
                           const View& dout, const View& dy, const View& dweights) const;
+
+  // ---- grouped GEMM: one product per group of rows (the experts' projections) -------------
+  // The rows of x and y are grouped: group g owns rows [offsets[g], offsets[g + 1]) for g < G
+  // (offsets (G + 1): index, in the backend's memory as MoeDispatch writes it). The host never
+  // reads the offsets: a GPU backend sizes its launch from M and G alone, and every tile reads
+  // its group's bounds on the device, so no per-layer copy to the host is needed. They must be
+  // non-decreasing from offsets[0] >= 0 with offsets[G] <= M (a CPU backend checks it); rows
+  // outside every group are not touched. Precision as Gemm's (a BF16 x or w makes the product
+  // bf16, fp32 sums); each group's result is the Gemm of its rows (and, on the CPU backends,
+  // is computed by exactly that Gemm call, so its bits are that call's).
+  //
+  // y (M, N) [rows of g] = x (M, K) [rows of g] @ op(w_g) + beta * y [rows of g], then
+  // + bias (G, N) [g] on each of those rows when bias is not empty, as a second step (Gemm then
+  // AddBias: a BF16 y is rounded after the product and again after the bias, as transformers'
+  // bmm + bias). w (G, K, N), w_g = x @ w_g (GptOssExperts' layout); trans_w: w (G, N, K),
+  // x @ w_g^T (an (out, in) weight per group: PEFT's lora_A, dx = dy W^T). x, w, y, bias:
+  // data; M = x.numel() / K. beta == 0 ignores y (NaN too).
+  void GroupedGemm(bool trans_w, int64_t n, int64_t k, const View& x, const View& w,
+                   const View& bias, const View& offsets, float beta, const View& y) const;
+  // The weight gradient of GroupedGemm: dw (G, K, N) [g] += x [rows of g]^T @ dy [rows of g]
+  // with x (M, K) and dy (M, N) (a group with no rows adds nothing), and dbias (G, N) [g] +=
+  // the column sums of dy over g's rows. dw or dbias may be empty (a frozen weight or bias); x
+  // may be empty when dw is. x, dy: data; dw, dbias: master.
+  void GroupedGemmWeightGrad(int64_t k, int64_t n, const View& x, const View& dy,
+                             const View& offsets, const View& dw, const View& dbias) const;
+
+  // ---- MXFP4 (GPT-OSS's released expert weights) ----------------------------------------
+  // out (E, G*32, R) = the MXFP4 values of blocks (E, R, G, 16) and scales (E, R, G) (both
+  // packed: U8, in the backend's memory), in transformers' layout — each expert's stored (R, C)
+  // matrix transposed, as io/mxfp4.h's kTransformers orientation: value c = 2j of group g of
+  // row r is byte j's low nibble, c = 2j + 1 its high one, each ldexp(E2M1(nibble), scale - 127)
+  // (mxfp4_decode.h: exact in F32 and BF16; ±inf past the float range). out: data. Lets a GPU
+  // backend receive the 4-bit weights and expand them in its own memory.
+  void DequantizeMxfp4(int64_t experts, int64_t rows, int64_t groups, const View& blocks,
+                       const View& scales, const View& out) const;
 
   // ---- elementwise and bias (data) -------------------------------------------------------
   // y (n) += x (n).

@@ -58,6 +58,19 @@ void CheckAttention(const Ops& ops, OpKind op, const AttentionShape& s,
   if (!dsinks.empty()) CheckSize(op, dsinks, s.q_heads, "dsinks");
 }
 
+// A grouped op's offsets (G + 1, index, at least one entry); returns G.
+int64_t CheckGroupOffsets(const Ops& ops, OpKind op, const View& offsets) {
+  CheckIndex(ops, op, offsets, "offsets");
+  CheckSize(op, offsets, 1, "offsets (G + 1 entries)");
+  return offsets.numel() - 1;
+}
+
+// A data argument that must hold `elements` elements.
+void CheckSizedData(const Ops& ops, OpKind op, const View& v, int64_t elements, const char* arg) {
+  CheckData(ops, op, v, arg);
+  CheckSize(op, v, elements, arg);
+}
+
 }  // namespace
 
 void Ops::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
@@ -291,6 +304,45 @@ void Ops::MoeCombineBackward(const View& y, const View& weights, const View& row
   const int64_t n = Tokens(row_of_slot);
   CheckSize(op, y, n > 0 ? row_of_slot.numel() * (dout.numel() / n) : 0, "y");
   MoeCombineBackwardKernel(y, weights, row_of_slot, dout, dy, dweights);
+}
+
+void Ops::GroupedGemm(bool trans_w, int64_t n, int64_t k, const View& x, const View& w,
+                      const View& bias, const View& offsets, float beta, const View& y) const {
+  const OpKind op = OpKind::kGroupedGemm;
+  const int64_t groups = CheckGroupOffsets(*this, op, offsets);
+  const int64_t rows = k > 0 ? x.numel() / k : 0;
+  CheckData(*this, op, x, "x");
+  CheckSizedData(*this, op, w, groups * k * n, "w");
+  CheckSizedData(*this, op, y, rows * n, "y");
+  if (!bias.empty()) CheckSizedData(*this, op, bias, groups * n, "bias");
+  GroupedGemmKernel(trans_w, n, k, x, w, bias, offsets, beta, y);
+}
+
+void Ops::GroupedGemmWeightGrad(int64_t k, int64_t n, const View& x, const View& dy,
+                                const View& offsets, const View& dw, const View& dbias) const {
+  const OpKind op = OpKind::kGroupedGemmWeightGrad;
+  const int64_t groups = CheckGroupOffsets(*this, op, offsets);
+  const int64_t rows = n > 0 ? dy.numel() / n : 0;
+  CheckData(*this, op, dy, "dy");
+  if (!dw.empty()) {
+    CheckSizedData(*this, op, dw, groups * k * n, "dw");
+    CheckSizedData(*this, op, x, rows * k, "x");
+  }
+  if (!dbias.empty()) CheckSizedData(*this, op, dbias, groups * n, "dbias");
+  GroupedGemmWeightGradKernel(k, n, x, dy, offsets, dw, dbias);
+}
+
+void Ops::DequantizeMxfp4(int64_t experts, int64_t rows, int64_t groups, const View& blocks,
+                          const View& scales, const View& out) const {
+  const OpKind op = OpKind::kDequantizeMxfp4;
+  CheckPacked(*this, op, blocks, "blocks");
+  CheckPacked(*this, op, scales, "scales");
+  CheckData(*this, op, out, "out");
+  const int64_t per_expert = rows * groups;
+  CheckSize(op, scales, experts * per_expert, "scales");
+  CheckSize(op, blocks, experts * per_expert * 16, "blocks");
+  CheckSize(op, out, experts * per_expert * 32, "out");
+  DequantizeMxfp4Kernel(experts, rows, groups, blocks, scales, out);
 }
 
 void Ops::AddInPlace(const View& y, const View& x) const {

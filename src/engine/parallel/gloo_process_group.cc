@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "engine/check.h"
 #include "engine/dtype.h"
 #include "engine/parallel/tcp_store.h"
 
@@ -59,7 +60,10 @@ CommDType CommDTypeOf(DType dtype) {
       return CommDType::kI32;
     case DType::kF32:
       return CommDType::kF32;
+    case DType::kU8:
+      break;  // packed bytes (MXFP4 blocks) are loaded by each rank, never communicated
   }
+  AIR_ENGINE_CHECK(false, "no collective carries U8 views");
   return CommDType::kF32;
 }
 

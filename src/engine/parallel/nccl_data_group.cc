@@ -88,6 +88,8 @@ ncclDataType_t NcclType(DType dtype) {
       return ncclInt32;
     case DType::kF32:
       return ncclFloat32;
+    case DType::kU8:
+      return ncclUint8;
   }
   return ncclFloat32;
 }

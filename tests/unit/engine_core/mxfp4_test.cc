@@ -3,7 +3,8 @@
 // every byte value), and expected.safetensors holds the parameters transformers'
 // from_pretrained(..., Mxfp4Config(dequantize=True)) loaded from it in float32 and bfloat16.
 // air's decoding must equal them bit for bit: in transformers' layout, in the stored layout,
-// for a range of experts, and through WeightReader (the index finds each shard).
+// for a range of experts, through WeightReader (the index finds each shard), and through every
+// registered backend's DequantizeMxfp4 op (the path the model's loader takes).
 #include "engine/io/mxfp4.h"
 
 #include <gmock/gmock.h>
@@ -12,8 +13,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/backend/registry.h"
 #include "engine/check.h"
 #include "gpt_oss_fixture.h"
+#include "op_test_util.h"
 
 namespace air::engine {
 namespace {
@@ -99,6 +102,36 @@ TEST_P(Mxfp4ReferenceBf16, Bfloat16EqualsTransformersBitForBit) {
     infinities += (got[i] & 0x7fff) == 0x7f80;
   }
   EXPECT_GT(infinities, 0u) << "layer 0 holds overflowing scales";
+}
+
+// Ops::DequantizeMxfp4 on every backend this machine runs (the CUDA kernel where a GPU is),
+// from the blocks and scales uploaded as stored, gives transformers' float32 and bfloat16 bits.
+TEST_P(Mxfp4Reference, EveryBackendsDequantizeOpEqualsTransformersBitForBit) {
+  const int64_t scale_count = layout_.experts * layout_.rows * layout_.groups;
+  for (const RegisteredBackend& r : RegisteredBackends(2)) {
+    auto backend = CreateBackend(r.options);
+    ASSERT_TRUE(backend.ok()) << r.name;
+    ::air::engine::testing::DeviceArrays d(**backend);
+    const View blocks = d.U8({blocks_, blocks_ + scale_count * kMxfp4GroupBytes});
+    const View scales = d.U8({scales_, scales_ + scale_count});
+    for (const char* dtype : {"float32", "bfloat16"}) {
+      const SafetensorsEntry* want = Expected(dtype);
+      if (want == nullptr) continue;  // layer 1 has no bfloat16 parameters in the fixture
+      const bool bf16 = std::string(dtype) == "bfloat16";
+      View out;
+      auto buffer = (*backend)->AllocateView(
+          bf16 ? DType::kBF16 : DType::kF32,
+          Mxfp4DecodedShape(layout_, Mxfp4Orientation::kTransformers), &out);
+      ASSERT_TRUE(buffer.ok());
+      (*backend)->DequantizeMxfp4(layout_.experts, layout_.rows, layout_.groups, blocks, scales,
+                                  out);
+      std::vector<uint8_t> got(out.bytes());
+      (*backend)->CopyToHost(got.data(), out);
+      ASSERT_EQ(got.size(), want->end - want->begin) << r.name << " " << dtype;
+      EXPECT_EQ(std::memcmp(got.data(), expected_->RawData(*want), got.size()), 0)
+          << r.name << " " << name_ << " " << dtype;
+    }
+  }
 }
 
 TEST_P(Mxfp4Reference, StoredOrientationIsTheTransposeAndRangesDecodeOneExpert) {

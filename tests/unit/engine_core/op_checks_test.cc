@@ -126,6 +126,19 @@ const std::map<OpKind, BadCall>& BadCalls() {
         [](const Ops& o, Args& a) {
           o.MoeCombineBackward(a.f32, a.f32, a.i32, a.f32, a.f32, a.i32);
         }}},
+      {OpKind::kGroupedGemm,
+       {"GroupedGemm: argument offsets: must be I32, is F32",
+        [](const Ops& o, Args& a) {
+          o.GroupedGemm(false, 4, 4, a.f32, a.f32, View(), a.f32, 0.0f, a.f32);
+        }}},
+      {OpKind::kGroupedGemmWeightGrad,
+       {"GroupedGemmWeightGrad: argument dw: holds 8 elements, 240 are addressed",
+        [](const Ops& o, Args& a) {
+          o.GroupedGemmWeightGrad(4, 4, a.f32, a.f32, a.i32, a.half, View());
+        }}},
+      {OpKind::kDequantizeMxfp4,
+       {"DequantizeMxfp4: argument blocks: must be U8, is F32",
+        [](const Ops& o, Args& a) { o.DequantizeMxfp4(1, 1, 1, a.f32, a.f32, a.f32); }}},
       {OpKind::kAddInPlace,
        {"AddInPlace: argument y, x: 16 vs 8 elements",
         [](const Ops& o, Args& a) { o.AddInPlace(a.f32, a.half); }}},
@@ -182,6 +195,32 @@ TEST(OpChecks, ABadCallGetsTheSameErrorOnEveryRegisteredBackend) {
           "engine invariant failed: " + bad.message)
           << r.name << " " << OpName(op);
     }
+  }
+}
+
+// The CPU backends read the grouped GEMM's offsets in place and refuse ones that fall or pass
+// the rows (a GPU reads them only on the device and clamps each group into the rows).
+TEST(OpChecks, CpuGroupedGemmRefusesOffsetsThatFallOrPassTheRows) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* kind : {"reference", "fast"}) {
+    EXPECT_DEATH(
+        {
+          const std::shared_ptr<Backend> backend = std::move(CreateBackend({kind, 1})).value();
+          Args a(*backend);
+          const View offsets = a.arrays.I32({3, 2});  // 4 rows of 4; the group falls
+          backend->GroupedGemm(false, 4, 4, a.f32, a.f32, View(), offsets, 0.0f, a.f32);
+        },
+        "grouped GEMM offsets must rise from >= 0 to <= 4 rows")
+        << kind;
+    EXPECT_DEATH(
+        {
+          const std::shared_ptr<Backend> backend = std::move(CreateBackend({kind, 1})).value();
+          Args a(*backend);
+          const View offsets = a.arrays.I32({0, 5});  // past the 4 rows
+          backend->GroupedGemmWeightGrad(4, 4, a.f32, a.f32, offsets, a.f32, View());
+        },
+        "offsets\\[1\\] = 5")
+        << kind;
   }
 }
 

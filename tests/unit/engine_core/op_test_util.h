@@ -54,6 +54,11 @@ class DeviceArrays {
     backend_.CopyToDevice(view, host.data());
     return view;
   }
+  View U8(const std::vector<uint8_t>& host) {
+    View view = Allocate(DType::kU8, {static_cast<int64_t>(host.size())});
+    backend_.CopyToDevice(view, host.data());
+    return view;
+  }
   View F64(double value) {
     View view = Allocate(DType::kF64, {1});
     backend_.CopyToDevice(view, &value);

@@ -248,6 +248,47 @@ TEST_P(GradCheck, MoeGatherAndCombine) {
   EXPECT_LT(RelativeError(NumericGrad(w, combine_loss), Down(dw)), kTolerance);
 }
 
+// The grouped GEMM's two backward ops against differences of its forward, in both weight
+// layouts: dx = dy w_g^T is the forward with the other layout (GroupedGemm), dw_g and db_g are
+// GroupedGemmWeightGrad; the offsets leave a row before the first group and an empty group.
+TEST_P(GradCheck, GroupedGemmInBothLayouts) {
+  const int64_t rows = 7, in = 4, out = 3, groups = 3;
+  const View offsets = arrays().I32({1, 3, 3, 7});
+  for (bool trans_w : {false, true}) {
+    auto x = RandomVector(rows * in, 40), w = RandomVector(groups * in * out, 41);
+    auto b = RandomVector(groups * out, 42), r = RandomVector(rows * out, 43);
+    for (int64_t j = 0; j < out; ++j) r[j] = 0.0f;  // row 0 is in no group: y keeps its zeros
+    const View y = Up(std::vector<float>(rows * out), {rows, out});
+    auto loss = [&] {
+      backend_->GroupedGemm(trans_w, out, in, Up(x, {rows, in}), Up(w), Up(b), offsets, 0.0f, y);
+      return Project(Down(y), r);
+    };
+    // y = x w_g: dx = dy w_g^T, the forward with w (G, in, out) read as (G, N = in, K = out)
+    // transposed; with trans_w (w stored (G, out, in)) the untransposed product.
+    const View dx = Up(std::vector<float>(rows * in), {rows, in});
+    backend_->GroupedGemm(!trans_w, in, out, Up(r, {rows, out}), Up(w), View(), offsets, 0.0f, dx);
+    // dW: (G, in, out) += x^T dy; stored (G, out, in): += dy^T x.
+    const View dw = Up(std::vector<float>(groups * in * out)),
+               db = Up(std::vector<float>(groups * out));
+    if (trans_w) {
+      backend_->GroupedGemmWeightGrad(out, in, Up(r, {rows, out}), Up(x, {rows, in}), offsets, dw,
+                                      View());
+      backend_->GroupedGemmWeightGrad(in, out, View(), Up(r, {rows, out}), offsets, View(), db);
+    } else {
+      backend_->GroupedGemmWeightGrad(in, out, Up(x, {rows, in}), Up(r, {rows, out}), offsets, dw,
+                                      db);
+    }
+    const std::string layout = trans_w ? "w (G, out, in)" : "w (G, in, out)";
+    auto dx_num = NumericGrad(x, loss);
+    // Row 0 is in no group: nothing flows to it (dx there is the forward's zero).
+    EXPECT_LT(RelativeError(dx_num, Down(dx)), kTolerance) << layout;
+    EXPECT_LT(RelativeError(NumericGrad(w, loss), Down(dw)), kTolerance) << layout;
+    EXPECT_LT(RelativeError(NumericGrad(b, loss), Down(db)), kTolerance) << layout;
+    const auto got_dw = Down(dw);
+    for (int64_t i = 0; i < in * out; ++i) EXPECT_EQ(got_dw[in * out + i], 0.0f);  // empty group
+  }
+}
+
 TEST_P(GradCheck, CrossEntropyWithIgnoredRows) {
   const int64_t n = 4, vocab = 7;
   auto logits = RandomVector(n * vocab, 14, 2.0f);

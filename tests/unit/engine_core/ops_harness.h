@@ -60,6 +60,7 @@ class Sides {
   Pair I32(const std::vector<int32_t>& host, Shape shape = {}) {
     return {got_.I32(host, shape), want_.I32(host, shape)};
   }
+  Pair U8(const std::vector<uint8_t>& host) { return {got_.U8(host), want_.U8(host)}; }
   Pair F64(double value) { return {got_.F64(value), want_.F64(value)}; }
   // The reference's current values of `p`, as a fresh pair (feeding one result to both sides'
   // next op: the tested side in `dtype`).

@@ -30,4 +30,14 @@ double SumOfSquaresLoop(const float* x, int64_t n);
 void CpuMoeDispatch(const View& indices, const View& offsets, const View& token_of_row,
                     const View& row_of_slot);
 
+// Ops::GroupedGemm, GroupedGemmWeightGrad and DequantizeMxfp4 for every CPU backend
+// (cpu_grouped_ops.cc): each group is `ops`' own Gemm (AddBias, BiasBackward) over its rows.
+void CpuGroupedGemm(const Ops& ops, bool trans_w, int64_t n, int64_t k, const View& x,
+                    const View& w, const View& bias, const View& offsets, float beta,
+                    const View& y);
+void CpuGroupedGemmWeightGrad(const Ops& ops, int64_t k, int64_t n, const View& x, const View& dy,
+                              const View& offsets, const View& dw, const View& dbias);
+void CpuDequantizeMxfp4(int64_t experts, int64_t rows, int64_t groups, const View& blocks,
+                        const View& scales, const View& out);
+
 }  // namespace air::engine

@@ -188,6 +188,32 @@ void CudaBackend::MoeCombineBackwardKernel(const View& y, const View& weights,
                            F32(dweights), stream_);
 }
 
+void CudaBackend::GroupedGemmKernel(bool trans_w, int64_t n, int64_t k, const View& x,
+                                    const View& w, const View& bias, const View& offsets,
+                                    float beta, const View& y) const {
+  Activate();
+  const int64_t rows = k > 0 ? x.numel() / k : (n > 0 ? y.numel() / n : 0);
+  cuda::GroupedGemm(trans_w, rows, n, k, Arg(x), Arg(w), Arg(bias), I32(offsets),
+                    offsets.numel() - 1, beta, Res(y), stream_);
+}
+
+void CudaBackend::GroupedGemmWeightGradKernel(int64_t k, int64_t n, const View& x, const View& dy,
+                                              const View& offsets, const View& dw,
+                                              const View& dbias) const {
+  Activate();
+  const int64_t rows = n > 0 ? dy.numel() / n : 0;
+  cuda::GroupedGemmWeightGrad(rows, k, n, Arg(x), Arg(dy), I32(offsets), offsets.numel() - 1,
+                              Res(dw), Res(dbias), stream_);
+}
+
+void CudaBackend::DequantizeMxfp4Kernel(int64_t experts, int64_t rows, int64_t groups,
+                                        const View& blocks, const View& scales,
+                                        const View& out) const {
+  Activate();
+  cuda::DequantizeMxfp4(experts, rows, groups, static_cast<const uint8_t*>(blocks.raw()),
+                        static_cast<const uint8_t*>(scales.raw()), Res(out), stream_);
+}
+
 void CudaBackend::AddInPlaceKernel(const View& y, const View& x) const {
   Activate();
   cuda::AddInPlace(Res(y), Arg(x), y.numel(), stream_);

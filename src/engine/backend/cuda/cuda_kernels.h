@@ -155,4 +155,20 @@ void MoeCombine(In y, const float* weights, const int32_t* row_of_slot, int64_t 
 void MoeCombineBackward(In y, const float* weights, const int32_t* row_of_slot, In dout, int64_t n,
                         int64_t k, int64_t dim, Out dy, float* dweights, cudaStream_t stream);
 
+// ---- grouped GEMM and MXFP4 (cuda_grouped_gemm.cu, cuda_mxfp4.cu) -----------------------------
+// ops.h's GroupedGemm: y (rows, n) [rows of g] = x (rows, k) [rows of g] @ op(w_g) + beta * y,
+// then + bias (groups, n) [g] (ptr null: none), for each group g of the device offsets
+// (groups + 1). The launch is sized from rows and groups alone (no host read of the offsets).
+void GroupedGemm(bool trans_w, int64_t rows, int64_t n, int64_t k, In x, In w, In bias,
+                 const int32_t* offsets, int64_t groups, float beta, Out y, cudaStream_t stream);
+// ops.h's GroupedGemmWeightGrad: dw (groups, k, n) [g] += x [rows of g]^T @ dy [rows of g]
+// (dw.ptr null: none); dbias (groups, n) [g] += the column sums of dy over g's rows (ptr null:
+// none), in row order.
+void GroupedGemmWeightGrad(int64_t rows, int64_t k, int64_t n, In x, In dy, const int32_t* offsets,
+                           int64_t groups, Out dw, Out dbias, cudaStream_t stream);
+// ops.h's DequantizeMxfp4: out (experts, groups * 32, rows) from blocks (experts, rows, groups,
+// 16) and scales (experts, rows, groups), Mxfp4Value (op_semantics.h) per element.
+void DequantizeMxfp4(int64_t experts, int64_t rows, int64_t groups, const uint8_t* blocks,
+                     const uint8_t* scales, Out out, cudaStream_t stream);
+
 }  // namespace air::engine::cuda
