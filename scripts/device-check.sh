@@ -47,7 +47,10 @@ pack() {
   done
   (cd "$BUNDLE" && tar -cJf lib.tar.xz lib && rm -rf lib)
   git rev-parse HEAD >"$BUNDLE/commit"
-  grep -qx '/device-bundle/' .git/info/exclude 2>/dev/null || echo '/device-bundle/' >>.git/info/exclude
+  # Ignored, so that it travels only when carried (a worktree's exclude file is the common one).
+  exclude=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx '/device-bundle/' "$exclude" 2>/dev/null || echo '/device-bundle/' >>"$exclude"
   du -sh "$BUNDLE"
   echo "packed $(cat "$BUNDLE/commit") into device-bundle/: carry it and run scripts/device-check.sh run"
 }
