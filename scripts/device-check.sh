@@ -64,7 +64,7 @@ run() {
   # finds them, else the usual folders (CUDA's toolkit, the system's, PyTorch's wheels), else
   # the whole disk (never /proc or /sys: slow, and nothing there).
   for name in libcublasLt.so.13 libnccl.so.2; do
-    ldconfig -p 2>/dev/null | grep -q "$name" && continue
+    ldconfig -p 2>/dev/null | grep "$name" >/dev/null && continue  # (no -q: no SIGPIPE)
     found=$(find /usr/local/cuda*/ /usr/lib /opt -name "$name" 2>/dev/null | head -n 1 || true)
     [ -n "$found" ] || found=$(find / \( -path /proc -o -path /sys \) -prune -o -name "$name" \
       -print 2>/dev/null | head -n 1 || true)
