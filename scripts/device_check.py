@@ -117,7 +117,8 @@ class Check:
         """`timeout` cut to what the budget has left (OutOfBudget when nothing is)."""
         left = self.left()
         if left < 1:
-            raise OutOfBudget(f"the {self.args.budget:.0f} s budget is spent")
+            raise OutOfBudget(f"the step's time limit or the run's {self.args.budget:.0f} s "
+                              "budget is spent")
         return min(timeout, left)
 
     def popen(self, cmd, env=None, stdout=subprocess.PIPE):

@@ -6,8 +6,6 @@
 // one and a stride a single row or column never reads. Layouts that cannot be expressed (rows
 // that overlap) must be refused, never mapped to a different product. And the fallback kernel's
 // grid stays within CUDA's limits for any size.
-#include "engine/backend/cuda/gemm_layout.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/reference_loops.h"
+#include "engine/backend/cuda/gemm_layout.h"
 #include "test_util.h"
 
 namespace air::engine::cuda {
@@ -57,10 +56,9 @@ struct Case {
 };
 
 TEST(CudaGemmLayout, TheColumnMajorProductIsTheRowMajorGemmOnEveryTransposeAndStride) {
-  const Case cases[] = {
-      {5, 7, 3, 0, 0, 0}, {5, 7, 3, 9, 11, 8}, {1, 6, 4, 0, 0, 0}, {6, 1, 4, 0, 0, 0},
-      {3, 4, 1, 0, 0, 0}, {1, 1, 1, 0, 0, 0}, {1, 1, 5, 0, 0, 0}, {8, 16, 32, 8, 8, 1},
-      {2, 3, 2, 3, 1, 2}};
+  const Case cases[] = {{5, 7, 3, 0, 0, 0}, {5, 7, 3, 9, 11, 8},  {1, 6, 4, 0, 0, 0},
+                        {6, 1, 4, 0, 0, 0}, {3, 4, 1, 0, 0, 0},   {1, 1, 1, 0, 0, 0},
+                        {1, 1, 5, 0, 0, 0}, {8, 16, 32, 8, 8, 1}, {2, 3, 2, 3, 1, 2}};
   int checked = 0;
   for (const Case& g : cases) {
     for (int ta = 0; ta < 2; ++ta) {
@@ -81,9 +79,9 @@ TEST(CudaGemmLayout, TheColumnMajorProductIsTheRowMajorGemmOnEveryTransposeAndSt
           ColumnMajorMatmul(l, b, a, beta, got);
           for (size_t i = 0; i < want.size(); ++i) {
             ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
-                << "element " << i << " ta=" << ta << " tb=" << tb << " m=" << g.m
-                << " n=" << g.n << " k=" << g.k << " lda=" << lda << " ldb=" << ldb
-                << " ldc=" << ldc << " beta=" << beta;
+                << "element " << i << " ta=" << ta << " tb=" << tb << " m=" << g.m << " n=" << g.n
+                << " k=" << g.k << " lda=" << lda << " ldb=" << ldb << " ldc=" << ldc
+                << " beta=" << beta;
           }
           ++checked;
         }
@@ -116,8 +114,11 @@ TEST(CudaGemmLayout, OverlappingRowsAreRefusedForTheFallbackNotMappedToAnotherPr
 }
 
 TEST(CudaGemmLayout, TheFallbackGridStaysWithinCudasLimitsAndCoversEveryTile) {
-  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {17, 33}, {16, 16},
-                            {int64_t{2} << 20, 4096}, {int64_t{64} << 20, 128256}}) {
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{1, 1},
+                             {17, 33},
+                             {16, 16},
+                             {int64_t{2} << 20, 4096},
+                             {int64_t{64} << 20, 128256}}) {
     const FallbackGrid g = FallbackGemmGrid(m, n);
     EXPECT_GE(g.x, 1);
     EXPECT_GE(g.y, 1);

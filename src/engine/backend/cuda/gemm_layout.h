@@ -26,9 +26,9 @@ struct LtMatrix {
 };
 
 struct LtGemmLayouts {
-  LtMatrix first;   // B's storage
-  LtMatrix second;  // A's storage
-  LtMatrix out;     // C's storage: (n, m), never transposed
+  LtMatrix first;    // B's storage
+  LtMatrix second;   // A's storage
+  LtMatrix out;      // C's storage: (n, m), never transposed
   bool fits = true;  // false: a stride narrower than its column-major rows (fallback kernel)
 };
 
@@ -43,10 +43,11 @@ inline LtMatrix ColumnMajor(bool transposed, int64_t rows, int64_t cols, int64_t
   return {transposed, rows, cols, ld};
 }
 
-inline LtGemmLayouts ColumnMajorLayouts(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                        int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+inline LtGemmLayouts ColumnMajorLayouts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                        int64_t lda, int64_t ldb, int64_t ldc) {
   LtGemmLayouts l;
-  l.first = trans_b ? ColumnMajor(true, k, n, ldb, &l.fits) : ColumnMajor(false, n, k, ldb, &l.fits);
+  l.first =
+      trans_b ? ColumnMajor(true, k, n, ldb, &l.fits) : ColumnMajor(false, n, k, ldb, &l.fits);
   l.second =
       trans_a ? ColumnMajor(true, m, k, lda, &l.fits) : ColumnMajor(false, k, m, lda, &l.fits);
   l.out = ColumnMajor(false, n, m, ldc, &l.fits);
@@ -58,7 +59,7 @@ inline LtGemmLayouts ColumnMajorLayouts(bool trans_a, bool trans_b, int64_t m, i
 inline constexpr int kFallbackTile = 16;
 inline constexpr int64_t kMaxGridY = 65535, kMaxGridX = 2147483647;
 struct FallbackGrid {
-  int64_t x = 0, y = 0;           // blocks launched
+  int64_t x = 0, y = 0;                  // blocks launched
   int64_t row_tiles = 0, col_tiles = 0;  // tiles to cover
 };
 inline FallbackGrid FallbackGemmGrid(int64_t m, int64_t n) {
