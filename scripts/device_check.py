@@ -174,9 +174,19 @@ class Check:
                 previous = worst.get(key, (0.0, 0.0))[0]
                 worst[key] = max(previous, float(m.group(4))), float(m.group(5))
         failed = [l for l in (proc.stdout + proc2.stdout).splitlines() if l.startswith("[  FAILED")]
-        return {"ok": proc.returncode == 0 and proc2.returncode == 0, "failed": failed,
+        ok = proc.returncode == 0 and proc2.returncode == 0
+        # On a GPU the harness passes only when it measured the GPU: CUDA's cases skip (pass)
+        # where no device is usable, which must read as a failure here, with CUDA's reason.
+        if self.args.device != "cpu" and not worst:
+            ok = False
+            failed.append("cuda:0 never ran: no [harness] cuda line (see backends/notes: CUDA's "
+                          "reason)")
+        return {"ok": ok, "failed": failed,
                 "worst": {k: {"measured": v[0], "tolerance": v[1]} for k, v in worst.items()},
-                "backends": [l for l in proc.stdout.splitlines() if l.startswith("[backend]")]}
+                "backends": [l for l in proc.stdout.splitlines() if l.startswith("[backend]")],
+                # The GPU's own lines: the device the trainer sees, the fallback GEMM's error.
+                "notes": [l for l in (proc.stdout + proc2.stdout).splitlines()
+                          if l.startswith(("[device]", "[cuda]"))]}
 
     # ---- a model and data --------------------------------------------------------------------
     def model(self, name, config, dtype="float32"):

@@ -140,3 +140,23 @@ def test_the_gpu_harness_filter_selects_the_cuda_cases_of_every_parameterized_su
         assert as_reference.get(suite), (suite, sorted(as_reference))
     for suite in ("Backends/OpsHarness", "Backends/BackendContract", "Backends/GradCheck"):
         assert all("/reference" in name for name in as_reference[suite]), as_reference[suite]
+
+
+def test_on_a_machine_without_a_usable_gpu_the_harness_fails_naming_cudas_reason(tmp_path):
+    """The GPU's harness cases skip where CUDA is unusable (gtest counts a skip as a pass): the
+    device check must not read that as a green harness. Here no GPU is usable, as on a GPU
+    machine whose driver or libraries are wrong."""
+    air_bin = pathlib.Path(os.environ.get("AIR_BIN", REPO / "build/bin/air"))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, REPO / "scripts/device_check.py", "--bin", air_bin.parent, "--out", out,
+         "--work", tmp_path / "work", "--device", "cuda",
+         "--skip", "parity,resume,ranks,system_metrics,bench"],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    harness = json.loads((out / "device-check.json").read_text())["steps"]["harness"]
+    assert not harness["ok"] and harness["worst"] == {}, harness
+    assert any("cuda:0 never ran" in line for line in harness["failed"]), harness
+    # CUDA's own reason reaches the summary (here: no driver, or no build with CUDA).
+    assert any("cuda" in line for line in harness["backends"] + harness["notes"]), harness
+    assert "## harness: FAIL" in (out / "summary.md").read_text()
