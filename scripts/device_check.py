@@ -143,7 +143,11 @@ class Check:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill(proc)
-            out, _ = proc.communicate()
+            try:
+                out, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a daemon of another session holds the pipe
+                proc.kill()
+                out = ""
             self.log(out + f"\n[{name}] killed after {timeout:.0f} s\n")
             raise RuntimeError(f"{cmd[0]} ran past {timeout:.0f} s (killed): {out[-1500:]}")
         finally:
@@ -274,9 +278,9 @@ class Check:
         dev = self.args.device
         straight, killed, resumed = (self.work / f"resume_{n}" for n in ("a", "b", "c"))
         self.train("resume", straight, dev, 300, **common)
+        deadline = time.monotonic() + self.limit(300)  # (before the run: it never outlives it)
         proc = self.train("resume", killed, dev, 300, background=True, **common)
         marker = killed / "checkpoint-20" / "COMPLETE"
-        deadline = time.monotonic() + self.limit(300)
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
         was_running = proc.poll() is None
