@@ -7,6 +7,7 @@
 
 #include "engine/backend/cuda/cublaslt_api.h"
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/gemm_layout.h"
 
 #define AIR_CUBLAS_CHECK(call)                                                                 \
   do {                                                                                         \
@@ -159,24 +160,28 @@ const GemmRunner::Plan* GemmRunner::PlanFor(const GemmCall& call) {
   auto plan = std::make_unique<Plan>();
   plan->lt = lt_;
   const cudaDataType_t operand_type = CudaType(call.a.dtype), out_type = CudaType(call.c.dtype);
+  // C^T = op(B)^T op(A)^T column-major: B's storage first, A's second (gemm_layout.h).
+  const LtGemmLayouts layouts = ColumnMajorLayouts(call.trans_a, call.trans_b, call.m, call.n,
+                                                   call.k, call.lda, call.ldb, call.ldc);
+  if (!layouts.fits) {  // overlapping rows: no cuBLASLt layout; GemmFallback runs the shape
+    plan->supported = false;
+    slot = std::move(plan);
+    return nullptr;
+  }
   AIR_CUBLAS_CHECK(lt_->MatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  // The first operand is B's storage: column-major it is (n, k) ld ldb untransposed when B is
-  // row-major (k, n); (k, n) needing a transpose when B is stored (n, k). Likewise A.
-  const cublasOperation_t first_op = call.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t second_op = call.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t first_op = layouts.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t second_op = layouts.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   AIR_CUBLAS_CHECK(lt_->MatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &first_op,
                                                sizeof first_op));
   AIR_CUBLAS_CHECK(lt_->MatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second_op,
                                                sizeof second_op));
-  const uint64_t first_rows = call.trans_b ? call.k : call.n;
-  const uint64_t first_cols = call.trans_b ? call.n : call.k;
-  const uint64_t second_rows = call.trans_a ? call.m : call.k;
-  const uint64_t second_cols = call.trans_a ? call.k : call.m;
-  AIR_CUBLAS_CHECK(
-      lt_->MatrixLayoutCreate(&plan->first, operand_type, first_rows, first_cols, call.ldb));
-  AIR_CUBLAS_CHECK(
-      lt_->MatrixLayoutCreate(&plan->second, operand_type, second_rows, second_cols, call.lda));
-  AIR_CUBLAS_CHECK(lt_->MatrixLayoutCreate(&plan->out, out_type, call.n, call.m, call.ldc));
+  const auto create = [&](cublasLtMatrixLayout_t* layout, cudaDataType_t type, const LtMatrix& x) {
+    AIR_CUBLAS_CHECK(lt_->MatrixLayoutCreate(layout, type, static_cast<uint64_t>(x.rows),
+                                             static_cast<uint64_t>(x.cols), x.ld));
+  };
+  create(&plan->first, operand_type, layouts.first);
+  create(&plan->second, operand_type, layouts.second);
+  create(&plan->out, out_type, layouts.out);
 
   cublasLtMatmulPreference_t preference = nullptr;
   AIR_CUBLAS_CHECK(lt_->MatmulPreferenceCreate(&preference));
