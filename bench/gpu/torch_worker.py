@@ -241,7 +241,9 @@ def main():
         model = build_model(args, device)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         if args.save_model:
-            model.save_pretrained(args.save_model, safe_serialization=True)
+            # 5 GB shards (transformers 5 writes one 50 GB shard by default: its bytes all in
+            # host memory at once; shards stream, and air reads the index as for released models)
+            model.save_pretrained(args.save_model, safe_serialization=True, max_shard_size="5GB")
             with open(args.out, "w") as f:
                 json.dump(result, f)
             os._exit(0)

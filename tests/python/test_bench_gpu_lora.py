@@ -115,3 +115,24 @@ def test_the_20b_shape_is_gpt_oss_20b():
             model = AutoModelForCausalLM.from_config(config)
         assert shapes.parameter_count(shapes.SHAPES[name]) == \
             sum(p.numel() for p in model.parameters()), name
+
+
+def test_the_device_check_runs_it_as_its_lora_bench(tmp_path, air_bin):
+    """`scripts/device-check.sh run` with --bench lora (the command docs/gpu.md gives the GPU
+    session: the bundle's air and the machine's libraries) runs both sides and reports them in
+    device-check.json and summary.md; here on the CPU at the tiny shape."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    proc = subprocess.run(
+        [sys.executable, REPO / "scripts/device_check.py", "--bin", pathlib.Path(air_bin).parent,
+         "--out", out, "--work", work, "--device", "cpu", "--bench", "lora",
+         "--skip", "harness,parity,resume,ranks,system_metrics"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    step = json.loads((out / "device-check.json").read_text())["steps"]["bench"]
+    assert step["ok"] and sorted(step["sides"]) == ["air-lora", "peft-seed"], step
+    assert all(r["tokens_per_s"] > 0 for r in step["sides"].values()), step
+    assert step["issue31"]["gpu"] == "the CPU" and step["issue31"]["ok"] is False, step
+    assert step["summary"]["air-lora"]["vs_seed"] > 0, step
+    assert "## bench: PASS" in (out / "summary.md").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["bench.log", "bench_lora.json",
+                                                     "device-check.json", "summary.md"]
