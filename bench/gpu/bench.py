@@ -39,10 +39,10 @@ Per side it prints tokens/s over the timed steps (air's from its metrics.jsonl),
 through, embeddings and head included: all of them for Llama, the top-4 of 32 experts for
 GPT-OSS; d_attn: heads x head_dim; T_l: the keys a query sees in layer l, T or the sliding
 window; for Llama this is 6·N + 12·L·H·T; 989 TFLOP/s: the H100/H200 dense bf16 datasheet
-figure), the peak GPU memory (nvidia-smi
-memory.used sampled every 0.2 s minus the idle reading before the side: bench/gpu/memory.py)
-and the most allocated (torch.cuda.max_memory_allocated; air: its backend's allocation_stats),
-the ratios to torch-seed and torch-best, the first step's time (compilation, first touches) and
+figure), the peak GPU memory (nvidia-smi memory.used sampled every 0.2 s minus the idle reading
+before the side: bench/gpu/memory.py) and the most allocated (torch.cuda.max_memory_allocated;
+air: its backend's allocation_stats), the ratios to the seed's side (torch-seed, peft-seed) and
+to torch-best, the first step's time (compilation, first touches) and
 each side's wall time. A failed side (out of memory, a
 crash, a timeout) prints its error's tail and is marked in the table; the others still run.
 --json PATH gets everything, rewritten after every side (a run cut short keeps what it had).
@@ -60,9 +60,9 @@ is single-threaded, minutes for 8B parameters. For 8B, air's bf16: true keeps fp
 gradients and AdamW moments plus a bf16 copy: 134.6 GiB before activations, at the edge of an
 H200's 139.8 GiB (it may run, or be refused / run out of memory: the table says which); the
 bf16-state variant and both torch sides (bf16 parameters and AdamW state, ~60 GiB) fit.)
-GPT-OSS-20B LoRA (issue 31's must-show; about 3 minutes on an H200, of which the model's init
-and save, 41.8 GB of bf16 safetensors in --cache, about a minute the first time: the cache
-needs 43 GB free, else a named error):
+GPT-OSS-20B LoRA (issue 31's must-show; 3 to 5 minutes on an H200, of which the model's init
+and save the first time, 41.8 GB of bf16 safetensors in --cache, an estimated 40 s to 2.5 min:
+the cache needs 43 GB free, else a named error; docs/gpu.md, "Benchmark"):
   python3 bench/gpu/bench.py --air build/bin/air --shapes gpt-oss-20b --steps 6 --warmup 2 \
       --deadline 280 --json $OUT/bench_gpt_oss_20b.json
 Smoke mode (no GPU: the plumbing on tiny shapes on the CPU, gloo, air --device cpu):
