@@ -10,7 +10,8 @@
   ranks    2 ranks of air train on one GPU (ddp_backend gloo: staged through the host) against
            1 rank on the same rows: the loss curves within a bound
   bench    air's tokens/s and MFU on the Llama-3.2-1B shape (quick: air alone; full: bench/gpu's
-           air-vs-PyTorch table)
+           air-vs-PyTorch table; lora: bench/gpu's GPT-OSS-20B LoRA, air-lora vs peft-seed, issue
+           31's must-show: ~5 minutes, so run alone: --skip the other steps, docs/gpu.md)
 
 Each step has its own time limit and the whole run a budget (--budget, seconds): a command runs
 at most until the budget ends, a step that cannot start with its minimum left is reported as
@@ -28,6 +29,7 @@ import os
 import pathlib
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -355,6 +357,8 @@ class Check:
             self.run("bench", [sys.executable, REPO / "bench/gpu/bench.py", "--air", self.air,
                                "--json", out, "--cache", self.work], 900)
             return {"ok": True, "table": json.loads(out.read_text())}
+        if self.args.bench == "lora":
+            return self.bench_lora()
         cpu = self.args.device == "cpu"
         config, seq, vocab = (TINY_LLAMA, 128, 512) if cpu else (LLAMA_1B, 1024, 128256)
         model = self.model("bench_model", config, dtype="bfloat16")
@@ -377,6 +381,39 @@ class Check:
         return {"ok": True, "shape": "tiny" if cpu else "llama-1b", "tokens_per_s": tok_s,
                 "parameters": params, "mfu": flops / 989e12, "steps": len(timed),
                 "peak_memory_gib": peak / 2**30}
+
+    def bench_lora(self):
+        """bench/gpu's GPT-OSS LoRA sides (the second seed's recipe in PyTorch + PEFT, and air
+        use_peft) on the GPT-OSS-20B shape, inside --bench-deadline; on the CPU the tiny shape
+        (the plumbing only). ok: both sides ran; issue31: the must-show's verdict."""
+        out = self.out / "bench_lora.json"
+        cpu = self.args.device == "cpu"
+        shape = ["--shapes", "gpt-oss-tiny", "--device", "cpu", "--threads", "1"] if cpu else \
+            ["--shapes", "gpt-oss-20b"]
+        self.run("bench", [sys.executable, REPO / "bench/gpu/bench.py", "--air", self.air,
+                           *shape, "--steps", 6, "--warmup", 2,
+                           "--deadline", self.args.bench_deadline, "--json", out,
+                           "--cache", self.bench_cache(45e9 if not cpu else 0)],
+                 self.args.bench_deadline + 60)
+        entry = next(iter(json.loads(out.read_text())["shapes"].values()))
+        summary = entry.get("summary", {})
+        sides = {name: {k: r.get(k) for k in ("status", "tokens_per_s", "peak_bytes",
+                                              "max_allocated", "error")}
+                 for name, r in entry["sides"].items()}
+        ok = len(sides) == 2 and all(r["status"] == "ok" for r in sides.values())
+        return {"ok": ok, "sides": sides, "model_init": entry.get("air_model_init"),
+                "issue31": summary.get("issue31"),
+                "summary": {k: v for k, v in summary.items() if k != "issue31"}}
+
+    def bench_cache(self, need_bytes):
+        """--work's bench_gpu, or /dev/shm's when --work's file system has no room for the
+        model (GPT-OSS-20B: 41.8 GB of bf16 safetensors; the GPU machine's disk is 64 GiB)."""
+        for folder in (self.work / "bench_gpu", pathlib.Path("/dev/shm/air_bench_gpu")):
+            folder.mkdir(parents=True, exist_ok=True)
+            if (folder / "gpt-oss-20b" / "air_model").is_dir() or \
+                    shutil.disk_usage(folder).free >= need_bytes:
+                return folder
+        return self.work / "bench_gpu"  # bench.py names the shortfall
 
     @staticmethod
     def parameter_count(model_dir):
@@ -437,7 +474,9 @@ def main():
     parser.add_argument("--steps", type=int, default=100, help="parity steps")
     parser.add_argument("--skip", default="",
                         help="steps to skip: harness,parity,resume,ranks,system_metrics,bench")
-    parser.add_argument("--bench", choices=("quick", "full"), default="quick")
+    parser.add_argument("--bench", choices=("quick", "full", "lora"), default="quick")
+    parser.add_argument("--bench-deadline", type=int, default=280,
+                        help="--bench lora: seconds for bench/gpu (model init and both sides)")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds for the whole run (default $AIR_DEVICE_CHECK_BUDGET, else "
                              "300 on a GPU: the device tool's timeout_s less a margin for the "

@@ -1,5 +1,6 @@
-"""The air side of bench/gpu/bench.py: the model (`air model init`, cached), the YAML, the dry
-run (which keys air accepts, its own memory estimate) and one `air train` run, whose tokens/s
+"""The air sides of bench/gpu/bench.py: the model (`air model init` or transformers' init, cached),
+the YAML (full fine-tuning, or LoRA: use_peft with the recipe's LoraConfig), the dry run (which
+keys air accepts, its own memory estimate) and one `air train` run, whose tokens/s
 come from output_dir/metrics.jsonl (src/engine/train/step_metrics.cc: step, loss, lr,
 grad_norm, tokens, tokens_per_s, elapsed_s, epoch) between the warm-up's last step and the last
 step, as bench/fsdp/common.AirRun computes them.
@@ -16,7 +17,10 @@ import sys
 import time
 
 import common  # bench/fsdp/common.py (bench.py puts bench/fsdp on sys.path)
+import shapes
 import torch_side
+
+GB = 1e9
 
 
 def air_cmd(air, *args):
@@ -39,6 +43,12 @@ def init_model(air, cfg, model_dir, how="air", device="cuda", gpu=0):
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(model_dir, ignore_errors=True)
     partial.mkdir(parents=True)
+    need = 2 * shapes.parameter_count(cfg) + GB  # bf16 safetensors, and a margin
+    free = shutil.disk_usage(partial).free
+    if free < need:
+        return 0.0, False, (f"model init: the bf16 model needs {need / GB:.1f} GB in "
+                            f"{partial.parent} but its file system has {free / GB:.1f} GB free; "
+                            "pass --cache DIR on one with room (or free space there)")
     config = partial.parent / f"{model_dir.name}_init_config.json"
     config.write_text(json.dumps(cfg, indent=1))
     start = time.perf_counter()
@@ -68,13 +78,20 @@ def write_rows(path, rows, seq, vocab):
 
 
 def write_config(path, model_dir, rows_file, out_dir, recipe, total_steps):
+    """The recipe as `air train` keys: bf16: true, activation checkpointing, a constant lr; with
+    recipe.lora, use_peft and TRL's lora_* keys (the frozen base stays bf16, the adapters
+    train in fp32: docs/engine-lora.md)."""
+    lora = recipe.lora
+    peft = {} if not lora else {
+        "use_peft": "true", "lora_r": lora["r"], "lora_alpha": lora["alpha"],
+        "lora_dropout": lora["dropout"], "lora_target_modules": lora["target_modules"]}
     common.train_config(
         path, model_name=model_dir, dataset_name=rows_file, output_dir=out_dir,
         max_seq_len=recipe.seq, per_device_batch_size=recipe.batch,
         gradient_accumulation_steps=recipe.accum, max_steps=total_steps,
         learning_rate=recipe.lr, weight_decay=recipe.weight_decay,
         max_grad_norm=recipe.clip, bf16="true", activation_checkpointing="true",
-        lr_scheduler_type="constant", logging_steps=1, save_steps=0)
+        lr_scheduler_type="constant", logging_steps=1, save_steps=0, **peft)
 
 
 def dry_run(air, config, device, sets):

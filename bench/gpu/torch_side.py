@@ -9,6 +9,14 @@ is freed before the next side), with its flags, environment and peak-memory samp
               decoder layer, fused AdamW, activation checkpointing off; when that runs out of
               memory, again with checkpointing on (the result says which). --best-fsdp keeps
               FSDP1 (use_orig_params=True) under the compiled layers instead.
+  peft-seed   the second seed's recipe on a GPT-OSS shape: GptOssForCausalLM from_pretrained
+              from air's model files in bf16 onto the device, eager attention (the seed's
+              attn_implementation), transformers' default experts implementation (--peft-experts
+              picks one), peft.get_peft_model with the seed's LoraConfig, non-reentrant
+              activation checkpointing on every decoder layer, the forward under autocast(bf16)
+              (SFTConfig bf16=True), fused AdamW over the adapters (TrainingArguments' default
+              adamw_torch_fused), clip 1.0. No FSDP: on one GPU FSDP1 has nothing to shard (it
+              runs NO_SHARD), and the issue's anchor (3,295 tok/s on an H200) names none.
 An FSDP side whose NCCL group fails is run again over gloo (a group of one moves nothing; the
 result's note says so), so one missing transport does not cost the side.
 """
@@ -34,12 +42,18 @@ def worker_env(device, gpu):
     return env
 
 
-def worker_flags(side, args, recipe, ac):
+def worker_flags(side, args, recipe, ac, model_dir=None):
     flags = ["--steps", str(args.steps), "--warmup", str(args.warmup),
              "--batch", str(recipe.batch), "--seq", str(recipe.seq),
              "--accum", str(recipe.accum), "--lr", str(recipe.lr),
              "--weight-decay", str(recipe.weight_decay), "--clip", str(recipe.clip)]
-    if side == "torch-seed":
+    if side == "peft-seed":
+        lora = recipe.lora
+        flags += ["--model-dir", str(model_dir), "--attn", "eager", "--autocast", "--fused-adam",
+                  "--lora", f"{lora['r']},{lora['alpha']:g},{lora['dropout']:g},"
+                  f"{lora['target_modules']}"]
+        flags += ["--experts", args.peft_experts] if args.peft_experts else []
+    elif side == "torch-seed":
         flags += ["--fsdp"]
     else:
         flags += ["--compile", args.best_compile, "--fused-adam"]
@@ -77,11 +91,13 @@ def run_worker(flags, config, rows, out, device, sampler, env, log, timeout):
     return result
 
 
-def run_side(side, args, recipe, config, rows, work, device, new_sampler, env, timeout):
-    """torch-seed, or torch-best (AC off first, AC on after an out-of-memory failure).
-    `new_sampler()` gives a fresh PeakSampler with the idle baseline read now."""
-    ac_first = side == "torch-seed" or args.best_ac
-    flags = worker_flags(side, args, recipe, ac_first)
+def run_side(side, args, recipe, config, rows, work, device, new_sampler, env, timeout,
+             model_dir=None):
+    """torch-seed, peft-seed (from model_dir's files), or torch-best (AC off first, AC on after
+    an out-of-memory failure). `new_sampler()` gives a fresh PeakSampler with the idle baseline
+    read now."""
+    ac_first = side in ("torch-seed", "peft-seed") or args.best_ac
+    flags = worker_flags(side, args, recipe, ac_first, model_dir)
     result = run_worker(flags, config, rows, work / f"{side}.json", device, new_sampler(), env,
                         work / f"{side}.log", timeout)
     result["ac"] = ac_first
@@ -89,7 +105,7 @@ def run_side(side, args, recipe, config, rows, work, device, new_sampler, env, t
     if result["status"] == "ok":
         pass
     elif side == "torch-best" and not ac_first and result.get("oom"):
-        retry = worker_flags(side, args, recipe, True)
+        retry = worker_flags(side, args, recipe, True, model_dir)
         note = "AC on: AC off ran out of memory"
     elif "--fsdp" in flags and device == "cuda" and "nccl" in result["error"].lower():
         retry = flags + ["--backend", "gloo"]  # a group of one: the backend moves nothing

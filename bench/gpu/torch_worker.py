@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
 """One PyTorch side of bench/gpu/bench.py, in its own process (its memory is freed on exit).
 
-transformers' LlamaForCausalLM built from --config (a config.json-style file) in bf16 directly
-on the device, optionally
+transformers' causal LM of --config's model_type (a config.json-style file: LlamaForCausalLM,
+GptOssForCausalLM) built in bf16 directly on the device, or loaded from --model-dir (the files
+air reads too: from_pretrained in bf16 onto the device), optionally
+  --attn NAME              attn_implementation (the second seed's: eager)
+  --lora R,ALPHA,DROPOUT,TARGETS  peft.get_peft_model with LoraConfig(r, lora_alpha,
+                           lora_dropout, target_modules, bias="none", task_type="CAUSAL_LM"):
+                           the frozen base in bf16, the adapters in fp32 (PEFT's
+                           autocast_adapter_dtype), AdamW over the adapters only
+  --autocast               the forward under torch.autocast(bf16), as Trainer's bf16=True runs it
   --compile layers|model   torch.compile each decoder layer in place (before FSDP and
                            checkpointing wrap it: torchtitan's way) or the whole (wrapped) model
   --fsdp                   FSDP1 FullyShardedDataParallel FULL_SHARD (auto-wrap on
-                           LlamaDecoderLayer, MixedPrecision(bf16, bf16, bf16),
+                           the decoder layer, MixedPrecision(bf16, bf16, bf16),
                            use_orig_params=True as Accelerate sets it) over a process group of
                            one (NCCL on a GPU, gloo on the CPU; env:// from the parent's
                            MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE). FSDP1 itself switches a
                            world of one to NO_SHARD (it warns); that is the seed's run too
   --ac                     activation checkpointing: apply_activation_checkpointing with the
-                           non-reentrant checkpoint_wrapper on every LlamaDecoderLayer
+                           non-reentrant checkpoint_wrapper on every decoder layer
+                           (LlamaDecoderLayer, GptOssDecoderLayer; after PEFT, as the seed's
+                           FSDP config applies it)
   --fused-adam             torch.optim.AdamW(fused=True) instead of the default (foreach)
 then --warmup + --steps optimizer steps of --accum micro-batches of --batch rows of the
 pre-tokenized --rows file (labels = input_ids: transformers shifts them, so every position but
@@ -51,20 +60,59 @@ def parse_args():
                    help="the process group's (--fsdp): nccl on a GPU, gloo on the CPU")
     p.add_argument("--save-model", help="only build the model and save_pretrained it here "
                    "(bf16 safetensors, bench.py --model-init torch), then exit")
+    p.add_argument("--model-dir", help="load the model from these files (from_pretrained)")
+    p.add_argument("--attn", help="attn_implementation (transformers' default if absent)")
+    p.add_argument("--experts", help="experts_implementation of a MoE model (grouped_mm, eager; "
+                   "transformers' default if absent)")
+    p.add_argument("--lora", help="r,alpha,dropout,targets: PEFT LoRA over the frozen model "
+                   "(targets: all-linear or module names joined by '+')")
+    p.add_argument("--autocast", action="store_true", help="forward under autocast(bf16)")
     return p.parse_args()
 
 
 def build_model(args, device):
     import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-    with open(args.config) as f:
-        config = LlamaConfig(**json.load(f))
-    config.use_cache = False  # training: no KV cache
-    torch.manual_seed(0)
-    with torch.device(device):  # random init on the device itself (fast, no fp32 copy)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    from transformers import AutoConfig, AutoModelForCausalLM
+    extra = {"attn_implementation": args.attn} if args.attn else {}
+    if args.experts:
+        extra["experts_implementation"] = args.experts
+    if args.model_dir:  # the seed's from_pretrained(bf16, use_cache=False), onto the device
+        model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.bfloat16,
+                                                     use_cache=False, device_map=device, **extra)
+    else:
+        with open(args.config) as f:
+            keys = json.load(f)
+        config = AutoConfig.for_model(keys.pop("model_type", "llama"), **keys)
+        config.use_cache = False  # training: no KV cache
+        torch.manual_seed(0)
+        with torch.device(device):  # random init on the device itself (fast, no fp32 copy)
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, **extra)
     model.train()
     return model
+
+
+def apply_lora(model, spec):
+    """PEFT over the model as the second seed sets it up; returns it and a line saying so."""
+    import peft
+    r, alpha, dropout, targets = spec.split(",")
+    targets = targets if targets == "all-linear" else targets.split("+")
+    model = peft.get_peft_model(model, peft.LoraConfig(
+        r=int(r), lora_alpha=float(alpha), lora_dropout=float(dropout), target_modules=targets,
+        bias="none", task_type="CAUSAL_LM"))
+    adapted = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                      if hasattr(m, "lora_A") and hasattr(m, "base_layer")})
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return model, (f"PEFT LoRA r {r} alpha {alpha} dropout {dropout} on {'/'.join(adapted)}: "
+                   f"{trainable / 1e6:.2f} M trainable parameters")
+
+
+def decoder_layer_class(model):
+    """The decoder layer's class (LlamaDecoderLayer, GptOssDecoderLayer): FSDP's unit and
+    activation checkpointing's, found as the seed's infer_transformer_blocks_for_fsdp does."""
+    for module in model.modules():
+        if type(module).__name__.endswith("DecoderLayer"):
+            return type(module)
+    raise RuntimeError("no *DecoderLayer module in the model")
 
 
 def allow_layer_recompiles():
@@ -80,7 +128,7 @@ def wrap_model(model, args, device):
     """Compile / FSDP1 / activation checkpointing as the flags ask; returns the model to call
     and a line saying what was applied."""
     import torch
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+    layer_class = decoder_layer_class(model)
     applied = []
     if args.compile == "layers":
         allow_layer_recompiles()
@@ -92,7 +140,7 @@ def wrap_model(model, args, device):
         from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
         bf16 = torch.bfloat16
-        model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}),
+        model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({layer_class}),
                      mixed_precision=MixedPrecision(param_dtype=bf16, reduce_dtype=bf16,
                                                     buffer_dtype=bf16),
                      sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=device,
@@ -106,7 +154,7 @@ def wrap_model(model, args, device):
         apply_activation_checkpointing(
             model, checkpoint_wrapper_fn=partial(checkpoint_wrapper,
                                                  checkpoint_impl=CheckpointImpl.NO_REENTRANT),
-            check_fn=lambda m: isinstance(m, LlamaDecoderLayer))
+            check_fn=lambda m: isinstance(m, layer_class))
         applied.append("activation checkpointing (non-reentrant)")
     if args.compile == "model":
         allow_layer_recompiles()
@@ -140,7 +188,8 @@ def sync(device):
 def train(model, args, device):
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
+    trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters
+    opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=args.weight_decay,
                             **({"fused": True} if args.fused_adam else {}))
     batches = micro_batches(args, device)
     losses, step_s, start = [], [], None
@@ -151,13 +200,14 @@ def train(model, args, device):
         t0 = time.perf_counter()
         total = 0.0
         for ids in step:
-            loss = model(input_ids=ids, labels=ids, use_cache=False).loss / args.accum
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast):
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss / args.accum
             loss.backward()
             total += loss.detach()
         if isinstance(model, FSDP):
             model.clip_grad_norm_(args.clip)
         else:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            torch.nn.utils.clip_grad_norm_(trainable, args.clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(float(total))  # one read per step, as air's trainer does
@@ -191,12 +241,22 @@ def main():
         model = build_model(args, device)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         if args.save_model:
-            model.save_pretrained(args.save_model, safe_serialization=True)
+            # 5 GB shards (transformers 5 writes one 50 GB shard by default: its bytes all in
+            # host memory at once; shards stream, and air reads the index as for released models)
+            model.save_pretrained(args.save_model, safe_serialization=True, max_shard_size="5GB")
             with open(args.out, "w") as f:
                 json.dump(result, f)
             os._exit(0)
         result["attention"] = model.config._attn_implementation
+        result["experts"] = getattr(model.config, "_experts_implementation", None)
+        lora_line = None
+        if args.lora:
+            model, lora_line = apply_lora(model, args.lora)
         model, result["applied"] = wrap_model(model, args, device)
+        if lora_line:
+            result["applied"] = f"{lora_line}, {result['applied']}"
+        if args.autocast:
+            result["applied"] += ", autocast bf16"
         result.update(train(model, args, device))
         if device.type == "cuda":
             result["max_allocated"] = torch.cuda.max_memory_allocated(device)
