@@ -11,9 +11,10 @@ Llama sides (--sides; each --warmup untimed optimizer steps, then --steps timed 
   torch-best   PyTorch's best single-GPU path: no FSDP, bf16, torch.compile per decoder layer,
                fused AdamW, activation checkpointing off (on again if off runs out of memory)
   air          `air train --device cuda`: bf16: true (fp32 masters and AdamW state, bf16
-               compute), activation checkpointing — air's FSDP at world size 1 (every `air
-               train` is FSDP FULL_SHARD over its group; one process is a group of one), the model from `air model init` (bf16,
-               cached in --cache), the same pre-tokenized random rows
+               compute), activation checkpointing, the model from `air model init` (bf16,
+               cached in --cache), the same pre-tokenized random rows; this is air's FSDP at
+               world size 1 (every `air train` is FSDP FULL_SHARD over its group, one process
+               a group of one)
   air-bf16     the same with `--set torch_dtype=bfloat16`: bf16 weights, gradients and AdamW
                state, the torch sides' own semantics (an air that rejects the key is skipped with
                its message)
