@@ -2,9 +2,9 @@
 // every backend and precision against the fp32 reference on the same inputs, the row groups read
 // from offsets in the backend's own memory (as MoeDispatch leaves them). The groups are ragged —
 // empty ones, one row, several 64-row tiles, rows before the first group and after the last that
-// must stay untouched — in both weight layouts, with and without a bias, overwriting (beta 0)
-// and accumulating (beta 1), in the dtype patterns of the model's forward (x @ W), its input
-// gradient (dy @ W^T: an F32 gradient times a BF16 weight in bf16_f32grad) and its weight
+// must stay untouched — in both weight layouts, with and without a bias, overwriting (beta 0,
+// over NaN) and accumulating (beta 1), in the dtype patterns of the model's forward (x @ W), its
+// input gradient (dy @ W^T: an F32 gradient times a BF16 weight in bf16_f32grad) and its weight
 // gradient. MXFP4 must give the reference decoder's bits on every backend, every scale value
 // (subnormals and infinities included) and every byte.
 #include <gtest/gtest.h>
@@ -60,6 +60,11 @@ TEST_P(OpsHarness, GroupedGemmEveryLayoutBiasAndBeta) {
           auto w = RoundedTo(RandomVector(static_cast<size_t>(groups * c.k * c.n), 81), round);
           auto bias = RoundedTo(RandomVector(static_cast<size_t>(groups * c.n), 82), w_dtype);
           auto y0 = RoundedTo(RandomVector(static_cast<size_t>(c.rows * c.n), 83), y_dtype);
+          if (beta == 0.0f) {  // beta 0 ignores the grouped rows' y, NaN too
+            for (int64_t i = c.offsets.front() * c.n; i < c.offsets.back() * c.n; ++i) {
+              y0[static_cast<size_t>(i)] = NAN;
+            }
+          }
           Sides d(*backend_, ref_);
           const Pair off = d.I32(c.offsets), xv = d.Data(x, x_dtype, {c.rows, c.k});
           const Pair wv = d.Data(w, w_dtype), bv = with_bias ? d.Data(bias, w_dtype) : Pair{};

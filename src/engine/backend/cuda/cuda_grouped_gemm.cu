@@ -9,7 +9,8 @@
 // what the host knows: N / 64 column tiles times ceil(M / 64) + G row-tile slots (the most row
 // tiles G groups of M rows in all can need). Each block's first thread walks the device offsets
 // to find which group and which 64 rows its slot is (a few hundred integer loads at most); a
-// slot past the last tile returns at once. Weight gradient (dw_g += x_g^T dy_g): one block per
+// slot past the last tile returns at once. That arithmetic is grouped_tiles.h's, which a CPU
+// test checks. Weight gradient (dw_g += x_g^T dy_g): one block per
 // (64 x 64 tile of dw, group), its depth the group's row count read on the device.
 //
 // Precision as Gemm's (ops.h): with a BF16 operand both operands are rounded to bf16 in shared
@@ -23,19 +24,18 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "engine/backend/cuda/cuda_common.cuh"
+#include "engine/backend/cuda/grouped_tiles.h"
 
 namespace air::engine::cuda {
 namespace {
 
-constexpr int kBM = 64, kBN = 64, kBK = 32, kThreads = 128;
+constexpr int kBM = kGroupedTileRows, kBN = kGroupedTileCols, kBK = 32, kThreads = 128;
 constexpr int kLdA = kBK + 8;  // bf16 elements per shared row (a multiple of 8, as wmma needs)
 constexpr int kLdB = kBN + 8;
 constexpr int kLdC = kBN + 4;  // floats (a multiple of 4)
-constexpr int64_t kMaxSlots = 65535;
 
 // Shared memory of one tile: the operand tiles (bf16 for the tensor cores, or fp32) and the
 // fp32 result tile the epilogue reads.
@@ -141,14 +141,6 @@ struct ForwardArgs {
   Out y;
 };
 
-// Group g's rows [begin, end), clamped into [0, rows].
-__device__ __forceinline__ void GroupRows(const int32_t* offsets, int64_t g, int64_t rows,
-                                          int64_t* begin, int64_t* end) {
-  const int64_t b = min(max(static_cast<int64_t>(offsets[g]), int64_t{0}), rows);
-  *begin = b;
-  *end = min(max(static_cast<int64_t>(offsets[g + 1]), b), rows);
-}
-
 template <bool kBf16, bool kTransW>
 __global__ void __launch_bounds__(kThreads) GroupedGemmForwardKernel(ForwardArgs a) {
   __shared__ TileShared s;
@@ -156,20 +148,10 @@ __global__ void __launch_bounds__(kThreads) GroupedGemmForwardKernel(ForwardArgs
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   for (int64_t slot = blockIdx.y; slot < a.slots; slot += gridDim.y) {
     if (threadIdx.x == 0) {
-      tile[0] = -1;
-      int64_t before = 0;
-      for (int64_t g = 0; g < a.groups; ++g) {
-        int64_t begin, end;
-        GroupRows(a.offsets, g, a.rows, &begin, &end);
-        const int64_t tiles = (end - begin + kBM - 1) / kBM;
-        if (slot < before + tiles) {
-          tile[0] = g;
-          tile[1] = begin + (slot - before) * kBM;
-          tile[2] = min(tile[1] + kBM, end);
-          break;
-        }
-        before += tiles;
-      }
+      const GroupedRowTile t = FindGroupedRowTile(a.offsets, a.groups, a.rows, slot);
+      tile[0] = t.group;
+      tile[1] = t.begin;
+      tile[2] = t.end;
     }
     __syncthreads();
     const int64_t g = tile[0], row0 = tile[1], row_end = tile[2];
@@ -216,8 +198,8 @@ __global__ void __launch_bounds__(kThreads) GroupedGemmWeightGradKernel(WeightGr
   __shared__ TileShared s;
   const int64_t g = blockIdx.z, k0 = static_cast<int64_t>(blockIdx.y) * kBM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
-  int64_t begin, end;
-  GroupRows(a.offsets, g, a.rows, &begin, &end);
+  const GroupRows range = GroupRowRange(a.offsets, g, a.rows);
+  const int64_t begin = range.begin, end = range.end;
   if (end == begin) return;  // adds nothing
   const int64_t k = a.k, n = a.n;
   const In x = a.x, dy = a.dy;
@@ -242,11 +224,10 @@ __global__ void GroupedBiasGradKernel(In dy, int64_t rows, int64_t n, const int3
   const int64_t g = blockIdx.y;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
-  int64_t begin, end;
-  GroupRows(offsets, g, rows, &begin, &end);
-  if (end == begin) return;
+  const GroupRows range = GroupRowRange(offsets, g, rows);
+  if (range.end == range.begin) return;
   double sum = 0.0;
-  for (int64_t r = begin; r < end; ++r) sum += Load(dy, r * n + j);
+  for (int64_t r = range.begin; r < range.end; ++r) sum += Load(dy, r * n + j);
   Accumulate(dbias, g * n + j, static_cast<float>(sum));
 }
 
@@ -257,9 +238,9 @@ unsigned Tiles(int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1
 void GroupedGemm(bool trans_w, int64_t rows, int64_t n, int64_t k, In x, In w, In bias,
                  const int32_t* offsets, int64_t groups, float beta, Out y, cudaStream_t stream) {
   if (rows <= 0 || n <= 0 || groups <= 0) return;
-  ForwardArgs args{rows, n,       k,    groups, (rows + kBM - 1) / kBM + groups, x, w,
-                   bias, offsets, beta, y};
-  const dim3 grid(Tiles(n, kBN), static_cast<unsigned>(std::min(args.slots, kMaxSlots)));
+  const GroupedForwardGrid sizes = GroupedGemmForwardGrid(rows, n, groups);
+  ForwardArgs args{rows, n, k, groups, sizes.slots, x, w, bias, offsets, beta, y};
+  const dim3 grid(static_cast<unsigned>(sizes.x), static_cast<unsigned>(sizes.y));
   const bool bf16 = x.dtype == DType::kBF16 || w.dtype == DType::kBF16;
   if (bf16 && trans_w) {
     GroupedGemmForwardKernel<true, true><<<grid, kThreads, 0, stream>>>(args);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "engine/backend/cuda/cuda_common.cuh"
+#include "engine/backend/cuda/grouped_tiles.h"
 
 namespace air::engine::cuda {
 namespace {
@@ -16,16 +17,15 @@ constexpr int kThreads = 256;
 
 __global__ void DequantizeMxfp4Kernel(int64_t experts, int64_t rows, int64_t groups,
                                       const uint8_t* blocks, const uint8_t* scales, Out out) {
-  const int64_t cols = groups * 32, total = experts * cols * rows;
+  const int64_t total = experts * groups * 32 * rows;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += stride) {
     // out[e][c][r]: value c of stored row r of expert e.
-    const int64_t r = i % rows, c = (i / rows) % cols, e = i / (rows * cols);
-    const int64_t group = (e * rows + r) * groups + c / 32;
-    const uint8_t byte = blocks[group * 16 + (c % 32) / 2];
-    const uint8_t nibble = (c % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-    Store(out, i, Mxfp4Value(nibble, scales[group]));
+    const Mxfp4Source src = Mxfp4SourceOf(i, rows, groups);
+    const uint8_t byte = blocks[src.byte];
+    const auto nibble = static_cast<uint8_t>(src.high ? byte >> 4 : byte & 0x0F);
+    Store(out, i, Mxfp4Value(nibble, scales[src.group]));
   }
 }
 
