@@ -5,8 +5,6 @@
 // own group, and no other row; the launch sized from M and G alone has enough slots for the worst
 // case and stays within CUDA's grid limits; and MXFP4 elements decoded through Mxfp4SourceOf and
 // Mxfp4Value have the host decoder's bits (mxfp4_decode.h, transformers' layout).
-#include "engine/backend/cuda/grouped_tiles.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/backend/cuda/grouped_tiles.h"
 #include "engine/mxfp4_decode.h"
 
 namespace air::engine::cuda {
@@ -33,15 +32,15 @@ std::string Describe(const Case& c) {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases = {
-      {{2, 5, 5, 75, 76}, 81},                          // rows around, an empty group
+      {{2, 5, 5, 75, 76}, 81},                            // rows around, an empty group
       {{0, 64, 129, 129, 130, 260, 267, 267, 300}, 300},  // whole tiles and ragged tails
-      {{0, 200}, 200},                                  // one group
-      {{0, 0, 0, 0}, 10},                               // no rows in any group
-      {{0, 1, 2, 3, 4, 5, 6, 7, 8}, 8},                 // one row each: a tile per row
-      {{0, 65, 130, 195}, 195},                         // 65 rows each: a one-row tail each
-      {{0, 64, 128}, 128},                              // exact tiles
-      {{7, 7}, 7},                                      // the only group starts at the end
-      {{0, 1}, 1},                                      // M = 1, G = 1
+      {{0, 200}, 200},                                    // one group
+      {{0, 0, 0, 0}, 10},                                 // no rows in any group
+      {{0, 1, 2, 3, 4, 5, 6, 7, 8}, 8},                   // one row each: a tile per row
+      {{0, 65, 130, 195}, 195},                           // 65 rows each: a one-row tail each
+      {{0, 64, 128}, 128},                                // exact tiles
+      {{7, 7}, 7},                                        // the only group starts at the end
+      {{0, 1}, 1},                                        // M = 1, G = 1
   };
   // Random ragged groups, a quarter of them empty, with rows left before and after.
   std::mt19937 rng(31);
@@ -167,8 +166,8 @@ TEST(CudaGroupedTiles, Mxfp4ElementsHaveTheDecodersBits) {
       uint32_t got_bits, want_bits;
       std::memcpy(&got_bits, &got, 4);
       std::memcpy(&want_bits, &want[i], 4);
-      ASSERT_EQ(got_bits, want_bits) << "E" << experts << " R" << rows << " G" << groups
-                                     << " element " << i;
+      ASSERT_EQ(got_bits, want_bits)
+          << "E" << experts << " R" << rows << " G" << groups << " element " << i;
     }
   }
 }

@@ -36,6 +36,12 @@ constexpr int kBM = kGroupedTileRows, kBN = kGroupedTileCols, kBK = 32, kThreads
 constexpr int kLdA = kBK + 8;  // bf16 elements per shared row (a multiple of 8, as wmma needs)
 constexpr int kLdB = kBN + 8;
 constexpr int kLdC = kBN + 4;  // floats (a multiple of 4)
+// wmma's load/store need a 256-bit aligned pointer and ldm a multiple of 8 (16-bit) or 4 (float)
+// elements: every fragment starts 16 rows or 16 columns (or kk in {0, 16}) into a tile.
+static_assert(kLdA % 8 == 0 && kLdB % 8 == 0 && kLdC % 4 == 0);
+static_assert((16 * kLdA * 2) % 32 == 0 && (16 * kLdB * 2) % 32 == 0 && (16 * kLdC * 4) % 32 == 0);
+// TileProduct's thread layouts: 2 x 2 warps of 32 x 32, or 8 x 16 threads of 8 x 4 outputs.
+static_assert(kBK % 16 == 0 && kBM == 64 && kBN == 64 && kThreads == 128);
 
 // Shared memory of one tile: the operand tiles (bf16 for the tensor cores, or fp32) and the
 // fp32 result tile the epilogue reads.
@@ -52,6 +58,8 @@ struct TileShared {
   };
   __align__(32) float c[kBM * kLdC];
 };
+static_assert(alignof(TileShared) >= 32);
+static_assert(sizeof(TileShared) + 3 * sizeof(int64_t) <= 48 * 1024);  // static shared memory
 
 // s.c (kBM, kBN) = the sum over d < depth of A(i, d) B(d, j), with `load_a(i, d)` and
 // `load_b(d, j)` returning 0 outside the operands. kADepthFastest / kBColFastest say which index
