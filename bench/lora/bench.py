@@ -19,16 +19,21 @@ saving excluded); PEFT's are timed over the same steps after the same warm-up. M
 (one rank each): the peak resident set of its process (wait4's ru_maxrss) and its training state
 (air: the frozen base, trained parameters, gradients and AdamW moments it reports; PEFT: the same
 four measured on its tensors). Prints the ratio air / PEFT of both, and the CPU's model and flags.
+--rounds N runs both sides N times, interleaved (air, PEFT, air, PEFT, ...: a slow stretch of the
+host hits both), and prints each side's median tokens/s, their ratio, and the ratio of each round
+with its median (the losses, memory and state are the first round's: every round trains the same
+steps on the same batches).
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/lora/bench.py \\
       [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 8 --warmup 2
-       --threads 2] [--bf16] [--r 16 --alpha 16 --dropout 0.05]
+       --threads 2] [--bf16] [--r 16 --alpha 16 --dropout 0.05] [--rounds 3]
 """
 import argparse
 import importlib.util
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,7 +84,8 @@ def run_air(args, air, model_dir, data, work):
     if code != 0:
         sys.exit(f"air train failed:\n{stdout}\n{stderr}")
     data = json.loads(stdout)["data"]
-    print(f"air lora: {data.get('lora', '')}")
+    if not getattr(args, "quiet_round", False):  # --rounds: said once
+        print(f"air lora: {data.get('lora', '')}")
     metrics = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in metrics if "loss" in m and "step" in m]
     first, last = steps[args.warmup - 1], steps[-1]
@@ -170,6 +176,9 @@ def main():
     parser.add_argument("--alpha", type=float, default=16)
     parser.add_argument("--dropout", type=float, default=0.05)
     parser.add_argument("--bf16", action="store_true", help="a bf16 base on both sides")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="both sides this many times, interleaved; medians and per-round "
+                        "ratios")
     parser.add_argument("--peft-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--batches", help=argparse.SUPPRESS)
@@ -179,6 +188,8 @@ def main():
         return peft_worker(args)
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     print(cpu_info.describe())
     with tempfile.TemporaryDirectory(prefix="air_bench_lora_") as tmp:
@@ -191,8 +202,15 @@ def main():
               f"all-linear, dropout {args.dropout:g}; {'bf16' if args.bf16 else 'fp32'} base; "
               f"batch {args.batch} x {args.seq} tokens; {args.steps} timed steps after "
               f"{args.warmup}; {args.threads} threads")
-        results = {"air": run_air(args, air, model_dir, data, work)}
-        results["peft"] = run_peft(args, model_dir, work / "batches.jsonl")
+        rounds = []
+        for index in range(args.rounds):
+            args.quiet_round = index > 0
+            rounds.append({"air": run_air(args, air, model_dir, data, work),
+                           "peft": run_peft(args, model_dir, work / "batches.jsonl")})
+    # Every round trains the same steps on the same batches: the losses, memory and state are the
+    # first round's, the tokens/s each side's median.
+    results = {side: dict(first, tokens_per_s=statistics.median(
+        r[side]["tokens_per_s"] for r in rounds)) for side, first in rounds[0].items()}
     keys = list(results["air"]["state"])
     print(f"{'':6} {'tokens/s':>9} {'first loss':>11} {'last loss':>10} {'peak RSS':>10}  "
           + "  ".join(f"{k} (MiB)" for k in keys))
@@ -201,9 +219,16 @@ def main():
               f"{r['rss_mib']:8.0f} M  "
               + "  ".join(f"{r['state'][k] / MIB:{len(k) + 6}.1f}" for k in keys))
     air_r, peft_r = results["air"], results["peft"]
-    print(f"ratio air / PEFT + transformers: tokens/s {air_r['tokens_per_s'] / peft_r['tokens_per_s']:.2f}x; "
+    of = " (of the sides' medians)" if args.rounds > 1 else ""
+    print(f"ratio air / PEFT + transformers: tokens/s {air_r['tokens_per_s'] / peft_r['tokens_per_s']:.2f}x{of}; "
           f"peak RSS {air_r['rss_mib'] / peft_r['rss_mib']:.2f}x; training state "
           f"{sum(air_r['state'].values()) / sum(peft_r['state'].values()):.2f}x")
+    if args.rounds > 1:
+        each = [r["air"]["tokens_per_s"] / r["peft"]["tokens_per_s"] for r in rounds]
+        tps = {side: " ".join(f"{r[side]['tokens_per_s']:.0f}" for r in rounds)
+               for side in ("air", "peft")}
+        print(f"  per round: {' '.join(f'{x:.2f}x' for x in each)} (median "
+              f"{statistics.median(each):.2f}x; air {tps['air']} vs PEFT {tps['peft']} tokens/s)")
     print(cpu_info.describe())
 
 
