@@ -1,49 +1,71 @@
 // The LoRA branch of a linear layer (see lora_linear.h for the math and the memory).
 #include "engine/lora/lora_linear.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace air::engine::lora {
 
-void LoraScratch::LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype) const {
+LoraScratch::LoraScratch(const Backend* backend, int rank, std::vector<int64_t> mask_widths)
+    : training_(backend),
+      eval_(backend),
+      rank_(rank),
+      mask_widths_(std::move(mask_widths)),
+      max_in_(0),
+      adapters_(static_cast<int>(mask_widths_.size())) {
+  for (int64_t width : mask_widths_) max_in_ = std::max(max_in_, width);
+}
+
+// Training keeps u and, with dropout, the mask of every adapter; evaluation one shared u.
+void LoraScratch::LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype,
+                         bool training) const {
   layout.input = w.Take(dtype, {rows, max_in_});
   layout.input_grad = w.F32({rows, max_in_});
   layout.du = w.F32({rows, rank_});
+  layout.u.assign(training ? static_cast<size_t>(adapters_) : 1, View());
   for (View& u : layout.u) u = w.F32({rows, rank_});
+  layout.mask.assign(training ? mask_widths_.size() : 0, View());
+  for (size_t i = 0; i < layout.mask.size(); ++i) {
+    if (mask_widths_[i] > 0) {
+      layout.mask[i] = w.Take(DType::kU8, {(rows * mask_widths_[i] + 7) / 8});
+    }
+  }
 }
 
 size_t LoraScratch::PlanBytes(int64_t rows, DType dtype) const {
   size_t bytes = 0;
-  for (int kept : {adapters_, 1}) {  // training's and evaluation's
+  for (bool training : {true, false}) {
     Layout layout;
-    layout.u.assign(static_cast<size_t>(kept), View());
-    bytes += Workspace::Measure([&](Workspace& w) { LayOut(w, layout, rows, dtype); });
+    bytes += Workspace::Measure([&](Workspace& w) { LayOut(w, layout, rows, dtype, training); });
   }
   return bytes;
 }
 
-Status LoraScratch::Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype, int kept) {
-  layout.u.assign(static_cast<size_t>(kept), View());
-  Status s = ws.Arrange([&](Workspace& w) { LayOut(w, layout, rows, dtype); });
+Status LoraScratch::Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype,
+                            bool training) {
+  Status s = ws.Arrange([&](Workspace& w) { LayOut(w, layout, rows, dtype, training); });
   layout.rows = s.ok() ? rows : -1;
   layout.dtype = dtype;
   return s;
 }
 
 Status LoraScratch::Reserve(int64_t rows, DType dtype) {
-  AIR_RETURN_IF_ERROR(Arrange(training_, training_layout_, rows, dtype, adapters_));
-  return Arrange(eval_, eval_layout_, rows, dtype, 1);
+  AIR_RETURN_IF_ERROR(Arrange(training_, training_layout_, rows, dtype, true));
+  return Arrange(eval_, eval_layout_, rows, dtype, false);
 }
 
 LoraScratch::Views LoraScratch::For(int index, int64_t rows, DType dtype, bool training) {
   Layout& layout = training ? training_layout_ : eval_layout_;
   if (layout.rows != rows || layout.dtype != dtype) {
-    Status s = Arrange(training ? training_ : eval_, layout, rows, dtype, training ? adapters_ : 1);
+    Status s = Arrange(training ? training_ : eval_, layout, rows, dtype, training);
     if (!s.ok()) {
       if (status_.ok()) status_ = s;
       return {};
     }
   }
   const View& u = layout.u[training ? static_cast<size_t>(index) : 0];
-  return {layout.input, layout.input_grad, u, layout.du};
+  const View mask = training ? layout.mask[static_cast<size_t>(index)] : View();
+  return {layout.input, layout.input_grad, u, layout.du, mask};
 }
 
 uint64_t LoraLinear::Seed(const LinearPass& pass) const {
@@ -51,12 +73,17 @@ uint64_t LoraLinear::Seed(const LinearPass& pass) const {
   return pass.seed ^ (static_cast<uint64_t>(index_ + 1) * 0xD1B54A32D192ED03ull);
 }
 
-View LoraLinear::DroppedInput(const Backend& ops, const LinearPass& pass, const View& x,
-                              const View& input) const {
-  if (!pass.training || dropout_ <= 0.0f) return x;
-  const View xd = input.Slice(0, x.numel()).Reshaped(x.shape());
-  ops.Dropout(x, dropout_, Seed(pass), xd);
+bool LoraLinear::Drops(const LinearPass& pass) const { return pass.training && dropout_ > 0.0f; }
+
+View LoraLinear::DroppedInput(const Backend& ops, const View& x,
+                              const LoraScratch::Views& s) const {
+  const View xd = s.input.Slice(0, x.numel()).Reshaped(x.shape());
+  ops.ApplyDropoutMask(x, MaskOf(x, s), dropout_, 0.0f, xd);
   return xd;
+}
+
+View LoraLinear::MaskOf(const View& x, const LoraScratch::Views& s) {
+  return s.mask.Slice(0, (x.numel() + 7) / 8);
 }
 
 void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
@@ -85,7 +112,10 @@ void LoraLinear::Forward(const Backend& ops, const LinearPass& pass, const View&
   const int64_t rows = x.numel() / f.in;
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), pass.training);
   if (s.u.empty()) return;  // out of memory: recorded in the scratch's status
-  LoraBranchForward(ops, f, scaling_, rows, DroppedInput(ops, pass, x, s.input), s.u, y);
+  if (!Drops(pass)) return LoraBranchForward(ops, f, scaling_, rows, x, s.u, y);
+  // The mask drawn once; the backward applies it again (lora_linear.h).
+  ops.DropoutMask(x.numel(), dropout_, Seed(pass), MaskOf(x, s));
+  LoraBranchForward(ops, f, scaling_, rows, DroppedInput(ops, x, s), s.u, y);
 }
 
 void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& dy,
@@ -95,10 +125,11 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
   const int64_t r = f.r, in = f.in, rows = x.numel() / in;
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), true);
   if (s.u.empty()) return;
-  // The mask drawn again from the forward's stream.
-  LoraBranchBackward(ops, f, scaling_, rows, DroppedInput(ops, pass, x, s.input), dy, s.u, s.du);
+  const bool drops = Drops(pass);
+  // The forward's mask applied to x again.
+  LoraBranchBackward(ops, f, scaling_, rows, drops ? DroppedInput(ops, x, s) : x, dy, s.u, s.du);
   if (dx.empty()) return;
-  if (!pass.training || dropout_ <= 0.0f) {
+  if (!drops) {
     // dx (N, in) += du (N, r) @ A (r, in)
     ops.Gemm(false, false, rows, in, r, s.du, r, a_->value, in, 1.0f, dx, in);
     return;
@@ -106,8 +137,7 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
   // dx += mask / (1 - p) * (du @ A): the dropout's backward is the same masked scaling.
   const View t = s.input_grad.Slice(0, rows * in).Reshaped({rows, in});
   ops.Gemm(false, false, rows, in, r, s.du, r, a_->value, in, 0.0f, t, in);
-  ops.Dropout(t, dropout_, Seed(pass), t);
-  ops.AddInPlace(dx, t);
+  ops.ApplyDropoutMask(t, MaskOf(x, s), dropout_, 1.0f, dx);
 }
 
 void ExpertLora::Forward(const Backend& ops, const LinearPass& pass, const View& x,

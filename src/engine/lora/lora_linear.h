@@ -15,13 +15,17 @@
 // B is kept (E, out, r), so each B_e (out, r) is one block (PEFT's lora_B is (out, r*E) with
 // B_e's column j at j*E + e: lora_model.h converts at the files).
 //
-// The dropout mask is never stored: Ops::Dropout draws it from a counter-based stream seeded by
-// the forward's LinearPass seed and this adapter's index, so the backward (and a recomputed
-// layer under activation checkpointing) draws it again, and a resumed run repeats it.
+// The dropout mask is drawn once per training forward (Ops::DropoutMask, from a counter-based
+// stream seeded by the forward's LinearPass seed and this adapter's index) and kept as bits, one
+// per input element; the backward applies those bits to x again (dA's input) and to the input
+// gradient (Ops::ApplyDropoutMask, accumulated into dx) instead of drawing the mask twice more. A
+// recomputed layer (activation checkpointing) draws the same bits again; a resumed run repeats
+// them.
 //
-// Memory: each adapter keeps u (N x r fp32; N*k rows for an expert adapter) between a training
-// forward and its backward; the temporaries (dropout(x), du, the masked input gradient) are
-// shared by all adapters of a scratch. Both live in LoraScratch's workspaces, laid out per row
+// Memory: each adapter keeps u (N x r fp32; N*k rows for an expert adapter) and, with dropout,
+// its mask (N x in bits: 1/16 of a bf16 copy of its input) between a training forward and its
+// backward; the temporaries (dropout(x), du, the masked input gradient) are shared by all adapters
+// of a scratch. Both live in LoraScratch's workspaces, laid out per row
 // count; Reserve() sizes them before a run so the step loop never allocates (an allocation
 // failure inside a forward is recorded in status()).
 //
@@ -38,11 +42,11 @@
 namespace air::engine::lora {
 
 // The memory all adapters of a model (of one row count: the linear layers', or the experts')
-// share. `max_in` is the widest input dropout is drawn over (0: no dropout).
+// share. `mask_widths` has one entry per adapter: the input width its dropout mask covers (0: no
+// dropout); the widest is the width of the shared dropout(x) buffer.
 class LoraScratch {
  public:
-  LoraScratch(const Backend* backend, int rank, int64_t max_in, int adapters)
-      : training_(backend), eval_(backend), rank_(rank), max_in_(max_in), adapters_(adapters) {}
+  LoraScratch(const Backend* backend, int rank, std::vector<int64_t> mask_widths);
 
   // Lays out both workspaces for up to `rows` tokens with activations of `dtype` (the high-water
   // mark: later layouts for fewer rows allocate nothing).
@@ -55,6 +59,8 @@ class LoraScratch {
     View input_grad;  // (rows, max_in) F32: the gradient before the dropout mask
     View u;           // (rows, r) F32: this adapter's kept product (training) or a temporary
     View du;          // (rows, r) F32
+    View mask;        // (ceil(rows * in / 8)) U8: this adapter's kept dropout mask (training with
+                      // dropout; else empty)
   };
   // The views for adapter `index` over `rows` tokens; laid out again when rows or dtype changed
   // (training: every adapter's u is kept until the next layout). Empty views after a failed
@@ -67,14 +73,16 @@ class LoraScratch {
     int64_t rows = -1;
     DType dtype = DType::kF32;
     View input, input_grad, du;
-    std::vector<View> u;  // one per adapter (training), or one shared (evaluation)
+    std::vector<View> u;     // one per adapter (training), or one shared (evaluation)
+    std::vector<View> mask;  // one per adapter (training), empty without dropout; none (evaluation)
   };
-  Status Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype, int kept);
-  void LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype) const;
+  Status Arrange(Workspace& ws, Layout& layout, int64_t rows, DType dtype, bool training);
+  void LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype, bool training) const;
 
   Workspace training_, eval_;
   Layout training_layout_, eval_layout_;
   int rank_;
+  std::vector<int64_t> mask_widths_;
   int64_t max_in_;
   int adapters_;
   Status status_;
@@ -113,9 +121,12 @@ class LoraLinear final : public LinearAdapter {
  private:
   // The dropout stream of this adapter in a pass.
   uint64_t Seed(const LinearPass& pass) const;
-  // x, or dropout(x) written into `input` (training with dropout).
-  View DroppedInput(const Backend& ops, const LinearPass& pass, const View& x,
-                    const View& input) const;
+  // Whether this pass drops (training with dropout).
+  bool Drops(const LinearPass& pass) const;
+  // dropout(x) written into s.input with the mask kept in s.mask.
+  View DroppedInput(const Backend& ops, const View& x, const LoraScratch::Views& s) const;
+  // The bytes of s.mask that x's elements use.
+  static View MaskOf(const View& x, const LoraScratch::Views& s);
 
   Parameter* a_;
   Parameter* b_;

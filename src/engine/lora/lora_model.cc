@@ -39,11 +39,9 @@ Result<std::unique_ptr<Lora>> Lora::Apply(CausalLm& model, const LoraConfig& con
   }
   // 2. The adapters' parameters, in their layers' units.
   std::vector<ParameterSpec> specs;
-  int64_t max_in = 0;
   for (const LoraTarget& t : plan.targets) {
     specs.push_back({LoraAName(t.module), {config.r, t.in}, t.layer, true});
     specs.push_back({LoraBName(t.module), {t.out, config.r}, t.layer, true});
-    max_in = std::max(max_in, t.in);
   }
   for (const LoraParameterTarget& t : plan.parameter_targets) {
     specs.push_back({LoraAName(t.module), {t.experts * config.r, t.in}, t.layer, true});
@@ -51,8 +49,9 @@ Result<std::unique_ptr<Lora>> Lora::Apply(CausalLm& model, const LoraConfig& con
   }
   AIR_RETURN_IF_ERROR(model.AddParameters(std::move(specs)));
   // 3. One LoraLinear per target, attached to the (renewed) descriptors.
-  lora->scratch_ = std::make_unique<LoraScratch>(&model.backend(), config.r, max_in,
-                                                 static_cast<int>(plan.targets.size()));
+  std::vector<int64_t> mask_widths;  // each adapter's dropout mask covers its input
+  for (const LoraTarget& t : plan.targets) mask_widths.push_back(config.dropout > 0 ? t.in : 0);
+  lora->scratch_ = std::make_unique<LoraScratch>(&model.backend(), config.r, mask_widths);
   std::vector<NamedLinear> linears = model.Linears();
   for (size_t i = 0; i < plan.targets.size(); ++i) {
     const LoraTarget& t = plan.targets[i];
@@ -68,7 +67,7 @@ Result<std::unique_ptr<Lora>> Lora::Apply(CausalLm& model, const LoraConfig& con
   }
   // 4. One ExpertLora per target parameter (no dropout: PlanLora refuses it there).
   lora->expert_scratch_ = std::make_unique<LoraScratch>(
-      &model.backend(), config.r, 0, static_cast<int>(plan.parameter_targets.size()));
+      &model.backend(), config.r, std::vector<int64_t>(plan.parameter_targets.size(), 0));
   std::vector<NamedExpertLinear> experts = model.ExpertLinears();
   for (size_t i = 0; i < plan.parameter_targets.size(); ++i) {
     const LoraParameterTarget& t = plan.parameter_targets[i];

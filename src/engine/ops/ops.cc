@@ -55,6 +55,10 @@ const char* OpName(OpKind op) {
       return "Convert";
     case OpKind::kDropout:
       return "Dropout";
+    case OpKind::kDropoutMask:
+      return "DropoutMask";
+    case OpKind::kApplyDropoutMask:
+      return "ApplyDropoutMask";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

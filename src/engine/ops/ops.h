@@ -79,6 +79,8 @@ enum class OpKind {
   kScale,
   kConvert,
   kDropout,
+  kDropoutMask,
+  kApplyDropoutMask,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -114,6 +116,8 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kScale,
                                      OpKind::kConvert,
                                      OpKind::kDropout,
+                                     OpKind::kDropoutMask,
+                                     OpKind::kApplyDropoutMask,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -195,6 +199,9 @@ const char* OpName(OpKind op);
   VIRTUAL void BiasBackwardKernel(const View& dy, const View& dbias) const SPEC;                   \
   VIRTUAL void ConvertKernel(const View& src, const View& dst) const SPEC;                         \
   VIRTUAL void DropoutKernel(const View& x, float p, uint64_t seed, const View& out) const SPEC;   \
+  VIRTUAL void DropoutMaskKernel(int64_t n, float p, uint64_t seed, const View& bits) const SPEC;  \
+  VIRTUAL void ApplyDropoutMaskKernel(const View& x, const View& bits, float p, float beta,        \
+                                      const View& out) const SPEC;                                 \
   VIRTUAL void CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse, \
                                          const View& loss_sum) const SPEC;                         \
   VIRTUAL void CrossEntropyBackwardKernel(const View& logits, const View& targets,                 \
@@ -385,6 +392,19 @@ class Ops {
   // out: data; p in [0, 1); torch's inverted dropout, with a counter-based mask). Its own
   // backward: the same op on dL/dout with the same seed. out may alias x.
   void Dropout(const View& x, float p, uint64_t seed, const View& out) const;
+  // Dropout's mask kept instead of drawn again (LoRA applies each adapter's mask three times a
+  // step: its input in the forward and the backward, and the input gradient):
+  // bits (ceil(n / 8), packed: U8) = the mask of Dropout(., p, seed) over elements [0, n): bit
+  // i % 8 (least significant first) of byte i / 8 set when element i is kept
+  // (DropoutUniform(seed, i) >= p); the bits past n clear.
+  void DropoutMask(int64_t n, float p, uint64_t seed, const View& bits) const;
+  // out (n) = beta * out + (bit i of bits ? x (n) * (1 / (1 - p)) : 0), the sum in fp32 rounded
+  // once into out's dtype (x, out: data; bits: packed, ceil(n / 8) bytes from DropoutMask with
+  // the same p; beta 0 or 1). beta 0 is Dropout(x, p, seed, out) for the mask's seed, bit for
+  // bit; beta 1 adds the masked x into out (a dropout's backward accumulated into a gradient).
+  // out may alias x when beta is 0.
+  void ApplyDropoutMask(const View& x, const View& bits, float p, float beta,
+                        const View& out) const;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.

@@ -5,6 +5,7 @@
 // Thread safety: as the backend's kernels (ops.h).
 #include <utility>
 
+#include "engine/check.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/op_sizes.h"
 #include "engine/ops/ops.h"
@@ -379,6 +380,27 @@ void Ops::Dropout(const View& x, float p, uint64_t seed, const View& out) const 
   CheckData(*this, op, out, "out");
   CheckSameSize(op, x, out, "x, out");
   DropoutKernel(x, p, seed, out);
+}
+
+void Ops::DropoutMask(int64_t n, float p, uint64_t seed, const View& bits) const {
+  const OpKind op = OpKind::kDropoutMask;
+  CheckPacked(*this, op, bits, "bits");
+  AIR_ENGINE_CHECK(n >= 0, "DropoutMask: n must be >= 0");
+  CheckSize(op, bits, (n + 7) / 8, "bits");
+  DropoutMaskKernel(n, p, seed, bits);
+}
+
+void Ops::ApplyDropoutMask(const View& x, const View& bits, float p, float beta,
+                           const View& out) const {
+  const OpKind op = OpKind::kApplyDropoutMask;
+  CheckData(*this, op, x, "x");
+  CheckPacked(*this, op, bits, "bits");
+  CheckData(*this, op, out, "out");
+  CheckSameSize(op, x, out, "x, out");
+  CheckSize(op, bits, (x.numel() + 7) / 8, "bits");
+  AIR_ENGINE_CHECK(beta == 0.0f || beta == 1.0f,
+                   "ApplyDropoutMask: beta must be 0 (write) or 1 (accumulate)");
+  ApplyDropoutMaskKernel(x, bits, p, beta, out);
 }
 
 void Ops::CrossEntropyForward(const View& logits, const View& targets, const View& lse,

@@ -1,7 +1,9 @@
 // Tests for the fast CPU path's dropout (dropout_range.h) against op_semantics.h's scalar draw:
 // the same kept elements and values for drop probabilities at and around the 24-bit grid (0,
 // the smallest positive, grid points and their neighbours, 1, NaN), ragged lengths ending in a
-// partial vector, starts that are not a multiple of 16 and counters that wrap past 2^64, in place.
+// partial vector, starts that are not a multiple of 16 and counters that wrap past 2^64, in place;
+// and the mask as bits (DropoutMaskRange) applied again (ApplyDropoutMaskRange) giving the same
+// values, written or accumulated.
 // ctest runs this binary at every kernel level the CPU allows (AIR_CPU_KERNELS).
 #include "engine/backend/cpu/dropout_range.h"
 
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_features.h"
@@ -67,6 +70,46 @@ TEST(DropoutRange, SameMaskAndValuesAsTheScalarDraw) {
           DropoutRange(x.data(), p, scale, seed, first, n, got.data());
           ASSERT_TRUE(SameBits(got, Scalar(x, p, scale, seed, first)))
               << "n " << n << " p " << p << " seed " << seed << " first " << first;
+        }
+      }
+    }
+  }
+}
+
+TEST(DropoutRange, TheMaskAsBitsIsTheScalarDrawAndAppliesToTheSameValues) {
+  std::printf("kernels: %s\n", CpuKernelsName(SelectedCpuKernels()));
+  const uint64_t seeds[] = {0, 0xD1B54A32D192ED03ull, ~uint64_t{0}};
+  const uint64_t firsts[] = {0, 8, 4096, ~uint64_t{0} - 23};  // multiples of 8; the last wraps
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 33, 1000}) {
+    const std::vector<float> x = Inputs(n);
+    for (float p : {0.0f, 0x1.0p-24f, 0.05f, 0.5f, 1.0f - 0x1.0p-24f, 1.0f, std::nanf("")}) {
+      const float scale = p < 1.0f && p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+      for (uint64_t seed : seeds) {
+        for (uint64_t first : firsts) {
+          const std::string where = "n " + std::to_string(n) + " p " + std::to_string(p) +
+                                    " seed " + std::to_string(seed) + " first " +
+                                    std::to_string(first);
+          // 0xA5 fill: every bit must be written, the last byte's bits past n cleared.
+          std::vector<uint8_t> bits(static_cast<size_t>((n + 7) / 8), 0xA5);
+          DropoutMaskRange(p, seed, first, n, bits.data());
+          for (int64_t i = 0; i < 8 * static_cast<int64_t>(bits.size()); ++i) {
+            const bool bit = (bits[static_cast<size_t>(i / 8)] >> (i % 8)) & 1u;
+            const bool kept = i < n && DropoutUniform(seed, first + static_cast<uint64_t>(i)) >= p;
+            ASSERT_EQ(bit, kept) << where << " element " << i;
+          }
+          const std::vector<float> want = Scalar(x, p, scale, seed, first);
+          std::vector<float> got(x.size(), std::nanf(""));
+          ApplyDropoutMaskRange(x.data(), bits.data(), scale, false, n, got.data());
+          ASSERT_TRUE(SameBits(got, want)) << where;
+          // Accumulated: out + the masked value (an fp32 sum per element), -0 + 0 included.
+          std::vector<float> acc(x.size()), acc_want(x.size());
+          for (int64_t i = 0; i < n; ++i) {
+            const size_t at = static_cast<size_t>(i);
+            acc[at] = i % 5 == 0 ? -0.0f : 0.125f * static_cast<float>(i % 11) - 0.5f;
+            acc_want[at] = acc[at] + want[at];
+          }
+          ApplyDropoutMaskRange(x.data(), bits.data(), scale, true, n, acc.data());
+          ASSERT_TRUE(SameBits(acc, acc_want)) << where;
         }
       }
     }

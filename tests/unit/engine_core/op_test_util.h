@@ -73,6 +73,11 @@ class DeviceArrays {
     backend_.CopyToHost(out.data(), v);
     return out;
   }
+  std::vector<uint8_t> GetU8(const View& v) const {
+    std::vector<uint8_t> out(static_cast<size_t>(v.numel()));
+    backend_.CopyToHost(out.data(), v);
+    return out;
+  }
   double Scalar(const View& v) const { return backend_.ReadScalar(v); }
 
  private:

@@ -74,6 +74,8 @@ class Sides {
   std::vector<float> Want(const Pair& p) const { return want_.Get(p.want); }
   std::vector<int32_t> GotI32(const Pair& p) const { return got_.GetI32(p.got); }
   std::vector<int32_t> WantI32(const Pair& p) const { return want_.GetI32(p.want); }
+  std::vector<uint8_t> GotBytes(const Pair& p) const { return got_.GetU8(p.got); }
+  std::vector<uint8_t> WantBytes(const Pair& p) const { return want_.GetU8(p.want); }
   double GotScalar(const Pair& p) const { return got_.Scalar(p.got); }
   double WantScalar(const Pair& p) const { return want_.Scalar(p.want); }
   // max |got - want| / (1 + max |want|).

@@ -255,6 +255,42 @@ TEST_P(OpsHarness, DropoutDrawsTheReferenceMaskInPlaceOrNot) {
   }
 }
 
+TEST_P(OpsHarness, DropoutMaskKeptAndAppliedIsDropoutBitForBit) {
+  if (!Runs(OpKind::kDropoutMask) || !Runs(OpKind::kApplyDropoutMask)) return;
+  const Precision& p = precision();
+  for (int64_t n : {int64_t{1}, int64_t{13}, int64_t{70001}}) {  // a partial byte; many chunks
+    auto x = In(static_cast<size_t>(n), 47), acc0 = Grad(static_cast<size_t>(n), 48);
+    const size_t bytes = static_cast<size_t>((n + 7) / 8);
+    for (float prob : {0.0f, 0.05f, 0.5f}) {
+      const std::string what = "n=" + std::to_string(n) + " p=" + std::to_string(prob);
+      Sides d(*backend_, ref_);
+      // 0xA5: every byte written, the bits past n cleared.
+      const Pair bits = d.U8(std::vector<uint8_t>(bytes, 0xA5));
+      backend_->DropoutMask(n, prob, 1234, bits.got);
+      ref_.DropoutMask(n, prob, 1234, bits.want);
+      const std::vector<uint8_t> got_bits = d.GotBytes(bits), want_bits = d.WantBytes(bits);
+      ASSERT_EQ(got_bits, want_bits) << what;
+      // beta 0: Dropout's values (the same backend, the same seed), in place too.
+      const Pair xv = d.Data(x, p.in), out = d.Data(std::vector<float>(n), p.out);
+      const Pair drawn = d.Data(std::vector<float>(n), p.out);
+      backend_->ApplyDropoutMask(xv.got, bits.got, prob, 0.0f, out.got);
+      ref_.ApplyDropoutMask(xv.want, bits.want, prob, 0.0f, out.want);
+      backend_->Dropout(xv.got, prob, 1234, drawn.got);
+      EXPECT_EQ(d.Got(out), d.Got(drawn)) << what;
+      Expect("elementwise", ScaledMaxDiff(d.Got(out), d.Want(out)), tol().elementwise, what);
+      DeviceArrays t(*backend_);
+      const View inplace = t.Data(x, p.in);
+      backend_->ApplyDropoutMask(inplace, bits.got, prob, 0.0f, inplace);
+      EXPECT_EQ(t.Get(inplace), RoundedTo(d.Got(out), p.in)) << what;
+      // beta 1: the masked gradient added into an accumulator (LoRA's input gradient).
+      const Pair gv = d.Data(x, p.grad), acc = d.Data(acc0, p.grad);
+      backend_->ApplyDropoutMask(gv.got, bits.got, prob, 1.0f, acc.got);
+      ref_.ApplyDropoutMask(gv.want, bits.want, prob, 1.0f, acc.want);
+      Expect("elementwise", ScaledMaxDiff(d.Got(acc), d.Want(acc)), tol().elementwise, what);
+    }
+  }
+}
+
 // ---- row-wise: RMSNorm, SwiGLU, cross-entropy ---------------------------------------------
 
 TEST_P(OpsHarness, RmsNormForwardBackward) {
@@ -595,6 +631,7 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       OpKind::kSwigluBackward, OpKind::kAddInPlace, OpKind::kAddBias, OpKind::kBiasBackward,
       OpKind::kCrossEntropyForward, OpKind::kCrossEntropyBackward, OpKind::kAdamWUpdate,
       OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
+      OpKind::kDropoutMask, OpKind::kApplyDropoutMask,
       // ops_harness_moe_test.cc:
       OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
       OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,

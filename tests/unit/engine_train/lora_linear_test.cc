@@ -49,7 +49,8 @@ struct Fixture {
     b.value = arrays.F32(Random(kOut * kRank, 2), b.shape);
     a.grad = arrays.F32(std::vector<float>(kRank * kIn, 0.0f), a.shape);
     b.grad = arrays.F32(std::vector<float>(kOut * kRank, 0.0f), b.shape);
-    scratch = std::make_unique<LoraScratch>(backend.get(), kRank, kIn, 1);
+    scratch = std::make_unique<LoraScratch>(backend.get(), kRank,
+                                            std::vector<int64_t>{dropout > 0 ? kIn : 0});
     EXPECT_TRUE(scratch->Reserve(kRows, DType::kF32).ok());
     adapter = std::make_unique<LoraLinear>(&a, &b, kScaling, dropout, 0, scratch.get());
   }
@@ -159,6 +160,25 @@ TEST_P(LoraDropoutTest, MasksRepeatPerSeedAndEvaluationDropsNothing) {
   for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], want[i], 1e-6) << i;
 }
 
+// The backward applies the mask the forward drew and kept (it draws none): a backward whose pass
+// names another seed gives the gradients of the forward's mask, bit for bit.
+TEST_P(LoraDropoutTest, TheBackwardUsesTheForwardsKeptMask) {
+  const std::string kind = GetParam();
+  const std::vector<float> x = Random(kRows * kIn, 5), w = Random(kRows * kOut, 6);
+  auto gradients = [&](uint64_t backward_seed) {
+    Fixture f(kind, 0.4f);
+    const View xv = f.arrays.F32(x, {kRows, kIn});
+    const View y = f.arrays.F32(std::vector<float>(kRows * kOut, 0.0f), {kRows, kOut});
+    f.adapter->Forward(*f.backend, {.training = true, .seed = 1}, xv, y);
+    const View dy = f.arrays.F32(w, {kRows, kOut});
+    const View dx = f.arrays.F32(std::vector<float>(kRows * kIn, 0.0f), {kRows, kIn});
+    f.adapter->Backward(*f.backend, {.training = true, .seed = backward_seed}, xv, dy, dx);
+    return std::vector<std::vector<float>>{f.arrays.Get(dx), f.arrays.Get(f.a.grad),
+                                           f.arrays.Get(f.b.grad)};
+  };
+  EXPECT_EQ(gradients(2), gradients(1));
+}
+
 // ExpertLora over E experts, rows grouped by expert (expert 1 gets none).
 constexpr int64_t kExperts = 3, kExpertRows = 5;
 const std::vector<int32_t> kOffsets = {0, 2, 2, 5};
@@ -172,7 +192,7 @@ struct ExpertFixture {
     b.value = arrays.F32(Random(kExperts * kOut * kRank, 12), b.shape);
     a.grad = arrays.F32(std::vector<float>(kExperts * kRank * kIn, 0.0f), a.shape);
     b.grad = arrays.F32(std::vector<float>(kExperts * kOut * kRank, 0.0f), b.shape);
-    scratch = std::make_unique<LoraScratch>(backend.get(), kRank, 0, 1);
+    scratch = std::make_unique<LoraScratch>(backend.get(), kRank, std::vector<int64_t>{0});
     EXPECT_TRUE(scratch->Reserve(kExpertRows, DType::kF32).ok());
     adapter = std::make_unique<ExpertLora>(&a, &b, kScaling, 0, scratch.get());
     offsets = arrays.I32(kOffsets);  // in the backend's memory, as MoeDispatch leaves them

@@ -115,7 +115,108 @@ __attribute__((target("avx2"))) int64_t DropoutAvx2(const float* x, float p, flo
   return i;
 }
 
+// DropoutMaskRange's 16-wide loop: two bytes of bits per 16 elements (first % 8 == 0).
+__attribute__((target("avx512f,avx512dq"))) int64_t DropoutMaskAvx512(float p, uint64_t seed,
+                                                                      uint64_t first, int64_t n,
+                                                                      uint8_t* bits) {
+  const __m512i threshold = _mm512_set1_epi64(static_cast<int64_t>(KeepThreshold(p)));
+  const __m512i lanes = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  __m512i z =
+      _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(seed + (first + 1) * kGolden)),
+                       MulLo64(lanes, kGolden));
+  const __m512i step8 = _mm512_set1_epi64(static_cast<int64_t>(8 * kGolden));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i z_high = _mm512_add_epi64(z, step8);
+    bits[i / 8] = static_cast<uint8_t>(Keep8(z, threshold));
+    bits[i / 8 + 1] = static_cast<uint8_t>(Keep8(z_high, threshold));
+    z = _mm512_add_epi64(z_high, step8);
+  }
+  return i;
+}
+
+// DropoutMaskRange's 8-wide loop for AVX2: a byte per 8 elements.
+__attribute__((target("avx2"))) int64_t DropoutMaskAvx2(float p, uint64_t seed, uint64_t first,
+                                                        int64_t n, uint8_t* bits) {
+  const __m256i threshold_minus_1 = _mm256_set1_epi64x(static_cast<int64_t>(KeepThreshold(p)) - 1);
+  __m256i z =
+      _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(seed + (first + 1) * kGolden)),
+                       MulLo64Avx2(_mm256_setr_epi64x(0, 1, 2, 3), kGolden));
+  const __m256i step4 = _mm256_set1_epi64x(static_cast<int64_t>(4 * kGolden));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i z_high = _mm256_add_epi64(z, step4);
+    bits[i / 8] =
+        static_cast<uint8_t>(Keep4(z, threshold_minus_1) | (Keep4(z_high, threshold_minus_1) << 4));
+    z = _mm256_add_epi64(z_high, step4);
+  }
+  return i;
+}
+
+// ApplyDropoutMaskRange 16 at a time: the two bytes are the lanes' AVX-512 mask.
+__attribute__((target("avx512f"))) int64_t ApplyMaskAvx512(const float* x, const uint8_t* bits,
+                                                           float scale, bool accumulate, int64_t n,
+                                                           float* out) {
+  const __m512 scale16 = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 keep = static_cast<__mmask16>(bits[i / 8] | (bits[i / 8 + 1] << 8));
+    __m512 v = _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), scale16);
+    if (accumulate) v = _mm512_add_ps(_mm512_loadu_ps(out + i), v);
+    _mm512_storeu_ps(out + i, v);
+  }
+  return i;
+}
+
+// ApplyDropoutMaskRange 8 at a time with AVX2: the byte spread over the lanes.
+__attribute__((target("avx2"))) int64_t ApplyMaskAvx2(const float* x, const uint8_t* bits,
+                                                      float scale, bool accumulate, int64_t n,
+                                                      float* out) {
+  const __m256 scale8 = _mm256_set1_ps(scale);
+  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(bits[i / 8]), bit_of_lane);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
+    __m256 v = _mm256_and_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale8), keep);
+    if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+    _mm256_storeu_ps(out + i, v);
+  }
+  return i;
+}
+
 }  // namespace
+
+void DropoutMaskRange(float p, uint64_t seed, uint64_t first, int64_t n, uint8_t* bits) {
+  static const bool dq = __builtin_cpu_supports("avx512dq");
+  int64_t i = 0;
+  if (UseAvx512() && dq) {
+    i = DropoutMaskAvx512(p, seed, first, n, bits);
+  } else if (UseAvx2()) {
+    i = DropoutMaskAvx2(p, seed, first, n, bits);
+  }
+  for (; i < n; i += 8) {  // whole bytes from here: i is a multiple of 8
+    uint8_t byte = 0;
+    for (int64_t b = 0; b < 8 && i + b < n; ++b) {
+      if (DropoutUniform(seed, first + static_cast<uint64_t>(i + b)) >= p) byte |= 1u << b;
+    }
+    bits[i / 8] = byte;
+  }
+}
+
+void ApplyDropoutMaskRange(const float* x, const uint8_t* bits, float scale, bool accumulate,
+                           int64_t n, float* out) {
+  int64_t i = 0;
+  if (UseAvx512()) {
+    i = ApplyMaskAvx512(x, bits, scale, accumulate, n, out);
+  } else if (UseAvx2()) {
+    i = ApplyMaskAvx2(x, bits, scale, accumulate, n, out);
+  }
+  for (; i < n; ++i) {
+    const float kept = (bits[i / 8] >> (i % 8)) & 1u ? x[i] * scale : 0.0f;
+    out[i] = accumulate ? out[i] + kept : kept;
+  }
+}
 
 void DropoutRange(const float* x, float p, float scale, uint64_t seed, uint64_t first, int64_t n,
                   float* out) {

@@ -4,8 +4,9 @@
 // multiplies from 32-bit ones) — the same bits as the scalar draw, so every backend, thread
 // count and kernel level sees the same mask. Without AVX2 (or with AIR_CPU_KERNELS=generic) the
 // scalar draw. Written by hand because the scalar loop does not vectorize (64-bit multiplies)
-// and LoRA's dropout draws the mask three times per adapter and step (forward, and the
-// backward's input and gradient): bench/lora spent 22% of a bf16 step in the scalar loop.
+// and LoRA's dropout drew the mask three times per adapter and step (forward, and the
+// backward's input and gradient): bench/lora spent 22% of a bf16 step in the scalar loop. LoRA
+// now draws it once into bits (DropoutMaskRange) and applies those (ApplyDropoutMaskRange).
 // Thread safety: pure function over its arguments.
 #pragma once
 
@@ -17,5 +18,14 @@ namespace air::engine {
 // probability p (DropoutUniform(seed, first + i) >= p), else 0; for i < n. out may be x.
 void DropoutRange(const float* x, float p, float scale, uint64_t seed, uint64_t first, int64_t n,
                   float* out);
+
+// The same mask as bits: bit i % 8 of bits[i / 8] set when element `first + i` is kept, for
+// i < n; the bits of the last byte past n clear. first must be a multiple of 8.
+void DropoutMaskRange(float p, uint64_t seed, uint64_t first, int64_t n, uint8_t* bits);
+
+// out[i] = (accumulate ? out[i] : 0) + (bit i % 8 of bits[i / 8] ? x[i] * scale : 0), i < n: the
+// reference's fp32 product and sum (out may be x when not accumulating).
+void ApplyDropoutMaskRange(const float* x, const uint8_t* bits, float scale, bool accumulate,
+                           int64_t n, float* out);
 
 }  // namespace air::engine

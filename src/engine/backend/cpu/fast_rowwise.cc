@@ -211,6 +211,27 @@ void FastOps::DropoutKernel(const View& x, float p, uint64_t seed, const View& o
   });
 }
 
+void FastOps::DropoutMaskKernel(int64_t n, float p, uint64_t seed, const View& bits) const {
+  static_assert(kChunk % 8 == 0, "a chunk's mask starts on a byte");
+  uint8_t* mask = static_cast<uint8_t*>(bits.raw());
+  ForChunks(*pool_, n, [&](int64_t at, int64_t count, int) {
+    DropoutMaskRange(p, seed, static_cast<uint64_t>(at), count, mask + at / 8);
+  });
+}
+
+void FastOps::ApplyDropoutMaskKernel(const View& x, const View& bits, float p, float beta,
+                                     const View& out) const {
+  const float scale = 1.0f / (1.0f - p);
+  const uint8_t* mask = static_cast<const uint8_t*>(bits.raw());
+  ForChunks(*pool_, x.numel(), [&](int64_t at, int64_t count, int thread) {
+    const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
+    float* ys = WriteF32(out, at, Scratch(thread, 1, count));
+    if (beta != 0.0f && out.dtype() != DType::kF32) LoadF32(out, at, count, ys);
+    ApplyDropoutMaskRange(xs, mask + at / 8, scale, beta != 0.0f, count, ys);
+    CommitF32(ys, out, at, count);
+  });
+}
+
 void FastOps::AddBiasKernel(const View& y, const View& bias) const {
   const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
   const float* b = WeightF32(bias);

@@ -2,6 +2,7 @@
 // BF16 inputs widened exactly, BF16 outputs rounded once (see reference_ops.h).
 #include "engine/backend/cpu/reference_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -185,6 +186,27 @@ void ReferenceOps::DropoutKernel(const View& x, float p, uint64_t seed, const Vi
   F32Output ys(out, false);
   for (int64_t i = 0; i < x.numel(); ++i) {
     ys.get()[i] = DropoutUniform(seed, static_cast<uint64_t>(i)) >= p ? xs.get()[i] * scale : 0.0f;
+  }
+  ys.Store();
+}
+
+void ReferenceOps::DropoutMaskKernel(int64_t n, float p, uint64_t seed, const View& bits) const {
+  uint8_t* out = static_cast<uint8_t*>(bits.raw());
+  std::fill(out, out + (n + 7) / 8, uint8_t{0});
+  for (int64_t i = 0; i < n; ++i) {
+    if (DropoutUniform(seed, static_cast<uint64_t>(i)) >= p) out[i / 8] |= uint8_t(1u << (i % 8));
+  }
+}
+
+void ReferenceOps::ApplyDropoutMaskKernel(const View& x, const View& bits, float p, float beta,
+                                          const View& out) const {
+  const float scale = 1.0f / (1.0f - p);
+  const uint8_t* mask = static_cast<const uint8_t*>(bits.raw());
+  F32Input xs(x);
+  F32Output ys(out, beta != 0.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float kept = (mask[i / 8] >> (i % 8)) & 1u ? xs.get()[i] * scale : 0.0f;
+    ys.get()[i] = beta != 0.0f ? ys.get()[i] + kept : kept;
   }
   ys.Store();
 }

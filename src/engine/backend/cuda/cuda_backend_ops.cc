@@ -241,6 +241,18 @@ void CudaBackend::DropoutKernel(const View& x, float p, uint64_t seed, const Vie
   cuda::Dropout(Arg(x), p, seed, Res(out), x.numel(), stream_);
 }
 
+void CudaBackend::DropoutMaskKernel(int64_t n, float p, uint64_t seed, const View& bits) const {
+  Activate();
+  cuda::DropoutMask(n, p, seed, static_cast<uint8_t*>(bits.raw()), stream_);
+}
+
+void CudaBackend::ApplyDropoutMaskKernel(const View& x, const View& bits, float p, float beta,
+                                         const View& out) const {
+  Activate();
+  cuda::ApplyDropoutMask(Arg(x), static_cast<const uint8_t*>(bits.raw()), p, beta != 0.0f, Res(out),
+                         x.numel(), stream_);
+}
+
 void CudaBackend::CrossEntropyForwardKernel(const View& logits, const View& targets,
                                             const View& lse, const View& loss_sum) const {
   Activate();

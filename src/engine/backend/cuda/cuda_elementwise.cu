@@ -1,11 +1,12 @@
 // The CUDA backend's elementwise kernels (cuda_kernels.h): Fill, Convert, the in-place adds,
-// dropout, scaling, SwiGLU, the embedding lookup and RoPE. Hand-written because no library
-// kernel computes these ops with the CPU reference's exact semantics: op_semantics.h's dropout
-// mask and RoPE angles, bf16 rounding to nearest even once per output, and the reference's fp32
-// operation order (backend/cpu/reference_loops.cc), so that every op here but SwiGLU gives the
-// reference's bits. That needs this file compiled with -fmad=false (CMakeLists.txt): nvcc would
-// otherwise contract RoPE's x1 * c - x2 * s into a fused multiply-add and round once, not twice.
-// SwiGLU runs in fp32 with expf where the reference uses double (a few ulp apart).
+// dropout (drawn, or its mask kept as bits and applied), scaling, SwiGLU, the embedding lookup and
+// RoPE. Hand-written because no library kernel computes these ops with the CPU reference's exact
+// semantics: op_semantics.h's dropout mask and RoPE angles, bf16 rounding to nearest even once per
+// output, and the reference's fp32 operation order (backend/cpu/reference_loops.cc), so that every
+// op here but SwiGLU gives the reference's bits. That needs this file compiled with -fmad=false
+// (CMakeLists.txt): nvcc would otherwise contract RoPE's x1 * c - x2 * s into a fused multiply-add
+// and round once, not twice. SwiGLU runs in fp32 with expf where the reference uses double (a few
+// ulp apart).
 //
 // Flat ops run ElementwiseKernel's grid-stride loop, matrix-shaped ones (bias, embedding rows,
 // RoPE's tokens) RowsKernel's (cuda_loops.cuh), both in packs of 8 elements where the pointers
@@ -72,6 +73,46 @@ struct DropoutBody {
     for (int k = 0; k < N; ++k) {
       const bool keep = DropoutUniform(seed, static_cast<uint64_t>(i + k)) >= p;
       v[k] = keep ? v[k] * scale : 0.0f;
+    }
+    StoreN<N>(out, i, v);
+  }
+};
+
+// bits[j] for the mask bytes j .. j + N: each byte's 8 draws (none past n).
+struct DropoutMaskBody {
+  uint8_t* bits;
+  int64_t n;
+  float p;
+  uint64_t seed;
+  template <int N>
+  __device__ void Run(int64_t j) const {
+    for (int k = 0; k < N; ++k) {
+      uint8_t byte = 0;
+      for (int b = 0; b < 8; ++b) {
+        const int64_t i = 8 * (j + k) + b;
+        if (i < n && DropoutUniform(seed, static_cast<uint64_t>(i)) >= p) byte |= 1u << b;
+      }
+      bits[j + k] = byte;
+    }
+  }
+};
+
+// out = (accumulate ? out : 0) + (kept ? x * scale : 0), the reference's fp32 product and sum.
+struct ApplyDropoutMaskBody {
+  In x;
+  const uint8_t* bits;
+  Out out;
+  float scale;
+  bool accumulate;
+  template <int N>
+  __device__ void Run(int64_t i) const {
+    float v[N], o[N];
+    LoadN<N>(x, i, v);  // read before written: out may alias x when not accumulating
+    if (accumulate) LoadN<N>(out, i, o);
+    for (int k = 0; k < N; ++k) {
+      const int64_t e = i + k;
+      const float kept = (bits[e / 8] >> (e % 8)) & 1u ? v[k] * scale : 0.0f;
+      v[k] = accumulate ? o[k] + kept : kept;
     }
     StoreN<N>(out, i, v);
   }
@@ -265,6 +306,21 @@ void Dropout(In x, float p, uint64_t seed, Out out, int64_t n, cudaStream_t stre
   if (n <= 0) return;
   const float scale = 1.0f / (1.0f - p);  // the reference's fp32 reciprocal, once
   LaunchElementwise(DropoutBody{x, out, p, scale, seed}, n, Aligned16({x.ptr, out.ptr}), stream);
+  AIR_CUDA_CHECK_LAUNCH();
+}
+
+void DropoutMask(int64_t n, float p, uint64_t seed, uint8_t* bits, cudaStream_t stream) {
+  if (n <= 0) return;
+  LaunchElementwise(DropoutMaskBody{bits, n, p, seed}, (n + 7) / 8, false, stream);
+  AIR_CUDA_CHECK_LAUNCH();
+}
+
+void ApplyDropoutMask(In x, const uint8_t* bits, float p, bool accumulate, Out out, int64_t n,
+                      cudaStream_t stream) {
+  if (n <= 0) return;
+  const float scale = 1.0f / (1.0f - p);  // the reference's fp32 reciprocal, once
+  LaunchElementwise(ApplyDropoutMaskBody{x, bits, out, scale, accumulate}, n,
+                    Aligned16({x.ptr, out.ptr}), stream);
   AIR_CUDA_CHECK_LAUNCH();
 }
 

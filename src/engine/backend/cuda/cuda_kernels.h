@@ -55,6 +55,11 @@ void AddBias(Out y, In bias, int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i] = DropoutUniform(seed, i) >= p ? x[i] / (1 - p) : 0 (the reference's scale: x * (1 /
 // (1 - p)) as one fp32 product of x and the fp32 reciprocal). out may alias x.
 void Dropout(In x, float p, uint64_t seed, Out out, int64_t n, cudaStream_t stream);
+// bits[j] (j < ceil(n / 8)): bit b set when element 8j + b < n is kept by Dropout's mask.
+void DropoutMask(int64_t n, float p, uint64_t seed, uint8_t* bits, cudaStream_t stream);
+// out[i] = (accumulate ? out[i] : 0) + (bit i of bits ? x[i] * (1 / (1 - p)) : 0), i < n.
+void ApplyDropoutMask(In x, const uint8_t* bits, float p, bool accumulate, Out out, int64_t n,
+                      cudaStream_t stream);
 // x[i] *= factor (master state, F32 or BF16: one fp32 product, rounded once).
 void Scale(Out x, int64_t n, float factor, cudaStream_t stream);
 // A strided matrix c (rows, cols; row stride ld) = beta * c, and 0 where beta == 0 (whatever c
