@@ -110,6 +110,17 @@ TEST(DropoutRange, TheMaskAsBitsIsTheScalarDrawAndAppliesToTheSameValues) {
           }
           ApplyDropoutMaskRange(x.data(), bits.data(), scale, true, n, acc.data());
           ASSERT_TRUE(SameBits(acc, acc_want)) << where;
+          // bf16 in and out: the fp32 form between WidenBf16 and RoundToBf16 (a NaN input too).
+          std::vector<uint16_t> x16(x.size()), got16(x.size()), want16(x.size());
+          std::vector<float> widened(x.size());
+          for (size_t i = 0; i < x.size(); ++i) {
+            x16[i] = i % 29 == 28 ? uint16_t{0x7fc1} : RoundToBf16(x[i]);
+            widened[i] = WidenBf16(x16[i]);
+          }
+          const std::vector<float> want_wide = Scalar(widened, p, scale, seed, first);
+          for (size_t i = 0; i < x.size(); ++i) want16[i] = RoundToBf16(want_wide[i]);
+          ApplyDropoutMaskRangeBf16(x16.data(), bits.data(), scale, n, got16.data());
+          ASSERT_EQ(got16, want16) << where;
         }
       }
     }

@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/ops/op_semantics.h"
 
@@ -185,7 +186,57 @@ __attribute__((target("avx2"))) int64_t ApplyMaskAvx2(const float* x, const uint
   return i;
 }
 
+// ApplyDropoutMaskRangeBf16 16 at a time: bf16 widened, scaled and rounded in registers.
+__attribute__((target("avx512f"))) int64_t ApplyMaskBf16Avx512(const uint16_t* x,
+                                                               const uint8_t* bits, float scale,
+                                                               int64_t n, uint16_t* out) {
+  const __m512 scale16 = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 keep = static_cast<__mmask16>(bits[i / 8] | (bits[i / 8 + 1] << 8));
+    const __m512i lanes =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    const __m512 v = _mm512_maskz_mul_ps(keep, WidenBf16x16(lanes), scale16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_cvtepi32_epi16(RoundToBf16x16(v)));
+  }
+  return i;
+}
+
+// The same 8 at a time with AVX2.
+__attribute__((target("avx2"))) int64_t ApplyMaskBf16Avx2(const uint16_t* x, const uint8_t* bits,
+                                                          float scale, int64_t n, uint16_t* out) {
+  const __m256 scale8 = _mm256_set1_ps(scale);
+  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(bits[i / 8]), bit_of_lane);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
+    const __m256i in =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    const __m256 v = _mm256_and_ps(_mm256_mul_ps(WidenBf16x8(in), scale8), keep);
+    const __m256i rounded = RoundToBf16x8(v);  // each below 0x10000: packs without saturating
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm_packus_epi32(_mm256_castsi256_si128(rounded),
+                                      _mm256_extracti128_si256(rounded, 1)));
+  }
+  return i;
+}
+
 }  // namespace
+
+void ApplyDropoutMaskRangeBf16(const uint16_t* x, const uint8_t* bits, float scale, int64_t n,
+                               uint16_t* out) {
+  int64_t i = 0;
+  if (UseAvx512()) {
+    i = ApplyMaskBf16Avx512(x, bits, scale, n, out);
+  } else if (UseAvx2()) {
+    i = ApplyMaskBf16Avx2(x, bits, scale, n, out);
+  }
+  for (; i < n; ++i) {
+    out[i] = RoundToBf16((bits[i / 8] >> (i % 8)) & 1u ? WidenBf16(x[i]) * scale : 0.0f);
+  }
+}
 
 void DropoutMaskRange(float p, uint64_t seed, uint64_t first, int64_t n, uint8_t* bits) {
   static const bool dq = __builtin_cpu_supports("avx512dq");

@@ -27,5 +27,10 @@ void DropoutMaskRange(float p, uint64_t seed, uint64_t first, int64_t n, uint8_t
 // reference's fp32 product and sum (out may be x when not accumulating).
 void ApplyDropoutMaskRange(const float* x, const uint8_t* bits, float scale, bool accumulate,
                            int64_t n, float* out);
+// The same, written, for bf16 x and out (raw bits): each element widened, scaled in fp32 and
+// rounded once in registers, as the fp32 form between WidenBf16 and RoundToBf16 gives it (out
+// may be x).
+void ApplyDropoutMaskRangeBf16(const uint16_t* x, const uint8_t* bits, float scale, int64_t n,
+                               uint16_t* out);
 
 }  // namespace air::engine

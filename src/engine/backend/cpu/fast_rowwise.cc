@@ -223,6 +223,13 @@ void FastOps::ApplyDropoutMaskKernel(const View& x, const View& bits, float p, f
                                      const View& out) const {
   const float scale = 1.0f / (1.0f - p);
   const uint8_t* mask = static_cast<const uint8_t*>(bits.raw());
+  if (beta == 0.0f && x.dtype() == DType::kBF16 && out.dtype() == DType::kBF16) {
+    // LoRA's dropped input: bf16 to bf16 in registers, no fp32 staging.
+    ForChunks(*pool_, x.numel(), [&](int64_t at, int64_t count, int) {
+      ApplyDropoutMaskRangeBf16(x.bf16() + at, mask + at / 8, scale, count, out.bf16() + at);
+    });
+    return;
+  }
   ForChunks(*pool_, x.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
     float* ys = WriteF32(out, at, Scratch(thread, 1, count));
