@@ -216,9 +216,9 @@ __attribute__((target("avx2"))) int64_t ApplyMaskBf16Avx2(const uint16_t* x, con
         _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     const __m256 v = _mm256_and_ps(_mm256_mul_ps(WidenBf16x8(in), scale8), keep);
     const __m256i rounded = RoundToBf16x8(v);  // each below 0x10000: packs without saturating
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm_packus_epi32(_mm256_castsi256_si128(rounded),
-                                      _mm256_extracti128_si256(rounded, 1)));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out + i),
+        _mm_packus_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1)));
   }
   return i;
 }
