@@ -224,6 +224,8 @@ std::vector<Case> Cases() {
       {130, 47, 257},   // enough products to use the pool; odd K
       {9, 4129, 20},    // ragged micro-tiles in both directions across a block edge
       {300, 33, 64},    // many row tiles, one column tile
+      {1030, 16, 517},  // at most 16 columns (avx512bf16's 16 x 16 tile), many row tiles
+      {45, 7, 4099},    // the same ragged, over several pair slices (a BF16 C staged)
       {20, 37, 4099}};  // several pair slices (a BF16 C staged), odd K
   std::vector<Case> cases;
   int combo = 0;
@@ -489,6 +491,74 @@ TEST(NarrowGemm, AppliesToASideOfAtMost16WithAvx512KernelsOnly) {
   EXPECT_FALSE(NarrowGemmApplies(17, 512, 1024));
   EXPECT_FALSE(NarrowGemmApplies(16, 16, 0));  // K == 0 scales C: FastOps's other paths
   EXPECT_FALSE(NarrowGemmApplies(0, 16, 16));
+}
+
+// avx512bf16's 16 x 16 tile for products of at most 16 columns gives each element the sums of the
+// 8 x 32 tile in the same order: the first n columns of a 48-column product, bit for bit (every
+// transpose, F32 and BF16 A and C, beta 0 and 1, ragged rows, one and several pair slices).
+TEST(GemmBf16, TheNarrowTileGivesTheWideTilesBits) {
+  std::string why;
+  if (!GemmBf16PathRuns(GemmBf16Path::kAvx512Bf16, &why)) {
+    GTEST_SKIP() << "path avx512bf16 not run on this CPU: " << why;
+  }
+  ThreadPool pool(3);
+  GemmBf16Scratch scratch;
+  constexpr int64_t kWide = 48;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto values = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = WidenBf16(RoundToBf16(u(rng)));  // exact in bf16
+    return v;
+  };
+  auto bf16_of = [](const std::vector<float>& v) {
+    std::vector<uint16_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = RoundToBf16(v[i]);
+    return out;
+  };
+  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1, 1}, {45, 7, 33}, {1030, 16, 517}, {45, 16, 4099}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (int a_bf16 = 0; a_bf16 < 2; ++a_bf16) {
+          for (int c_bf16 = 0; c_bf16 < 2; ++c_bf16) {
+            for (float beta : {0.0f, 1.0f}) {
+              const std::vector<float> a = values(m * k), b = values(k * kWide);
+              const std::vector<float> c0 = values(m * kWide);
+              const std::vector<uint16_t> a16 = bf16_of(a), b16 = bf16_of(b);
+              const GemmOperand ga{a_bf16 ? static_cast<const void*>(a16.data()) : a.data(),
+                                   a_bf16 != 0, ta ? m : k, ta != 0};
+              // op(B)'s first n columns: the same memory, the same ld.
+              const GemmOperand gb{b16.data(), true, tb ? k : kWide, tb != 0};
+              std::vector<float> wide = c0, narrow(static_cast<size_t>(m * n));
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) narrow[i * n + j] = c0[i * kWide + j];
+              }
+              std::vector<uint16_t> wide16 = bf16_of(wide), narrow16 = bf16_of(narrow);
+              const GemmResult cw{c_bf16 ? static_cast<void*>(wide16.data()) : wide.data(),
+                                  c_bf16 != 0, kWide};
+              const GemmResult cn{c_bf16 ? static_cast<void*>(narrow16.data()) : narrow.data(),
+                                  c_bf16 != 0, n};
+              GemmBf16OnPath(GemmBf16Path::kAvx512Bf16, &pool, scratch, m, kWide, k, ga, gb, beta,
+                             cw);
+              GemmBf16OnPath(GemmBf16Path::kAvx512Bf16, &pool, scratch, m, n, k, ga, gb, beta, cn);
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) {
+                  const size_t w = static_cast<size_t>(i * kWide + j),
+                               x = static_cast<size_t>(i * n + j);
+                  const bool same = c_bf16 ? wide16[w] == narrow16[x]
+                                           : std::memcmp(&wide[w], &narrow[x], sizeof(float)) == 0;
+                  ASSERT_TRUE(same) << "m " << m << " n " << n << " k " << k << " ta " << ta
+                                    << " tb " << tb << " a_bf16 " << a_bf16 << " c_bf16 " << c_bf16
+                                    << " beta " << beta << " at " << i << "," << j;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(GemmBf16, TheSelectedPathIsTheSelectedKernelLevelAndRuns) {

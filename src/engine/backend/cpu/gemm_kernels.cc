@@ -261,4 +261,67 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKe
   StoreAccAvx512(acc, out);
 }
 
+// acc (16, 16) = sum_q A pairs (16 rows) . bp[q] (16 pairs); the store as the 8 x 32 kernel's,
+// one masked vector per row.
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void
+MicroKernelAvx512Bf16Narrow(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
+                            const TileOut& out, const Bf16TileOut* round_to) {
+  constexpr int kRows = static_cast<int>(kBf16NarrowMR);
+  __m512 acc[kRows];
+  const char* row[kRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
+  }
+  const bool reads_f32 = !out.first_slice || (round_to == nullptr && out.beta != 0.0f);
+  for (int r = 0; r < a.rows; ++r) {
+    if (reads_f32) _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
+    if (round_to != nullptr && out.beta != 0.0f) {
+      _mm_prefetch(reinterpret_cast<const char*>(round_to->c + r * round_to->ldc), _MM_HINT_T0);
+    }
+  }
+  const int64_t full_steps = kc / 2;
+  const uint32_t* b = b_panel;
+  int64_t offset = 0;
+  for (int64_t q = 0; q < full_steps; ++q, b += kBf16NarrowNR, offset += a.step_bytes) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, row[r] + offset, sizeof pair);
+      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(pair), b0);
+    }
+  }
+  if (kc % 2 != 0) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      uint16_t low;
+      std::memcpy(&low, row[r] + offset, sizeof low);
+      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(low), b0);
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << out.nr) - 1u);
+  const __m512 beta = _mm512_set1_ps(out.beta);
+  for (int r = 0; r < out.mr; ++r) {
+    __m512 v = acc[r];
+    if (!out.first_slice) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.c + r * out.ldc));
+    if (round_to != nullptr) {  // StoreAccBf16Avx512's order
+      uint16_t* c16 = round_to->c + r * round_to->ldc;
+      if (out.beta != 0.0f) {
+        const __m256i old = _mm256_maskz_loadu_epi16(mask, c16);
+        v = _mm512_fmadd_ps(beta, WidenBf16x16(_mm512_cvtepu16_epi32(old)), v);
+      }
+      _mm256_mask_storeu_epi16(c16, mask, _mm512_cvtepi32_epi16(RoundToBf16x16(v)));
+      continue;
+    }
+    float* c = out.c + r * out.ldc;  // StoreTile's order: beta * C rounded, then added
+    if (out.first_slice && out.beta != 0.0f) {
+      v = _mm512_add_ps(_mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, c)), v);
+    }
+    _mm512_mask_storeu_ps(c, mask, v);
+  }
+}
+
 }  // namespace air::engine

@@ -63,4 +63,13 @@ inline constexpr int64_t kBf16KernelNR = 32;
 void MicroKernelAvx512Bf16(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
                            const TileOut& out, const Bf16TileOut* round_to);
 
+// The same kernel for products at most 16 columns wide (LoRA's rank-r products x A^T and dy B,
+// N = r): a 16 x 16 tile, one vector of B pairs a step and 16 rows' broadcasts, where the 8 x 32
+// tile would multiply 16 columns of zeros. Each element gets the same sums in the same order as
+// in the 8 x 32 kernel: the same bits.
+inline constexpr int64_t kBf16NarrowMR = 16;
+inline constexpr int64_t kBf16NarrowNR = 16;
+void MicroKernelAvx512Bf16Narrow(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
+                                 const TileOut& out, const Bf16TileOut* round_to);
+
 }  // namespace air::engine

@@ -183,18 +183,18 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   if (path == GemmBf16Path::kAvx512Bf16) {
     // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts.
     const bool a_in_place = g.a.bf16 && !g.a.trans;
-    const PathPanels<uint32_t> parts{a_in_place ? nullptr : PackPairPanels,
-                                     PackPairPanels,
-                                     kBf16KernelMR,
-                                     kBf16KernelNR,
-                                     kPairKC,
-                                     2};
+    // At most 16 columns (LoRA's rank-r products): the 16 x 16 tile, no zero columns.
+    const bool narrow = g.n <= kBf16NarrowNR;
+    const int64_t mr = narrow ? kBf16NarrowMR : kBf16KernelMR;
+    const PathPanels<uint32_t> parts{a_in_place ? nullptr : PackPairPanels,  PackPairPanels, mr,
+                                     narrow ? kBf16NarrowNR : kBf16KernelNR, kPairKC,        2};
     const auto multiply = [&](const uint32_t* ap, const uint32_t* bp, const MicroTile& t,
                               const TileOut& out, const Bf16TileOut* round_to) {
-      Bf16Rows rows{ap, 4, 4 * kBf16KernelMR, t.mr};
+      Bf16Rows rows{ap, 4, 4 * mr, t.mr};
       if (a_in_place) {
         rows = {static_cast<const uint16_t*>(g.a.data) + t.i * g.a.ld + t.p0, 2 * g.a.ld, 4, t.mr};
       }
+      if (narrow) return MicroKernelAvx512Bf16Narrow(t.kc, rows, bp, out, round_to);
       MicroKernelAvx512Bf16(t.kc, rows, bp, out, round_to);
     };
     return RunPath(parts, multiply, g, pool, scratch.pairs_a, scratch.pairs_b, scratch.staging);
