@@ -169,11 +169,15 @@ void LayerBackward(const LayerContext& ctx, const LayerWeights& w, const LayerAc
     dq = g.dq_raw;
     dk = g.dk_raw;
   }
-  // dxn1 (N, C) = dq Wq + dk Wk + dv Wv
-  LinearBackward(ops, ctx.pass, acts.xn1, w.q, dq, g.dxn, false);
-  LinearBackward(ops, ctx.pass, acts.xn1, w.k, dk, g.dxn, true);
-  LinearBackward(ops, ctx.pass, acts.xn1, w.v, g.dv, g.dxn, true);
+  // dxn1 (N, C) = dq Wq + dk Wk + dv Wv: none when neither dx nor the input norm's gradient
+  // needs it (ctx.input_grad); the projections' own gradients (LoRA's) are computed either way.
+  const bool dxn_needed = ctx.input_grad || !GradOrEmpty(w.input_norm).empty();
+  const View dxn = dxn_needed ? g.dxn : View();
+  LinearBackward(ops, ctx.pass, acts.xn1, w.q, dq, dxn, false);
+  LinearBackward(ops, ctx.pass, acts.xn1, w.k, dk, dxn, true);
+  LinearBackward(ops, ctx.pass, acts.xn1, w.v, g.dv, dxn, true);
   // dx = dh (residual) + RMSNorm backward (x -> xn1), in place
+  if (!dxn_needed) return;
   ops.RmsNormBackward(acts.x, w.input_norm->value, acts.rstd1, g.dxn, dh,
                       GradOrEmpty(w.input_norm));
 }

@@ -51,6 +51,10 @@ struct LayerContext {
   View segments;  // (B, T) I32, or empty
   int layer = 0;
   LinearPass pass;  // training (with its random stream) or evaluation, for adapters
+  // Whether the backward must produce dL/d(layer input): false for layer 0 when the embeddings
+  // are frozen (nothing reads it; PyTorch's autograd skips it the same way), which drops the
+  // attention's input-gradient products and its input norm's backward there.
+  bool input_grad = true;
   int64_t rows() const { return batch * seq; }
 };
 

@@ -267,7 +267,8 @@ Status DecoderStack<Kind>::Backward(const CausalLm& model, const UnitHooks& hook
                       final_norm->trainable ? final_norm->grad : View());
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     if (hooks.before_backward) hooks.before_backward(l);
-    const LayerContext ctx = Context(model, l);
+    LayerContext ctx = Context(model, l);
+    ctx.input_grad = l > 0 || embed->trainable;
     if (model.checkpointed(l)) {
       // Recompute this layer's activations from its saved input, then run its backward.
       Activations recomputed = scratch_acts;

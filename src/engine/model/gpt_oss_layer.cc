@@ -100,11 +100,14 @@ void GptOssLayerBackward(const LayerContext& ctx, const GptOssLayerWeights& w,
                         ctx.segments, a.att, a.lse, s.datt, s.dq, s.dk, s.dv, GradOrEmpty(w.sinks));
   ops.RopeBackward(s.dq, ctx.rope_cos, ctx.rope_sin);
   ops.RopeBackward(s.dk, ctx.rope_cos, ctx.rope_sin);
-  // dxn1 = dq Wq + dk Wk + dv Wv
-  LinearBackward(ops, ctx.pass, a.xn1, w.attn.q, s.dq, s.dxn, false);
-  LinearBackward(ops, ctx.pass, a.xn1, w.attn.k, s.dk, s.dxn, true);
-  LinearBackward(ops, ctx.pass, a.xn1, w.attn.v, s.dv, s.dxn, true);
+  // dxn1 = dq Wq + dk Wk + dv Wv (none when nothing reads it: LayerContext::input_grad)
+  const bool dxn_needed = ctx.input_grad || !GradOrEmpty(w.attn.input_norm).empty();
+  const View dxn = dxn_needed ? s.dxn : View();
+  LinearBackward(ops, ctx.pass, a.xn1, w.attn.q, s.dq, dxn, false);
+  LinearBackward(ops, ctx.pass, a.xn1, w.attn.k, s.dk, dxn, true);
+  LinearBackward(ops, ctx.pass, a.xn1, w.attn.v, s.dv, dxn, true);
   // dx = dh (residual) + RMSNorm backward (x -> xn1), in place
+  if (!dxn_needed) return;
   ops.RmsNormBackward(a.x, w.attn.input_norm->value, a.rstd1, s.dxn, dh,
                       GradOrEmpty(w.attn.input_norm));
 }

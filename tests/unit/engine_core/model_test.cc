@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/io/hf_config.h"
@@ -412,6 +415,55 @@ class CountingBackend : public ReferenceOps {
   }
   mutable int allocations = 0;
 };
+
+// A reference backend that counts its GEMMs' multiply-adds.
+class GemmCountingBackend : public ReferenceOps {
+ public:
+  void GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                  int64_t lda, const View& b, int64_t ldb, float beta, const View& c,
+                  int64_t ldc) const override {
+    multiply_adds += m * n * k;
+    ReferenceOps::GemmKernel(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  }
+  mutable int64_t multiply_adds = 0;
+};
+
+// With the embeddings frozen nothing reads dL/d(layer 0's input): the backward skips the
+// attention's input-gradient products there (as PyTorch's autograd does) and every gradient it
+// does compute keeps its bits. Layer 0's input norm is frozen in both runs (its own gradient
+// would need those products).
+TEST(Model, FrozenEmbeddingsSkipLayerZerosAttentionInputGradient) {
+  for (Architecture arch : {Architecture::kQwen2, Architecture::kQwen3}) {
+    auto run = [&](bool embeddings_trainable, int64_t* multiply_adds) {
+      auto backend = std::make_shared<GemmCountingBackend>();
+      auto model = std::move(LlamaModel::Create(TinyConfig(arch), backend)).value();
+      model->InitWeights(3);
+      EXPECT_TRUE(model->SetTrainable("tok_embeddings.weight", embeddings_trainable).ok());
+      EXPECT_TRUE(model->SetTrainable("layers.0.attention_norm.weight", false).ok());
+      EXPECT_TRUE(model->ZeroGrads().ok());
+      EXPECT_TRUE(model->Forward(TinyBatch()).ok());
+      backend->multiply_adds = 0;
+      EXPECT_TRUE(model->Backward().ok());
+      *multiply_adds = backend->multiply_adds;
+      std::map<std::string, std::vector<float>> grads;
+      for (const Parameter& p : model->parameters()) {
+        if (p.trainable && p.name != "tok_embeddings.weight") {
+          const auto g = Host(p.grad);
+          grads[p.name].assign(g.begin(), g.end());
+        }
+      }
+      return grads;
+    };
+    int64_t skipped = 0, full = 0;
+    const auto frozen = run(false, &skipped);
+    const auto trainable = run(true, &full);
+    EXPECT_EQ(frozen, trainable) << ArchitectureModelType(arch);
+    const ModelConfig c = TinyConfig(arch);
+    const int64_t rows = 2 * 9;  // TinyBatch
+    EXPECT_EQ(full - skipped, rows * c.hidden_size * (c.q_dim() + 2 * c.kv_dim()))
+        << ArchitectureModelType(arch);
+  }
+}
 
 TEST(Model, TheStepLoopAllocatesNothingAfterItsFirstStep) {
   auto backend = std::make_shared<CountingBackend>();
