@@ -356,7 +356,12 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
         AttentionCase{1, 200, 200, 8, 2, 64, 0, 0, false},       // head_dim 64, GQA 4
         AttentionCase{2, 130, 130, 4, 1, 128, 0, 0, true},       // head_dim 128, segments
         AttentionCase{1, 96, 96, 2, 2, 128, 0, 40, false},       // head_dim 128, window
-        AttentionCase{1, 300, 300, 2, 1, 64, 0, 150, false}}) {  // whole tiles in a window
+        AttentionCase{1, 300, 300, 2, 1, 64, 0, 150, false},     // whole tiles in a window
+        // The avx512bf16 path's 128-query tiles and banded products (attention_gemm.h): a last
+        // tile of one query and an odd key count (a half pair at the band's end); a window
+        // that ends inside a 32-column tile and a KV-cache offset, with segments.
+        AttentionCase{1, 257, 257, 4, 2, 64, 0, 0, false},
+        AttentionCase{2, 140, 173, 2, 1, 32, 33, 45, true}}) {
     AttentionShape s;
     s.batch = p.batch;
     s.q_len = p.q_len;
