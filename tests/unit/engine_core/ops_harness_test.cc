@@ -338,30 +338,29 @@ struct AttentionCase {
   bool sinks = false;  // GPT-OSS's learned sink logit per head
 };
 
+// Tiles of 64 or 128 queries (fast_attention.cc); on the avx512bf16 path products banded by
+// the causal and window limits (attention_gemm.h): 257 and 140 x 173 reach their edges.
 TEST_P(OpsHarness, AttentionForwardBackward) {
   if (!Runs(OpKind::kAttentionForward) || !Runs(OpKind::kAttentionBackward)) return;
   const Precision& pr = precision();
   for (const AttentionCase& p :
        {AttentionCase{1, 1, 1, 1, 1, 2, 0, 0, false},
-        AttentionCase{2, 17, 17, 4, 2, 16, 0, 0, false},        // GQA
-        AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},      // several q blocks
-        AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},         // sliding window
-        AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},         // packed segments
-        AttentionCase{1, 200, 200, 2, 1, 16, 0, 0, true},       // blocks in one segment, mixed
-        AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},        // KV-cache step
-        AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false},         // decode + window
-        AttentionCase{2, 70, 70, 4, 2, 16, 0, 8, false, true},  // sinks, GQA, window
-        AttentionCase{2, 40, 40, 4, 2, 16, 0, 0, true, true},   // sinks, segments
-        AttentionCase{2, 3, 20, 4, 2, 16, 17, 8, false, true},  // sinks, KV-cache step
-        AttentionCase{1, 200, 200, 8, 2, 64, 0, 0, false},      // head_dim 64, GQA 4
-        AttentionCase{2, 130, 130, 4, 1, 128, 0, 0, true},      // head_dim 128, segments
-        AttentionCase{1, 96, 96, 2, 2, 128, 0, 40, false},      // head_dim 128, window
-        AttentionCase{1, 300, 300, 2, 1, 64, 0, 150, false},    // whole tiles in a window
-        // The avx512bf16 path's 128-query tiles and banded products (attention_gemm.h): a last
-        // tile of one query and an odd key count (a half pair at the band's end); a window
-        // that ends inside a 32-column tile and a KV-cache offset, with segments.
-        AttentionCase{1, 257, 257, 4, 2, 64, 0, 0, false},
-        AttentionCase{2, 140, 173, 2, 1, 32, 33, 45, true}}) {
+        AttentionCase{2, 17, 17, 4, 2, 16, 0, 0, false},         // GQA
+        AttentionCase{1, 150, 150, 2, 1, 32, 0, 0, false},       // several q blocks
+        AttentionCase{2, 70, 70, 4, 4, 8, 0, 5, false},          // sliding window
+        AttentionCase{2, 40, 40, 6, 2, 16, 0, 0, true},          // packed segments
+        AttentionCase{1, 200, 200, 2, 1, 16, 0, 0, true},        // blocks in one segment, mixed
+        AttentionCase{2, 3, 20, 4, 2, 16, 17, 0, false},         // KV-cache step
+        AttentionCase{1, 1, 90, 2, 1, 8, 89, 7, false},          // decode + window
+        AttentionCase{2, 70, 70, 4, 2, 16, 0, 8, false, true},   // sinks, GQA, window
+        AttentionCase{2, 40, 40, 4, 2, 16, 0, 0, true, true},    // sinks, segments
+        AttentionCase{2, 3, 20, 4, 2, 16, 17, 8, false, true},   // sinks, KV-cache step
+        AttentionCase{1, 200, 200, 8, 2, 64, 0, 0, false},       // head_dim 64, GQA 4
+        AttentionCase{2, 130, 130, 4, 1, 128, 0, 0, true},       // head_dim 128, segments
+        AttentionCase{1, 96, 96, 2, 2, 128, 0, 40, false},       // head_dim 128, window
+        AttentionCase{1, 257, 257, 4, 2, 64, 0, 0, false},       // a 1-query tile, odd keys
+        AttentionCase{2, 140, 173, 2, 1, 32, 33, 45, true},      // window ends mid column tile
+        AttentionCase{1, 300, 300, 2, 1, 64, 0, 150, false}}) {  // whole tiles in a window
     AttentionShape s;
     s.batch = p.batch;
     s.q_len = p.q_len;
