@@ -243,10 +243,26 @@ __attribute__((target("avx512f"))) void DsRowAvx512(const float* p, float* dp, i
 
 // One row of dS = P * (dP - delta) * scale, written over dP (the products in that order), and
 // the bf16 roundings of P and dS into p16 and ds16 (null: not wanted): one pass with AVX-512,
-// which leaves dP as it was when !keep_f32 (no product reads the fp32 dS then).
-void DsRow(const float* p, float* dp, int64_t n, float delta, float scale, uint16_t* p16,
-           uint16_t* ds16, bool keep_f32) {
-  if (UseAvx512()) return DsRowAvx512(p, dp, n, delta, scale, p16, ds16, keep_f32);
+// which leaves dP as it was when !keep_f32 (no product reads the fp32 dS then). Only the
+// visible run [c0, c1) is computed: outside it P is 0, and so are dS, P16 and dS16.
+void DsRow(const float* p, float* dp, int64_t n, int64_t c0, int64_t c1, float delta, float scale,
+           uint16_t* p16, uint16_t* ds16, bool keep_f32) {
+  const bool avx512 = UseAvx512();
+  if (keep_f32 || !avx512) {
+    std::fill(dp, dp + c0, 0.0f);
+    std::fill(dp + c1, dp + n, 0.0f);
+  }
+  for (uint16_t* bits : {p16, ds16}) {
+    if (bits == nullptr) continue;
+    std::fill(bits, bits + c0, uint16_t{0});
+    std::fill(bits + c1, bits + n, uint16_t{0});
+  }
+  p += c0;
+  dp += c0;
+  if (p16 != nullptr) p16 += c0;
+  if (ds16 != nullptr) ds16 += c0;
+  n = c1 - c0;
+  if (avx512) return DsRowAvx512(p, dp, n, delta, scale, p16, ds16, keep_f32);
   for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - delta) * scale;
   if (p16 != nullptr) RoundToBf16(p, p16, n);
   if (ds16 != nullptr) RoundToBf16(dp, ds16, n);
@@ -493,7 +509,9 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
     const bool keep_f32 = ds16 == nullptr || !kb.bf16 || !qb.bf16;
     for (int64_t r = 0; r < nq; ++r) {
-      DsRow(p + r * nk, dp + r * nk, nk, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
+      int64_t c0, end;
+      VisibleRun(s, i0, r, lo, nk, &c0, &end);
+      DsRow(p + r * nk, dp + r * nk, nk, c0, end, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
             ds16 ? ds16 + r * nk : nullptr, keep_f32);
     }
     const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
