@@ -12,6 +12,8 @@
 // read q, k, v, out, dout in their own dtype and write out, dq, dk, dv in theirs: a product with a
 // BF16 operand is gemm_mixed.h's bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16
 // as its other operand), an all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
+// On the avx512bf16 path the bf16 products are attention_gemm.h's: the same kernel and sums, but
+// banded by the causal and window limits (no micro-tile past the diagonal), on 128-query tiles.
 // Sinks (GPT-OSS) join each row's max and denominator in the forward; the backward's P comes from
 // the lse, which includes them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a
 // separate pass per head (SinkGradients) so that no two tasks write the same dsink.
