@@ -55,7 +55,7 @@ Grads AttentionBackwardOn(int threads, const AttentionShape& s, DType in, DType 
 TEST(FastOpsThreads, AttentionBackwardSplitOnManyThreadsGivesTheOnePassBits) {
   AttentionShape s;
   s.batch = 1;
-  s.q_len = s.kv_len = 200;  // four query and key blocks, the last ragged
+  s.q_len = s.kv_len = 200;  // several query and key blocks, the last ragged (4 of 64, 2 of 128)
   s.q_heads = 8;
   s.kv_heads = 2;  // 2 (row, KV head) pairs: 1 and 3 threads run one pass, 4 and 8 split
   s.head_dim = 64;

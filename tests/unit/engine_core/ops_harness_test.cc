@@ -374,6 +374,8 @@ struct AttentionCase {
   bool sinks = false;  // GPT-OSS's learned sink logit per head
 };
 
+// Tiles of 64 or 128 queries (fast_attention.cc); on the avx512bf16 path products banded by
+// the causal and window limits (attention_gemm.h): 257 and 140 x 173 reach their edges.
 TEST_P(OpsHarness, AttentionForwardBackward) {
   if (!Runs(OpKind::kAttentionForward) || !Runs(OpKind::kAttentionBackward)) return;
   const Precision& pr = precision();
@@ -392,6 +394,8 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
         AttentionCase{1, 200, 200, 8, 2, 64, 0, 0, false},       // head_dim 64, GQA 4
         AttentionCase{2, 130, 130, 4, 1, 128, 0, 0, true},       // head_dim 128, segments
         AttentionCase{1, 96, 96, 2, 2, 128, 0, 40, false},       // head_dim 128, window
+        AttentionCase{1, 257, 257, 4, 2, 64, 0, 0, false},       // a 1-query tile, odd keys
+        AttentionCase{2, 140, 173, 2, 1, 32, 33, 45, true},      // window ends mid column tile
         AttentionCase{1, 300, 300, 2, 1, 64, 0, 150, false}}) {  // whole tiles in a window
     AttentionShape s;
     s.batch = p.batch;

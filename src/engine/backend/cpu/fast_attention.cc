@@ -1,5 +1,5 @@
 // FastOps attention: the reference math (reference_loops.cc) reorganized into tiles so the heavy
-// parts are GEMMs. For one batch row b and query head h, a block of up to kQueryBlock queries
+// parts are GEMMs. For one batch row b and query head h, a block of up to QueryBlock() queries
 // [i0, i1) can see only keys [lo, hi) (causal bound and sliding window), so
 //   S = scale * Q[i0:i1] @ K[lo:hi]^T, masked;  P = softmax(S);  O[i0:i1] = P @ V[lo:hi]
 // and the backward recomputes P from the saved log-sum-exp:
@@ -12,6 +12,8 @@
 // read q, k, v, out, dout in their own dtype and write out, dq, dk, dv in theirs: a product with a
 // BF16 operand is gemm_mixed.h's bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16
 // as its other operand), an all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
+// On the avx512bf16 path the bf16 products are attention_gemm.h's: the same kernel and sums, but
+// banded by the causal and window limits (no micro-tile past the diagonal), on 128-query tiles.
 // Sinks (GPT-OSS) join each row's max and denominator in the forward; the backward's P comes from
 // the lse, which includes them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a
 // separate pass per head (SinkGradients) so that no two tasks write the same dsink.
@@ -28,6 +30,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/backend/cpu/attention_gemm.h"
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
@@ -41,7 +44,11 @@ namespace air::engine {
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64;
+// Queries per tile (and keys per block of the backward's split). The banded avx512bf16
+// products (attention_gemm.h) skip the tiles past the diagonal, so larger blocks cost them no
+// masked work and give dK and dV deeper products (K = the block's queries); the other paths
+// compute whole rectangles, and keep the smaller block.
+int64_t QueryBlock() { return AttentionGemmRuns() ? 128 : 64; }
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // A matrix inside one of the op's views: its first element, dtype and row stride.
@@ -64,15 +71,22 @@ float Elem(const Mat& m, int64_t i) {
                 : static_cast<const float*>(m.data)[i];
 }
 
-// One product inside a task: C (m, n) = op(A) @ op(B) + beta * C. Per-task scratch.
+// One product inside a task: C (m, n) = op(A) @ op(B) + beta * C. Per-task scratch. `band`
+// says which entries the causal and window limits leave nonzero (attention_gemm.h): the
+// avx512bf16 products skip the rest, the others compute the whole rectangle.
 struct TaskGemm {
   GemmScratch& floats;
   GemmBf16Scratch& mixed;
   std::vector<float>& staging;  // an fp32 C for the rare F32 x F32 -> BF16 product
 
   void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Mat& a, const Mat& b,
-                  float beta, const Mat& c) {
+                  float beta, const Mat& c, const AttentionBand& band = {}) {
     void* c_data = const_cast<void*>(c.data);
+    if ((a.bf16 || b.bf16) && AttentionGemmRuns() && m > 0 && n > 0 && k > 0) {
+      AttentionGemmBf16(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb},
+                        beta, {c_data, c.bf16, c.ld}, band);
+      return;
+    }
     if (a.bf16 || b.bf16) {
       GemmBf16Serial(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb}, beta,
                      {c_data, c.bf16, c.ld});
@@ -103,6 +117,27 @@ void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int6
   *lo = 0;
   if (s.sliding_window > 0) *lo = std::max<int64_t>(0, s.q_offset + i0 - s.sliding_window + 1);
   if (*lo > *hi) *lo = *hi;
+}
+
+// The band of a tile of queries from i0 against keys from lo, rows the queries: key j (relative
+// to lo) is visible to query i only for i + lo' <= j <= i + hi' (causal; window). On columns
+// for Q K^T and dO V^T, on K steps for P V and dS K.
+AttentionBand QueryBand(const AttentionShape& s, int64_t i0, int64_t lo, bool on_columns) {
+  AttentionBand band;
+  band.hi = s.q_offset + i0 - lo;
+  if (s.sliding_window > 0) band.lo = band.hi - s.sliding_window + 1;
+  band.on_columns = on_columns;
+  return band;
+}
+
+// The same tile's band with the keys as rows and the queries as K steps (dS^T Q, P^T dO):
+// query i sees key j only for j + lo - q_offset - i0 <= i (and within the window).
+AttentionBand KeyBand(const AttentionShape& s, int64_t i0, int64_t lo) {
+  AttentionBand band;
+  band.lo = lo - s.q_offset - i0;
+  if (s.sliding_window > 0) band.hi = band.lo + s.sliding_window - 1;
+  band.on_columns = false;
+  return band;
 }
 
 // The columns [c0, c1) of row r of a block (queries from i0, keys from lo, nk of them) that the
@@ -195,27 +230,60 @@ double RowDot(const Mat& a, const Mat& b, int64_t n) {
 
 __attribute__((target("avx512f"))) void DsRowAvx512(const float* p, float* dp, int64_t n,
                                                     float delta, float scale, uint16_t* p16,
-                                                    uint16_t* ds16) {
+                                                    uint16_t* ds16, bool keep_f32) {
   const __m512 vdelta = _mm512_set1_ps(delta), vscale = _mm512_set1_ps(scale);
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 k = TailMask(n - c);
     const __m512 pv = _mm512_maskz_loadu_ps(k, p + c);
     const __m512 dpv = _mm512_maskz_loadu_ps(k, dp + c);
     const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dpv, vdelta)), vscale);
-    _mm512_mask_storeu_ps(dp + c, k, ds);
+    if (keep_f32) _mm512_mask_storeu_ps(dp + c, k, ds);
     if (p16 != nullptr) _mm512_mask_cvtepi32_storeu_epi16(p16 + c, k, RoundToBf16x16(pv));
     if (ds16 != nullptr) _mm512_mask_cvtepi32_storeu_epi16(ds16 + c, k, RoundToBf16x16(ds));
   }
 }
 
 // One row of dS = P * (dP - delta) * scale, written over dP (the products in that order), and
-// the bf16 roundings of P and dS into p16 and ds16 (null: not wanted): one pass with AVX-512.
-void DsRow(const float* p, float* dp, int64_t n, float delta, float scale, uint16_t* p16,
-           uint16_t* ds16) {
-  if (UseAvx512()) return DsRowAvx512(p, dp, n, delta, scale, p16, ds16);
+// the bf16 roundings of P and dS into p16 and ds16 (null: not wanted): one pass with AVX-512,
+// which leaves dP as it was when !keep_f32 (no product reads the fp32 dS then). Only the
+// visible run [c0, c1) is computed: outside it P is 0, and so are dS, P16 and dS16.
+void DsRow(const float* p, float* dp, int64_t n, int64_t c0, int64_t c1, float delta, float scale,
+           uint16_t* p16, uint16_t* ds16, bool keep_f32) {
+  const bool avx512 = UseAvx512();
+  if (keep_f32 || !avx512) {
+    std::fill(dp, dp + c0, 0.0f);
+    std::fill(dp + c1, dp + n, 0.0f);
+  }
+  for (uint16_t* bits : {p16, ds16}) {
+    if (bits == nullptr) continue;
+    std::fill(bits, bits + c0, uint16_t{0});
+    std::fill(bits + c1, bits + n, uint16_t{0});
+  }
+  p += c0;
+  dp += c0;
+  if (p16 != nullptr) p16 += c0;
+  if (ds16 != nullptr) ds16 += c0;
+  n = c1 - c0;
+  if (avx512) return DsRowAvx512(p, dp, n, delta, scale, p16, ds16, keep_f32);
   for (int64_t c = 0; c < n; ++c) dp[c] = p[c] * (dp[c] - delta) * scale;
   if (p16 != nullptr) RoundToBf16(p, p16, n);
   if (ds16 != nullptr) RoundToBf16(dp, ds16, n);
+}
+
+__attribute__((target("avx512f"))) void ScaleToBf16Avx512(const float* x, float scale, int64_t n,
+                                                          uint16_t* out) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 k = TailMask(n - c);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c), vscale);
+    _mm512_mask_cvtepi32_storeu_epi16(out + c, k, RoundToBf16x16(v));
+  }
+}
+
+// out[c] = bf16(x[c] * scale), c < n: the forward's P rounded for P @ V in one pass.
+void ScaleToBf16(const float* x, float scale, int64_t n, uint16_t* out) {
+  if (UseAvx512()) return ScaleToBf16Avx512(x, scale, n, out);
+  for (int64_t c = 0; c < n; ++c) out[c] = RoundToBf16(x[c] * scale);
 }
 
 // The sinks of a call as fp32 (empty when the view is).
@@ -261,7 +329,8 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
                                      const View& kv_seg, const View& out,
                                      const View& lse_view) const {
   const std::vector<float> sinks = SinkValues(sinks_view);
-  const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
+  const int64_t q_block = QueryBlock();
+  const int64_t q_blocks = (s.q_len + q_block - 1) / q_block;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
@@ -278,7 +347,7 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
     for (int64_t t = begin; t < end; ++t) {
       const int64_t blk = t % q_blocks, h = (t / q_blocks) % s.q_heads;
       const int64_t b = t / (q_blocks * s.q_heads);
-      const int64_t i0 = blk * kQueryBlock, i1 = std::min(s.q_len, i0 + kQueryBlock);
+      const int64_t i0 = blk * q_block, i1 = std::min(s.q_len, i0 + q_block);
       const int64_t nq = i1 - i0;
       int64_t lo, hi;
       KeyRange(s, i0, i1, &lo, &hi);
@@ -303,7 +372,8 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
       if (static_cast<int64_t>(scores_buf.size()) < nq * nk) scores_buf.resize(nq * nk);
       float* scores = scores_buf.data();
       // S (nq, nk) = Q (nq, D) @ K (nk, D)^T
-      gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk));
+      gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(scores, nk),
+           QueryBand(s, i0, lo, true));
       // Segments mask inside the visible run (and scale it); a block in one segment is scaled
       // by the exponentials' pass instead.
       const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
@@ -337,13 +407,19 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
         const double denom = ExpOfScaled(row + c0, x_scale, max_score, end - c0, row + c0) +
                              (sink == kNegInf ? 0.0 : std::exp(double{sink} - max_score));
         const float inv = static_cast<float>(1.0 / denom);
-        for (int64_t c = c0; c < end; ++c) row[c] *= inv;
-        if (p16) RoundToBf16(row, p16 + r * nk, nk);
+        if (p16) {  // only the rounded P is read: bf16(e * inv) straight from the exponentials
+          uint16_t* prow = p16 + r * nk;
+          std::fill(prow, prow + c0, uint16_t{0});
+          ScaleToBf16(row + c0, inv, end - c0, prow + c0);
+          std::fill(prow + end, prow + nk, uint16_t{0});
+        } else {
+          for (int64_t c = c0; c < end; ++c) row[c] *= inv;
+        }
         if (lse_b) lse_b[r] = static_cast<float>(max_score + std::log(denom));
       }
       // O (nq, D) = P (nq, nk) @ V (nk, D)
       const Mat pb = p16 ? Mat{p16, true, nk} : Scratch32(scores, nk);
-      gemm(false, false, nq, s.head_dim, nk, pb, vb, 0.0f, ob);
+      gemm(false, false, nq, s.head_dim, nk, pb, vb, 0.0f, ob, QueryBand(s, i0, lo, false));
       for (int64_t r = 0; r < nq; ++r) {
         if (empty[static_cast<size_t>(r)]) zero_row(r);
       }
@@ -359,6 +435,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;
+  const int64_t q_block = QueryBlock();
   const float* lse = lse_view.f32();
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
@@ -377,7 +454,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
       }
     }
   });
-  // One tile: queries [i0, i0 + kQueryBlock) of head h of row b against keys [lo, hi). P and dS
+  // One tile: queries [i0, i0 + q_block) of head h of row b against keys [lo, hi). P and dS
   // are recomputed from the lse, then the gradients asked for: dQ += dS K (the tile's rows of dq)
   // and dK += dS^T Q, dV += P^T dO (its keys' rows of dk and dv, the head's KV head).
   const auto tile = [&](int thread, int64_t b, int64_t h, int64_t i0, int64_t lo, int64_t hi,
@@ -388,7 +465,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
                   gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
                   attention_staging_[static_cast<size_t>(thread)]};
     const int64_t g = h / group;
-    const int64_t i1 = std::min(s.q_len, i0 + kQueryBlock), nq = i1 - i0;
+    const int64_t i1 = std::min(s.q_len, i0 + q_block), nq = i1 - i0;
     const int64_t nk = hi - lo;
     if (nk <= 0) return;
     if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
@@ -400,7 +477,8 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
     const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
     // P = exp(scale * Q K^T - lse), 0 where masked
-    gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk));
+    gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk),
+         QueryBand(s, i0, lo, true));
     const bool masked = !OneSegment(s, q_segments, kv_segments, b, i0, i1, lo, hi);
     if (masked) MaskAndScale(s, b, i0, nq, lo, nk, q_segments, kv_segments, p);
     const float x_scale = masked ? 1.0f : s.scale;  // as the forward's
@@ -417,7 +495,8 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
       std::fill(row + end, row + nk, 0.0f);
     }
     // dP (nq, nk) = dO (nq, D) @ V (nk, D)^T
-    gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk));
+    gemm(false, true, nq, nk, s.head_dim, dob, vb, 0.0f, Scratch32(dp, nk),
+         QueryBand(s, i0, lo, true));
     // A product with a BF16 partner rounds its fp32 operand to bf16: P (for dV, with dO)
     // and dS (for dQ with K, dK with Q) are rounded once here, row by row, and read as
     // bf16 by those products (in place or packed without converting).
@@ -430,31 +509,39 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     }
     // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
     const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
+    const bool keep_f32 = ds16 == nullptr || !kb.bf16 || !qb.bf16;
     for (int64_t r = 0; r < nq; ++r) {
-      DsRow(p + r * nk, dp + r * nk, nk, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
-            ds16 ? ds16 + r * nk : nullptr);
+      int64_t c0, end;
+      VisibleRun(s, i0, r, lo, nk, &c0, &end);
+      DsRow(p + r * nk, dp + r * nk, nk, c0, end, delta[r], s.scale, p16 ? p16 + r * nk : nullptr,
+            ds16 ? ds16 + r * nk : nullptr, keep_f32);
     }
     const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
     const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
     const Mat p_do = p16 ? Mat{p16, true, nk} : Scratch32(p, nk);
     // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
-    if (want_dq) gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride));
+    if (want_dq) {
+      gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride),
+           QueryBand(s, i0, lo, false));
+    }
     if (!want_dkv) return;
     // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
-    gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride));
+    gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride),
+         KeyBand(s, i0, lo));
     // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
-    gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride));
+    gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride),
+         KeyBand(s, i0, lo));
   };
-  const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
+  const int64_t q_blocks = (s.q_len + q_block - 1) / q_block;
   if (2 * tasks > pool_->num_threads()) {
     // (b, KV head) tasks: each owns its dK/dV rows and its heads' dQ rows; every tile once.
     pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t g = t % s.kv_heads, b = t / s.kv_heads;
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
+          for (int64_t i0 = 0; i0 < s.q_len; i0 += q_block) {
             int64_t lo, hi;
-            KeyRange(s, i0, std::min(s.q_len, i0 + kQueryBlock), &lo, &hi);
+            KeyRange(s, i0, std::min(s.q_len, i0 + q_block), &lo, &hi);
             tile(thread, b, h, i0, lo, hi, true, true);
           }
         }
@@ -466,16 +553,16 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     // (two of the tile's five products again). dK/dV per (b, KV head, block of keys), each
     // task's keys' rows its own; then dQ per (b, head, query block). Each output element gets
     // the same products added in the same order as in the one-pass tasks.
-    const int64_t key_blocks = (s.kv_len + kQueryBlock - 1) / kQueryBlock;
+    const int64_t key_blocks = (s.kv_len + q_block - 1) / q_block;
     pool_->ParallelForBalanced(tasks * key_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t kb = t % key_blocks, g = (t / key_blocks) % s.kv_heads;
         const int64_t b = t / (key_blocks * s.kv_heads);
-        const int64_t k0 = kb * kQueryBlock, k1 = std::min(s.kv_len, k0 + kQueryBlock);
+        const int64_t k0 = kb * q_block, k1 = std::min(s.kv_len, k0 + q_block);
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
+          for (int64_t i0 = 0; i0 < s.q_len; i0 += q_block) {
             int64_t lo, hi;
-            KeyRange(s, i0, std::min(s.q_len, i0 + kQueryBlock), &lo, &hi);
+            KeyRange(s, i0, std::min(s.q_len, i0 + q_block), &lo, &hi);
             tile(thread, b, h, i0, std::max(lo, k0), std::min(hi, k1), false, true);
           }
         }
@@ -484,10 +571,10 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     pool_->ParallelForBalanced(
         s.batch * s.q_heads * q_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
           for (int64_t t = begin; t < end; ++t) {
-            const int64_t i0 = (t % q_blocks) * kQueryBlock, h = (t / q_blocks) % s.q_heads;
+            const int64_t i0 = (t % q_blocks) * q_block, h = (t / q_blocks) % s.q_heads;
             const int64_t b = t / (q_blocks * s.q_heads);
             int64_t lo, hi;
-            KeyRange(s, i0, std::min(s.q_len, i0 + kQueryBlock), &lo, &hi);
+            KeyRange(s, i0, std::min(s.q_len, i0 + q_block), &lo, &hi);
             tile(thread, b, h, i0, lo, hi, true, false);
           }
         });

@@ -1,0 +1,41 @@
+// The products of FastOps attention's tiles (fast_attention.cc) on the avx512bf16 path: the bf16
+// GEMM of gemm_mixed.h (same panels, same micro-kernel, the same fp32 sum of each element in the
+// same order), but skipping the micro-tiles that the causal and window limits leave all zero.
+// In a tile of queries against keys, row i of the product only reaches the keys (its columns,
+// or its K steps) j with i + band.lo <= j <= i + band.hi; GemmBf16Serial would compute the whole
+// rectangle, a quarter of it past the diagonal on a training shape. Here each 8-row micro-tile
+// takes only its band's 32-column tiles, or its band's K steps (rounded out to whole bf16
+// pairs): what is skipped is a sum of exact zeros (the masked P or dS entries), so each computed
+// element gets the GEMM's bits. The caller states the band; outside it, C is:
+//   columns (band on N): zeros when beta is 0 (a masked score's slot, never a stale value);
+//                        else unchanged;
+//   K steps (band on K): every element of C is computed (beta * C alone where no step is left).
+// A and B are bf16 or F32 (F32 rounded to bf16 when packed); A is read in place when it is a
+// BF16 (M, K) matrix, else packed; B is packed whole (K in one slice), each call.
+// Thread safety: one call per scratch at a time (a pool task's own).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "engine/backend/cpu/gemm_mixed.h"
+
+namespace air::engine {
+
+// Row i of C reaches index j (a column, or a K step) only for i + lo <= j <= i + hi.
+struct AttentionBand {
+  static constexpr int64_t kOpen = std::numeric_limits<int64_t>::max() / 4;
+  int64_t lo = -kOpen;
+  int64_t hi = kOpen;
+  bool on_columns = true;  // false: on K steps
+};
+
+// Whether the products run here: the kernel level's native bf16 path is avx512bf16.
+bool AttentionGemmRuns();
+
+// C (m, n) = op(A) @ op(B) + beta * C within `band` (see above); m, n, k > 0.
+void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+                       const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c,
+                       const AttentionBand& band);
+
+}  // namespace air::engine
