@@ -13,6 +13,10 @@
 //   air_gemm_bench --peak THREADS
 //       register-only vdpbf16ps and fp32 FMA loops on every thread -> {"bf16", "f32"} (GFLOP/s;
 //       bf16 0 where the CPU has no AVX512_BF16)
+//   air_gemm_bench --rowwise THREADS [TOKENS,HIDDEN,MLP,bf16|f32]
+//       the step's row-wise ops (SwiGLU, RMSNorm, AddInPlace, Convert, SumOfSquares) on
+//       FastOps: one JSON line per op {"op", "dtype", "elements", "us", "gelem_s"}
+//       (rowwise_bench.cc; default 1024,512,1344,bf16: bench/train_step's 4 x 512 step)
 // Each figure is the best of three 0.25 s windows after a warm-up call (other load on the
 // machine only ever slows a window down); --cpu-clock (one thread only) times the windows in
 // the thread's CPU time instead of the wall clock, for a machine that other work keeps busy.
@@ -30,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_clock.h"
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/fast_gemm.h"
 #include "engine/backend/cpu/fast_ops.h"
@@ -41,60 +46,7 @@
 namespace {
 
 using namespace air::engine;
-
-// The clock the figures are taken on: the wall clock, or with one thread (--cpu-clock) the
-// thread's CPU time, which other load on the machine does not inflate.
-struct Clock {
-  bool cpu_time;
-  double Now() const {
-    if (!cpu_time) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-          .count();
-    }
-    timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-  }
-};
-
-// The best GFLOP/s of each of `runs` over three 0.25 s windows, the runs' windows taken in
-// turn (run 0, run 1, ..., run 0, ...) so that a change in other load hits them all alike.
-std::vector<double> BestGflopsInterleaved(const Clock& clock, double flops,
-                                          const std::vector<std::function<void()>>& runs) {
-  for (const auto& run : runs) run();  // warm-up: packing buffers, page faults, primitives
-  std::vector<double> best(runs.size(), 0.0);
-  for (int window = 0; window < 3; ++window) {
-    for (size_t r = 0; r < runs.size(); ++r) {
-      int reps = 0;
-      double seconds = 0.0;
-      const double start = clock.Now();
-      while (seconds < 0.25) {
-        runs[r]();
-        ++reps;
-        seconds = clock.Now() - start;
-      }
-      best[r] = std::max(best[r], flops * reps / seconds / 1e9);
-    }
-  }
-  return best;
-}
-
-double BestGflops(const Clock& clock, double flops, const std::function<void()>& run) {
-  run();  // warm-up: packing buffers, page faults, primitive creation
-  double best = 0.0;
-  for (int window = 0; window < 3; ++window) {
-    int reps = 0;
-    double seconds = 0.0;
-    const double start = clock.Now();
-    while (seconds < 0.25) {
-      run();
-      ++reps;
-      seconds = clock.Now() - start;
-    }
-    best = std::max(best, flops * reps / seconds / 1e9);
-  }
-  return best;
-}
+using namespace air::engine::bench;
 
 struct Shape {
   long m, n, k;
@@ -295,14 +247,16 @@ int main(int argc, char** argv) {
   argc -= shift;
   argv += shift;
   const std::string mode = argc > 1 ? argv[1] : "";
-  const int first = mode == "--bf16" || mode == "--peak" ? 2 : 1;
-  if (argc <= first || (mode != "--peak" && argc <= first + 1)) {
+  const bool rowwise = mode == "--rowwise";
+  const int first = mode == "--bf16" || mode == "--peak" || rowwise ? 2 : 1;
+  if (argc <= first || (mode != "--peak" && !rowwise && argc <= first + 1)) {
     std::fprintf(
         stderr,
         "usage: %s [--cpu-clock] THREADS M,N,K,TRANS_A,TRANS_B [...]\n"
         "       %s [--cpu-clock] --bf16 THREADS M,N,K,TRANS_A,TRANS_B,bf16|f32,BETA [...]\n"
-        "       %s [--cpu-clock] --peak THREADS\n",
-        argv[0], argv[0], argv[0]);
+        "       %s [--cpu-clock] --peak THREADS\n"
+        "       %s [--cpu-clock] --rowwise THREADS [TOKENS,HIDDEN,MLP,bf16|f32]\n",
+        argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   const int threads = std::atoi(argv[first]);
@@ -313,6 +267,7 @@ int main(int argc, char** argv) {
   }
   const Clock clock{cpu_clock};
   if (mode == "--peak") return Peak(clock, threads);
+  if (rowwise) return Rowwise(clock, threads, argc - first - 1, argv + first + 1);
   if (mode == "--bf16") return Bf16(clock, threads, argc - first - 1, argv + first + 1);
   return Fp32(clock, threads, argc - first - 1, argv + first + 1);
 }
