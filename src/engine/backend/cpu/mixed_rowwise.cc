@@ -142,7 +142,12 @@ float RmsNormForwardRowLoop(const X* x, const float* w, float eps, int64_t n, Y*
   for (; c < n; ++c) sum_sq += static_cast<double>(AsF32(x[c])) * AsF32(x[c]);
   const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
   const __m512 inv16 = _mm512_set1_ps(inv);
-  for (int64_t i = 0; i < n; i += 16) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 scaled = _mm512_mul_ps(LoadF32x16(x + i, 0xFFFF), inv16);
+    Store16<kNative>(y + i, 0xFFFF, _mm512_mul_ps(LoadF32x16(w + i, 0xFFFF), scaled));
+  }
+  if (i < n) {
     const __mmask16 mask = TailMask(n - i);
     const __m512 scaled = _mm512_mul_ps(LoadF32x16(x + i, mask), inv16);
     Store16<kNative>(y + i, mask, _mm512_mul_ps(LoadF32x16(w + i, mask), scaled));
@@ -153,7 +158,13 @@ float RmsNormForwardRowLoop(const X* x, const float* w, float eps, int64_t n, Y*
 template <bool kNative, typename A, typename B, typename C>
 double SumOfProductsLoop(const A* a, const B* b, const C* c, int64_t n) {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (int64_t i = 0; i < n; i += 16) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    AddAsDouble(_mm512_mul_ps(_mm512_mul_ps(LoadF32x16(a + i, 0xFFFF), LoadF32x16(b + i, 0xFFFF)),
+                              LoadF32x16(c + i, 0xFFFF)),
+                lo, hi);
+  }
+  if (i < n) {
     const __mmask16 mask = TailMask(n - i);
     AddAsDouble(_mm512_mul_ps(_mm512_mul_ps(LoadF32x16(a + i, mask), LoadF32x16(b + i, mask)),
                               LoadF32x16(c + i, mask)),
