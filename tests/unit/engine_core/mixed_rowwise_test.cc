@@ -1,11 +1,11 @@
-// FastOps' SwiGLU, residual add and RMSNorm convert BF16 in registers (mixed_rowwise.h) where
-// those kernels run; they must give the staged path's bits (widen into fp32, compute, round
-// once). Each op on every dtype pattern it takes equals, bit for bit, the same op on F32 arrays
-// holding the widened values with its BF16 outputs rounded once — lengths whose tails are not a
-// multiple of 16, one and three threads; the kernels on special values (NaN, infinities, signed
-// zeros, denormals, rounding ties, overflow); and RMSNorm's forward against FastOps' scalar loop
-// (its sum of squares' order). ctest runs this binary at every kernel level: below AVX-512 the
-// ops stage, and the same comparisons hold.
+// FastOps' SwiGLU, residual add, RMSNorm and sum of squares convert BF16 in registers
+// (mixed_rowwise.h, bf16_simd.h) where those kernels run; they must give the staged path's bits
+// (widen into fp32, compute, round once). Each op on every dtype pattern it takes equals, bit for
+// bit, the same op on F32 arrays holding the widened values with its BF16 outputs rounded once —
+// lengths whose tails are not a multiple of 16, one and three threads; the kernels on special
+// values (NaN, infinities, signed zeros, denormals, rounding ties, overflow); and RMSNorm's
+// forward against FastOps' scalar loop (its sum of squares' order). ctest runs this binary at
+// every kernel level: below AVX-512 the ops stage, and the same comparisons hold.
 #include "engine/backend/cpu/mixed_rowwise.h"
 
 #include <gtest/gtest.h>
@@ -118,6 +118,22 @@ TEST(MixedRowwise, AddInPlaceMatchesTheStagedBitsOnEveryDtypePattern) {
                        "AddInPlace n " + std::to_string(n) + ", " + std::to_string(threads) +
                            " threads, " + Name({ty, tx}));
       }
+    }
+  }
+}
+
+TEST(MixedRowwise, SumOfSquaresOfBf16IsTheSumOfTheWidenedValues) {
+  for (int threads : {1, 3}) {
+    const FastOps ops(threads);
+    for (int64_t n : {int64_t{1}, int64_t{63}, int64_t{64 + 17}, int64_t{3 * 32768 + 101}}) {
+      const std::vector<float> x = Wave(static_cast<size_t>(n), 0.8f, 3.0f);
+      DeviceArrays a(ops);
+      const View sum = a.F64(0.25), sum32 = a.F64(0.25);
+      ops.SumOfSquares(a.Data(x, DType::kBF16), sum);
+      ops.SumOfSquares(a.F32(RoundedTo(x, DType::kBF16)), sum32);
+      const double got = a.Scalar(sum), want = a.Scalar(sum32);
+      EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+          << "n " << n << ", " << threads << " threads: " << got << " vs " << want;
     }
   }
 }
