@@ -1,6 +1,7 @@
 // The timing of bench/gemm's tool (air_gemm_bench): a clock that other load on the machine does
-// not inflate, and the best GFLOP/s of a few windows. Shared by gemm_bench.cc and
-// attention_bench.cc.
+// not inflate, and the best GFLOP/s of a few windows after a warm-up call (other load only ever
+// slows a window down). Shared by gemm_bench.cc, attention_bench.cc and rowwise_bench.cc.
+// Thread safety: pure functions of their arguments.
 #pragma once
 
 #include <time.h>
@@ -68,5 +69,7 @@ inline double BestGflops(const Clock& clock, double flops, const std::function<v
 
 // air_gemm_bench --attention (attention_bench.cc): argv holds argc shapes.
 int AttentionMode(const Clock& clock, int threads, int argc, char** argv);
+// air_gemm_bench --rowwise: the row-wise ops of a training step on one shape (rowwise_bench.cc).
+int Rowwise(const Clock& clock, int threads, int argc, char** argv);
 
 }  // namespace air::bench

@@ -15,6 +15,10 @@
 //       bf16 0 where the CPU has no AVX512_BF16)
 //   air_gemm_bench --attention THREADS B,T,HQ,HKV,D[,bf16|f32[,WINDOW]] [...]
 //       FastOps' attention forward and backward beside the bf16 GEMM (attention_bench.cc)
+//   air_gemm_bench --rowwise THREADS [TOKENS,HIDDEN,MLP,bf16|f32]
+//       the step's row-wise ops (SwiGLU, RMSNorm, AddInPlace, Convert, SumOfSquares) on
+//       FastOps: one JSON line per op {"op", "dtype", "elements", "us", "gelem_s"}
+//       (rowwise_bench.cc; default 1024,512,1344,bf16: bench/train_step's 4 x 512 step)
 // Each figure is the best of three 0.25 s windows after a warm-up call (other load on the
 // machine only ever slows a window down); --cpu-clock (one thread only) times the windows in
 // the thread's CPU time instead of the wall clock, for a machine that other work keeps busy.
@@ -245,15 +249,18 @@ int main(int argc, char** argv) {
   argc -= shift;
   argv += shift;
   const std::string mode = argc > 1 ? argv[1] : "";
-  const int first = mode == "--bf16" || mode == "--peak" || mode == "--attention" ? 2 : 1;
-  if (argc <= first || (mode != "--peak" && argc <= first + 1)) {
+  const bool rowwise = mode == "--rowwise";
+  const int first =
+      mode == "--bf16" || mode == "--peak" || mode == "--attention" || rowwise ? 2 : 1;
+  if (argc <= first || (mode != "--peak" && !rowwise && argc <= first + 1)) {
     std::fprintf(
         stderr,
         "usage: %s [--cpu-clock] THREADS M,N,K,TRANS_A,TRANS_B [...]\n"
         "       %s [--cpu-clock] --bf16 THREADS M,N,K,TRANS_A,TRANS_B,bf16|f32,BETA [...]\n"
         "       %s [--cpu-clock] --peak THREADS\n"
-        "       %s [--cpu-clock] --attention THREADS B,T,HQ,HKV,D[,bf16|f32[,WINDOW]] [...]\n",
-        argv[0], argv[0], argv[0], argv[0]);
+        "       %s [--cpu-clock] --attention THREADS B,T,HQ,HKV,D[,bf16|f32[,WINDOW]] [...]\n"
+        "       %s [--cpu-clock] --rowwise THREADS [TOKENS,HIDDEN,MLP,bf16|f32]\n",
+        argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   const int threads = std::atoi(argv[first]);
@@ -267,6 +274,7 @@ int main(int argc, char** argv) {
   if (mode == "--attention") {
     return air::bench::AttentionMode(clock, threads, argc - first - 1, argv + first + 1);
   }
+  if (rowwise) return air::bench::Rowwise(clock, threads, argc - first - 1, argv + first + 1);
   if (mode == "--bf16") return Bf16(clock, threads, argc - first - 1, argv + first + 1);
   return Fp32(clock, threads, argc - first - 1, argv + first + 1);
 }

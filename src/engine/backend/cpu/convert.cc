@@ -49,6 +49,17 @@ __attribute__((target("avx512f"))) int64_t RoundToBf16Avx512(const float* src, u
   return i;
 }
 
+// vcvtneps2bf16 (bf16_simd.h's RoundToBf16x16Native: the same bits, a third of the time).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) int64_t
+RoundToBf16Avx512Bf16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        RoundToBf16x16Native(_mm512_loadu_ps(src + i)));
+  }
+  return i;
+}
+
 __attribute__((target("avx2"))) int64_t RoundToBf16Avx2(const float* src, uint16_t* dst,
                                                         int64_t n) {
   int64_t i = 0;
@@ -71,9 +82,10 @@ void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
 }
 
 void RoundToBf16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = UseAvx512() ? RoundToBf16Avx512(src, dst, n)
-              : UseAvx2() ? RoundToBf16Avx2(src, dst, n)
-                          : 0;
+  int64_t i = NativeBf16Rounding() ? RoundToBf16Avx512Bf16(src, dst, n)
+              : UseAvx512()        ? RoundToBf16Avx512(src, dst, n)
+              : UseAvx2()          ? RoundToBf16Avx2(src, dst, n)
+                                   : 0;
   for (; i < n; ++i) dst[i] = RoundToBf16(src[i]);
 }
 

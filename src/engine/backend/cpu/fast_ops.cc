@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/gemm_mixed.h"
 #include "engine/backend/cpu/gemm_path.h"
+#include "engine/backend/cpu/mixed_rowwise.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/vec_math.h"
 #include "engine/data/batch.h"
@@ -118,8 +119,14 @@ void FastOps::RmsNormForwardKernel(const View& x, const View& w, float eps, cons
                                    const View& rstd) const {
   const int64_t dim = w.numel(), rows = x.numel() / dim;
   const float* w_copy = WeightF32(w);
+  const bool mixed = MixedRowwiseRuns();  // bf16 converted in registers
   pool_->ParallelForBalanced(rows, MinRows(dim), [&](int64_t begin, int64_t end, int thread) {
     for (int64_t r = begin; r < end; ++r) {
+      if (mixed) {
+        rstd.f32()[r] =
+            RmsNormForwardRowMixed(MixedAt(x, r * dim), w_copy, eps, dim, MixedAt(y, r * dim));
+        continue;
+      }
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       float partial[8] = {};
       int64_t c = 0;
@@ -151,9 +158,18 @@ void FastOps::RmsNormBackwardKernel(const View& x, const View& w, const View& rs
   for (int64_t t = 0; t < chunks && want_dw; ++t) {
     row_scratch_[static_cast<size_t>(t)].assign(static_cast<size_t>(dim), 0.0);
   }
+  const bool mixed = MixedRowwiseRuns();  // bf16 converted in registers
   pool_->ParallelFor(rows, min_rows, [&](int64_t begin, int64_t end, int thread) {
     double* dw_partial = want_dw ? row_scratch_[static_cast<size_t>(thread)].data() : nullptr;
     for (int64_t r = begin; r < end; ++r) {
+      if (mixed) {
+        const Bf16OrF32 xr = MixedAt(x, r * dim), dyr = MixedAt(dy, r * dim);
+        const float inv = rstd.f32()[r];
+        const double dot = SumOfProductsMixed(F32Array(w_copy), dyr, xr, dim);
+        const float coef = static_cast<float>(static_cast<double>(inv) * inv * inv * dot / dim);
+        RmsNormBackwardRowMixed(w_copy, dyr, xr, inv, coef, dim, MixedAt(dx, r * dim), dw_partial);
+        continue;
+      }
       const float* xr = ReadF32(x, r * dim, dim, Scratch(thread, 0, dim));
       const float* dyr = ReadF32(dy, r * dim, dim, Scratch(thread, 1, dim));
       const float inv = rstd.f32()[r];

@@ -4,9 +4,10 @@
 // with fp32 sums for products with a BF16 operand), attention (per-head tiles through the same
 // GEMMs: fast_attention.cc), the row-wise ops (RMSNorm, SwiGLU, RoPE, cross-entropy, embedding,
 // bias: fp32 math spread over threads, BF16 rows widened into per-thread fp32 scratch and rounded
-// back once: fast_ops.cc, fast_rowwise.cc) and the optimizer's elementwise ops (fast_optimizer.cc).
-// Results agree with the reference to float rounding; tests/unit/engine_core/ops_harness_test.cc
-// checks each op and dtype with tolerances.
+// back once, or for SwiGLU, the residual add and RMSNorm converted in registers:
+// mixed_rowwise.h; fast_ops.cc, fast_rowwise.cc) and the optimizer's elementwise ops
+// (fast_optimizer.cc). Results agree with the reference to float rounding;
+// tests/unit/engine_core/ops_harness_test.cc checks each op and dtype with tolerances.
 //
 // Thread safety: owns a thread pool and per-thread scratch; calls must not overlap (ops.h).
 #pragma once

@@ -8,6 +8,7 @@
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/mixed_rowwise.h"
 
 // GCC 12 reports the undefined pass-through operand inside unmasked AVX-512 extract
 // intrinsics as uninitialized (a false positive).
@@ -67,16 +68,20 @@ __attribute__((target("avx512f"), always_inline)) inline void AddSquares(__m512 
 
 // Four vectors of 16 per step into eight double accumulators: with two, the loop waited on the
 // adds' latency (6.8 GB/s on one Zen 5 core, a third of what AdamW streams).
-__attribute__((target("avx512f"))) double SumOfSquaresAvx512(const float* x, int64_t n) {
+// x F32 or (uint16_t) BF16, widened in registers (bf16_simd.h's LoadF32x16: AVX512BW and VL
+// too, so run where mixed_rowwise.h's MixedRowwiseRuns).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) double SumOfSquaresAvx512(const T* x,
+                                                                               int64_t n) {
   __m512d acc[8];
   for (__m512d& a : acc) a = _mm512_setzero_pd();
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v)
-      AddSquares(_mm512_loadu_ps(x + j + 16 * v), acc[2 * v], acc[2 * v + 1]);
+      AddSquares(LoadF32x16(x + j + 16 * v, 0xFFFF), acc[2 * v], acc[2 * v + 1]);
   }
-  for (; j < n; j += 16) AddSquares(_mm512_maskz_loadu_ps(TailMask(n - j), x + j), acc[0], acc[1]);
+  for (; j < n; j += 16) AddSquares(LoadF32x16(x + j, TailMask(n - j)), acc[0], acc[1]);
   const __m512d sum =
       _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])),
                     _mm512_add_pd(_mm512_add_pd(acc[4], acc[5]), _mm512_add_pd(acc[6], acc[7])));
@@ -195,8 +200,10 @@ void FastOps::AdamWUpdateKernel(const AdamWScalars& s, const View& pv, const Vie
 }
 
 void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
-  const bool widened = xv.dtype() != DType::kF32;  // bf16 gradients: each piece widened first
-  const float* x = widened ? nullptr : xv.f32();
+  // AVX-512 reads bf16 gradients as they are; else each piece is widened first.
+  const bool in_registers = MixedRowwiseRuns();
+  const bool widened = xv.dtype() != DType::kF32 && !in_registers;
+  const float* x = xv.dtype() != DType::kF32 ? nullptr : xv.f32();
   const int64_t n = xv.numel();
   double* sum_out = sum_view.f64();
   // One partial sum per piece of kMinChunk elements, added in piece order: the same bits
@@ -210,8 +217,9 @@ void FastOps::SumOfSquaresKernel(const View& xv, const View& sum_view) const {
       const float* chunk = widened ? piece.data() : x + at;
       if (widened) LoadF32(xv, at, count, piece.data());
       double sum;
-      if (UseAvx512()) {
-        sum = SumOfSquaresAvx512(chunk, count);
+      if (in_registers) {
+        sum = x != nullptr ? SumOfSquaresAvx512(x + at, count)
+                           : SumOfSquaresAvx512(xv.bf16() + at, count);
       } else if (UseAvx2()) {
         sum = SumOfSquaresAvx2(chunk, count);
       } else {

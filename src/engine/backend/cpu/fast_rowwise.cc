@@ -1,6 +1,7 @@
 // FastOps' elementwise, embedding and RoPE ops (see fast_ops.h): contiguous chunks or rows
-// spread over the thread pool; BF16 data widened into per-thread fp32 scratch, computed in fp32
-// and rounded back once, F32 data computed in place.
+// spread over the thread pool; computed in fp32 and rounded back to BF16 once — SwiGLU and the
+// residual add converting in registers (mixed_rowwise.h) where those kernels run, the others
+// (and those at lower kernel levels) widening BF16 data into per-thread fp32 scratch.
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -8,6 +9,7 @@
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/dropout_range.h"
 #include "engine/backend/cpu/fast_ops.h"
+#include "engine/backend/cpu/mixed_rowwise.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/vec_math.h"
 
@@ -155,6 +157,12 @@ void FastOps::RopeBackwardKernel(const View& dx, const View& cos, const View& si
 }
 
 void FastOps::SwigluForwardKernel(const View& gate, const View& up, const View& out) const {
+  if (MixedRowwiseRuns()) {  // bf16 converted in registers
+    ForChunks(*pool_, gate.numel(), [&](int64_t at, int64_t count, int) {
+      SwigluForwardMixed(MixedAt(gate, at), MixedAt(up, at), count, MixedAt(out, at));
+    });
+    return;
+  }
   ForChunks(*pool_, gate.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* g = ReadF32(gate, at, count, Scratch(thread, 0, count));
     const float* u = ReadF32(up, at, count, Scratch(thread, 1, count));
@@ -169,6 +177,13 @@ void FastOps::SwigluBackwardKernel(const View& gate, const View& up, const View&
   const bool staged = gate.dtype() != DType::kF32 || up.dtype() != DType::kF32 ||
                       dout.dtype() != DType::kF32 || dgate.dtype() != DType::kF32 ||
                       dup.dtype() != DType::kF32;
+  if (MixedRowwiseRuns()) {  // bf16 converted in registers
+    ForChunks(*pool_, gate.numel(), [&](int64_t at, int64_t count, int) {
+      SwigluBackwardMixed(MixedAt(gate, at), MixedAt(up, at), MixedAt(dout, at), count,
+                          MixedAt(dgate, at), MixedAt(dup, at));
+    });
+    return;
+  }
   if (!staged) {
     ForChunks(*pool_, gate.numel(), [&](int64_t at, int64_t count, int) {
       SwigluBackwardRange(gate.f32() + at, up.f32() + at, dout.f32() + at, count, dgate.f32() + at,
@@ -192,6 +207,12 @@ void FastOps::SwigluBackwardKernel(const View& gate, const View& up, const View&
 }
 
 void FastOps::AddInPlaceKernel(const View& y, const View& x) const {
+  if (MixedRowwiseRuns()) {  // bf16 converted in registers
+    ForChunks(*pool_, y.numel(), [&](int64_t at, int64_t count, int) {
+      AddMixed(MixedAt(y, at), MixedAt(x, at), count);
+    });
+    return;
+  }
   ForChunks(*pool_, y.numel(), [&](int64_t at, int64_t count, int thread) {
     const float* xs = ReadF32(x, at, count, Scratch(thread, 0, count));
     float* ys = WriteF32(y, at, Scratch(thread, 1, count));
@@ -284,7 +305,11 @@ void FastOps::ConvertKernel(const View& src, const View& dst) const {
     return;
   }
   ForChunks(*pool_, src.numel(), [&](int64_t at, int64_t count, int thread) {
-    StoreF32(ReadF32(src, at, count, Scratch(thread, 0, count)), dst, at, count);
+    if (dst.dtype() == DType::kF32) {  // widened straight into dst
+      LoadF32(src, at, count, dst.f32() + at);
+    } else {
+      StoreF32(ReadF32(src, at, count, Scratch(thread, 0, count)), dst, at, count);
+    }
   });
 }
 

@@ -5,6 +5,8 @@
 
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/exp_simd.h"
+#include "engine/backend/cpu/mixed_rowwise.h"
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
 // min/max/roundscale/extract intrinsics as uninitialized (a false positive).
@@ -16,33 +18,6 @@
 
 namespace air::engine {
 namespace {
-
-// exp's constants: log2(e); ln 2 split in a part exact in few bits and the rest; the Cephes expf
-// polynomial for e^r - 1 - r = r^2 (c0 + c1 r + ... + c5 r^5), highest degree first.
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
-constexpr float kExpLow = -120.0f;  // exp is 0 in float below about -103.3
-constexpr float kExpHigh = 89.0f;   // and inf above about 88.7
-
-// exp(x) for 16 floats: n = round(x / ln2), r = x - n ln2 (ln2 split in two for precision),
-// exp(r) by a minimax polynomial on [-ln2/2, ln2/2] (the Cephes expf coefficients), times 2^n
-// with scalef (which gives 0 and inf at the ends). NaN stays NaN.
-__attribute__((target("avx512f,fma"))) inline __m512 Exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(kExpLow), x);  // NaN in x is returned as is
-  x = _mm512_min_ps(_mm512_set1_ps(kExpHigh), x);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kExpPoly[0]);
-  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
-  const __m512 r2 = _mm512_mul_ps(r, r);
-  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(y, n);
-}
 
 // The ExpShifted family's loop: e_i = exp(x_scale * x[i] - shift), out[i] = scale * e_i.
 __attribute__((target("avx512f,fma"))) double ExpShiftedAvx512(const float* x, float x_scale,
@@ -62,41 +37,6 @@ __attribute__((target("avx512f,fma"))) double ExpShiftedAvx512(const float* x, f
     if (out != nullptr) _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(vscale, e));
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi));
-}
-
-__attribute__((target("avx512f,fma"))) __m512 Sigmoid16(__m512 g) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, Exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
-}
-
-__attribute__((target("avx512f,fma"))) void SwigluForwardAvx512(const float* gate, const float* up,
-                                                                int64_t n, float* out) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = TailMask(n - i);
-    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
-    const __m512 u = _mm512_maskz_loadu_ps(mask, up + i);
-    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(_mm512_mul_ps(g, Sigmoid16(g)), u));
-  }
-}
-
-__attribute__((target("avx512f,fma"))) void SwigluBackwardAvx512(const float* gate, const float* up,
-                                                                 const float* dout, int64_t n,
-                                                                 float* dgate, float* dup) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = TailMask(n - i);
-    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
-    const __m512 u = _mm512_maskz_loadu_ps(mask, up + i);
-    const __m512 d = _mm512_maskz_loadu_ps(mask, dout + i);
-    const __m512 s = Sigmoid16(g);
-    // d * u * s * (1 + g (1 - s))
-    const __m512 dsilu = _mm512_mul_ps(s, _mm512_fmadd_ps(g, _mm512_sub_ps(one, s), one));
-    const __m512 dg = _mm512_mul_ps(_mm512_mul_ps(d, u), dsilu);
-    const __m512 du = _mm512_mul_ps(_mm512_mul_ps(d, g), s);
-    _mm512_mask_storeu_ps(dgate + i, mask,
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(mask, dgate + i), dg));
-    _mm512_mask_storeu_ps(dup + i, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, dup + i), du));
-  }
 }
 
 // exp(x) for 8 floats with AVX2 + FMA: the same reduction and polynomial as Exp16; 2^n is built
@@ -242,21 +182,6 @@ __attribute__((target("avx2"))) float MaxOfAvx2(const float* x, int64_t n, float
   return best;
 }
 
-__attribute__((target("avx512f"))) double SumOfProductsAvx512(const float* a, const float* b,
-                                                              const float* c, int64_t n) {
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = TailMask(n - i);
-    const __m512 p = _mm512_mul_ps(
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, a + i), _mm512_maskz_loadu_ps(mask, b + i)),
-        _mm512_maskz_loadu_ps(mask, c + i));
-    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-    hi = _mm512_add_pd(
-        hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
-  }
-  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
-}
-
 __attribute__((target("avx2,fma"))) double SumOfProductsAvx2(const float* a, const float* b,
                                                              const float* c, int64_t n) {
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
@@ -274,40 +199,22 @@ __attribute__((target("avx2,fma"))) double SumOfProductsAvx2(const float* a, con
   return sum;
 }
 
-__attribute__((target("avx512f"))) int64_t RmsNormBackwardRowAvx512(const float* w, const float* dy,
-                                                                    const float* x, float inv,
-                                                                    float coef, int64_t n,
-                                                                    float* dx, double* dw_partial) {
-  const __m512 inv16 = _mm512_set1_ps(inv), coef16 = _mm512_set1_ps(coef);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 dyv = _mm512_loadu_ps(dy + i), xv = _mm512_loadu_ps(x + i);
-    const __m512 term =
-        _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(inv16, _mm512_loadu_ps(w + i)), dyv),
-                      _mm512_mul_ps(coef16, xv));
-    _mm512_storeu_ps(dx + i, _mm512_add_ps(_mm512_loadu_ps(dx + i), term));
-    if (dw_partial == nullptr) continue;
-    const __m512 g = _mm512_mul_ps(_mm512_mul_ps(dyv, xv), inv16);
-    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
-    const __m512d hi =
-        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1)));
-    _mm512_storeu_pd(dw_partial + i, _mm512_add_pd(_mm512_loadu_pd(dw_partial + i), lo));
-    _mm512_storeu_pd(dw_partial + i + 8, _mm512_add_pd(_mm512_loadu_pd(dw_partial + i + 8), hi));
-  }
-  return i;
-}
-
 }  // namespace
 
 void RmsNormBackwardRow(const float* w, const float* dy, const float* x, float inv, float coef,
                         int64_t n, float* dx, double* dw_partial) {
-  int64_t i = UseAvx512() ? RmsNormBackwardRowAvx512(w, dy, x, inv, coef, n, dx, dw_partial) : 0;
-  for (int64_t c = i; c < n; ++c) dx[c] += inv * w[c] * dy[c] - coef * x[c];
-  for (int64_t c = i; c < n && dw_partial != nullptr; ++c) dw_partial[c] += dy[c] * x[c] * inv;
+  if (MixedRowwiseRuns()) {
+    return RmsNormBackwardRowMixed(w, F32Array(dy), F32Array(x), inv, coef, n, F32Array(dx),
+                                   dw_partial);
+  }
+  for (int64_t c = 0; c < n; ++c) dx[c] += inv * w[c] * dy[c] - coef * x[c];
+  for (int64_t c = 0; c < n && dw_partial != nullptr; ++c) dw_partial[c] += dy[c] * x[c] * inv;
 }
 
 double SumOfProducts(const float* a, const float* b, const float* c, int64_t n) {
-  if (UseAvx512()) return SumOfProductsAvx512(a, b, c, n);
+  if (MixedRowwiseRuns()) {
+    return SumOfProductsMixed(F32Array(a), F32Array(b), F32Array(c), n);
+  }
   if (UseAvx2()) return SumOfProductsAvx2(a, b, c, n);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i] * c[i];
@@ -347,7 +254,9 @@ double ExpOfScaled(const float* x, float x_scale, float shift, int64_t n, float*
 }
 
 void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* out) {
-  if (UseAvx512()) return SwigluForwardAvx512(gate, up, n, out);
+  if (MixedRowwiseRuns()) {
+    return SwigluForwardMixed(F32Array(gate), F32Array(up), n, F32Array(out));
+  }
   if (UseAvx2()) return SwigluForwardAvx2(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
@@ -357,7 +266,10 @@ void SwigluForwardRange(const float* gate, const float* up, int64_t n, float* ou
 
 void SwigluBackwardRange(const float* gate, const float* up, const float* dout, int64_t n,
                          float* dgate, float* dup) {
-  if (UseAvx512()) return SwigluBackwardAvx512(gate, up, dout, n, dgate, dup);
+  if (MixedRowwiseRuns()) {
+    return SwigluBackwardMixed(F32Array(gate), F32Array(up), F32Array(dout), n, F32Array(dgate),
+                               F32Array(dup));
+  }
   if (UseAvx2()) return SwigluBackwardAvx2(gate, up, dout, n, dgate, dup);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

@@ -1,0 +1,120 @@
+// air_gemm_bench --rowwise: the row-wise and elementwise ops of a training step on FastOps, each
+// timed as one call over the step's activations (TOKENS x HIDDEN for the norms and residual
+// adds and LoRA's dropout of an adapter's input, TOKENS x MLP for SwiGLU, the conversions and
+// the sum of squares), the ops' windows
+// interleaved (bench_timing.h). With --cpu-clock on one thread the figures are the thread's CPU
+// time, which a busy machine does not inflate: before/after comparisons of these kernels.
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_timing.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/fast_ops.h"
+#include "engine/check.h"
+
+namespace air::bench {
+namespace {
+
+using namespace air::engine;
+
+// Views of the backend's memory, filled with values in [-1, 1), kept alive with the object.
+class Arrays {
+ public:
+  explicit Arrays(const Backend& backend) : backend_(backend) {}
+  View Allocate(DType dtype, Shape shape) {
+    View view;
+    auto buffer = backend_.AllocateView(dtype, shape, &view);
+    AIR_ENGINE_CHECK(buffer.ok(), "allocation failed");
+    buffers_.push_back(std::move(buffer).value());
+    return view;
+  }
+  View Random(DType dtype, Shape shape) {
+    const View view = Allocate(dtype, std::move(shape));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> host(static_cast<size_t>(view.numel()));
+    for (float& x : host) x = dist(rng_);
+    backend_.FromHostTensor(view, host.data());
+    return view;
+  }
+
+ private:
+  const Backend& backend_;
+  std::mt19937 rng_{0};
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+struct Op {
+  std::string name;
+  int64_t elements;
+  std::function<void()> run;
+};
+
+}  // namespace
+
+int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
+  long tokens = 1024, hidden = 512, mlp = 1344;
+  char type[8] = "bf16";
+  if (argc > 0 &&
+      (std::sscanf(argv[0], "%ld,%ld,%ld,%4[a-z0-9]", &tokens, &hidden, &mlp, type) != 4 ||
+       tokens <= 0 || hidden <= 0 || mlp <= 0 ||
+       (std::string(type) != "bf16" && std::string(type) != "f32"))) {
+    std::fprintf(stderr, "bad shape '%s': expected TOKENS,HIDDEN,MLP,bf16|f32\n", argv[0]);
+    return 2;
+  }
+  const DType dtype = std::string(type) == "bf16" ? DType::kBF16 : DType::kF32;
+  const FastOps ops(threads);
+  Arrays a(ops);
+  const View gate = a.Random(dtype, {tokens, mlp}), up = a.Random(dtype, {tokens, mlp});
+  const View out = a.Random(dtype, {tokens, mlp}), dgate = a.Random(dtype, {tokens, mlp});
+  const View dup = a.Random(dtype, {tokens, mlp});
+  const View x = a.Random(dtype, {tokens, hidden}), dy = a.Random(dtype, {tokens, hidden});
+  const View y = a.Random(dtype, {tokens, hidden}), dx = a.Random(dtype, {tokens, hidden});
+  const View w = a.Random(dtype, {hidden}), dw = a.Random(dtype, {hidden});
+  const View rstd = a.Random(DType::kF32, {tokens});
+  const View wide32 = a.Random(DType::kF32, {tokens, mlp}),
+             wide16 = a.Random(DType::kBF16, {tokens, mlp});
+  const View sum = a.Allocate(DType::kF64, {1});
+  const int64_t wide = tokens * mlp, narrow = tokens * hidden;
+  // LoRA's dropout (p 0.05) of one adapter's input x: drawn (Dropout), or its mask drawn once
+  // (DropoutMask) and applied to x and to the fp32 input gradient (ApplyDropoutMask).
+  const View bits = a.Allocate(DType::kU8, {(narrow + 7) / 8});
+  const View x_grad32 = a.Random(DType::kF32, {tokens, hidden}),
+             dx32 = a.Random(DType::kF32, {tokens, hidden});
+  ops.DropoutMask(narrow, 0.05f, 7, bits);
+  const std::vector<Op> measured = {
+      {"SwigluForward", wide, [&] { ops.SwigluForward(gate, up, out); }},
+      {"SwigluBackward", wide, [&] { ops.SwigluBackward(gate, up, out, dgate, dup); }},
+      {"AddInPlace", narrow, [&] { ops.AddInPlace(y, x); }},
+      {"RmsNormForward", narrow, [&] { ops.RmsNormForward(x, w, 1e-5f, y, rstd); }},
+      {"RmsNormBackward", narrow, [&] { ops.RmsNormBackward(x, w, rstd, dy, dx, dw); }},
+      {"SumOfSquares", wide, [&] { ops.SumOfSquares(gate, sum); }},
+      {"Convert f32->bf16", wide, [&] { ops.Convert(wide32, wide16); }},
+      {"Convert bf16->f32", wide, [&] { ops.Convert(wide16, wide32); }},
+      {"Dropout", narrow, [&] { ops.Dropout(x, 0.05f, 7, y); }},
+      {"Dropout f32 in place", narrow, [&] { ops.Dropout(x_grad32, 0.05f, 7, x_grad32); }},
+      {"DropoutMask", narrow, [&] { ops.DropoutMask(narrow, 0.05f, 7, bits); }},
+      {"ApplyDropoutMask", narrow, [&] { ops.ApplyDropoutMask(x, bits, 0.05f, 0.0f, y); }},
+      {"ApplyDropoutMask f32 +=", narrow,
+       [&] { ops.ApplyDropoutMask(x_grad32, bits, 0.05f, 1.0f, dx32); }},
+  };
+  std::vector<std::function<void()>> runs;
+  for (const Op& op : measured) runs.push_back(op.run);
+  // One "flop" per element: the rates are elements per second; each op's own count below.
+  const std::vector<double> rates = BestGflopsInterleaved(clock, 1.0, runs);
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const double per_second = rates[i] * 1e9 * static_cast<double>(measured[i].elements);
+    std::printf(
+        "{\"op\":\"%s\",\"dtype\":\"%s\",\"elements\":%lld,\"us\":%.1f,\"gelem_s\":%.2f,"
+        "\"kernels\":\"%s\"}\n",
+        measured[i].name.c_str(), type, static_cast<long long>(measured[i].elements),
+        1e6 * static_cast<double>(measured[i].elements) / per_second, per_second / 1e9,
+        CpuKernelsName(SelectedCpuKernels()));
+  }
+  return 0;
+}
+
+}  // namespace air::bench
