@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/backend/cpu/bf16_simd.h"
@@ -47,31 +48,6 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline __mmask8 Keep8
   return _mm512_cmpge_epu64_mask(_mm512_srli_epi64(z, 40), threshold);
 }
 
-// The 16-wide loop; returns how many elements it did (a multiple of 16).
-__attribute__((target("avx512f,avx512dq"))) int64_t DropoutAvx512(const float* x, float p,
-                                                                  float scale, uint64_t seed,
-                                                                  uint64_t first, int64_t n,
-                                                                  float* out) {
-  const __m512i threshold = _mm512_set1_epi64(static_cast<int64_t>(KeepThreshold(p)));
-  const __m512 scale16 = _mm512_set1_ps(scale);
-  // Lane j of the counter vector holds seed + (first + i + j + 1) * golden (mod 2^64).
-  const __m512i lanes = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  __m512i z =
-      _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(seed + (first + 1) * kGolden)),
-                       MulLo64(lanes, kGolden));
-  const __m512i step8 = _mm512_set1_epi64(static_cast<int64_t>(8 * kGolden));
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i z_high = _mm512_add_epi64(z, step8);
-    const __mmask16 keep =
-        static_cast<__mmask16>(static_cast<unsigned>(Keep8(z, threshold)) |
-                               (static_cast<unsigned>(Keep8(z_high, threshold)) << 8));
-    _mm512_storeu_ps(out + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), scale16));
-    z = _mm512_add_epi64(z_high, step8);
-  }
-  return i;
-}
-
 // The low 64 bits of a * c per lane from three 32 x 32 -> 64 products (AVX2 has no 64-bit
 // multiply).
 __attribute__((target("avx2"), always_inline)) inline __m256i MulLo64Avx2(__m256i a, uint64_t c) {
@@ -93,30 +69,7 @@ __attribute__((target("avx2"), always_inline)) inline int Keep4(__m256i z,
   return _mm256_movemask_pd(_mm256_castsi256_pd(keep));
 }
 
-// The 8-wide loop for AVX2 CPUs; returns how many elements it did (a multiple of 8).
-__attribute__((target("avx2"))) int64_t DropoutAvx2(const float* x, float p, float scale,
-                                                    uint64_t seed, uint64_t first, int64_t n,
-                                                    float* out) {
-  const __m256i threshold_minus_1 = _mm256_set1_epi64x(static_cast<int64_t>(KeepThreshold(p)) - 1);
-  const __m256 scale8 = _mm256_set1_ps(scale);
-  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-  __m256i z =
-      _mm256_add_epi64(_mm256_set1_epi64x(static_cast<int64_t>(seed + (first + 1) * kGolden)),
-                       MulLo64Avx2(_mm256_setr_epi64x(0, 1, 2, 3), kGolden));
-  const __m256i step4 = _mm256_set1_epi64x(static_cast<int64_t>(4 * kGolden));
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i z_high = _mm256_add_epi64(z, step4);
-    const int bits = Keep4(z, threshold_minus_1) | (Keep4(z_high, threshold_minus_1) << 4);
-    const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(bits), bit_of_lane);
-    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
-    _mm256_storeu_ps(out + i, _mm256_and_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale8), keep));
-    z = _mm256_add_epi64(z_high, step4);
-  }
-  return i;
-}
-
-// DropoutMaskRange's 16-wide loop: two bytes of bits per 16 elements (first % 8 == 0).
+// DropoutMaskRange's 16-wide loop: two bytes of bits per 16 elements.
 __attribute__((target("avx512f,avx512dq"))) int64_t DropoutMaskAvx512(float p, uint64_t seed,
                                                                       uint64_t first, int64_t n,
                                                                       uint8_t* bits) {
@@ -271,16 +224,13 @@ void ApplyDropoutMaskRange(const float* x, const uint8_t* bits, float scale, boo
 
 void DropoutRange(const float* x, float p, float scale, uint64_t seed, uint64_t first, int64_t n,
                   float* out) {
-  // Every AVX-512 CPU but the Xeon Phi has AVX512DQ's vpmullq.
-  static const bool dq = __builtin_cpu_supports("avx512dq");
-  int64_t i = 0;
-  if (UseAvx512() && dq) {
-    i = DropoutAvx512(x, p, scale, seed, first, n, out);
-  } else if (UseAvx2()) {
-    i = DropoutAvx2(x, p, scale, seed, first, n, out);
-  }
-  for (; i < n; ++i) {
-    out[i] = DropoutUniform(seed, first + static_cast<uint64_t>(i)) >= p ? x[i] * scale : 0.0f;
+  // The mask of a block as bits, then applied: one vector loop for both ops.
+  constexpr int64_t kBlock = 1024;
+  uint8_t bits[kBlock / 8];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t count = std::min(kBlock, n - i);
+    DropoutMaskRange(p, seed, first + static_cast<uint64_t>(i), count, bits);
+    ApplyDropoutMaskRange(x + i, bits, scale, false, count, out + i);
   }
 }
 

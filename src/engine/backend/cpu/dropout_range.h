@@ -20,7 +20,8 @@ void DropoutRange(const float* x, float p, float scale, uint64_t seed, uint64_t 
                   float* out);
 
 // The same mask as bits: bit i % 8 of bits[i / 8] set when element `first + i` is kept, for
-// i < n; the bits of the last byte past n clear. first must be a multiple of 8.
+// i < n; the bits of the last byte past n clear. (DropoutRange is this and ApplyDropoutMaskRange,
+// block by block.)
 void DropoutMaskRange(float p, uint64_t seed, uint64_t first, int64_t n, uint8_t* bits);
 
 // out[i] = (accumulate ? out[i] : 0) + (bit i % 8 of bits[i / 8] ? x[i] * scale : 0), i < n: the

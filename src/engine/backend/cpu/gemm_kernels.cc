@@ -213,6 +213,23 @@ StoreAccBf16Avx512(const __m512 (&acc)[kMR][2], const TileOut& out, const Bf16Ti
   }
 }
 
+// The C rows a bf16 kernel's store reads (partial sums, or beta * C), fetched while the tile
+// computes: `lines` 64-byte lines of each fp32 row, one of each BF16 row.
+inline void PrefetchTileC(int64_t rows, int lines, const TileOut& out,
+                          const Bf16TileOut* round_to) {
+  const bool reads_f32 = !out.first_slice || (round_to == nullptr && out.beta != 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (reads_f32) {
+      for (int line = 0; line < lines; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc + 16 * line), _MM_HINT_T0);
+      }
+    }
+    if (round_to != nullptr && out.beta != 0.0f) {
+      _mm_prefetch(reinterpret_cast<const char*>(round_to->c + r * round_to->ldc), _MM_HINT_T0);
+    }
+  }
+}
+
 // acc (8, 32) = sum_q A pairs (8 rows) . bp[q] (32 pairs): per step, two vectors of B pairs
 // and each row's A pair broadcast; vdpbf16ps adds both products of a pair into its fp32 lane.
 // The pad step of an odd kc reads only the low half of each row's word.
@@ -227,17 +244,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKe
     acc[r][1] = _mm512_setzero_ps();
     row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
   }
-  // The C rows the store reads (partial sums, or beta * C), fetched while the tile computes.
-  const bool reads_f32 = !out.first_slice || (round_to == nullptr && out.beta != 0.0f);
-  for (int r = 0; r < a.rows; ++r) {
-    if (reads_f32) {
-      _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc + 16), _MM_HINT_T0);
-    }
-    if (round_to != nullptr && out.beta != 0.0f) {
-      _mm_prefetch(reinterpret_cast<const char*>(round_to->c + r * round_to->ldc), _MM_HINT_T0);
-    }
-  }
+  PrefetchTileC(a.rows, 2, out, round_to);
   const int64_t full_steps = kc / 2;
   const uint32_t* b = b_panel;
   int64_t offset = 0;
@@ -282,13 +289,7 @@ MicroKernelAvx512Bf16Narrow(int64_t kc, const Bf16Rows& a, const uint32_t* b_pan
     acc[r] = _mm512_setzero_ps();
     row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
   }
-  const bool reads_f32 = !out.first_slice || (round_to == nullptr && out.beta != 0.0f);
-  for (int r = 0; r < a.rows; ++r) {
-    if (reads_f32) _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
-    if (round_to != nullptr && out.beta != 0.0f) {
-      _mm_prefetch(reinterpret_cast<const char*>(round_to->c + r * round_to->ldc), _MM_HINT_T0);
-    }
-  }
+  PrefetchTileC(a.rows, 1, out, round_to);
   const int64_t full_steps = kc / 2;
   const uint32_t* b = b_panel;
   int64_t offset = 0;
