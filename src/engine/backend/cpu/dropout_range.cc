@@ -122,16 +122,21 @@ __attribute__((target("avx512f"))) int64_t ApplyMaskAvx512(const float* x, const
   return i;
 }
 
+// Lane j all ones where bit j of `byte` is set (AVX2 has no mask registers).
+__attribute__((target("avx2"), always_inline)) inline __m256 KeepLanes8(uint8_t byte) {
+  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(byte), bit_of_lane);
+  return _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
+}
+
 // ApplyDropoutMaskRange 8 at a time with AVX2: the byte spread over the lanes.
 __attribute__((target("avx2"))) int64_t ApplyMaskAvx2(const float* x, const uint8_t* bits,
                                                       float scale, bool accumulate, int64_t n,
                                                       float* out) {
   const __m256 scale8 = _mm256_set1_ps(scale);
-  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(bits[i / 8]), bit_of_lane);
-    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
+    const __m256 keep = KeepLanes8(bits[i / 8]);
     __m256 v = _mm256_and_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale8), keep);
     if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
     _mm256_storeu_ps(out + i, v);
@@ -160,11 +165,9 @@ __attribute__((target("avx512f"))) int64_t ApplyMaskBf16Avx512(const uint16_t* x
 __attribute__((target("avx2"))) int64_t ApplyMaskBf16Avx2(const uint16_t* x, const uint8_t* bits,
                                                           float scale, int64_t n, uint16_t* out) {
   const __m256 scale8 = _mm256_set1_ps(scale);
-  const __m256i bit_of_lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i lanes = _mm256_and_si256(_mm256_set1_epi32(bits[i / 8]), bit_of_lane);
-    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, bit_of_lane));
+    const __m256 keep = KeepLanes8(bits[i / 8]);
     const __m256i in =
         _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     const __m256 v = _mm256_and_ps(_mm256_mul_ps(WidenBf16x8(in), scale8), keep);

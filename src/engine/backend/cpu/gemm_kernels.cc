@@ -230,48 +230,54 @@ inline void PrefetchTileC(int64_t rows, int lines, const TileOut& out,
   }
 }
 
-// acc (8, 32) = sum_q A pairs (8 rows) . bp[q] (32 pairs): per step, two vectors of B pairs
-// and each row's A pair broadcast; vdpbf16ps adds both products of a pair into its fp32 lane.
-// The pad step of an odd kc reads only the low half of each row's word.
+// acc (kRows, 16 * kVectors) = sum_q A pairs (kRows rows) . bp[q] (16 * kVectors pairs), kc K
+// steps: per step the vectors of B pairs and each row's A pair broadcast; vdpbf16ps adds both
+// products of a pair into its fp32 lane, so every element gets its sums in K order whatever the
+// tile. The pad step of an odd kc reads only the low half of each row's word; rows past a.rows
+// read row 0 (never stored).
+template <int kRows, int kVectors>
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"), always_inline)) inline void
+AccumulatePairs(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
+                __m512 (&acc)[kRows][kVectors]) {
+  const char* row[kRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
+    row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
+  }
+  const int64_t full_steps = kc / 2;
+  const uint32_t* b = b_panel;
+  int64_t offset = 0;
+  for (int64_t q = 0; q < full_steps; ++q, b += 16 * kVectors, offset += a.step_bytes) {
+    __m512bh bv[kVectors];
+    for (int v = 0; v < kVectors; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, row[r] + offset, sizeof pair);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(pair);
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bv[v]);
+    }
+  }
+  if (kc % 2 == 0) return;
+  __m512bh bv[kVectors];  // the pad step: each row's low half alone
+  for (int v = 0; v < kVectors; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    uint16_t low;
+    std::memcpy(&low, row[r] + offset, sizeof low);
+    const __m512bh ar = (__m512bh)_mm512_set1_epi32(low);
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bv[v]);
+  }
+}
+
+// The 8 x 32 tile: AccumulatePairs, then the fp32 or rounding store.
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKernelAvx512Bf16(
     int64_t kc, const Bf16Rows& a, const uint32_t* b_panel, const TileOut& out,
     const Bf16TileOut* round_to) {
   __m512 acc[kMR][2];
-  const char* row[kMR];
-#pragma GCC unroll 8
-  for (int r = 0; r < kMR; ++r) {
-    acc[r][0] = _mm512_setzero_ps();
-    acc[r][1] = _mm512_setzero_ps();
-    row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
-  }
   PrefetchTileC(a.rows, 2, out, round_to);
-  const int64_t full_steps = kc / 2;
-  const uint32_t* b = b_panel;
-  int64_t offset = 0;
-  for (int64_t q = 0; q < full_steps; ++q, b += kNR, offset += a.step_bytes) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
-    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < kMR; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, row[r] + offset, sizeof pair);
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(pair);
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
-    }
-  }
-  if (kc % 2 != 0) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
-    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < kMR; ++r) {
-      uint16_t low;
-      std::memcpy(&low, row[r] + offset, sizeof low);
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(low);
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
-    }
-  }
+  AccumulatePairs<kMR, 2>(kc, a, b_panel, acc);
   if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
   StoreAccAvx512(acc, out);
 }
@@ -282,39 +288,13 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void
 MicroKernelAvx512Bf16Narrow(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
                             const TileOut& out, const Bf16TileOut* round_to) {
   constexpr int kRows = static_cast<int>(kBf16NarrowMR);
-  __m512 acc[kRows];
-  const char* row[kRows];
-#pragma GCC unroll 16
-  for (int r = 0; r < kRows; ++r) {
-    acc[r] = _mm512_setzero_ps();
-    row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
-  }
+  __m512 acc[kRows][1];
   PrefetchTileC(a.rows, 1, out, round_to);
-  const int64_t full_steps = kc / 2;
-  const uint32_t* b = b_panel;
-  int64_t offset = 0;
-  for (int64_t q = 0; q < full_steps; ++q, b += kBf16NarrowNR, offset += a.step_bytes) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
-#pragma GCC unroll 16
-    for (int r = 0; r < kRows; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, row[r] + offset, sizeof pair);
-      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(pair), b0);
-    }
-  }
-  if (kc % 2 != 0) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
-#pragma GCC unroll 16
-    for (int r = 0; r < kRows; ++r) {
-      uint16_t low;
-      std::memcpy(&low, row[r] + offset, sizeof low);
-      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(low), b0);
-    }
-  }
+  AccumulatePairs<kRows, 1>(kc, a, b_panel, acc);
   const __mmask16 mask = static_cast<__mmask16>((1u << out.nr) - 1u);
   const __m512 beta = _mm512_set1_ps(out.beta);
   for (int r = 0; r < out.mr; ++r) {
-    __m512 v = acc[r];
+    __m512 v = acc[r][0];
     if (!out.first_slice) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.c + r * out.ldc));
     if (round_to != nullptr) {  // StoreAccBf16Avx512's order
       uint16_t* c16 = round_to->c + r * round_to->ldc;
