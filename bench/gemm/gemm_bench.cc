@@ -3,8 +3,9 @@
 //
 //   air_gemm_bench THREADS M,N,K,TRANS_A,TRANS_B [...]
 //       fp32: FastOps::Gemm -> {"shape", "gflops", "kernels"}
-//   air_gemm_bench --bf16 THREADS M,N,K,TRANS_A,TRANS_B,C,BETA [...]    (C: bf16 or f32)
-//       A and B bf16: the bf16 GEMM on each path measured (onednn, avx512bf16, avx512 and the
+//   air_gemm_bench --bf16 THREADS M,N,K,TRANS_A,TRANS_B,C,BETA[,A,B] [...]  (each bf16 or f32;
+//       A and B bf16 unless given: LoRA's products have an fp32 side)
+//       the bf16 GEMM on each path measured (onednn, avx512bf16, avx512 and the
 //       kernel level's where this CPU runs them, and the one gemm_path.h chooses:
 //       AIR_CPU_PATH forces it) and, for the ratio, air's fp32 FastGemm on the same values,
 //       each C = op(A) op(B) + BETA * C, their windows interleaved
@@ -21,7 +22,10 @@
 //       (rowwise_bench.cc; default 1024,512,1344,bf16: bench/train_step's 4 x 512 step)
 // Each figure is the best of three 0.25 s windows after a warm-up call (other load on the
 // machine only ever slows a window down); --cpu-clock (one thread only) times the windows in
-// the thread's CPU time instead of the wall clock, for a machine that other work keeps busy.
+// the thread's CPU time instead of the wall clock, for a machine that other work keeps busy;
+// --cold empties the caches before each timed call (bench_timing.h), as the operands of a
+// call inside a training step are: LoRA's rank-16 products run at less than half their warm
+// speed there.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -55,21 +59,28 @@ struct Shape {
   int ta, tb;
   bool c_bf16;
   float beta;
+  bool a_bf16 = true, b_bf16 = true;  // with_c's optional ,A,B operand types (LoRA's fp32 sides)
 };
 
-// M,N,K,TRANS_A,TRANS_B, and with_c: ,C,BETA (C bf16 or f32).
+// M,N,K,TRANS_A,TRANS_B, and with_c: ,C,BETA[,A,B] (each bf16 or f32; A and B default bf16).
 bool ParseShape(const char* text, bool with_c, Shape& s) {
-  char c_type[8] = "";
+  char c_type[8] = "", a_type[8] = "bf16", b_type[8] = "bf16";
   s.beta = 0.0f;
-  const int fields = with_c
-                         ? std::sscanf(text, "%ld,%ld,%ld,%d,%d,%4[a-z0-9],%f", &s.m, &s.n, &s.k,
-                                       &s.ta, &s.tb, c_type, &s.beta)
-                         : std::sscanf(text, "%ld,%ld,%ld,%d,%d", &s.m, &s.n, &s.k, &s.ta, &s.tb);
+  const int fields =
+      with_c ? std::sscanf(text, "%ld,%ld,%ld,%d,%d,%4[a-z0-9],%f,%4[a-z0-9],%4[a-z0-9]", &s.m,
+                           &s.n, &s.k, &s.ta, &s.tb, c_type, &s.beta, a_type, b_type)
+             : std::sscanf(text, "%ld,%ld,%ld,%d,%d", &s.m, &s.n, &s.k, &s.ta, &s.tb);
+  const auto is_type = [](const char* t) {
+    return std::strcmp(t, "bf16") == 0 || std::strcmp(t, "f32") == 0;
+  };
   s.c_bf16 = std::strcmp(c_type, "bf16") == 0;
-  const bool c_ok = !with_c || s.c_bf16 || std::strcmp(c_type, "f32") == 0;
-  if (fields == (with_c ? 7 : 5) && c_ok && s.m > 0 && s.n > 0 && s.k > 0) return true;
+  s.a_bf16 = std::strcmp(a_type, "bf16") == 0;
+  s.b_bf16 = std::strcmp(b_type, "bf16") == 0;
+  const bool types_ok = !with_c || (is_type(c_type) && is_type(a_type) && is_type(b_type));
+  const bool count_ok = with_c ? (fields == 7 || fields == 9) : fields == 5;
+  if (count_ok && types_ok && s.m > 0 && s.n > 0 && s.k > 0) return true;
   std::fprintf(stderr, "bad shape '%s': expected M,N,K,TRANS_A,TRANS_B%s\n", text,
-               with_c ? ",bf16|f32,BETA" : "");
+               with_c ? ",bf16|f32,BETA[,bf16|f32,bf16|f32]" : "");
   return false;
 }
 
@@ -141,7 +152,10 @@ int Bf16(const Clock& clock, int threads, int argc, char** argv) {
     std::vector<float> c32(static_cast<size_t>(s.m * s.n));
     std::vector<uint16_t> c16(c32.size());
     const long lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-    const GemmOperand ga{a.data(), true, lda, s.ta != 0}, gb{b.data(), true, ldb, s.tb != 0};
+    const GemmOperand ga{s.a_bf16 ? static_cast<const void*>(a.data()) : a32.data(), s.a_bf16, lda,
+                         s.ta != 0};
+    const GemmOperand gb{s.b_bf16 ? static_cast<const void*>(b.data()) : b32.data(), s.b_bf16, ldb,
+                         s.tb != 0};
     const GemmResult gc{s.c_bf16 ? static_cast<void*>(c16.data()) : c32.data(), s.c_bf16, s.n};
     // Every path, then air's fp32 GEMM on the same values, window by window in turn.
     std::vector<std::function<void()>> runs;
@@ -244,10 +258,13 @@ int Peak(const Clock& clock, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool cpu_clock = argc > 1 && std::string(argv[1]) == "--cpu-clock";
-  const int shift = cpu_clock ? 1 : 0;
-  argc -= shift;
-  argv += shift;
+  bool cpu_clock = false, cold = false;  // leading options, in either order
+  while (argc > 1 && (std::string(argv[1]) == "--cpu-clock" || std::string(argv[1]) == "--cold")) {
+    (std::string(argv[1]) == "--cold" ? cold : cpu_clock) = true;
+    argv[1] = argv[0];
+    --argc;
+    ++argv;
+  }
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool rowwise = mode == "--rowwise";
   const int first =
@@ -255,11 +272,13 @@ int main(int argc, char** argv) {
   if (argc <= first || (mode != "--peak" && !rowwise && argc <= first + 1)) {
     std::fprintf(
         stderr,
-        "usage: %s [--cpu-clock] THREADS M,N,K,TRANS_A,TRANS_B [...]\n"
-        "       %s [--cpu-clock] --bf16 THREADS M,N,K,TRANS_A,TRANS_B,bf16|f32,BETA [...]\n"
-        "       %s [--cpu-clock] --peak THREADS\n"
-        "       %s [--cpu-clock] --attention THREADS B,T,HQ,HKV,D[,bf16|f32[,WINDOW]] [...]\n"
-        "       %s [--cpu-clock] --rowwise THREADS [TOKENS,HIDDEN,MLP,bf16|f32]\n",
+        "usage: %s [OPTIONS] THREADS M,N,K,TRANS_A,TRANS_B [...]\n"
+        "       %s [OPTIONS] --bf16 THREADS M,N,K,TRANS_A,TRANS_B,bf16|f32,BETA[,A,B] [...]\n"
+        "       %s [OPTIONS] --peak THREADS\n"
+        "       %s [OPTIONS] --attention THREADS B,T,HQ,HKV,D[,bf16|f32[,WINDOW]] [...]\n"
+        "       %s [OPTIONS] --rowwise THREADS [TOKENS,HIDDEN,MLP,bf16|f32]\n"
+        "OPTIONS: --cpu-clock (THREADS 1: the thread's CPU time), --cold (caches emptied "
+        "before each call)\n",
         argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
@@ -269,7 +288,7 @@ int main(int argc, char** argv) {
                  argv[first]);
     return 2;
   }
-  const Clock clock{cpu_clock};
+  const Clock clock{cpu_clock, cold};
   if (mode == "--peak") return Peak(clock, threads);
   if (mode == "--attention") {
     return air::bench::AttentionMode(clock, threads, argc - first - 1, argv + first + 1);
