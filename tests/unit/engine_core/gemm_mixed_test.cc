@@ -225,6 +225,7 @@ std::vector<Case> Cases() {
       {9, 4129, 20},    // ragged micro-tiles in both directions across a block edge
       {300, 33, 64},    // many row tiles, one column tile
       {1030, 16, 517},  // at most 16 columns (avx512bf16's 16 x 16 tile), many row tiles
+      {530, 600, 16},   // shallow (LoRA's rank-r update): C tiles as wide as C, many row tiles
       {45, 7, 4099},    // the same ragged, over several pair slices (a BF16 C staged)
       {20, 37, 4099}};  // several pair slices (a BF16 C staged), odd K
   std::vector<Case> cases;

@@ -24,7 +24,7 @@ int64_t GemmRowTile(const BlockedGemmShape& g, int threads) {
   int64_t mc = kGemmMC / g.mr * g.mr;
   if (threads == 0) return mc;
   const int64_t rows = std::min(g.m, g.row_block);
-  const int64_t col_tiles = CeilDiv(std::min(g.n, kGemmNBlock), kGemmNC);
+  const int64_t col_tiles = CeilDiv(std::min(g.n, kGemmNBlock), GemmColTile(g));
   int64_t best_rows = -1;
   for (int64_t tile = kGemmMC; tile >= kGemmMC / 4; tile /= 2) {
     const int64_t candidate = tile / g.mr * g.mr;

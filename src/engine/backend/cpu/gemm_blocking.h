@@ -42,6 +42,15 @@ struct BlockedGemmShape {
   int64_t row_block;   // rows of C per pass over K: m, or fewer to bound a staging block
 };
 
+// The column tile: kGemmNC, or for a shallow product (K at most kGemmShallowK: LoRA's
+// rank-r updates) the whole block of kGemmNBlock columns, whose B panels are a few KiB. Such a
+// product writes far more C than it computes, and a tile as wide as C's rows writes each row
+// in one run, which the memory system takes faster than runs of kGemmNC columns a row apart.
+inline constexpr int64_t kGemmShallowK = 64;
+inline int64_t GemmColTile(const BlockedGemmShape& shape) {
+  return shape.k <= kGemmShallowK ? kGemmNBlock : kGemmNC;
+}
+
 // The row tile for `threads` threads (see gemm_blocking.cc); 0 threads: the serial one.
 int64_t GemmRowTile(const BlockedGemmShape& shape, int threads);
 
@@ -91,7 +100,8 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
   std::vector<int64_t> packed_rows(static_cast<size_t>(threads), -1);
   for (int64_t jc = 0; jc < g.n; jc += kGemmNBlock) {
     const int64_t nc = std::min(kGemmNBlock, g.n - jc);
-    const int64_t b_count = ceil_div(nc, nr), col_tiles = ceil_div(nc, kGemmNC);
+    const int64_t nc_tile = GemmColTile(g);
+    const int64_t b_count = ceil_div(nc, nr), col_tiles = ceil_div(nc, nc_tile);
     for (int64_t ic = 0; ic < g.m; ic += g.row_block) {
       const int64_t m_end = std::min(g.m, ic + g.row_block);
       const int64_t row_tiles = ceil_div(m_end - ic, mc);
@@ -107,8 +117,8 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
           Word* packed_a = kPackA ? packed_a_buffers[static_cast<size_t>(thread)].data() : nullptr;
           int64_t& held = packed_rows[static_cast<size_t>(thread)];
           for (int64_t t = begin; t < end; ++t) {
-            const int64_t i0 = ic + (t / col_tiles) * mc, j0 = (t % col_tiles) * kGemmNC;
-            const int64_t i_end = std::min(m_end, i0 + mc), j_end = std::min(nc, j0 + kGemmNC);
+            const int64_t i0 = ic + (t / col_tiles) * mc, j0 = (t % col_tiles) * nc_tile;
+            const int64_t i_end = std::min(m_end, i0 + mc), j_end = std::min(nc, j0 + nc_tile);
             if (kPackA && held != i0) {
               pack_a(i0, i_end - i0, p0, kc, packed_a);
               held = i0;
