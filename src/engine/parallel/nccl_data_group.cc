@@ -199,6 +199,9 @@ class NcclGroup : public DataGroup {
   // The watchdog: collectives past their deadline, or an asynchronous NCCL error, break the
   // group and abort the communicator (which releases every stream waiting on it).
   void Watch() {
+    // This thread's CUDA calls (the events it queries, NCCL's abort) on the rank's GPU, not on
+    // GPU 0, where a thread that never chose a device would open a context of its own.
+    cudaSetDevice(compute_.device().index);
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(50));

@@ -59,15 +59,33 @@ const Probe& ProbeDevices() {
   return probe;
 }
 
+// Makes GPU `index` current on the calling thread (once per thread and GPU).
+void MakeCurrent(int index) {
+  if (current_device == index) return;
+  AIR_CUDA_CHECK(cudaSetDevice(index));
+  current_device = index;
+}
+
+// An event of GPU `index`'s stream. Other threads wait on it too (the NCCL watchdog, the
+// collectives' waiters): each call makes its GPU current first, for a thread that never chose one
+// would otherwise open a context on GPU 0 (hundreds of MiB there, from every rank of the node).
 class CudaEvent : public Event {
  public:
-  explicit CudaEvent(cudaStream_t stream) {
+  CudaEvent(int index, cudaStream_t stream) : index_(index) {
+    MakeCurrent(index_);
     AIR_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     AIR_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
-  ~CudaEvent() override { cudaEventDestroy(event_); }
-  void Synchronize() const override { AIR_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  ~CudaEvent() override {
+    MakeCurrent(index_);
+    cudaEventDestroy(event_);
+  }
+  void Synchronize() const override {
+    MakeCurrent(index_);
+    AIR_CUDA_CHECK(cudaEventSynchronize(event_));
+  }
   bool Done() const override {
+    MakeCurrent(index_);
     const cudaError_t state = cudaEventQuery(event_);
     if (state == cudaErrorNotReady) return false;
     AIR_CUDA_CHECK(state);
@@ -76,6 +94,7 @@ class CudaEvent : public Event {
   cudaEvent_t get() const { return event_; }
 
  private:
+  int index_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -199,11 +218,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::Activate() const {
-  if (current_device == index_) return;
-  AIR_CUDA_CHECK(cudaSetDevice(index_));
-  current_device = index_;
-}
+void CudaBackend::Activate() const { MakeCurrent(index_); }
 
 bool CudaBackend::Supports(OpKind, DType dtype) const {
   return dtype == DType::kF32 || dtype == DType::kBF16;
@@ -341,7 +356,7 @@ void CudaBackend::Zero(const View& dst) const {
 
 std::unique_ptr<Event> CudaBackend::RecordEvent() const {
   Activate();
-  return std::make_unique<CudaEvent>(stream_);
+  return std::make_unique<CudaEvent>(index_, stream_);
 }
 
 void CudaBackend::WaitEvent(const Event& event) const {
