@@ -282,7 +282,10 @@ Result<std::unique_ptr<HostBuffer>> CudaBackend::AllocateHost(size_t bytes) cons
   return std::make_unique<HostBuffer>(this, data, bytes);
 }
 
-void CudaBackend::FreeHost(void* data, size_t) const { AIR_CUDA_CHECK(cudaFreeHost(data)); }
+void CudaBackend::FreeHost(void* data, size_t) const {
+  Activate();  // a HostBuffer may die on another thread (the staged group's communication one)
+  AIR_CUDA_CHECK(cudaFreeHost(data));
+}
 
 void CudaBackend::CopyToDevice(const View& dst, const void* src) const {
   if (dst.bytes() == 0) return;
