@@ -75,11 +75,10 @@ uint64_t LoraLinear::Seed(const LinearPass& pass) const {
 
 bool LoraLinear::Drops(const LinearPass& pass) const { return pass.training && dropout_ > 0.0f; }
 
-View LoraLinear::DroppedInput(const Backend& ops, const View& x,
-                              const LoraScratch::Views& s) const {
-  const View xd = s.input.Slice(0, x.numel()).Reshaped(x.shape());
-  ops.ApplyDropoutMask(x, MaskOf(x, s), dropout_, 0.0f, xd);
-  return xd;
+LoraDropout LoraLinear::DropoutOf(const LinearPass& pass, const View& x,
+                                  const LoraScratch::Views& s) const {
+  if (!Drops(pass)) return {};
+  return {MaskOf(x, s), dropout_, s.input.Slice(0, x.numel())};
 }
 
 View LoraLinear::MaskOf(const View& x, const LoraScratch::Views& s) {
@@ -87,23 +86,34 @@ View LoraLinear::MaskOf(const View& x, const LoraScratch::Views& s) {
 }
 
 void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
-                       const View& x, const View& u, const View& y) {
-  // u (N, r) = scaling * x (N, in) @ A (r, in)^T
-  ops.Gemm(false, true, rows, f.r, f.in, x, f.in, f.a, f.in, 0.0f, u, f.r);
+                       const View& x, const LoraDropout& drop, const View& u, const View& y) {
+  // u (N, r) = scaling * xd (N, in) @ A (r, in)^T
+  if (drop.bits.empty()) {
+    ops.Gemm(false, true, rows, f.r, f.in, x, f.in, f.a, f.in, 0.0f, u, f.r);
+  } else {
+    ops.GemmDropped(false, false, true, rows, f.r, f.in, x, f.in, f.a, f.in, 0.0f, u, f.r,
+                    drop.bits, drop.p, drop.scratch);
+  }
   if (scaling != 1.0f) ops.Scale(u, scaling);
   // y (N, out) += u (N, r) @ B (out, r)^T
   ops.Gemm(false, true, rows, f.out, f.r, u, f.r, f.b, f.r, 1.0f, y, f.out);
 }
 
 void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
-                        const View& x, const View& dy, const View& u, const View& du) {
+                        const View& x, const LoraDropout& drop, const View& dy, const View& u,
+                        const View& du) {
   // dB (out, r) += dy (N, out)^T @ u (N, r)   (u already carries the scaling)
   ops.Gemm(true, false, f.out, f.r, rows, dy, f.out, u, f.r, 1.0f, f.b_grad, f.r);
   // du (N, r) = scaling * dy (N, out) @ B (out, r)
   ops.Gemm(false, false, rows, f.r, f.out, dy, f.out, f.b, f.r, 0.0f, du, f.r);
   if (scaling != 1.0f) ops.Scale(du, scaling);
-  // dA (r, in) += du (N, r)^T @ x (N, in)
-  ops.Gemm(true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in);
+  // dA (r, in) += du (N, r)^T @ xd (N, in)
+  if (drop.bits.empty()) {
+    ops.Gemm(true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in);
+  } else {
+    ops.GemmDropped(true, true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in,
+                    drop.bits, drop.p, drop.scratch);
+  }
 }
 
 void LoraLinear::Forward(const Backend& ops, const LinearPass& pass, const View& x, const View& y) {
@@ -112,10 +122,9 @@ void LoraLinear::Forward(const Backend& ops, const LinearPass& pass, const View&
   const int64_t rows = x.numel() / f.in;
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), pass.training);
   if (s.u.empty()) return;  // out of memory: recorded in the scratch's status
-  if (!Drops(pass)) return LoraBranchForward(ops, f, scaling_, rows, x, s.u, y);
   // The mask drawn once; the backward applies it again (lora_linear.h).
-  ops.DropoutMask(x.numel(), dropout_, Seed(pass), MaskOf(x, s));
-  LoraBranchForward(ops, f, scaling_, rows, DroppedInput(ops, x, s), s.u, y);
+  if (Drops(pass)) ops.DropoutMask(x.numel(), dropout_, Seed(pass), MaskOf(x, s));
+  LoraBranchForward(ops, f, scaling_, rows, x, DropoutOf(pass, x, s), s.u, y);
 }
 
 void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& dy,
@@ -127,7 +136,7 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
   if (s.u.empty()) return;
   const bool drops = Drops(pass);
   // The forward's mask applied to x again.
-  LoraBranchBackward(ops, f, scaling_, rows, drops ? DroppedInput(ops, x, s) : x, dy, s.u, s.du);
+  LoraBranchBackward(ops, f, scaling_, rows, x, DropoutOf(pass, x, s), dy, s.u, s.du);
   if (dx.empty()) return;
   if (!drops) {
     // dx (N, in) += du (N, r) @ A (r, in)

@@ -17,8 +17,9 @@
 //
 // The dropout mask is drawn once per training forward (Ops::DropoutMask, from a counter-based
 // stream seeded by the forward's LinearPass seed and this adapter's index) and kept as bits, one
-// per input element; the backward applies those bits to x again (dA's input) and to the input
-// gradient (Ops::ApplyDropoutMask, accumulated into dx) instead of drawing the mask twice more. A
+// per input element. The two products that read xd take x through those bits (Ops::GemmDropped:
+// a fusing backend never writes xd out), and the backward applies them to the input gradient
+// (Ops::ApplyDropoutMask, accumulated into dx) instead of drawing the mask twice more. A
 // recomputed layer (activation checkpointing) draws the same bits again; a resumed run repeats
 // them.
 //
@@ -94,14 +95,23 @@ struct LoraFactors {
   int64_t r = 0, in = 0, out = 0;
 };
 
-// The branch over `rows` rows of x (dropout, if any, already applied):
-// u (rows, r) = scaling * x A^T (written); y (rows, out) += u B^T.
+// The dropout of the branch's input: x's kept mask (empty: none), its p, and where a backend
+// that does not fuse GemmDropped writes dropout(x) (x's dtype, at least x's size).
+struct LoraDropout {
+  View bits;
+  float p = 0.0f;
+  View scratch;
+};
+
+// The branch over `rows` rows of x, xd = dropout(x) as `drop` says:
+// u (rows, r) = scaling * xd A^T (written); y (rows, out) += u B^T.
 void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
-                       const View& x, const View& u, const View& y);
-// Given the forward's x and u: dB += dy^T u; du (rows, r) = scaling * dy B (written);
-// dA += du^T x. The caller adds du A into dx (as its dropout requires).
+                       const View& x, const LoraDropout& drop, const View& u, const View& y);
+// Given the forward's x, drop and u: dB += dy^T u; du (rows, r) = scaling * dy B (written);
+// dA += du^T xd. The caller adds du A into dx (as its dropout requires).
 void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
-                        const View& x, const View& dy, const View& u, const View& du);
+                        const View& x, const LoraDropout& drop, const View& dy, const View& u,
+                        const View& du);
 
 class LoraLinear final : public LinearAdapter {
  public:
@@ -123,8 +133,8 @@ class LoraLinear final : public LinearAdapter {
   uint64_t Seed(const LinearPass& pass) const;
   // Whether this pass drops (training with dropout).
   bool Drops(const LinearPass& pass) const;
-  // dropout(x) written into s.input with the mask kept in s.mask.
-  View DroppedInput(const Backend& ops, const View& x, const LoraScratch::Views& s) const;
+  // x's dropout in this pass: its kept mask in s.mask (none unless Drops(pass)).
+  LoraDropout DropoutOf(const LinearPass& pass, const View& x, const LoraScratch::Views& s) const;
   // The bytes of s.mask that x's elements use.
   static View MaskOf(const View& x, const LoraScratch::Views& s);
 

@@ -59,6 +59,8 @@ const char* OpName(OpKind op) {
       return "DropoutMask";
     case OpKind::kApplyDropoutMask:
       return "ApplyDropoutMask";
+    case OpKind::kGemmDropped:
+      return "GemmDropped";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

@@ -81,6 +81,7 @@ enum class OpKind {
   kDropout,
   kDropoutMask,
   kApplyDropoutMask,
+  kGemmDropped,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -118,6 +119,7 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kDropout,
                                      OpKind::kDropoutMask,
                                      OpKind::kApplyDropoutMask,
+                                     OpKind::kGemmDropped,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -202,6 +204,10 @@ const char* OpName(OpKind op);
   VIRTUAL void DropoutMaskKernel(int64_t n, float p, uint64_t seed, const View& bits) const SPEC;  \
   VIRTUAL void ApplyDropoutMaskKernel(const View& x, const View& bits, float p, float beta,        \
                                       const View& out) const SPEC;                                 \
+  VIRTUAL void GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n,    \
+                                 int64_t k, const View& a, int64_t lda, const View& b,             \
+                                 int64_t ldb, float beta, const View& c, int64_t ldc,              \
+                                 const View& bits, float p, const View& scratch) const SPEC;       \
   VIRTUAL void CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse, \
                                          const View& loss_sum) const SPEC;                         \
   VIRTUAL void CrossEntropyBackwardKernel(const View& logits, const View& targets,                 \
@@ -405,6 +411,20 @@ class Ops {
   // out may alias x when beta is 0.
   void ApplyDropoutMask(const View& x, const View& bits, float p, float beta,
                         const View& out) const;
+  // Gemm with one operand taken through its kept mask first (LoRA's dropped input in its two
+  // products, u = drop(x) A^T and dA += du^T drop(x), without writing drop(x) out): C = op(A')
+  // op(B') + beta * C with A' = ApplyDropoutMask(A, bits, p, 0) and B' = B (drop_b false), or
+  // A' = A and B' = ApplyDropoutMask(B, bits, p, 0) (drop_b true) — the values ApplyDropoutMask
+  // writes in the dropped operand's dtype, so the result has the bits of ApplyDropoutMask into
+  // `scratch` followed by Gemm on it (what a backend that does not fuse the two runs). The
+  // dropped operand is stored contiguously (its ld is its stored row length: k or m for A, n or
+  // k for B) and bit i of bits (ceil(its elements / 8) bytes from DropoutMask with p) masks its
+  // flat element i. scratch: data of the dropped operand's dtype and element count, the
+  // backend's to write.
+  void GemmDropped(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   const View& a, int64_t lda, const View& b, int64_t ldb, float beta,
+                   const View& c, int64_t ldc, const View& bits, float p,
+                   const View& scratch) const;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.
@@ -437,6 +457,13 @@ class Ops {
 
  protected:
   AIR_OPS_KERNELS(virtual, = 0)
+
+  // GemmDropped as it is defined: ApplyDropoutMask of the dropped operand into scratch, then
+  // Gemm with scratch in its place (the kernel of the backends that do not fuse the two).
+  void GemmDroppedThroughScratch(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                 int64_t k, const View& a, int64_t lda, const View& b, int64_t ldb,
+                                 float beta, const View& c, int64_t ldc, const View& bits, float p,
+                                 const View& scratch) const;
 };
 
 // OK when `ops` supports every op in `ops_needed` with data of `dtype`; else Unimplemented

@@ -403,6 +403,45 @@ void Ops::ApplyDropoutMask(const View& x, const View& bits, float p, float beta,
   ApplyDropoutMaskKernel(x, bits, p, beta, out);
 }
 
+void Ops::GemmDropped(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      const View& a, int64_t lda, const View& b, int64_t ldb, float beta,
+                      const View& c, int64_t ldc, const View& bits, float p,
+                      const View& scratch) const {
+  const OpKind op = OpKind::kGemmDropped;
+  CheckData(*this, op, c, "c");
+  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
+  CheckData(*this, op, a, "a");
+  CheckData(*this, op, b, "b");
+  CheckSize(op, a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), "a");
+  CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
+  // The dropped operand: its stored row length, which must be its ld, and its element count.
+  const int64_t row = drop_b ? (trans_b ? k : n) : (trans_a ? m : k);
+  const int64_t elements = drop_b ? k * n : m * k;
+  AIR_ENGINE_CHECK((drop_b ? ldb : lda) == row || elements == 0,
+                   "GemmDropped: the dropped operand must be contiguous (its ld its row length)");
+  CheckPacked(*this, op, bits, "bits");
+  CheckSize(op, bits, (elements + 7) / 8, "bits");
+  CheckData(*this, op, scratch, "scratch");
+  AIR_ENGINE_CHECK(scratch.dtype() == (drop_b ? b : a).dtype(),
+                   "GemmDropped: scratch must have the dropped operand's dtype");
+  CheckSize(op, scratch, elements, "scratch");
+  GemmDroppedKernel(drop_b, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bits, p,
+                    scratch);
+}
+
+void Ops::GemmDroppedThroughScratch(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                    int64_t k, const View& a, int64_t lda, const View& b,
+                                    int64_t ldb, float beta, const View& c, int64_t ldc,
+                                    const View& bits, float p, const View& scratch) const {
+  const int64_t elements = drop_b ? k * n : m * k;
+  const View dropped = scratch.Flat().Slice(0, elements);
+  if (elements > 0) {
+    ApplyDropoutMaskKernel((drop_b ? b : a).Flat().Slice(0, elements), bits, p, 0.0f, dropped);
+  }
+  GemmKernel(trans_a, trans_b, m, n, k, drop_b ? a : dropped, lda, drop_b ? dropped : b, ldb, beta,
+             c, ldc);
+}
+
 void Ops::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
                               const View& loss_sum) const {
   const OpKind op = OpKind::kCrossEntropyForward;

@@ -26,6 +26,7 @@
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/dropout_range.h"
 #include "engine/backend/cpu/gemm_narrow.h"
 #include "engine/dtype.h"
 #include "test_util.h"
@@ -399,6 +400,50 @@ TEST_P(GemmBf16PathTest, RoundsBf16ResultsToNearestEven) {
       for (int64_t j = 0; j < n; ++j) {
         EXPECT_EQ(c[i * n + j], F32ToBf16(sum)) << "beta " << beta << ", column " << j << ": "
                                                 << sums[i].first << " + " << sums[i].second;
+      }
+    }
+  }
+}
+
+// A dropped operand (GemmOperand::drop_bits, LoRA's dropout): the product equals the one on
+// the operand ApplyDropoutMask writes, bit for bit, whichever operand, transpose and dtype, the
+// mask over the stored matrix's every element (its padding too), serially and on 3 threads.
+// (The avx512bf16 path only: the others never get a dropped operand, FastOps::GemmDropped.)
+TEST(GemmBf16Dropped, DroppedOperandIsTheProductOfTheMaskedOperand) {
+  const GemmBf16Path path = GemmBf16Path::kAvx512Bf16;
+  std::string why;
+  if (!GemmBf16PathRuns(path, &why)) GTEST_SKIP() << "avx512bf16 not run on this CPU: " << why;
+  ThreadPool three(3);
+  GemmBf16Scratch scratch;
+  const float p = 0.3f, scale = 1.0f / (1.0f - p);
+  uint64_t seed = 500;
+  for (const Case& g : Cases()) {
+    if (g.beta == 0.5f) continue;
+    for (bool drop_b : {false, true}) {
+      Problem dropped(g, seed += 3);
+      Stored& x = drop_b ? dropped.b : dropped.a;
+      const int64_t n = x.rows * x.ld;
+      std::vector<uint8_t> bits(static_cast<size_t>((n + 7) / 8));
+      DropoutMaskRange(p, seed, 0, n, bits.data());
+      // The operand ApplyDropoutMask writes, in the operand's dtype.
+      Problem masked = dropped;
+      Stored& y = drop_b ? masked.b : masked.a;
+      if (x.bf16) {
+        ApplyDropoutMaskRangeBf16(x.bits.data(), bits.data(), scale, n, y.bits.data());
+      } else {
+        ApplyDropoutMaskRange(x.f32.data(), bits.data(), scale, false, n, y.f32.data());
+      }
+      for (ThreadPool* pool : {&three, static_cast<ThreadPool*>(nullptr)}) {
+        const Result want = RunGemm(path, pool, scratch, masked);
+        GemmOperand a = dropped.A(), b = dropped.B();
+        GemmOperand& d = drop_b ? b : a;
+        d.drop_bits = bits.data();
+        d.drop_bytes = static_cast<int64_t>(bits.size());
+        d.drop_scale = scale;
+        Result got = dropped.c;
+        GemmBf16OnPath(path, pool, scratch, g.m, g.n, g.k, a, b, g.beta, got.View());
+        EXPECT_TRUE(got.BitEqual(want)) << (drop_b ? "B" : "A") << " dropped, "
+                                        << (pool ? "3 threads " : "serial ") << Describe(g);
       }
     }
   }

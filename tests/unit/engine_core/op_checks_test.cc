@@ -160,6 +160,12 @@ const std::map<OpKind, BadCall>& BadCalls() {
       {OpKind::kApplyDropoutMask,
        {"ApplyDropoutMask: argument bits: must be U8, is I32",
         [](const Ops& o, Args& a) { o.ApplyDropoutMask(a.f32, a.i32, 0.1f, 0.0f, a.f32); }}},
+      {OpKind::kGemmDropped,
+       {"GemmDropped: argument bits: must be U8, is I32",
+        [](const Ops& o, Args& a) {
+          o.GemmDropped(false, false, false, 4, 4, 4, a.f32, 4, a.f32, 4, 0, a.f32, 4, a.i32, 0.1f,
+                        a.f32);
+        }}},
       {OpKind::kCrossEntropyForward,
        {"CrossEntropyForward: argument loss_sum: must be one F64, is 16 x F32",
         [](const Ops& o, Args& a) { o.CrossEntropyForward(a.f32, a.i32, a.f32, a.f32); }}},
@@ -201,6 +207,35 @@ TEST(OpChecks, ABadCallGetsTheSameErrorOnEveryRegisteredBackend) {
           "engine invariant failed: " + bad.message)
           << r.name << " " << OpName(op);
     }
+  }
+}
+
+// GemmDropped's mask addresses its dropped operand's flat elements: a strided dropped operand,
+// or a scratch of another dtype than the operand's, is refused on every backend, naming it.
+TEST(OpChecks, GemmDroppedRefusesAStridedOperandAndAScratchOfAnotherDtype) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const RegisteredBackend& r : RegisteredBackends(2)) {
+    EXPECT_DEATH(
+        {
+          const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();
+          Args a(*backend);
+          const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
+          // A (2, 3) with ld 4: not contiguous.
+          backend->GemmDropped(false, false, false, 2, 4, 3, a.f32, 4, a.f32, 4, 0, a.f32, 4, bits,
+                               0.1f, a.f32);
+        },
+        "the dropped operand must be contiguous")
+        << r.name;
+    EXPECT_DEATH(
+        {
+          const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();
+          Args a(*backend);
+          const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
+          backend->GemmDropped(true, false, false, 4, 4, 4, a.f32, 4, a.bf16, 4, 0, a.f32, 4, bits,
+                               0.1f, a.f32);
+        },
+        "scratch must have the dropped operand's dtype")
+        << r.name;
   }
 }
 

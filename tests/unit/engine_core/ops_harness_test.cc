@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -287,6 +288,62 @@ TEST_P(OpsHarness, DropoutMaskKeptAndAppliedIsDropoutBitForBit) {
       backend_->ApplyDropoutMask(gv.got, bits.got, prob, 1.0f, acc.got);
       ref_.ApplyDropoutMask(gv.want, bits.want, prob, 1.0f, acc.want);
       Expect("elementwise", ScaledMaxDiff(d.Got(acc), d.Want(acc)), tol().elementwise, what);
+    }
+  }
+}
+
+// GemmDropped (LoRA's dropped input in its products): against the reference's, and bit for bit
+// its definition on the same backend (ApplyDropoutMask into scratch, then Gemm), whichever
+// operand is dropped, every transpose, beta 0 and 1. p = 0.5: the scale 2 is exact in bf16, so
+// the reference's fp32 operand and the backend's bf16 one hold the same values.
+TEST_P(OpsHarness, GemmDroppedIsApplyDropoutMaskThenGemm) {
+  if (!Runs(OpKind::kGemmDropped) || !Runs(OpKind::kGemm)) return;
+  const Precision& p = precision();
+  const DType a_dtype = p.grad, b_dtype = p.in, c_dtype = p.name == "bf16" ? p.out : p.grad;
+  const DType round =
+      a_dtype == DType::kBF16 || b_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  const float prob = 0.5f;
+  uint64_t seed = 60;
+  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {5, 7, 9}, {33, 40, 17}, {130, 16, 64}, {64, 300, 16}}) {
+    for (int drop_b = 0; drop_b < 2; ++drop_b) {
+      for (int ta = 0; ta < 2; ++ta) {
+        for (int tb = 0; tb < 2; ++tb) {
+          for (float beta : {0.0f, 1.0f}) {
+            const int64_t lda = ta ? m : k, ldb = tb ? k : n, elements = drop_b ? k * n : m * k;
+            auto a = RoundedTo(RandomVector(static_cast<size_t>(m * k), seed += 3), round);
+            auto b = RoundedTo(RandomVector(static_cast<size_t>(k * n), seed + 1), round);
+            auto c0 = RoundedTo(RandomVector(static_cast<size_t>(m * n), seed + 2), c_dtype);
+            std::vector<uint8_t> mask(static_cast<size_t>((elements + 7) / 8));
+            std::mt19937 rng(static_cast<uint32_t>(seed));
+            for (uint8_t& byte : mask) byte = static_cast<uint8_t>(rng());
+            const DType dropped_dtype = drop_b ? b_dtype : a_dtype;
+            Sides d(*backend_, ref_);
+            const Pair av = d.Data(a, a_dtype), bv = d.Data(b, b_dtype), c = d.Data(c0, c_dtype);
+            const Pair bits = d.U8(mask);
+            const Pair scratch =
+                d.Data(std::vector<float>(static_cast<size_t>(elements)), dropped_dtype);
+            backend_->GemmDropped(drop_b, ta, tb, m, n, k, av.got, lda, bv.got, ldb, beta, c.got, n,
+                                  bits.got, prob, scratch.got);
+            ref_.GemmDropped(drop_b, ta, tb, m, n, k, av.want, lda, bv.want, ldb, beta, c.want, n,
+                             bits.want, prob, scratch.want);
+            const std::string what =
+                "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                " drop_b=" + std::to_string(drop_b) + " ta=" + std::to_string(ta) +
+                " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta);
+            Expect("gemm/sqrt(k)", d.Error(c) / std::sqrt(double(k)), tol().gemm_per_sqrt_k, what);
+            // The definition on the same backend: the same bits.
+            DeviceArrays t(*backend_);
+            const View dropped =
+                t.Data(std::vector<float>(static_cast<size_t>(elements)), dropped_dtype);
+            const View c2 = t.Data(c0, c_dtype);
+            backend_->ApplyDropoutMask(drop_b ? bv.got : av.got, bits.got, prob, 0.0f, dropped);
+            backend_->Gemm(ta, tb, m, n, k, drop_b ? av.got : dropped, lda,
+                           drop_b ? dropped : bv.got, ldb, beta, c2, n);
+            EXPECT_EQ(d.Got(c), t.Get(c2)) << what;
+          }
+        }
+      }
     }
   }
 }
@@ -635,7 +692,7 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       OpKind::kSwigluBackward, OpKind::kAddInPlace, OpKind::kAddBias, OpKind::kBiasBackward,
       OpKind::kCrossEntropyForward, OpKind::kCrossEntropyBackward, OpKind::kAdamWUpdate,
       OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
-      OpKind::kDropoutMask, OpKind::kApplyDropoutMask,
+      OpKind::kDropoutMask, OpKind::kApplyDropoutMask, OpKind::kGemmDropped,
       // ops_harness_moe_test.cc:
       OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
       OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,

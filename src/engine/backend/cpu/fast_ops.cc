@@ -95,6 +95,29 @@ void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   GemmStaged(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
+// On the avx512bf16 path a bf16 product packs the dropped operand through its mask
+// (gemm_mixed.h's GemmOperand::drop_bits: the values ApplyDropoutMask writes, so the same bits
+// as through scratch) instead of writing it out and reading it back; other paths and fp32
+// products go through scratch.
+void FastOps::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                int64_t k, const View& a, int64_t lda, const View& b, int64_t ldb,
+                                float beta, const View& c, int64_t ldc, const View& bits, float p,
+                                const View& scratch) const {
+  const bool bf16_product = a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16;
+  if (m <= 0 || n <= 0 || k <= 0 || !bf16_product || bf16_path_ != GemmBf16Path::kAvx512Bf16) {
+    return GemmDroppedThroughScratch(drop_b, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c,
+                                     ldc, bits, p, scratch);
+  }
+  GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
+  GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
+  GemmOperand& dropped = drop_b ? gb : ga;
+  dropped.drop_bits = static_cast<const uint8_t*>(bits.raw());
+  dropped.drop_bytes = bits.numel();
+  dropped.drop_scale = 1.0f / (1.0f - p);  // ApplyDropoutMask's
+  const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+  GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
+}
+
 // An fp32 product into a BF16 C (or a BF16 C scaled by beta when K is 0): the fp32 kernel on an
 // fp32 staging of C, rounded once.
 void FastOps::GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,

@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/gemm_kernels.h"
 #include "engine/backend/cpu/gemm_mixed_pack.h"
 #include "engine/backend/cpu/onednn_gemm.h"
+#include "engine/check.h"
 
 namespace air::engine {
 namespace {
@@ -132,8 +133,10 @@ void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Prob
              ThreadPool* pool, std::vector<std::vector<Word>>& packed_a,
              std::vector<Word>& packed_b, std::vector<float>& staging) {
   const int64_t kc = SliceDepth(g.k, parts.kc, parts.k_per_word);
-  const PanelSource a_src{g.a.data, g.a.bf16, g.a.ld, !g.a.trans, g.m};
-  const PanelSource b_src{g.b.data, g.b.bf16, g.b.ld, g.b.trans, g.n};
+  const PanelSource a_src{g.a.data, g.a.bf16,      g.a.ld,         !g.a.trans,
+                          g.m,      g.a.drop_bits, g.a.drop_bytes, g.a.drop_scale};
+  const PanelSource b_src{g.b.data, g.b.bf16,      g.b.ld,         g.b.trans,
+                          g.n,      g.b.drop_bits, g.b.drop_bytes, g.b.drop_scale};
   // A BF16 C over several K slices keeps its sums in fp32 until the last slice: a staging
   // block of row_block x stage_ld floats, indexed like C's current block.
   const bool staged = g.c.bf16 && g.k > kc;
@@ -171,6 +174,9 @@ void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Prob
 }
 
 void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& g) {
+  AIR_ENGINE_CHECK(
+      path == GemmBf16Path::kAvx512Bf16 || (g.a.drop_bits == nullptr && g.b.drop_bits == nullptr),
+      "a dropped GEMM operand on a path other than avx512bf16");
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return ScaleOnly(g);
   if (path == GemmBf16Path::kOneDnn) {
@@ -181,8 +187,9 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
     path = SelectedGemmBf16Path();  // no oneDNN here, or no matmul for this layout
   }
   if (path == GemmBf16Path::kAvx512Bf16) {
-    // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts.
-    const bool a_in_place = g.a.bf16 && !g.a.trans;
+    // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts
+    // (a dropped one is packed: the mask applied on the way).
+    const bool a_in_place = g.a.bf16 && !g.a.trans && g.a.drop_bits == nullptr;
     // At most 16 columns (LoRA's rank-r products): the 16 x 16 tile, no zero columns.
     const bool narrow = g.n <= kBf16NarrowNR;
     const int64_t mr = narrow ? kBf16NarrowMR : kBf16KernelMR;

@@ -62,13 +62,63 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   return _mm512_inserti64x4(_mm512_castsi256_si512(Load16(src)), Load16(src + 16), 1);
 }
 
+// A dropped operand's elements (PanelSource::drop_bits): the mask's bits for elements
+// [e, e + 16) of the stored matrix, reading no byte past the mask's end.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __mmask16 KeepBits16(
+    const PanelSource& s, int64_t e) {
+  const int64_t byte = e / 8;
+  const int64_t bytes = std::min<int64_t>(3, s.drop_bytes - byte);  // 16 bits at any shift
+  const __m128i word =
+      _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << bytes) - 1u), s.drop_bits + byte);
+  return static_cast<__mmask16>(static_cast<uint32_t>(_mm_cvtsi128_si32(word)) >> (e % 8));
+}
+
+// `count` (16 or 8) elements from src, element e of the stored matrix first, as ApplyDropoutMask
+// writes them (its AVX-512 loop: masked product, then the rounding), as bf16 in 16-bit lanes.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i LoadDropped(
+    const T* src, const PanelSource& s, int64_t e, __mmask16 count) {
+  __m512 values;
+  if constexpr (sizeof(T) == 2) {
+    values = WidenBf16x16(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(count, src)));
+  } else {
+    values = _mm512_maskz_loadu_ps(count, src);
+  }
+  const __mmask16 keep = KeepBits16(s, e) & count;
+  const __m512 v = _mm512_maskz_mul_ps(keep, values, _mm512_set1_ps(s.drop_scale));
+  return _mm512_cvtepi32_epi16(RoundToBf16x16(v));
+}
+
+// Load8/16/32 of the source's elements from src (element e of the stored matrix), dropped or not.
+template <bool kDropped, typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m128i Get8(
+    const T* src, const PanelSource& s, int64_t e) {
+  if constexpr (kDropped) return _mm256_castsi256_si128(LoadDropped(src, s, e, 0xFF));
+  return Load8(src);
+}
+template <bool kDropped, typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i Get16(
+    const T* src, const PanelSource& s, int64_t e) {
+  if constexpr (kDropped) return LoadDropped(src, s, e, 0xFFFF);
+  return Load16(src);
+}
+template <bool kDropped, typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i Get32(
+    const T* src, const PanelSource& s, int64_t e) {
+  if constexpr (kDropped) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(LoadDropped(src, s, e, 0xFFFF)),
+                              LoadDropped(src + 16, s, e + 16, 0xFFFF), 1);
+  }
+  return Load32(src);
+}
+
 // Lanes contiguous in the source (A stored (K, M), B stored (K, N)): per pair of steps, the
 // two rows' lanes interleaved into words, 32 lanes at a time (each 8 of them lie in one panel,
 // as width is a multiple of 8), then 8 at a time, and a ragged last group one lane at a time.
 // In blocks of kBlock steps: the block's rows (each row read once and in full) stay in L1
 // while each panel gets its kBlock steps as one contiguous run (the panels lie 4 KiB multiples
 // apart: one step to each would thrash L1's sets).
-template <typename T>
+template <bool kDropped, typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesContiguous(
     const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0, int64_t kc,
     uint32_t* dst) {
@@ -96,8 +146,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesCon
       uint32_t* const runs[4] = {word_of(l), word_of(l + 8), word_of(l + 16), word_of(l + 24)};
       for (int64_t q = qb; q < q_end; ++q) {
         const T* row0 = base + 2 * q * s.ld + l;
-        const __m512i lo = Load32(row0);
-        const __m512i hi = 2 * q + 1 >= kc ? _mm512_setzero_si512() : Load32(row0 + s.ld);
+        const int64_t e0 = (p0 + 2 * q) * s.ld + w0 + l;  // row0's element of the stored matrix
+        const __m512i lo = Get32<kDropped>(row0, s, e0);
+        const __m512i hi =
+            2 * q + 1 >= kc ? _mm512_setzero_si512() : Get32<kDropped>(row0 + s.ld, s, e0 + s.ld);
         const __m512i low_words = _mm512_unpacklo_epi16(lo, hi);
         const __m512i high_words = _mm512_unpackhi_epi16(lo, hi);
         const __m512i lanes_0_15 = _mm512_permutex2var_epi64(low_words, first_half, high_words);
@@ -126,9 +178,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesCon
         const T* row1 = row0 + s.ld;
         const bool odd_tail = 2 * q + 1 >= kc;
         uint32_t* out = dst + panel * panel_words + q * width;
+        const int64_t e0 = (p0 + 2 * q) * s.ld + w0 + first;  // row0's element
         for (int64_t w = done; w < full; w += 8) {
-          const __m128i lo = Load8(row0 + w);
-          const __m128i hi = odd_tail ? _mm_setzero_si128() : Load8(row1 + w);
+          const __m128i lo = Get8<kDropped>(row0 + w, s, e0 + w);
+          const __m128i hi =
+              odd_tail ? _mm_setzero_si128() : Get8<kDropped>(row1 + w, s, e0 + s.ld + w);
           _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w), _mm_unpacklo_epi16(lo, hi));
           _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w + 4), _mm_unpackhi_epi16(lo, hi));
         }
@@ -150,7 +204,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesCon
 // lane w's run, so the panel is the (lanes x words) block transposed, 8 x 8 words at a time.
 // A ragged last group of lanes, the words past a multiple of 8 and an odd kc's pad go one at
 // a time.
-template <typename T>
+template <bool kDropped, typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguous(
     const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc, uint32_t* dst) {
   const int64_t lanes = std::min(width, s.lanes - w0), blocked_steps = kc / 16 * 8;
@@ -163,7 +217,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguo
     for (int64_t qb = 0; qb < blocked_steps; qb += 8) {
       __m256i r[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) r[i] = Load16(rows + i * s.ld + 2 * qb);
+      for (int i = 0; i < 8; ++i) {
+        r[i] = Get16<kDropped>(rows + i * s.ld + 2 * qb, s, (w0 + wb + i) * s.ld + p0 + 2 * qb);
+      }
       for (int64_t i = 0; i < ahead; ++i) {
         _mm_prefetch(reinterpret_cast<const char*>(rows + (8 + i) * s.ld + 2 * qb), _MM_HINT_T0);
       }
@@ -188,23 +244,32 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguo
   }
 }
 
-}  // namespace
-
-void PackPairPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
-                    int64_t kc, uint32_t* dst) {
+template <bool kDropped>
+void PackPairPanelsOf(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                      int64_t kc, uint32_t* dst) {
   if (!s.k_contiguous) {
-    if (s.bf16) return PackPairPanelsLanesContiguous<uint16_t>(s, width, w0, count, p0, kc, dst);
-    return PackPairPanelsLanesContiguous<float>(s, width, w0, count, p0, kc, dst);
+    if (s.bf16) {
+      return PackPairPanelsLanesContiguous<kDropped, uint16_t>(s, width, w0, count, p0, kc, dst);
+    }
+    return PackPairPanelsLanesContiguous<kDropped, float>(s, width, w0, count, p0, kc, dst);
   }
   const int64_t panel_words = (kc + 1) / 2 * width;
   for (int64_t w = 0; w < count; w += width) {
     uint32_t* panel = dst + w / width * panel_words;
     if (s.bf16) {
-      PackPairPanelKContiguous<uint16_t>(s, width, w0 + w, p0, kc, panel);
+      PackPairPanelKContiguous<kDropped, uint16_t>(s, width, w0 + w, p0, kc, panel);
     } else {
-      PackPairPanelKContiguous<float>(s, width, w0 + w, p0, kc, panel);
+      PackPairPanelKContiguous<kDropped, float>(s, width, w0 + w, p0, kc, panel);
     }
   }
+}
+
+}  // namespace
+
+void PackPairPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                    int64_t kc, uint32_t* dst) {
+  if (s.drop_bits != nullptr) return PackPairPanelsOf<true>(s, width, w0, count, p0, kc, dst);
+  PackPairPanelsOf<false>(s, width, w0, count, p0, kc, dst);
 }
 
 }  // namespace air::engine

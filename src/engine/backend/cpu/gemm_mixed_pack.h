@@ -20,11 +20,23 @@ struct PanelSource {
   int64_t ld;
   bool k_contiguous;
   int64_t lanes;  // M for A, N for B
+  // A dropped operand (GemmOperand's drop): element i of the stored matrix, i = row * ld +
+  // column, is taken as ApplyDropoutMask gives it, RoundToBf16(bit i ? x * drop_scale : 0).
+  // Pair panels only. Null: none.
+  const uint8_t* drop_bits = nullptr;
+  int64_t drop_bytes = 0;
+  float drop_scale = 1.0f;
 };
 
 // Element (lane w, step p) of the source, absolute indices, as bf16 bits.
 inline uint16_t Bf16At(const PanelSource& s, int64_t w, int64_t p) {
   const int64_t index = s.k_contiguous ? w * s.ld + p : p * s.ld + w;
+  if (s.drop_bits != nullptr) {
+    const float x = s.bf16 ? WidenBf16(static_cast<const uint16_t*>(s.data)[index])
+                           : static_cast<const float*>(s.data)[index];
+    const bool keep = (s.drop_bits[index / 8] >> (index % 8)) & 1u;
+    return RoundToBf16(keep ? x * s.drop_scale : 0.0f);
+  }
   if (s.bf16) return static_cast<const uint16_t*>(s.data)[index];
   return RoundToBf16(static_cast<const float*>(s.data)[index]);
 }

@@ -253,6 +253,15 @@ void CudaBackend::ApplyDropoutMaskKernel(const View& x, const View& bits, float 
                          x.numel(), stream_);
 }
 
+// Not fused yet: the dropped operand written into scratch, then the cuBLASLt product.
+void CudaBackend::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                    int64_t k, const View& a, int64_t lda, const View& b,
+                                    int64_t ldb, float beta, const View& c, int64_t ldc,
+                                    const View& bits, float p, const View& scratch) const {
+  GemmDroppedThroughScratch(drop_b, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bits,
+                            p, scratch);
+}
+
 void CudaBackend::CrossEntropyForwardKernel(const View& logits, const View& targets,
                                             const View& lse, const View& loss_sum) const {
   Activate();
