@@ -214,28 +214,30 @@ TEST(OpChecks, ABadCallGetsTheSameErrorOnEveryRegisteredBackend) {
 // or a scratch of another dtype than the operand's, is refused on every backend, naming it.
 TEST(OpChecks, GemmDroppedRefusesAStridedOperandAndAScratchOfAnotherDtype) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<BadCall> calls = {
+      {"the dropped operand must be contiguous",  // A (2, 3) with ld 4
+       [](const Ops& o, Args& a) {
+         const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
+         o.GemmDropped(false, false, false, 2, 4, 3, a.f32, 4, a.f32, 4, 0, a.f32, 4, bits, 0.1f,
+                       a.f32);
+       }},
+      {"scratch must have the dropped operand's dtype",  // B BF16, scratch F32
+       [](const Ops& o, Args& a) {
+         const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
+         o.GemmDropped(true, false, false, 4, 4, 4, a.f32, 4, a.bf16, 4, 0, a.f32, 4, bits, 0.1f,
+                       a.f32);
+       }}};
   for (const RegisteredBackend& r : RegisteredBackends(2)) {
-    EXPECT_DEATH(
-        {
-          const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();
-          Args a(*backend);
-          const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
-          // A (2, 3) with ld 4: not contiguous.
-          backend->GemmDropped(false, false, false, 2, 4, 3, a.f32, 4, a.f32, 4, 0, a.f32, 4, bits,
-                               0.1f, a.f32);
-        },
-        "the dropped operand must be contiguous")
-        << r.name;
-    EXPECT_DEATH(
-        {
-          const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();
-          Args a(*backend);
-          const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
-          backend->GemmDropped(true, false, false, 4, 4, 4, a.f32, 4, a.bf16, 4, 0, a.f32, 4, bits,
-                               0.1f, a.f32);
-        },
-        "scratch must have the dropped operand's dtype")
-        << r.name;
+    for (const BadCall& bad : calls) {
+      EXPECT_DEATH(
+          {
+            const std::shared_ptr<Backend> backend = std::move(CreateBackend(r.options)).value();
+            Args args(*backend);
+            bad.call(*backend, args);
+          },
+          bad.message)
+          << r.name;
+    }
   }
 }
 
