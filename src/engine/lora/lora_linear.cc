@@ -144,9 +144,8 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
     return;
   }
   // dx += mask / (1 - p) * (du @ A): the dropout's backward is the same masked scaling.
-  const View t = s.input_grad.Slice(0, rows * in).Reshaped({rows, in});
-  ops.Gemm(false, false, rows, in, r, s.du, r, a_->value, in, 0.0f, t, in);
-  ops.ApplyDropoutMask(t, MaskOf(x, s), dropout_, 1.0f, dx);
+  ops.GemmAddDropped(false, false, rows, in, r, s.du, r, a_->value, in, dx, MaskOf(x, s), dropout_,
+                     s.input_grad.Slice(0, rows * in));
 }
 
 void ExpertLora::Forward(const Backend& ops, const LinearPass& pass, const View& x,

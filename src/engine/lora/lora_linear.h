@@ -18,8 +18,8 @@
 // The dropout mask is drawn once per training forward (Ops::DropoutMask, from a counter-based
 // stream seeded by the forward's LinearPass seed and this adapter's index) and kept as bits, one
 // per input element. The two products that read xd take x through those bits (Ops::GemmDropped:
-// a fusing backend never writes xd out), and the backward applies them to the input gradient
-// (Ops::ApplyDropoutMask, accumulated into dx) instead of drawing the mask twice more. A
+// a fusing backend never writes xd out), and the backward adds du A into dx through them
+// (Ops::GemmAddDropped: nor du A) instead of drawing the mask twice more. A
 // recomputed layer (activation checkpointing) draws the same bits again; a resumed run repeats
 // them.
 //
@@ -56,8 +56,10 @@ class LoraScratch {
   size_t PlanBytes(int64_t rows, DType dtype) const;
 
   struct Views {
-    View input;       // (rows, max_in) in the activations' dtype: dropout(x)
+    View input;       // (rows, max_in) in the activations' dtype: dropout(x) (GemmDropped's
+                      // scratch: a fusing backend never writes it)
     View input_grad;  // (rows, max_in) F32: the gradient before the dropout mask
+                      // (GemmAddDropped's scratch, the same)
     View u;           // (rows, r) F32: this adapter's kept product (training) or a temporary
     View du;          // (rows, r) F32
     View mask;        // (ceil(rows * in / 8)) U8: this adapter's kept dropout mask (training with

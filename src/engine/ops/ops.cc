@@ -61,6 +61,8 @@ const char* OpName(OpKind op) {
       return "ApplyDropoutMask";
     case OpKind::kGemmDropped:
       return "GemmDropped";
+    case OpKind::kGemmAddDropped:
+      return "GemmAddDropped";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

@@ -82,6 +82,7 @@ enum class OpKind {
   kDropoutMask,
   kApplyDropoutMask,
   kGemmDropped,
+  kGemmAddDropped,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -120,6 +121,7 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kDropoutMask,
                                      OpKind::kApplyDropoutMask,
                                      OpKind::kGemmDropped,
+                                     OpKind::kGemmAddDropped,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -208,6 +210,10 @@ const char* OpName(OpKind op);
                                  int64_t k, const View& a, int64_t lda, const View& b,             \
                                  int64_t ldb, float beta, const View& c, int64_t ldc,              \
                                  const View& bits, float p, const View& scratch) const SPEC;       \
+  VIRTUAL void GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,   \
+                                    const View& a, int64_t lda, const View& b, int64_t ldb,        \
+                                    const View& c, const View& bits, float p, const View& scratch) \
+      const SPEC;                                                                                  \
   VIRTUAL void CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse, \
                                          const View& loss_sum) const SPEC;                         \
   VIRTUAL void CrossEntropyBackwardKernel(const View& logits, const View& targets,                 \
@@ -425,6 +431,14 @@ class Ops {
                    const View& a, int64_t lda, const View& b, int64_t ldb, float beta,
                    const View& c, int64_t ldc, const View& bits, float p,
                    const View& scratch) const;
+  // The product added into c through a kept mask (LoRA's input gradient, dx += dropout'(du A),
+  // without writing du A out): c (M, N) += ApplyDropoutMask(op(A) op(B), bits, p) — the bits of
+  // Gemm into scratch (F32, M x N, beta 0) followed by ApplyDropoutMask(scratch, bits, p, 1, c),
+  // which a backend that does not fuse the two runs. c is contiguous (row stride N) and bit i of
+  // bits (ceil(M N / 8) bytes from DropoutMask with p) masks its flat element i.
+  void GemmAddDropped(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                      int64_t lda, const View& b, int64_t ldb, const View& c, const View& bits,
+                      float p, const View& scratch) const;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.
@@ -464,6 +478,11 @@ class Ops {
                                  int64_t k, const View& a, int64_t lda, const View& b, int64_t ldb,
                                  float beta, const View& c, int64_t ldc, const View& bits, float p,
                                  const View& scratch) const;
+  // GemmAddDropped as it is defined: Gemm into scratch, then ApplyDropoutMask accumulating it.
+  void GemmAddDroppedThroughScratch(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                    const View& a, int64_t lda, const View& b, int64_t ldb,
+                                    const View& c, const View& bits, float p,
+                                    const View& scratch) const;
 };
 
 // OK when `ops` supports every op in `ops_needed` with data of `dtype`; else Unimplemented

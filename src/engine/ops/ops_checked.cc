@@ -442,6 +442,35 @@ void Ops::GemmDroppedThroughScratch(bool drop_b, bool trans_a, bool trans_b, int
              c, ldc);
 }
 
+void Ops::GemmAddDropped(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                         int64_t lda, const View& b, int64_t ldb, const View& c, const View& bits,
+                         float p, const View& scratch) const {
+  const OpKind op = OpKind::kGemmAddDropped;
+  CheckData(*this, op, c, "c");
+  CheckSize(op, c, m * n, "c");
+  if (k > 0) {
+    CheckData(*this, op, a, "a");
+    CheckData(*this, op, b, "b");
+    CheckSize(op, a, trans_a ? MatrixSpan(k, m, lda) : MatrixSpan(m, k, lda), "a");
+    CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
+  }
+  CheckPacked(*this, op, bits, "bits");
+  CheckSize(op, bits, (m * n + 7) / 8, "bits");
+  CheckF32(*this, op, scratch, "scratch");
+  CheckSize(op, scratch, m * n, "scratch");
+  GemmAddDroppedKernel(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p, scratch);
+}
+
+void Ops::GemmAddDroppedThroughScratch(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                       const View& a, int64_t lda, const View& b, int64_t ldb,
+                                       const View& c, const View& bits, float p,
+                                       const View& scratch) const {
+  if (m * n == 0) return;
+  const View product = scratch.Flat().Slice(0, m * n);
+  GemmKernel(trans_a, trans_b, m, n, k, a, lda, b, ldb, 0.0f, product, n);
+  ApplyDropoutMaskKernel(product, bits, p, 1.0f, c.Flat().Slice(0, m * n));
+}
+
 void Ops::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
                               const View& loss_sum) const {
   const OpKind op = OpKind::kCrossEntropyForward;

@@ -449,6 +449,48 @@ TEST(GemmBf16Dropped, DroppedOperandIsTheProductOfTheMaskedOperand) {
   }
 }
 
+// A kept-mask add (GemmResult::kept_bits, LoRA's input gradient): C gets what ApplyDropoutMask
+// accumulates of the product (the product into an fp32 t with beta 0, then C + (bit ? t *
+// scale : 0) element by element), bit for bit, the mask over C's flat elements (its padding
+// too, never written), every transpose and operand dtype, serially and on 3 threads.
+TEST(GemmBf16Dropped, KeptAddIsApplyDropoutMaskAccumulatingTheProduct) {
+  const GemmBf16Path path = GemmBf16Path::kAvx512Bf16;
+  std::string why;
+  if (!GemmBf16PathRuns(path, &why)) GTEST_SKIP() << "avx512bf16 not run on this CPU: " << why;
+  ThreadPool three(3);
+  GemmBf16Scratch scratch;
+  const float p = 0.3f, scale = 1.0f / (1.0f - p);
+  uint64_t seed = 700;
+  for (const Case& g : Cases()) {
+    if (g.beta != 1.0f || g.c_bf16 || g.k > kGemmBf16PairSlice) continue;
+    const Problem problem(g, seed += 3);
+    const int64_t n = g.m * problem.c.ld;
+    std::vector<uint8_t> bits(static_cast<size_t>((n + 7) / 8));
+    DropoutMaskRange(p, seed, 0, n, bits.data());
+    for (ThreadPool* pool : {&three, static_cast<ThreadPool*>(nullptr)}) {
+      Case product_case = g;
+      product_case.beta = 0.0f;
+      const Result t = RunGemm(path, pool, scratch, Problem(product_case, seed));
+      Result want = problem.c;
+      for (int64_t i = 0; i < g.m; ++i) {
+        for (int64_t j = 0; j < g.n; ++j) {
+          const int64_t e = i * problem.c.ld + j;
+          const bool keep = (bits[static_cast<size_t>(e / 8)] >> (e % 8)) & 1u;
+          want.f32[static_cast<size_t>(e)] += keep ? t.f32[static_cast<size_t>(e)] * scale : 0.0f;
+        }
+      }
+      Result got = problem.c;
+      GemmResult c = got.View();
+      c.kept_bits = bits.data();
+      c.kept_bytes = static_cast<int64_t>(bits.size());
+      c.kept_scale = scale;
+      GemmBf16OnPath(path, pool, scratch, g.m, g.n, g.k, problem.A(), problem.B(), 1.0f, c);
+      EXPECT_EQ(std::memcmp(got.f32.data(), want.f32.data(), got.f32.size() * sizeof(float)), 0)
+          << (pool ? "3 threads " : "serial ") << Describe(g);
+    }
+  }
+}
+
 TEST_P(GemmBf16PathTest, KZeroScalesCAndMZeroWritesNothing) {
   GemmBf16Scratch scratch;
   const float a = 1.0f;

@@ -348,6 +348,51 @@ TEST_P(OpsHarness, GemmDroppedIsApplyDropoutMaskThenGemm) {
   }
 }
 
+// GemmAddDropped (LoRA's input gradient, dx += dropout'(du A)): against the reference's, and bit
+// for bit its definition on the same backend (Gemm into scratch, then ApplyDropoutMask
+// accumulating it), every transpose; the output in the precision's gradient dtype.
+TEST_P(OpsHarness, GemmAddDroppedIsGemmThenApplyDropoutMask) {
+  if (!Runs(OpKind::kGemmAddDropped) || !Runs(OpKind::kGemm)) return;
+  const Precision& p = precision();
+  const DType a_dtype = p.grad, b_dtype = p.in, c_dtype = p.grad;
+  const DType round =
+      a_dtype == DType::kBF16 || b_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  const float prob = 0.5f;
+  uint64_t seed = 90;
+  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {5, 7, 9}, {33, 40, 17}, {130, 300, 16}, {64, 16, 130}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        auto a = RoundedTo(RandomVector(static_cast<size_t>(m * k), seed += 3), round);
+        auto b = RoundedTo(RandomVector(static_cast<size_t>(k * n), seed + 1), round);
+        auto c0 = RoundedTo(RandomVector(static_cast<size_t>(m * n), seed + 2), c_dtype);
+        std::vector<uint8_t> mask(static_cast<size_t>((m * n + 7) / 8));
+        std::mt19937 rng(static_cast<uint32_t>(seed));
+        for (uint8_t& byte : mask) byte = static_cast<uint8_t>(rng());
+        Sides d(*backend_, ref_);
+        const Pair av = d.Data(a, a_dtype), bv = d.Data(b, b_dtype), c = d.Data(c0, c_dtype);
+        const Pair bits = d.U8(mask);
+        const Pair scratch = d.F32(std::vector<float>(static_cast<size_t>(m * n)));
+        backend_->GemmAddDropped(ta, tb, m, n, k, av.got, lda, bv.got, ldb, c.got, bits.got, prob,
+                                 scratch.got);
+        ref_.GemmAddDropped(ta, tb, m, n, k, av.want, lda, bv.want, ldb, c.want, bits.want, prob,
+                            scratch.want);
+        const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                 " k=" + std::to_string(k) + " ta=" + std::to_string(ta) +
+                                 " tb=" + std::to_string(tb);
+        Expect("gemm/sqrt(k)", d.Error(c) / std::sqrt(double(k)), tol().gemm_per_sqrt_k, what);
+        DeviceArrays t(*backend_);
+        const View product = t.F32(std::vector<float>(static_cast<size_t>(m * n)));
+        const View c2 = t.Data(c0, c_dtype);
+        backend_->Gemm(ta, tb, m, n, k, av.got, lda, bv.got, ldb, 0.0f, product, n);
+        backend_->ApplyDropoutMask(product, bits.got, prob, 1.0f, c2);
+        EXPECT_EQ(d.Got(c), t.Get(c2)) << what;
+      }
+    }
+  }
+}
+
 // ---- row-wise: RMSNorm, SwiGLU, cross-entropy ---------------------------------------------
 
 TEST_P(OpsHarness, RmsNormForwardBackward) {
@@ -693,6 +738,7 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       OpKind::kCrossEntropyForward, OpKind::kCrossEntropyBackward, OpKind::kAdamWUpdate,
       OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
       OpKind::kDropoutMask, OpKind::kApplyDropoutMask, OpKind::kGemmDropped,
+      OpKind::kGemmAddDropped,
       // ops_harness_moe_test.cc:
       OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
       OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,

@@ -27,6 +27,17 @@ inline __mmask16 TailMask(int64_t remaining) {
                          : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
+// Bits [e, e + 16) of a packed mask (bit i % 8 of bits[i / 8]: Ops::DropoutMask's) as a lane
+// mask, reading no byte at or past bits[bytes].
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __mmask16 MaskBits16(
+    const uint8_t* bits, int64_t bytes, int64_t e) {
+  const int64_t byte = e / 8;
+  const int64_t count = bytes - byte < 3 ? bytes - byte : 3;  // 16 bits at any shift
+  const __m128i word =
+      _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1u), bits + byte);
+  return static_cast<__mmask16>(static_cast<uint32_t>(_mm_cvtsi128_si32(word)) >> (e % 8));
+}
+
 // RoundToBf16 of 16 floats, each result in the low 16 bits of its 32-bit lane.
 __attribute__((target("avx512f"), always_inline)) inline __m512i RoundToBf16x16(__m512 values) {
   const __m512i u = _mm512_castps_si512(values);

@@ -230,6 +230,26 @@ inline void PrefetchTileC(int64_t rows, int lines, const TileOut& out,
   }
 }
 
+// The KeptAdd store of a bf16 kernel's tile (TileOut::kept).
+template <int kRows, int kVectors>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void StoreKeptAdd(
+    const __m512 (&acc)[kRows][kVectors], const TileOut& out) {
+  const KeptAdd& kept = *out.kept;
+  const __m512 scale = _mm512_set1_ps(kept.scale);
+  for (int r = 0; r < out.mr; ++r) {
+    for (int h = 0; h < kVectors; ++h) {
+      const __mmask16 lanes = TailMask(std::max<int64_t>(0, out.nr - 16 * h));
+      if (lanes == 0) continue;
+      float* c = out.c + r * out.ldc + 16 * h;
+      const __mmask16 keep =
+          MaskBits16(kept.bits, kept.bytes, kept.first + r * out.ldc + 16 * h) & lanes;
+      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, c),
+                                     _mm512_maskz_mul_ps(keep, acc[r][h], scale));
+      _mm512_mask_storeu_ps(c, lanes, v);
+    }
+  }
+}
+
 // acc (kRows, 16 * kVectors) = sum_q A pairs (kRows rows) . bp[q] (16 * kVectors pairs), kc K
 // steps: per step the vectors of B pairs and each row's A pair broadcast; vdpbf16ps adds both
 // products of a pair into its fp32 lane, so every element gets its sums in K order whatever the
@@ -278,6 +298,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKe
   __m512 acc[kMR][2];
   PrefetchTileC(a.rows, 2, out, round_to);
   AccumulatePairs<kMR, 2>(kc, a, b_panel, acc);
+  if (out.kept != nullptr) return StoreKeptAdd(acc, out);
   if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
   StoreAccAvx512(acc, out);
 }
@@ -291,6 +312,7 @@ MicroKernelAvx512Bf16Narrow(int64_t kc, const Bf16Rows& a, const uint32_t* b_pan
   __m512 acc[kRows][1];
   PrefetchTileC(a.rows, 1, out, round_to);
   AccumulatePairs<kRows, 1>(kc, a, b_panel, acc);
+  if (out.kept != nullptr) return StoreKeptAdd(acc, out);
   const __mmask16 mask = static_cast<__mmask16>((1u << out.nr) - 1u);
   const __m512 beta = _mm512_set1_ps(out.beta);
   for (int r = 0; r < out.mr; ++r) {

@@ -15,6 +15,7 @@ namespace air::engine {
 
 // Where a micro-kernel's result goes: C (mr x nr valid of MR x NR) with row stride ldc.
 // first_slice: C = beta * C + acc (beta == 0: C = acc, ignoring what C held); else C += acc.
+struct KeptAdd;
 struct TileOut {
   float* c;
   int64_t ldc;
@@ -22,6 +23,17 @@ struct TileOut {
   int64_t nr;
   float beta;
   bool first_slice;
+  const KeptAdd* kept = nullptr;  // the bf16 kernels' masked accumulate (below); null: none
+};
+
+// C += (bit e of bits ? acc * scale : 0) for the tile's element (r, c), e = first + r * ldc + c
+// (Ops::GemmAddDropped: ApplyDropoutMask accumulating the product into C, its AVX-512 loop's
+// operations): the bf16 kernels' store, for an fp32 C over one K slice, instead of TileOut's.
+struct KeptAdd {
+  const uint8_t* bits;
+  int64_t bytes;  // of bits
+  int64_t first;  // the tile's element (0, 0) in C's flat index
+  float scale;
 };
 
 using Fp32MicroKernelFn = void (*)(int64_t kc, const float* a_panel, const float* b_panel,

@@ -16,8 +16,8 @@
 namespace air::engine {
 namespace {
 
-constexpr int64_t kFloatKC = 256;  // K slice of the fp32 panels, as fast_gemm's
-constexpr int64_t kPairKC = 2048;  // of the pair panels: single slices for the training shapes
+constexpr int64_t kFloatKC = 256;                // K slice of the fp32 panels, as fast_gemm's
+constexpr int64_t kPairKC = kGemmBf16PairSlice;  // single slices for the training shapes
 // Bounds the fp32 staging block of a BF16 C (rows x up to kGemmNBlock columns): 8 MiB.
 constexpr int64_t kStagingFloats = int64_t{1} << 21;
 constexpr int64_t kMaxTile = 8 * 32;  // floats of the largest micro-tile
@@ -158,6 +158,10 @@ void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Prob
   const auto kernel = [&](const Word* ap, const Word* bp, const MicroTile& t) {
     if (!g.c.bf16) {
       float* c = static_cast<float*>(g.c.data) + t.i * g.c.ld + t.j;
+      if (g.c.kept_bits != nullptr) {
+        const KeptAdd kept{g.c.kept_bits, g.c.kept_bytes, t.i * g.c.ld + t.j, g.c.kept_scale};
+        return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, 1.0f, true, &kept}, nullptr);
+      }
       return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, g.beta, t.first_slice}, nullptr);
     }
     float* sums = staged ? stage_data + (t.i % row_block) * stage_ld + t.j % kGemmNBlock : nullptr;
@@ -177,6 +181,10 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   AIR_ENGINE_CHECK(
       path == GemmBf16Path::kAvx512Bf16 || (g.a.drop_bits == nullptr && g.b.drop_bits == nullptr),
       "a dropped GEMM operand on a path other than avx512bf16");
+  AIR_ENGINE_CHECK(g.c.kept_bits == nullptr || (path == GemmBf16Path::kAvx512Bf16 && !g.c.bf16 &&
+                                                g.beta == 1.0f && g.k <= kGemmBf16PairSlice),
+                   "a kept-mask add on a path other than avx512bf16, or into a BF16 C, with "
+                   "beta other than 1 or over more than one K slice");
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return ScaleOnly(g);
   if (path == GemmBf16Path::kOneDnn) {

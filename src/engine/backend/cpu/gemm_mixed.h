@@ -59,7 +59,16 @@ struct GemmResult {
   void* data;  // float* or uint16_t* (bf16 bits), (M, N) with row stride ld
   bool bf16;
   int64_t ld;
+  // The product added into C through a kept mask (Ops::GemmAddDropped; avx512bf16 path, an F32
+  // C, beta 1, K at most kGemmBf16PairSlice): C += (bit e ? product * kept_scale : 0) for
+  // element e = row * ld + column, ApplyDropoutMask's accumulate bit for bit. Null: plain C.
+  const uint8_t* kept_bits = nullptr;
+  int64_t kept_bytes = 0;
+  float kept_scale = 1.0f;
 };
+
+// The deepest K the avx512bf16 path takes in one slice.
+inline constexpr int64_t kGemmBf16PairSlice = 2048;
 
 enum class GemmBf16Path { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3, kOneDnn = 4 };
 

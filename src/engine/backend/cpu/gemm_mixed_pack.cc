@@ -62,17 +62,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   return _mm512_inserti64x4(_mm512_castsi256_si512(Load16(src)), Load16(src + 16), 1);
 }
 
-// A dropped operand's elements (PanelSource::drop_bits): the mask's bits for elements
-// [e, e + 16) of the stored matrix, reading no byte past the mask's end.
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __mmask16 KeepBits16(
-    const PanelSource& s, int64_t e) {
-  const int64_t byte = e / 8;
-  const int64_t bytes = std::min<int64_t>(3, s.drop_bytes - byte);  // 16 bits at any shift
-  const __m128i word =
-      _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << bytes) - 1u), s.drop_bits + byte);
-  return static_cast<__mmask16>(static_cast<uint32_t>(_mm_cvtsi128_si32(word)) >> (e % 8));
-}
-
 // `count` (16 or 8) elements from src, element e of the stored matrix first, as ApplyDropoutMask
 // writes them (its AVX-512 loop: masked product, then the rounding), as bf16 in 16-bit lanes.
 template <typename T>
@@ -84,7 +73,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m25
   } else {
     values = _mm512_maskz_loadu_ps(count, src);
   }
-  const __mmask16 keep = KeepBits16(s, e) & count;
+  const __mmask16 keep = MaskBits16(s.drop_bits, s.drop_bytes, e) & count;
   const __m512 v = _mm512_maskz_mul_ps(keep, values, _mm512_set1_ps(s.drop_scale));
   return _mm512_cvtepi32_epi16(RoundToBf16x16(v));
 }

@@ -219,6 +219,13 @@ void ReferenceOps::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, in
                             p, scratch);
 }
 
+void ReferenceOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                        const View& a, int64_t lda, const View& b, int64_t ldb,
+                                        const View& c, const View& bits, float p,
+                                        const View& scratch) const {
+  GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p, scratch);
+}
+
 void ReferenceOps::AddBiasKernel(const View& y, const View& bias) const {
   const int64_t cols = bias.numel(), rows = cols > 0 ? y.numel() / cols : 0;
   F32Input b(bias);

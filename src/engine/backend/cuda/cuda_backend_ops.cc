@@ -262,6 +262,13 @@ void CudaBackend::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int
                             p, scratch);
 }
 
+void CudaBackend::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                       const View& a, int64_t lda, const View& b, int64_t ldb,
+                                       const View& c, const View& bits, float p,
+                                       const View& scratch) const {
+  GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p, scratch);
+}
+
 void CudaBackend::CrossEntropyForwardKernel(const View& logits, const View& targets,
                                             const View& lse, const View& loss_sum) const {
   Activate();
