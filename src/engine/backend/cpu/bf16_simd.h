@@ -32,6 +32,11 @@ inline __mmask16 TailMask(int64_t remaining) {
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __mmask16 MaskBits16(
     const uint8_t* bits, int64_t bytes, int64_t e) {
   const int64_t byte = e / 8;
+  if (e % 8 == 0 && byte + 2 <= bytes) {  // on a byte: two bytes (the common case)
+    uint16_t word;
+    std::memcpy(&word, bits + byte, sizeof word);
+    return static_cast<__mmask16>(word);
+  }
   const int64_t count = bytes - byte < 3 ? bytes - byte : 3;  // 16 bits at any shift
   const __m128i word =
       _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1u), bits + byte);

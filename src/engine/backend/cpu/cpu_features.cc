@@ -38,9 +38,10 @@ CpuKernels Detect() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = CpuKernels::kAvx2;
   if (__builtin_cpu_supports("avx512f")) {
     best = CpuKernels::kAvx512;
-    // The bf16 kernel also packs with AVX512BW's 16-bit permutes.
+    // The bf16 kernel also packs with AVX512BW's 16-bit permutes and rounds with vcvtneps2bf16
+    // after DQ's vfpclassps (every CPU with AVX512_BF16 has DQ).
     if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        HasAvx512Bf16()) {
+        __builtin_cpu_supports("avx512dq") && HasAvx512Bf16()) {
       best = CpuKernels::kAvx512Bf16;
     }
   }

@@ -198,14 +198,23 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
     // A BF16 A stored (M, K) is read in place: its pairs are the words the kernel broadcasts
     // (a dropped one is packed: the mask applied on the way).
     const bool a_in_place = g.a.bf16 && !g.a.trans && g.a.drop_bits == nullptr;
+    // A dropped A stored (M, K) is packed in the same row layout, the mask applied.
+    const bool a_dropped_rows = g.a.drop_bits != nullptr && !g.a.trans;
     // At most 16 columns (LoRA's rank-r products): the 16 x 16 tile, no zero columns.
     const bool narrow = g.n <= kBf16NarrowNR;
     const int64_t mr = narrow ? kBf16NarrowMR : kBf16KernelMR;
-    const PathPanels<uint32_t> parts{a_in_place ? nullptr : PackPairPanels,  PackPairPanels, mr,
-                                     narrow ? kBf16NarrowNR : kBf16KernelNR, kPairKC,        2};
+    const PathPanels<uint32_t> parts{a_in_place       ? nullptr
+                                     : a_dropped_rows ? PackPairRowsDropped
+                                                      : PackPairPanels,
+                                     PackPairPanels,
+                                     mr,
+                                     narrow ? kBf16NarrowNR : kBf16KernelNR,
+                                     kPairKC,
+                                     2};
     const auto multiply = [&](const uint32_t* ap, const uint32_t* bp, const MicroTile& t,
                               const TileOut& out, const Bf16TileOut* round_to) {
       Bf16Rows rows{ap, 4, 4 * mr, t.mr};
+      if (a_dropped_rows) rows = {ap, 4 * ((t.kc + 1) / 2), 4, t.mr};
       if (a_in_place) {
         rows = {static_cast<const uint16_t*>(g.a.data) + t.i * g.a.ld + t.p0, 2 * g.a.ld, 4, t.mr};
       }
@@ -257,7 +266,7 @@ bool GemmBf16PathRuns(GemmBf16Path path, std::string* why) {
   if (DetectedCpuKernels() >= LevelOf(path)) return true;
   if (why != nullptr) {
     static constexpr const char* kNeeds[] = {"", "AVX2 and FMA", "AVX-512F",
-                                             "AVX-512F, BW, VL and AVX512_BF16"};
+                                             "AVX-512F, BW, VL, DQ and AVX512_BF16"};
     *why = std::string("needs ") + kNeeds[static_cast<int>(LevelOf(path))] +
            "; this CPU's best kernels are " + CpuKernelsName(DetectedCpuKernels());
   }

@@ -63,10 +63,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
 }
 
 // `count` (16 or 8) elements from src, element e of the stored matrix first, as ApplyDropoutMask
-// writes them (its AVX-512 loop: masked product, then the rounding), as bf16 in 16-bit lanes.
+// writes them (its AVX-512 loop: masked product, then the rounding, here vcvtneps2bf16's: the
+// same bits, RoundToBf16x16Native), as bf16 in 16-bit lanes.
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i LoadDropped(
-    const T* src, const PanelSource& s, int64_t e, __mmask16 count) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"),
+               always_inline)) inline __m256i
+LoadDropped(const T* src, const PanelSource& s, int64_t e, __mmask16 count) {
   __m512 values;
   if constexpr (sizeof(T) == 2) {
     values = WidenBf16x16(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(count, src)));
@@ -75,25 +77,28 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m25
   }
   const __mmask16 keep = MaskBits16(s.drop_bits, s.drop_bytes, e) & count;
   const __m512 v = _mm512_maskz_mul_ps(keep, values, _mm512_set1_ps(s.drop_scale));
-  return _mm512_cvtepi32_epi16(RoundToBf16x16(v));
+  return RoundToBf16x16Native(v);
 }
 
 // Load8/16/32 of the source's elements from src (element e of the stored matrix), dropped or not.
 template <bool kDropped, typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m128i Get8(
-    const T* src, const PanelSource& s, int64_t e) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"),
+               always_inline)) inline __m128i
+Get8(const T* src, const PanelSource& s, int64_t e) {
   if constexpr (kDropped) return _mm256_castsi256_si128(LoadDropped(src, s, e, 0xFF));
   return Load8(src);
 }
 template <bool kDropped, typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i Get16(
-    const T* src, const PanelSource& s, int64_t e) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"),
+               always_inline)) inline __m256i
+Get16(const T* src, const PanelSource& s, int64_t e) {
   if constexpr (kDropped) return LoadDropped(src, s, e, 0xFFFF);
   return Load16(src);
 }
 template <bool kDropped, typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i Get32(
-    const T* src, const PanelSource& s, int64_t e) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"),
+               always_inline)) inline __m512i
+Get32(const T* src, const PanelSource& s, int64_t e) {
   if constexpr (kDropped) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(LoadDropped(src, s, e, 0xFFFF)),
                               LoadDropped(src + 16, s, e + 16, 0xFFFF), 1);
@@ -108,9 +113,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
 // while each panel gets its kBlock steps as one contiguous run (the panels lie 4 KiB multiples
 // apart: one step to each would thrash L1's sets).
 template <bool kDropped, typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesContiguous(
-    const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0, int64_t kc,
-    uint32_t* dst) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) void
+PackPairPanelsLanesContiguous(const PanelSource& s, int64_t width, int64_t w0, int64_t count,
+                              int64_t p0, int64_t kc, uint32_t* dst) {
   constexpr int64_t kBlock = 8;
   const int64_t lanes = std::min(count, s.lanes - w0), steps = (kc + 1) / 2;
   const int64_t panels = (count + width - 1) / width, panel_words = steps * width;
@@ -194,8 +199,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelsLanesCon
 // A ragged last group of lanes, the words past a multiple of 8 and an odd kc's pad go one at
 // a time.
 template <bool kDropped, typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguous(
-    const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc, uint32_t* dst) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) void
+PackPairPanelKContiguous(const PanelSource& s, int64_t width, int64_t w0, int64_t p0, int64_t kc,
+                         uint32_t* dst) {
   const int64_t lanes = std::min(width, s.lanes - w0), blocked_steps = kc / 16 * 8;
   const int64_t full_lanes = lanes / 8 * 8;
   const T* base = static_cast<const T*>(s.data) + w0 * s.ld + p0;
@@ -233,6 +239,29 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PackPairPanelKContiguo
   }
 }
 
+// A dropped A stored (M, K) (dropout masks here, none in the plain case: those rows are read in
+// place): each row's kc steps through the mask into the panel's row r at dst + r * depth
+// words, the words in step order (Bf16Rows{panel, 4 * depth, 4}: the in-place layout).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) void PackPairRowsDroppedOf(
+    const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0, int64_t kc,
+    uint32_t* dst) {
+  const int64_t depth = (kc + 1) / 2, lanes = std::min(count, s.lanes - w0);
+  const int64_t panels = (count + width - 1) / width;
+  std::fill(dst + lanes * depth, dst + panels * width * depth, 0u);  // the rows past M
+  for (int64_t w = 0; w < lanes; ++w) {
+    const T* src = static_cast<const T*>(s.data) + (w0 + w) * s.ld + p0;
+    auto* out =
+        reinterpret_cast<uint16_t*>(dst + (w / width) * width * depth + (w % width) * depth);
+    const int64_t e = (w0 + w) * s.ld + p0;
+    for (int64_t p = 0; p < kc; p += 16) {
+      const __mmask16 count16 = TailMask(kc - p);
+      _mm256_mask_storeu_epi16(out + p, count16, LoadDropped(src + p, s, e + p, count16));
+    }
+    if (kc % 2 != 0) out[kc] = 0;  // the pad step
+  }
+}
+
 template <bool kDropped>
 void PackPairPanelsOf(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
                       int64_t kc, uint32_t* dst) {
@@ -254,6 +283,12 @@ void PackPairPanelsOf(const PanelSource& s, int64_t width, int64_t w0, int64_t c
 }
 
 }  // namespace
+
+void PackPairRowsDropped(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
+                         int64_t kc, uint32_t* dst) {
+  if (s.bf16) return PackPairRowsDroppedOf<uint16_t>(s, width, w0, count, p0, kc, dst);
+  PackPairRowsDroppedOf<float>(s, width, w0, count, p0, kc, dst);
+}
 
 void PackPairPanels(const PanelSource& s, int64_t width, int64_t w0, int64_t count, int64_t p0,
                     int64_t kc, uint32_t* dst) {

@@ -51,9 +51,16 @@ void PackFloatPanelsAvx2(const PanelSource& src, int64_t width, int64_t w0, int6
                          int64_t p0, int64_t kc, float* dst);
 
 // Pair panels (gemm_mixed_pack.cc; width a multiple of 8): dst[q][w] (ceil(kc / 2) x width
-// words), bf16 of step 2q in the low half, 2q + 1 in the high. Uses AVX-512 (BW, VL): for
-// CPUs that run the avx512bf16 path only.
+// words), bf16 of step 2q in the low half, 2q + 1 in the high. Uses AVX-512 (BW, VL, DQ and
+// BF16's vcvtneps2bf16 for a dropped operand): for CPUs that run the avx512bf16 path only.
 void PackPairPanels(const PanelSource& src, int64_t width, int64_t w0, int64_t count, int64_t p0,
                     int64_t kc, uint32_t* dst);
+// A dropped operand whose K is contiguous (A stored (M, K)), into panels of `width` rows laid
+// out as an in-place A is read: row r of a panel at r * ceil(kc / 2) words, its pairs in step
+// order (the mask applied; zeros past the matrix and in an odd kc's pad). A plain transposed
+// pair panel would cost an 8 x 8 transpose a block for a product that reads each word once.
+// AVX-512 with BW, VL, DQ and BF16, as PackPairPanels.
+void PackPairRowsDropped(const PanelSource& src, int64_t width, int64_t w0, int64_t count,
+                         int64_t p0, int64_t kc, uint32_t* dst);
 
 }  // namespace air::engine
