@@ -1,7 +1,8 @@
 // air_gemm_bench --rowwise: the row-wise and elementwise ops of a training step on FastOps, each
 // timed as one call over the step's activations (TOKENS x HIDDEN for the norms and residual
-// adds and LoRA's dropout of an adapter's input, TOKENS x MLP for SwiGLU, the conversions and
-// the sum of squares), the ops' windows
+// adds and LoRA's dropout of an adapter's input and its rank-16 products of the dropped input,
+// fused and as their definitions; TOKENS x MLP for SwiGLU, the conversions and the sum of
+// squares), the ops' windows
 // interleaved (bench_timing.h). With --cpu-clock on one thread the figures are the thread's CPU
 // time, which a busy machine does not inflate: before/after comparisons of these kernels.
 #include <cstdio>
@@ -85,6 +86,11 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
   const View x_grad32 = a.Random(DType::kF32, {tokens, hidden}),
              dx32 = a.Random(DType::kF32, {tokens, hidden});
   ops.DropoutMask(narrow, 0.05f, 7, bits);
+  // LoRA's rank-16 products of the dropped input, fused (GemmDropped, GemmAddDropped) and as
+  // their definitions (ApplyDropoutMask into a scratch, then Gemm; Gemm, then ApplyDropoutMask).
+  const int64_t r = 16;
+  const View lora_a = a.Random(dtype, {r, hidden}), u = a.Random(DType::kF32, {tokens, r});
+  const View du = a.Random(DType::kF32, {tokens, r}), da = a.Random(DType::kF32, {r, hidden});
   const std::vector<Op> measured = {
       {"SwigluForward", wide, [&] { ops.SwigluForward(gate, up, out); }},
       {"SwigluBackward", wide, [&] { ops.SwigluBackward(gate, up, out, dgate, dup); }},
@@ -100,6 +106,36 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
       {"ApplyDropoutMask", narrow, [&] { ops.ApplyDropoutMask(x, bits, 0.05f, 0.0f, y); }},
       {"ApplyDropoutMask f32 +=", narrow,
        [&] { ops.ApplyDropoutMask(x_grad32, bits, 0.05f, 1.0f, dx32); }},
+      {"GemmDropped u = xd A^T", narrow,
+       [&] {
+         ops.GemmDropped(false, false, true, tokens, r, hidden, x, hidden, lora_a, hidden, 0.0f, u,
+                         r, bits, 0.05f, y);
+       }},
+      {"ApplyDropoutMask, Gemm u = xd A^T", narrow,
+       [&] {
+         ops.ApplyDropoutMask(x, bits, 0.05f, 0.0f, y);
+         ops.Gemm(false, true, tokens, r, hidden, y, hidden, lora_a, hidden, 0.0f, u, r);
+       }},
+      {"GemmDropped dA += du^T xd", narrow,
+       [&] {
+         ops.GemmDropped(true, true, false, r, hidden, tokens, du, r, x, hidden, 1.0f, da, hidden,
+                         bits, 0.05f, y);
+       }},
+      {"ApplyDropoutMask, Gemm dA += du^T xd", narrow,
+       [&] {
+         ops.ApplyDropoutMask(x, bits, 0.05f, 0.0f, y);
+         ops.Gemm(true, false, r, hidden, tokens, du, r, y, hidden, 1.0f, da, hidden);
+       }},
+      {"GemmAddDropped dx += drop(du A)", narrow,
+       [&] {
+         ops.GemmAddDropped(false, false, tokens, hidden, r, du, r, lora_a, hidden, dx32, bits,
+                            0.05f, x_grad32);
+       }},
+      {"Gemm, ApplyDropoutMask dx += drop(du A)", narrow,
+       [&] {
+         ops.Gemm(false, false, tokens, hidden, r, du, r, lora_a, hidden, 0.0f, x_grad32, hidden);
+         ops.ApplyDropoutMask(x_grad32, bits, 0.05f, 1.0f, dx32);
+       }},
   };
   std::vector<std::function<void()>> runs;
   for (const Op& op : measured) runs.push_back(op.run);
