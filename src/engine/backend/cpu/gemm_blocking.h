@@ -42,11 +42,12 @@ struct BlockedGemmShape {
   int64_t row_block;   // rows of C per pass over K: m, or fewer to bound a staging block
 };
 
-// The column tile: kGemmNC, or for a shallow product (K at most kGemmShallowK: LoRA's
-// rank-r updates) the whole block of kGemmNBlock columns, whose B panels are a few KiB. Such a
-// product writes far more C than it computes, and a tile as wide as C's rows writes each row
-// in one run, which the memory system takes faster than runs of kGemmNC columns a row apart.
-inline constexpr int64_t kGemmShallowK = 64;
+// The column tile: kGemmNC, or for a shallow product (K at most kGemmShallowK: LoRA's rank-r
+// updates, r <= 16) the whole block of kGemmNBlock columns, whose B panels then take at most
+// 256 KiB of L2 (4096 columns x 16 fp32). Such a product writes far more C than it computes,
+// and a tile as wide as C's rows writes each row in one run, which the memory system takes
+// faster than runs of kGemmNC columns a row apart.
+inline constexpr int64_t kGemmShallowK = 16;
 inline int64_t GemmColTile(const BlockedGemmShape& shape) {
   return shape.k <= kGemmShallowK ? kGemmNBlock : kGemmNC;
 }
