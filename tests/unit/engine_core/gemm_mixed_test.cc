@@ -405,17 +405,24 @@ TEST_P(GemmBf16PathTest, RoundsBf16ResultsToNearestEven) {
   }
 }
 
-// A dropped operand (GemmOperand::drop_bits, LoRA's dropout): the product equals the one on
-// the operand ApplyDropoutMask writes, bit for bit, whichever operand, transpose and dtype, the
-// mask over the stored matrix's every element (its padding too), serially and on 3 threads.
-// (The avx512bf16 path only: the others never get a dropped operand, FastOps::GemmDropped.)
-TEST(GemmBf16Dropped, DroppedOperandIsTheProductOfTheMaskedOperand) {
+// LoRA's dropout inside the bf16 GEMM (FastOps::GemmDropped, GemmAddDropped): on the
+// avx512bf16 path only (the others never get a mask), p 0.3, serially and on 3 threads.
+class GemmBf16Dropped : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!GemmBf16PathRuns(path, &why)) GTEST_SKIP() << "avx512bf16 not run on this CPU: " << why;
+  }
   const GemmBf16Path path = GemmBf16Path::kAvx512Bf16;
-  std::string why;
-  if (!GemmBf16PathRuns(path, &why)) GTEST_SKIP() << "avx512bf16 not run on this CPU: " << why;
-  ThreadPool three(3);
+  ThreadPool three{3};
   GemmBf16Scratch scratch;
   const float p = 0.3f, scale = 1.0f / (1.0f - p);
+};
+
+// A dropped operand (GemmOperand::drop_bits): the product equals the one on the operand
+// ApplyDropoutMask writes, bit for bit, whichever operand, transpose and dtype, the mask over
+// the stored matrix's every element (its padding too).
+TEST_F(GemmBf16Dropped, DroppedOperandIsTheProductOfTheMaskedOperand) {
   uint64_t seed = 500;
   for (const Case& g : Cases()) {
     if (g.beta == 0.5f) continue;
@@ -452,14 +459,8 @@ TEST(GemmBf16Dropped, DroppedOperandIsTheProductOfTheMaskedOperand) {
 // A kept-mask add (GemmResult::kept_bits, LoRA's input gradient): C gets what ApplyDropoutMask
 // accumulates of the product (the product into an fp32 t with beta 0, then C + (bit ? t *
 // scale : 0) element by element), bit for bit, the mask over C's flat elements (its padding
-// too, never written), every transpose and operand dtype, serially and on 3 threads.
-TEST(GemmBf16Dropped, KeptAddIsApplyDropoutMaskAccumulatingTheProduct) {
-  const GemmBf16Path path = GemmBf16Path::kAvx512Bf16;
-  std::string why;
-  if (!GemmBf16PathRuns(path, &why)) GTEST_SKIP() << "avx512bf16 not run on this CPU: " << why;
-  ThreadPool three(3);
-  GemmBf16Scratch scratch;
-  const float p = 0.3f, scale = 1.0f / (1.0f - p);
+// too, never written), every transpose and operand dtype.
+TEST_F(GemmBf16Dropped, KeptAddIsApplyDropoutMaskAccumulatingTheProduct) {
   uint64_t seed = 700;
   for (const Case& g : Cases()) {
     if (g.beta != 1.0f || g.c_bf16 || g.k > kGemmBf16PairSlice) continue;
