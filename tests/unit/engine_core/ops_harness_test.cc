@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <random>
 #include <set>
 #include <tuple>
 
@@ -252,143 +251,6 @@ TEST_P(OpsHarness, DropoutDrawsTheReferenceMaskInPlaceOrNot) {
     if (prob > 0) {
       backend_->Dropout(xv.got, prob, 1235, out.got);
       EXPECT_NE(d.Got(out), got);
-    }
-  }
-}
-
-TEST_P(OpsHarness, DropoutMaskKeptAndAppliedIsDropoutBitForBit) {
-  if (!Runs(OpKind::kDropoutMask) || !Runs(OpKind::kApplyDropoutMask)) return;
-  const Precision& p = precision();
-  for (int64_t n : {int64_t{1}, int64_t{13}, int64_t{70001}}) {  // a partial byte; many chunks
-    auto x = In(static_cast<size_t>(n), 47), acc0 = Grad(static_cast<size_t>(n), 48);
-    const size_t bytes = static_cast<size_t>((n + 7) / 8);
-    for (float prob : {0.0f, 0.05f, 0.5f}) {
-      const std::string what = "n=" + std::to_string(n) + " p=" + std::to_string(prob);
-      Sides d(*backend_, ref_);
-      // 0xA5: every byte written, the bits past n cleared.
-      const Pair bits = d.U8(std::vector<uint8_t>(bytes, 0xA5));
-      backend_->DropoutMask(n, prob, 1234, bits.got);
-      ref_.DropoutMask(n, prob, 1234, bits.want);
-      const std::vector<uint8_t> got_bits = d.GotBytes(bits), want_bits = d.WantBytes(bits);
-      ASSERT_EQ(got_bits, want_bits) << what;
-      // beta 0: Dropout's values (the same backend, the same seed), in place too.
-      const Pair xv = d.Data(x, p.in), out = d.Data(std::vector<float>(n), p.out);
-      const Pair drawn = d.Data(std::vector<float>(n), p.out);
-      backend_->ApplyDropoutMask(xv.got, bits.got, prob, 0.0f, out.got);
-      ref_.ApplyDropoutMask(xv.want, bits.want, prob, 0.0f, out.want);
-      backend_->Dropout(xv.got, prob, 1234, drawn.got);
-      EXPECT_EQ(d.Got(out), d.Got(drawn)) << what;
-      Expect("elementwise", ScaledMaxDiff(d.Got(out), d.Want(out)), tol().elementwise, what);
-      DeviceArrays t(*backend_);
-      const View inplace = t.Data(x, p.in);
-      backend_->ApplyDropoutMask(inplace, bits.got, prob, 0.0f, inplace);
-      EXPECT_EQ(t.Get(inplace), RoundedTo(d.Got(out), p.in)) << what;
-      // beta 1: the masked gradient added into an accumulator (LoRA's input gradient).
-      const Pair gv = d.Data(x, p.grad), acc = d.Data(acc0, p.grad);
-      backend_->ApplyDropoutMask(gv.got, bits.got, prob, 1.0f, acc.got);
-      ref_.ApplyDropoutMask(gv.want, bits.want, prob, 1.0f, acc.want);
-      Expect("elementwise", ScaledMaxDiff(d.Got(acc), d.Want(acc)), tol().elementwise, what);
-    }
-  }
-}
-
-// GemmDropped (LoRA's dropped input in its products): against the reference's, and bit for bit
-// its definition on the same backend (ApplyDropoutMask into scratch, then Gemm), whichever
-// operand is dropped, every transpose, beta 0 and 1. p = 0.5: the scale 2 is exact in bf16, so
-// the reference's fp32 operand and the backend's bf16 one hold the same values.
-TEST_P(OpsHarness, GemmDroppedIsApplyDropoutMaskThenGemm) {
-  if (!Runs(OpKind::kGemmDropped) || !Runs(OpKind::kGemm)) return;
-  const Precision& p = precision();
-  const DType a_dtype = p.grad, b_dtype = p.in, c_dtype = p.name == "bf16" ? p.out : p.grad;
-  const DType round =
-      a_dtype == DType::kBF16 || b_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const float prob = 0.5f;
-  uint64_t seed = 60;
-  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {5, 7, 9}, {33, 40, 17}, {130, 16, 64}, {64, 300, 16}}) {
-    for (int drop_b = 0; drop_b < 2; ++drop_b) {
-      for (int ta = 0; ta < 2; ++ta) {
-        for (int tb = 0; tb < 2; ++tb) {
-          for (float beta : {0.0f, 1.0f}) {
-            const int64_t lda = ta ? m : k, ldb = tb ? k : n, elements = drop_b ? k * n : m * k;
-            auto a = RoundedTo(RandomVector(static_cast<size_t>(m * k), seed += 3), round);
-            auto b = RoundedTo(RandomVector(static_cast<size_t>(k * n), seed + 1), round);
-            auto c0 = RoundedTo(RandomVector(static_cast<size_t>(m * n), seed + 2), c_dtype);
-            std::vector<uint8_t> mask(static_cast<size_t>((elements + 7) / 8));
-            std::mt19937 rng(static_cast<uint32_t>(seed));
-            for (uint8_t& byte : mask) byte = static_cast<uint8_t>(rng());
-            const DType dropped_dtype = drop_b ? b_dtype : a_dtype;
-            Sides d(*backend_, ref_);
-            const Pair av = d.Data(a, a_dtype), bv = d.Data(b, b_dtype), c = d.Data(c0, c_dtype);
-            const Pair bits = d.U8(mask);
-            const Pair scratch =
-                d.Data(std::vector<float>(static_cast<size_t>(elements)), dropped_dtype);
-            backend_->GemmDropped(drop_b, ta, tb, m, n, k, av.got, lda, bv.got, ldb, beta, c.got, n,
-                                  bits.got, prob, scratch.got);
-            ref_.GemmDropped(drop_b, ta, tb, m, n, k, av.want, lda, bv.want, ldb, beta, c.want, n,
-                             bits.want, prob, scratch.want);
-            const std::string what =
-                "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                " drop_b=" + std::to_string(drop_b) + " ta=" + std::to_string(ta) +
-                " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta);
-            Expect("gemm/sqrt(k)", d.Error(c) / std::sqrt(double(k)), tol().gemm_per_sqrt_k, what);
-            // The definition on the same backend: the same bits.
-            DeviceArrays t(*backend_);
-            const View dropped =
-                t.Data(std::vector<float>(static_cast<size_t>(elements)), dropped_dtype);
-            const View c2 = t.Data(c0, c_dtype);
-            backend_->ApplyDropoutMask(drop_b ? bv.got : av.got, bits.got, prob, 0.0f, dropped);
-            backend_->Gemm(ta, tb, m, n, k, drop_b ? av.got : dropped, lda,
-                           drop_b ? dropped : bv.got, ldb, beta, c2, n);
-            EXPECT_EQ(d.Got(c), t.Get(c2)) << what;
-          }
-        }
-      }
-    }
-  }
-}
-
-// GemmAddDropped (LoRA's input gradient, dx += dropout'(du A)): against the reference's, and bit
-// for bit its definition on the same backend (Gemm into scratch, then ApplyDropoutMask
-// accumulating it), every transpose; the output in the precision's gradient dtype.
-TEST_P(OpsHarness, GemmAddDroppedIsGemmThenApplyDropoutMask) {
-  if (!Runs(OpKind::kGemmAddDropped) || !Runs(OpKind::kGemm)) return;
-  const Precision& p = precision();
-  const DType a_dtype = p.grad, b_dtype = p.in, c_dtype = p.grad;
-  const DType round =
-      a_dtype == DType::kBF16 || b_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const float prob = 0.5f;
-  uint64_t seed = 90;
-  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {5, 7, 9}, {33, 40, 17}, {130, 300, 16}, {64, 16, 130}}) {
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-        auto a = RoundedTo(RandomVector(static_cast<size_t>(m * k), seed += 3), round);
-        auto b = RoundedTo(RandomVector(static_cast<size_t>(k * n), seed + 1), round);
-        auto c0 = RoundedTo(RandomVector(static_cast<size_t>(m * n), seed + 2), c_dtype);
-        std::vector<uint8_t> mask(static_cast<size_t>((m * n + 7) / 8));
-        std::mt19937 rng(static_cast<uint32_t>(seed));
-        for (uint8_t& byte : mask) byte = static_cast<uint8_t>(rng());
-        Sides d(*backend_, ref_);
-        const Pair av = d.Data(a, a_dtype), bv = d.Data(b, b_dtype), c = d.Data(c0, c_dtype);
-        const Pair bits = d.U8(mask);
-        const Pair scratch = d.F32(std::vector<float>(static_cast<size_t>(m * n)));
-        backend_->GemmAddDropped(ta, tb, m, n, k, av.got, lda, bv.got, ldb, c.got, bits.got, prob,
-                                 scratch.got);
-        ref_.GemmAddDropped(ta, tb, m, n, k, av.want, lda, bv.want, ldb, c.want, bits.want, prob,
-                            scratch.want);
-        const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                                 " k=" + std::to_string(k) + " ta=" + std::to_string(ta) +
-                                 " tb=" + std::to_string(tb);
-        Expect("gemm/sqrt(k)", d.Error(c) / std::sqrt(double(k)), tol().gemm_per_sqrt_k, what);
-        DeviceArrays t(*backend_);
-        const View product = t.F32(std::vector<float>(static_cast<size_t>(m * n)));
-        const View c2 = t.Data(c0, c_dtype);
-        backend_->Gemm(ta, tb, m, n, k, av.got, lda, bv.got, ldb, 0.0f, product, n);
-        backend_->ApplyDropoutMask(product, bits.got, prob, 1.0f, c2);
-        EXPECT_EQ(d.Got(c), t.Get(c2)) << what;
-      }
     }
   }
 }
@@ -737,6 +599,7 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       OpKind::kSwigluBackward, OpKind::kAddInPlace, OpKind::kAddBias, OpKind::kBiasBackward,
       OpKind::kCrossEntropyForward, OpKind::kCrossEntropyBackward, OpKind::kAdamWUpdate,
       OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
+      // ops_harness_dropout_test.cc:
       OpKind::kDropoutMask, OpKind::kApplyDropoutMask, OpKind::kGemmDropped,
       OpKind::kGemmAddDropped,
       // ops_harness_moe_test.cc:
