@@ -1,9 +1,9 @@
 // air_gemm_bench --rowwise: the row-wise and elementwise ops of a training step on FastOps, each
 // timed as one call over the step's activations (TOKENS x HIDDEN for the norms and residual
 // adds and LoRA's dropout of an adapter's input and its rank-16 products of the dropped input,
-// fused and as their definitions; TOKENS x MLP for SwiGLU, the conversions and the sum of
-// squares), the ops' windows
-// interleaved (bench_timing.h). With --cpu-clock on one thread the figures are the thread's CPU
+// fused and as their definitions; TOKENS x MLP for SwiGLU, the conversions, the sum of squares
+// and LoRA's forward on the gate projection, its branch folded into the base product or not),
+// the ops' windows interleaved (bench_timing.h). With --cpu-clock on one thread the figures are the thread's CPU
 // time, which a busy machine does not inflate: before/after comparisons of these kernels.
 #include <cstdio>
 #include <functional>
@@ -91,6 +91,10 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
   const int64_t r = 16;
   const View lora_a = a.Random(dtype, {r, hidden}), u = a.Random(DType::kF32, {tokens, r});
   const View du = a.Random(DType::kF32, {tokens, r}), da = a.Random(DType::kF32, {r, hidden});
+  // LoRA's forward on the gate projection: y = x W^T + u B^T in one product (GemmConcatK), or the
+  // base product then the rank-16 update adding into y (the unfolded branch).
+  const View w_gate = a.Random(dtype, {mlp, hidden}), lora_b = a.Random(DType::kF32, {mlp, r});
+  const View u_kept = a.Random(dtype, {tokens, r}), row_scratch = a.Random(DType::kF32, {mlp});
   const std::vector<Op> measured = {
       {"SwigluForward", wide, [&] { ops.SwigluForward(gate, up, out); }},
       {"SwigluBackward", wide, [&] { ops.SwigluBackward(gate, up, out, dgate, dup); }},
@@ -135,6 +139,16 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
        [&] {
          ops.Gemm(false, false, tokens, hidden, r, du, r, lora_a, hidden, 0.0f, x_grad32, hidden);
          ops.ApplyDropoutMask(x_grad32, bits, 0.05f, 1.0f, dx32);
+       }},
+      {"GemmConcatK y = x W^T + u B^T", wide,
+       [&] {
+         ops.GemmConcatK(true, tokens, mlp, hidden, x, hidden, w_gate, hidden, r, u_kept, r,
+                         lora_b, r, out, row_scratch);
+       }},
+      {"Gemm, Gemm y = x W^T; y += u B^T", wide,
+       [&] {
+         ops.Gemm(false, true, tokens, mlp, hidden, x, hidden, w_gate, hidden, 0.0f, out, mlp);
+         ops.Gemm(false, true, tokens, mlp, r, u_kept, r, lora_b, r, 1.0f, out, mlp);
        }},
   };
   std::vector<std::function<void()>> runs;

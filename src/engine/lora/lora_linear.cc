@@ -6,12 +6,14 @@
 
 namespace air::engine::lora {
 
-LoraScratch::LoraScratch(const Backend* backend, int rank, std::vector<int64_t> mask_widths)
+LoraScratch::LoraScratch(const Backend* backend, int rank, std::vector<int64_t> mask_widths,
+                         int64_t folded_out)
     : training_(backend),
       eval_(backend),
       rank_(rank),
       mask_widths_(std::move(mask_widths)),
       max_in_(0),
+      folded_out_(folded_out),
       adapters_(static_cast<int>(mask_widths_.size())) {
   for (int64_t width : mask_widths_) max_in_ = std::max(max_in_, width);
 }
@@ -20,10 +22,10 @@ LoraScratch::LoraScratch(const Backend* backend, int rank, std::vector<int64_t> 
 void LoraScratch::LayOut(Workspace& w, Layout& layout, int64_t rows, DType dtype,
                          bool training) const {
   layout.input = w.Take(dtype, {rows, max_in_});
-  layout.input_grad = w.F32({rows, max_in_});
+  layout.input_grad = w.F32({std::max(rows * max_in_, folded_out_)});
   layout.du = w.F32({rows, rank_});
   layout.u.assign(training ? static_cast<size_t>(adapters_) : 1, View());
-  for (View& u : layout.u) u = w.F32({rows, rank_});
+  for (View& u : layout.u) u = w.Take(folded() ? dtype : DType::kF32, {rows, rank_});
   layout.mask.assign(training ? mask_widths_.size() : 0, View());
   for (size_t i = 0; i < layout.mask.size(); ++i) {
     if (mask_widths_[i] > 0) {
@@ -85,8 +87,8 @@ View LoraLinear::MaskOf(const View& x, const LoraScratch::Views& s) {
   return s.mask.Slice(0, (x.numel() + 7) / 8);
 }
 
-void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
-                       const View& x, const LoraDropout& drop, const View& u, const View& y) {
+void LoraBranchU(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                 const View& x, const LoraDropout& drop, const View& u) {
   // u (N, r) = scaling * xd (N, in) @ A (r, in)^T
   if (drop.bits.empty()) {
     ops.Gemm(false, true, rows, f.r, f.in, x, f.in, f.a, f.in, 0.0f, u, f.r);
@@ -95,6 +97,11 @@ void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, 
                     drop.bits, drop.p, drop.scratch);
   }
   if (scaling != 1.0f) ops.Scale(u, scaling);
+}
+
+void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                       const View& x, const LoraDropout& drop, const View& u, const View& y) {
+  LoraBranchU(ops, f, scaling, rows, x, drop, u);
   // y (N, out) += u (N, r) @ B (out, r)^T
   ops.Gemm(false, true, rows, f.out, f.r, u, f.r, f.b, f.r, 1.0f, y, f.out);
 }
@@ -114,6 +121,20 @@ void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling,
     ops.GemmDropped(true, true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in,
                     drop.bits, drop.p, drop.scratch);
   }
+}
+
+bool LoraLinear::Fold(const Backend& ops, const LinearPass& pass, const View& x,
+                      FoldedBranch* branch) {
+  if (!scratch_->folded()) return false;
+  const LoraFactors f{a_->value,    b_->value,    a_->grad,    b_->grad,
+                      a_->shape[0], a_->shape[1], b_->shape[0]};
+  const int64_t rows = x.numel() / f.in;
+  const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), pass.training);
+  if (s.u.empty()) return false;  // out of memory: recorded; Forward adds nothing either
+  if (Drops(pass)) ops.DropoutMask(x.numel(), dropout_, Seed(pass), MaskOf(x, s));
+  LoraBranchU(ops, f, scaling_, rows, x, DropoutOf(pass, x, s), s.u);
+  *branch = {s.u, f.b, f.r, s.input_grad};
+  return true;
 }
 
 void LoraLinear::Forward(const Backend& ops, const LinearPass& pass, const View& x, const View& y) {

@@ -4,7 +4,10 @@
 // the state-dict adapter see them):
 //
 //   forward   xd = dropout(x) (training only; the adapter's input only, never the base's)
-//             u = scaling * xd A^T (N, r, F32, kept for the backward); y += u B^T
+//             u = scaling * xd A^T (N, r, kept for the backward); y += u B^T, inside the base
+//             product (LinearAdapter::Fold, Ops::GemmConcatK: one pass over y) where the
+//             scratch is made for it (u then in the activations' dtype, as the product's
+//             operand; else F32)
 //   backward  dB += dy^T u;  du = scaling * dy B;  dA += du^T xd;  dx += dropout'(du A)
 //
 // ExpertLora: the same branch per expert of a per-expert weight W (E, in, out), an
@@ -23,7 +26,7 @@
 // recomputed layer (activation checkpointing) draws the same bits again; a resumed run repeats
 // them.
 //
-// Memory: each adapter keeps u (N x r fp32; N*k rows for an expert adapter) and, with dropout,
+// Memory: each adapter keeps u (N x r; N*k rows for an expert adapter) and, with dropout,
 // its mask (N x in bits: 1/16 of a bf16 copy of its input) between a training forward and its
 // backward; the temporaries (dropout(x), du, the masked input gradient) are shared by all adapters
 // of a scratch. Both live in LoraScratch's workspaces, laid out per row
@@ -44,10 +47,14 @@ namespace air::engine::lora {
 
 // The memory all adapters of a model (of one row count: the linear layers', or the experts')
 // share. `mask_widths` has one entry per adapter: the input width its dropout mask covers (0: no
-// dropout); the widest is the width of the shared dropout(x) buffer.
+// dropout); the widest is the width of the shared dropout(x) buffer. `folded_out` > 0: the
+// adapters fold their branch into the base product (LoraLinear::Fold) and the widest output is
+// folded_out: u is kept in the activations' dtype (the product's operand) and input_grad holds
+// at least folded_out floats (GemmConcatK's scratch).
 class LoraScratch {
  public:
-  LoraScratch(const Backend* backend, int rank, std::vector<int64_t> mask_widths);
+  LoraScratch(const Backend* backend, int rank, std::vector<int64_t> mask_widths,
+              int64_t folded_out = 0);
 
   // Lays out both workspaces for up to `rows` tokens with activations of `dtype` (the high-water
   // mark: later layouts for fewer rows allocate nothing).
@@ -58,9 +65,10 @@ class LoraScratch {
   struct Views {
     View input;       // (rows, max_in) in the activations' dtype: dropout(x) (GemmDropped's
                       // scratch: a fusing backend never writes it)
-    View input_grad;  // (rows, max_in) F32: the gradient before the dropout mask
-                      // (GemmAddDropped's scratch, the same)
-    View u;           // (rows, r) F32: this adapter's kept product (training) or a temporary
+    View input_grad;  // (rows, max_in) F32, at least folded_out: the gradient before the
+                      // dropout mask (GemmAddDropped's scratch, the same), GemmConcatK's scratch
+    View u;           // (rows, r), F32 or folded in the activations' dtype: this adapter's kept
+                      // product (training) or a temporary
     View du;          // (rows, r) F32
     View mask;        // (ceil(rows * in / 8)) U8: this adapter's kept dropout mask (training with
                       // dropout; else empty)
@@ -70,6 +78,7 @@ class LoraScratch {
   // allocation, recorded in status().
   Views For(int index, int64_t rows, DType dtype, bool training);
   const Status& status() const { return status_; }
+  bool folded() const { return folded_out_ > 0; }
 
  private:
   struct Layout {
@@ -87,6 +96,7 @@ class LoraScratch {
   int rank_;
   std::vector<int64_t> mask_widths_;
   int64_t max_in_;
+  int64_t folded_out_;
   int adapters_;
   Status status_;
 };
@@ -105,8 +115,11 @@ struct LoraDropout {
   View scratch;
 };
 
-// The branch over `rows` rows of x, xd = dropout(x) as `drop` says:
-// u (rows, r) = scaling * xd A^T (written); y (rows, out) += u B^T.
+// The branch's first product over `rows` rows of x, xd = dropout(x) as `drop` says:
+// u (rows, r) = scaling * xd A^T (written).
+void LoraBranchU(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
+                 const View& x, const LoraDropout& drop, const View& u);
+// The branch: u as LoraBranchU writes it, then y (rows, out) += u B^T.
 void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
                        const View& x, const LoraDropout& drop, const View& u, const View& y);
 // Given the forward's x, drop and u: dB += dy^T u; du (rows, r) = scaling * dy B (written);
@@ -123,6 +136,8 @@ class LoraLinear final : public LinearAdapter {
              LoraScratch* scratch)
       : a_(a), b_(b), scaling_(scaling), dropout_(dropout), index_(index), scratch_(scratch) {}
 
+  bool Fold(const Backend& ops, const LinearPass& pass, const View& x,
+            FoldedBranch* branch) override;
   void Forward(const Backend& ops, const LinearPass& pass, const View& x, const View& y) override;
   void Backward(const Backend& ops, const LinearPass& pass, const View& x, const View& dy,
                 const View& dx) override;

@@ -50,8 +50,13 @@ Result<std::unique_ptr<Lora>> Lora::Apply(CausalLm& model, const LoraConfig& con
   AIR_RETURN_IF_ERROR(model.AddParameters(std::move(specs)));
   // 3. One LoraLinear per target, attached to the (renewed) descriptors.
   std::vector<int64_t> mask_widths;  // each adapter's dropout mask covers its input
-  for (const LoraTarget& t : plan.targets) mask_widths.push_back(config.dropout > 0 ? t.in : 0);
-  lora->scratch_ = std::make_unique<LoraScratch>(&model.backend(), config.r, mask_widths);
+  int64_t widest_out = 0;            // the branches fold into their base products
+  for (const LoraTarget& t : plan.targets) {
+    mask_widths.push_back(config.dropout > 0 ? t.in : 0);
+    widest_out = std::max(widest_out, t.out);
+  }
+  lora->scratch_ =
+      std::make_unique<LoraScratch>(&model.backend(), config.r, mask_widths, widest_out);
   std::vector<NamedLinear> linears = model.Linears();
   for (size_t i = 0; i < plan.targets.size(); ++i) {
     const LoraTarget& t = plan.targets[i];

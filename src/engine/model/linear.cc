@@ -7,6 +7,14 @@ void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, co
                    const View& y) {
   const Parameter& w = *linear.weight;
   const int64_t out = w.shape[0], in = w.shape[1], rows = x.numel() / in;
+  FoldedBranch branch;
+  if (linear.adapter != nullptr && linear.adapter->Fold(ops, pass, x, &branch)) {
+    // y (N, out) = x (N, in) @ W (out, in)^T + u (N, r) @ B (out, r)^T: one pass over y
+    ops.GemmConcatK(true, rows, out, in, x, in, w.value, in, branch.r, branch.u, branch.r,
+                    branch.b, branch.r, y, branch.scratch);
+    if (linear.bias != nullptr) ops.AddBias(y, linear.bias->value);
+    return;
+  }
   // y (N, out) = x (N, in) @ W (out, in)^T
   ops.Gemm(false, true, rows, out, in, x, in, w.value, in, 0.0f, y, out);
   if (linear.bias != nullptr) ops.AddBias(y, linear.bias->value);

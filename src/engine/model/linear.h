@@ -28,10 +28,26 @@ struct LinearPass {
   uint64_t seed = 0;      // the forward's random stream (ForwardOptions::rng_seed)
 };
 
+// A branch that is a rank-r product, y += u B^T, for the base product to add in its own pass
+// over y (Ops::GemmConcatK): u (N, r) for x's rows, B (out, r), and the op's scratch (F32, at
+// least `out` elements).
+struct FoldedBranch {
+  View u, b;
+  int64_t r = 0;
+  View scratch;
+};
+
 // A branch added to a linear layer's output, owned outside the model (a LoRA adapter).
 class LinearAdapter {
  public:
   virtual ~LinearAdapter() = default;
+  // For a branch that folds into the base product: computes u for x (keeping what Backward
+  // needs, as Forward would), sets *branch and returns true; LinearForward then adds it inside
+  // the base product and does not call Forward. False: Forward after the base product.
+  virtual bool Fold(const Backend& /*ops*/, const LinearPass& /*pass*/, const View& /*x*/,
+                    FoldedBranch* /*branch*/) {
+    return false;
+  }
   // y (N, out) += adapter(x (N, in)); in training, keeps what Backward needs.
   virtual void Forward(const Backend& ops, const LinearPass& pass, const View& x,
                        const View& y) = 0;
@@ -84,7 +100,7 @@ struct NamedLinear {
   Linear* linear = nullptr;
 };
 
-// y (N, out) = x (N, in) W^T (+ b) (+ the adapter's branch).
+// y (N, out) = x (N, in) W^T (+ b) (+ the adapter's branch: in the same product when it folds).
 void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
                    const View& y);
 // dx (N, in) += or = dy W (accumulate selects beta) (+ the adapter's part); dW += dy^T x and

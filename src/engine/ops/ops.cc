@@ -63,6 +63,8 @@ const char* OpName(OpKind op) {
       return "GemmDropped";
     case OpKind::kGemmAddDropped:
       return "GemmAddDropped";
+    case OpKind::kGemmConcatK:
+      return "GemmConcatK";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

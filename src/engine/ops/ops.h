@@ -83,6 +83,7 @@ enum class OpKind {
   kApplyDropoutMask,
   kGemmDropped,
   kGemmAddDropped,
+  kGemmConcatK,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -122,6 +123,7 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kApplyDropoutMask,
                                      OpKind::kGemmDropped,
                                      OpKind::kGemmAddDropped,
+                                     OpKind::kGemmConcatK,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -214,6 +216,10 @@ const char* OpName(OpKind op);
                                     const View& a, int64_t lda, const View& b, int64_t ldb,        \
                                     const View& c, const View& bits, float p, const View& scratch) \
       const SPEC;                                                                                  \
+  VIRTUAL void GemmConcatKKernel(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,     \
+                                 int64_t lda, const View& b, int64_t ldb, int64_t k2,              \
+                                 const View& a2, int64_t lda2, const View& b2, int64_t ldb2,       \
+                                 const View& c, const View& scratch) const SPEC;                   \
   VIRTUAL void CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse, \
                                          const View& loss_sum) const SPEC;                         \
   VIRTUAL void CrossEntropyBackwardKernel(const View& logits, const View& targets,                 \
@@ -439,6 +445,17 @@ class Ops {
   void GemmAddDropped(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                       int64_t lda, const View& b, int64_t ldb, const View& c, const View& bits,
                       float p, const View& scratch) const;
+  // Two products summed before C is written (LoRA's forward, y = x W^T + u B^T, in one pass
+  // over y): c (M, N) = A (M, K) op(B) + A2 (M, K2) op(B2), op(X) = X^T when trans_b (B stored
+  // (N, K), B2 (N, K2)); A and A2 as stored (M, K), (M, K2) with row strides lda, lda2; c
+  // contiguous (row stride N). Each product takes its operands as Gemm does (a BF16 partner
+  // rounds an F32 operand to bf16), the sums are fp32 and a BF16 c is rounded once. Its
+  // definition, which a backend that does not fuse the two runs: Gemm into c then Gemm adding
+  // into it for an F32 c; for a BF16 c the same into scratch (F32, at least N elements: as many
+  // rows at a time as it holds), converted.
+  void GemmConcatK(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+                   const View& b, int64_t ldb, int64_t k2, const View& a2, int64_t lda2,
+                   const View& b2, int64_t ldb2, const View& c, const View& scratch) const;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.
@@ -478,6 +495,10 @@ class Ops {
                                  int64_t k, const View& a, int64_t lda, const View& b, int64_t ldb,
                                  float beta, const View& c, int64_t ldc, const View& bits, float p,
                                  const View& scratch) const;
+  // GemmConcatK as it is defined (see there).
+  void GemmConcatKInTwo(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+                        const View& b, int64_t ldb, int64_t k2, const View& a2, int64_t lda2,
+                        const View& b2, int64_t ldb2, const View& c, const View& scratch) const;
   // GemmAddDropped as it is defined: Gemm into scratch, then ApplyDropoutMask accumulating it.
   void GemmAddDroppedThroughScratch(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                     const View& a, int64_t lda, const View& b, int64_t ldb,

@@ -471,6 +471,49 @@ void Ops::GemmAddDroppedThroughScratch(bool trans_a, bool trans_b, int64_t m, in
   ApplyDropoutMaskKernel(product, bits, p, 1.0f, c.Flat().Slice(0, m * n));
 }
 
+void Ops::GemmConcatK(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+                      const View& b, int64_t ldb, int64_t k2, const View& a2, int64_t lda2,
+                      const View& b2, int64_t ldb2, const View& c, const View& scratch) const {
+  const OpKind op = OpKind::kGemmConcatK;
+  CheckData(*this, op, c, "c");
+  CheckSize(op, c, m * n, "c");
+  const View* operands[] = {&a, &b, &a2, &b2};
+  const char* names[] = {"a", "b", "a2", "b2"};
+  const int64_t depth[] = {k, k, k2, k2};
+  for (int i = 0; i < 4; ++i) {
+    if (depth[i] <= 0) continue;
+    CheckData(*this, op, *operands[i], names[i]);
+    const int64_t span = i % 2 == 0 ? MatrixSpan(m, depth[i], i == 0 ? lda : lda2)
+                         : trans_b  ? MatrixSpan(n, depth[i], i == 1 ? ldb : ldb2)
+                                    : MatrixSpan(depth[i], n, i == 1 ? ldb : ldb2);
+    CheckSize(op, *operands[i], span, names[i]);
+  }
+  if (c.dtype() == DType::kBF16 && m * n > 0) {
+    CheckF32(*this, op, scratch, "scratch");
+    AIR_ENGINE_CHECK(scratch.numel() >= n,
+                     "GemmConcatK: argument scratch: must hold at least one row of c (N floats)");
+  }
+  GemmConcatKKernel(trans_b, m, n, k, a, lda, b, ldb, k2, a2, lda2, b2, ldb2, c, scratch);
+}
+
+void Ops::GemmConcatKInTwo(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                           int64_t lda, const View& b, int64_t ldb, int64_t k2, const View& a2,
+                           int64_t lda2, const View& b2, int64_t ldb2, const View& c,
+                           const View& scratch) const {
+  if (m * n == 0) return;
+  const bool staged = c.dtype() == DType::kBF16;
+  const int64_t block = staged ? std::min(m, scratch.numel() / n) : m;
+  for (int64_t r0 = 0; r0 < m; r0 += block) {
+    const int64_t rows = std::min(block, m - r0);
+    const View out = staged ? scratch.Flat().Slice(0, rows * n) : c.Flat().Slice(r0 * n, rows * n);
+    const View a_rows = a.Flat().Slice(r0 * lda, a.numel() - r0 * lda);
+    const View a2_rows = a2.Flat().Slice(r0 * lda2, a2.numel() - r0 * lda2);
+    GemmKernel(false, trans_b, rows, n, k, a_rows, lda, b, ldb, 0.0f, out, n);
+    GemmKernel(false, trans_b, rows, n, k2, a2_rows, lda2, b2, ldb2, 1.0f, out, n);
+    if (staged) ConvertKernel(out, c.Flat().Slice(r0 * n, rows * n));
+  }
+}
+
 void Ops::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
                               const View& loss_sum) const {
   const OpKind op = OpKind::kCrossEntropyForward;

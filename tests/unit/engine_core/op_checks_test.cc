@@ -172,6 +172,12 @@ const std::map<OpKind, BadCall>& BadCalls() {
           const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
           o.GemmAddDropped(false, false, 4, 4, 4, a.f32, 4, a.f32, 4, a.f32, bits, 0.1f, a.bf16);
         }}},
+      {OpKind::kGemmConcatK,
+       {"GemmConcatK: argument scratch: must be F32, is BF16",
+        [](const Ops& o, Args& a) {
+          o.GemmConcatK(true, 4, 4, 2, a.bf16, 2, a.bf16, 2, 2, a.bf16, 2, a.bf16, 2, a.bf16,
+                        a.bf16);
+        }}},
       {OpKind::kCrossEntropyForward,
        {"CrossEntropyForward: argument loss_sum: must be one F64, is 16 x F32",
         [](const Ops& o, Args& a) { o.CrossEntropyForward(a.f32, a.i32, a.f32, a.f32); }}},

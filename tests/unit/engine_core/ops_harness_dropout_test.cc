@@ -1,8 +1,9 @@
-// The per-op harness (ops_harness_test.cc) for LoRA's dropout: the kept mask (DropoutMask) and
-// its application (ApplyDropoutMask), and the two products that take the dropped input or the
-// input gradient through it (GemmDropped, GemmAddDropped): every backend and precision against
-// the fp32 reference, and each fused op bit for bit against its definition (ApplyDropoutMask and
-// Gemm) on the same backend.
+// The per-op harness (ops_harness_test.cc) for LoRA's ops: the kept dropout mask (DropoutMask)
+// and its application (ApplyDropoutMask), the two products that take the dropped input or the
+// input gradient through it (GemmDropped, GemmAddDropped), and the base product with the
+// branch's added in the same pass (GemmConcatK): every backend and precision against the fp32
+// reference, and each dropout op bit for bit against its definition (ApplyDropoutMask and Gemm)
+// on the same backend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -157,6 +158,47 @@ TEST_P(OpsHarness, GemmAddDroppedIsGemmThenApplyDropoutMask) {
         backend_->Gemm(ta, tb, m, n, k, av.got, lda, bv.got, ldb, 0.0f, product, n);
         backend_->ApplyDropoutMask(product, bits.got, prob, 1.0f, c2);
         EXPECT_EQ(d.Got(c), t.Get(c2)) << what;
+      }
+    }
+  }
+}
+
+// GemmConcatK (LoRA's y = x W^T + u B^T): against the reference's, both transposes of B, a C as
+// the Gemm test's (bf16: the output dtype; bf16_f32grad: F32, as LoRA's o and down projections
+// write); A and A2 in the input dtype (fused where the backend can), or F32 (its definition); a
+// scratch of one row (the definition's row blocks) or of the whole C.
+TEST_P(OpsHarness, GemmConcatKIsBothProductsSummed) {
+  if (!Runs(OpKind::kGemmConcatK)) return;
+  const Precision& p = precision();
+  const DType c_dtype = p.name == "bf16" ? p.out : p.grad;
+  uint64_t seed = 120;
+  for (auto [m, n, k, k2] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+           {5, 7, 9, 3}, {33, 40, 17, 16}, {130, 300, 64, 16}}) {
+    for (int tb = 0; tb < 2; ++tb) {
+      for (DType a_dtype : {p.in, DType::kF32}) {
+        for (int64_t scratch_rows : {int64_t{1}, m}) {
+          const int64_t ldb = tb ? k : n, ldb2 = tb ? k2 : n;
+          const DType round = p.in == DType::kBF16 ? DType::kBF16 : DType::kF32;
+          auto a = RoundedTo(RandomVector(static_cast<size_t>(m * k), seed += 5), round);
+          auto a2 = RoundedTo(RandomVector(static_cast<size_t>(m * k2), seed + 1), round);
+          auto b = RoundedTo(RandomVector(static_cast<size_t>(k * n), seed + 2), round);
+          auto b2 = RoundedTo(RandomVector(static_cast<size_t>(k2 * n), seed + 3), round);
+          Sides d(*backend_, ref_);
+          const Pair av = d.Data(a, a_dtype), a2v = d.Data(a2, a_dtype);
+          const Pair bv = d.Data(b, p.in), b2v = d.F32(b2);
+          const Pair c = d.Data(std::vector<float>(static_cast<size_t>(m * n), 7.0f), c_dtype);
+          const Pair scratch = d.F32(std::vector<float>(static_cast<size_t>(scratch_rows * n)));
+          backend_->GemmConcatK(tb, m, n, k, av.got, k, bv.got, ldb, k2, a2v.got, k2, b2v.got,
+                                ldb2, c.got, scratch.got);
+          ref_.GemmConcatK(tb, m, n, k, av.want, k, bv.want, ldb, k2, a2v.want, k2, b2v.want,
+                           ldb2, c.want, scratch.want);
+          const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                                   " k=" + std::to_string(k) + " k2=" + std::to_string(k2) +
+                                   " tb=" + std::to_string(tb) + " a " + DTypeName(a_dtype) +
+                                   " scratch rows " + std::to_string(scratch_rows);
+          Expect("gemm/sqrt(k)", d.Error(c) / std::sqrt(double(k + k2)), tol().gemm_per_sqrt_k,
+                 what);
+        }
       }
     }
   }

@@ -141,6 +141,24 @@ void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_
   GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, 1.0f, gc);
 }
 
+// On the avx512bf16 path, with A and A2 BF16 (LoRA's x and u of a bf16 model), both products
+// run in one set of accumulators per tile (gemm_mixed.h's GemmBf16ConcatK): C is written once,
+// never read back for the second product; the rest run the definition.
+void FastOps::GemmConcatKKernel(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                                int64_t lda, const View& b, int64_t ldb, int64_t k2,
+                                const View& a2, int64_t lda2, const View& b2, int64_t ldb2,
+                                const View& c, const View& scratch) const {
+  const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, false};
+  const GemmOperand ga2{a2.raw(), a2.dtype() == DType::kBF16, lda2, false};
+  const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, n};
+  if (m <= 0 || n <= 0 || !GemmBf16ConcatKRuns(bf16_path_, k, ga, k2, ga2, gc)) {
+    return GemmConcatKInTwo(trans_b, m, n, k, a, lda, b, ldb, k2, a2, lda2, b2, ldb2, c, scratch);
+  }
+  const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
+  const GemmOperand gb2{b2.raw(), b2.dtype() == DType::kBF16, ldb2, trans_b};
+  GemmBf16ConcatK(pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, k2, ga2, gb2, 0.0f, gc);
+}
+
 // An fp32 product into a BF16 C (or a BF16 C scaled by beta when K is 0): the fp32 kernel on an
 // fp32 staging of C, rounded once.
 void FastOps::GemmStaged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,

@@ -251,18 +251,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 }
 
 // acc (kRows, 16 * kVectors) = sum_q A pairs (kRows rows) . bp[q] (16 * kVectors pairs), kc K
-// steps: per step the vectors of B pairs and each row's A pair broadcast; vdpbf16ps adds both
-// products of a pair into its fp32 lane, so every element gets its sums in K order whatever the
-// tile. The pad step of an odd kc reads only the low half of each row's word; rows past a.rows
-// read row 0 (never stored).
+// steps (fresh: from zeros; else added to what acc holds): per step the vectors of B pairs and
+// each row's A pair broadcast; vdpbf16ps adds both products of a pair into its fp32 lane, so
+// every element gets its sums in K order whatever the tile. The pad step of an odd kc reads only
+// the low half of each row's word; rows past a.rows read row 0 (never stored).
 template <int kRows, int kVectors>
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl"), always_inline)) inline void
 AccumulatePairs(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
-                __m512 (&acc)[kRows][kVectors]) {
+                __m512 (&acc)[kRows][kVectors], bool fresh = true) {
   const char* row[kRows];
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
+    if (fresh) {
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
+    }
     row[r] = static_cast<const char*>(a.data) + (r < a.rows ? r : 0) * a.row_bytes;
   }
   const int64_t full_steps = kc / 2;
@@ -299,6 +301,21 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKe
   PrefetchTileC(a.rows, 2, out, round_to);
   AccumulatePairs<kMR, 2>(kc, a, b_panel, acc);
   if (out.kept != nullptr) return StoreKeptAdd(acc, out);
+  if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
+  StoreAccAvx512(acc, out);
+}
+
+// The 8 x 32 tile over two K segments in one set of accumulators: `a`'s kc steps against the
+// panel's first ceil(kc / 2) words, then `second`'s rows against the words after them.
+__attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void
+MicroKernelAvx512Bf16TwoSegments(int64_t kc, const Bf16Rows& a, const Bf16Segment& second,
+                                 const uint32_t* b_panel, const TileOut& out,
+                                 const Bf16TileOut* round_to) {
+  __m512 acc[kMR][2];
+  PrefetchTileC(a.rows, 2, out, round_to);
+  AccumulatePairs<kMR, 2>(kc, a, b_panel, acc);
+  AccumulatePairs<kMR, 2>(second.kc, second.rows, b_panel + (kc + 1) / 2 * kBf16KernelNR, acc,
+                          false);
   if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
   StoreAccAvx512(acc, out);
 }

@@ -75,6 +75,19 @@ inline constexpr int64_t kBf16KernelNR = 32;
 void MicroKernelAvx512Bf16(int64_t kc, const Bf16Rows& a, const uint32_t* b_panel,
                            const TileOut& out, const Bf16TileOut* round_to);
 
+// A second K segment of a product (gemm_mixed.h's GemmBf16ConcatK): kc more steps of A's pairs
+// read from `rows`, against the B panel's words after the first segment's.
+struct Bf16Segment {
+  int64_t kc;
+  Bf16Rows rows;
+};
+// The 8 x 32 kernel over a's kc steps and then second's, summed in one set of accumulators (so
+// the result is rounded or stored once): the panel holds ceil(kc / 2) + ceil(second.kc / 2)
+// words per column, the first segment's first. No KeptAdd store.
+void MicroKernelAvx512Bf16TwoSegments(int64_t kc, const Bf16Rows& a, const Bf16Segment& second,
+                                      const uint32_t* b_panel, const TileOut& out,
+                                      const Bf16TileOut* round_to);
+
 // The same kernel for products at most 16 columns wide (LoRA's rank-r products x A^T and dy B,
 // N = r): a 16 x 16 tile, one vector of B pairs a step and 16 rows' broadcasts, where the 8 x 32
 // tile would multiply 16 columns of zeros. Each element gets the same sums in the same order as

@@ -283,6 +283,53 @@ void GemmBf16Serial(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, c
   Run(SelectedGemmBf16Path(), nullptr, scratch, {m, n, k, a, b, beta, c});
 }
 
+bool GemmBf16ConcatKRuns(GemmBf16Path path, int64_t k, const GemmOperand& a, int64_t k2,
+                         const GemmOperand& a2, const GemmResult& c) {
+  const auto in_place = [](const GemmOperand& x) {
+    return x.bf16 && !x.trans && x.drop_bits == nullptr;
+  };
+  return path == GemmBf16Path::kAvx512Bf16 && k > 0 && k2 > 0 &&
+         2 * ((k + 1) / 2 + (k2 + 1) / 2) <= kGemmBf16PairSlice && in_place(a) && in_place(a2) &&
+         c.kept_bits == nullptr;
+}
+
+void GemmBf16ConcatK(ThreadPool* pool, GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+                     const GemmOperand& a, const GemmOperand& b, int64_t k2, const GemmOperand& a2,
+                     const GemmOperand& b2, float beta, const GemmResult& c) {
+  AIR_ENGINE_CHECK(GemmBf16ConcatKRuns(GemmBf16Path::kAvx512Bf16, k, a, k2, a2, c),
+                   "GemmBf16ConcatK: A and A2 must be BF16 stored (M, K), K + K2 one slice");
+  if (m <= 0 || n <= 0) return;
+  constexpr int64_t kNR = kBf16KernelNR;
+  // One slice of K: the panel's words are B's ceil(K / 2) steps, then B2's.
+  const int64_t steps = (k + 1) / 2, depth = steps + (k2 + 1) / 2;
+  const BlockedGemmShape shape{m, n, 2 * depth, kBf16KernelMR, kNR, 2 * depth, 2, m};
+  const PanelSource b_src{b.data, b.bf16, b.ld, b.trans, n};
+  const PanelSource b2_src{b2.data, b2.bf16, b2.ld, b2.trans, n};
+  const auto pack_a = [](int64_t, int64_t, int64_t, int64_t, uint32_t*) {};  // read in place
+  const auto pack_b = [&](int64_t j, int64_t cols, int64_t, int64_t, uint32_t* dst) {
+    for (int64_t at = 0; at < cols; at += kNR, dst += depth * kNR) {
+      const int64_t width = std::min(kNR, cols - at);
+      PackPairPanels(b_src, kNR, j + at, width, 0, k, dst);
+      PackPairPanels(b2_src, kNR, j + at, width, 0, k2, dst + steps * kNR);
+    }
+  };
+  const auto* a16 = static_cast<const uint16_t*>(a.data);
+  const auto* a2_16 = static_cast<const uint16_t*>(a2.data);
+  const auto kernel = [&](const uint32_t*, const uint32_t* panel, const MicroTile& t) {
+    const Bf16Rows rows{a16 + t.i * a.ld, 2 * a.ld, 4, t.mr};
+    const Bf16Segment second{k2, {a2_16 + t.i * a2.ld, 2 * a2.ld, 4, t.mr}};
+    if (c.bf16) {
+      const Bf16TileOut round_to{static_cast<uint16_t*>(c.data) + t.i * c.ld + t.j, c.ld};
+      return MicroKernelAvx512Bf16TwoSegments(k, rows, second, panel,
+                                              {nullptr, 0, t.mr, t.nr, beta, true}, &round_to);
+    }
+    float* out = static_cast<float*>(c.data) + t.i * c.ld + t.j;
+    MicroKernelAvx512Bf16TwoSegments(k, rows, second, panel, {out, c.ld, t.mr, t.nr, beta, true},
+                                     nullptr);
+  };
+  RunBlockedGemm<false>(shape, pool, scratch.pairs_a, scratch.pairs_b, pack_a, pack_b, kernel);
+}
+
 void GemmBf16OnPath(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, int64_t m,
                     int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float beta,
                     const GemmResult& c) {

@@ -106,4 +106,16 @@ void GemmBf16OnPath(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratc
                     int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float beta,
                     const GemmResult& c);
 
+// Two products summed in one set of accumulators (Ops::GemmConcatK, LoRA's y = x W^T + u B^T):
+//   C (M,N) = A (M,K) @ op(B) + A2 (M,K2) @ op(B2) + beta * C
+// on the avx512bf16 path, A and A2 BF16 stored (M, K) and (M, K2) (read in place), B and B2
+// packed into one panel per 32 columns (B's pairs, then B2's), C stored or rounded once. The
+// bits of GemmBf16 on the concatenated operands [A | A2] and [op(B); op(B2)] (an odd K padded
+// with one zero step). GemmBf16ConcatKRuns says whether a call qualifies.
+bool GemmBf16ConcatKRuns(GemmBf16Path path, int64_t k, const GemmOperand& a, int64_t k2,
+                         const GemmOperand& a2, const GemmResult& c);
+void GemmBf16ConcatK(ThreadPool* pool, GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+                     const GemmOperand& a, const GemmOperand& b, int64_t k2, const GemmOperand& a2,
+                     const GemmOperand& b2, float beta, const GemmResult& c);
+
 }  // namespace air::engine

@@ -269,6 +269,13 @@ void CudaBackend::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, in
   GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p, scratch);
 }
 
+void CudaBackend::GemmConcatKKernel(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
+                                    int64_t lda, const View& b, int64_t ldb, int64_t k2,
+                                    const View& a2, int64_t lda2, const View& b2, int64_t ldb2,
+                                    const View& c, const View& scratch) const {
+  GemmConcatKInTwo(trans_b, m, n, k, a, lda, b, ldb, k2, a2, lda2, b2, ldb2, c, scratch);
+}
+
 void CudaBackend::CrossEntropyForwardKernel(const View& logits, const View& targets,
                                             const View& lse, const View& loss_sum) const {
   Activate();
