@@ -26,6 +26,7 @@ namespace {
 constexpr int64_t kMR = kBf16KernelMR;  // queries per strip
 constexpr int64_t kNR = kBf16KernelNR;  // keys (or dims) per panel
 constexpr float kNegInf = kAttentionNegInf;
+static_assert(kMR == kAttentionPanelRows);  // a strip's rows are a panel's steps
 
 template <typename T>
 T* Grown(std::vector<T>& buffer, int64_t size) {
@@ -215,41 +216,81 @@ struct StripRows {
   float lse[kMR], delta[kMR];
 };
 
-// P and dS of the strip's columns [j, j + 32) (a whole or ragged panel of keys).
+// Where a backward tile's results go (attention_tile.h's AttentionGrads, with the panels' shape).
+struct GradOut {
+  uint16_t* ds;    // row-major dS, or null
+  uint32_t* ds_t;  // dS^T panels, or null (then p_t too)
+  uint32_t* p_t;   // P^T panels
+  int64_t steps;   // words per panel lane: ceil(nq / 2)
+  int64_t panels;  // ceil(nk / 8)
+};
+
+// Queries 2t and 2t + 1 (odd: zeros past the block) of 16 keys from `key` as pair words, into
+// their two 8-key panels of the transposed layout (the second only when the block has it).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"), always_inline)) inline void
+StorePairs(__m512 even, __m512 odd, uint32_t* panels, int64_t key, int64_t pair,
+           const GradOut& out) {
+  const __m512i low = _mm512_cvtepu16_epi32(RoundToBf16x16Native(even));
+  const __m512i high = _mm512_slli_epi32(_mm512_cvtepu16_epi32(RoundToBf16x16Native(odd)), 16);
+  const __m512i words = _mm512_or_si512(low, high);
+  const int64_t panel = key / kAttentionPanelRows;
+  uint32_t* at = panels + (panel * out.steps + pair) * kAttentionPanelRows;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm512_castsi512_si256(words));
+  if (panel + 1 < out.panels) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + out.steps * kAttentionPanelRows),
+                        _mm512_extracti64x4_epi64(words, 1));
+  }
+}
+
+// P and dS of the strip's columns [j, j + 32) (a whole or ragged panel of keys). `tile` holds
+// two aligned 8 x 32 fp32 tiles (P, then dS).
 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,avx512dq,fma"))) void GradTile(
     const AttentionTileBlock& blk, const StripRows& strip, const uint16_t* dout,
     const uint32_t* key_panel, const uint32_t* value_panel, int64_t j, const int32_t* keys,
-    float* tile_p, uint16_t* p16, uint16_t* ds16) {
+    float* tile, const GradOut& out) {
   const int64_t d = blk.shape->head_dim, nk = blk.nk, mr = strip.mr;
   const __m512 scale = _mm512_set1_ps(blk.shape->scale);
   const __mmask16 in_block[2] = {TailMask(nk - j), TailMask(std::max<int64_t>(0, nk - j - 16))};
+  float* tile_p = tile;
+  float* tile_ds = tile + kMR * kNR;
   __mmask16 visible[kMR][2];
   __m512 acc[kMR][2];
   DotTile(blk.q + strip.r0 * blk.q_ld, blk.q_ld, mr, key_panel, d, acc);
   for (int64_t r = 0; r < mr; ++r) {
     const __m512 lse = _mm512_set1_ps(strip.lse[r]);
-    const int64_t at = (strip.r0 + r) * nk + j;
     for (int h = 0; h < 2; ++h) {
-      const int64_t base = j + 16 * h;
       visible[r][h] = strip.lse[r] == kNegInf
                           ? __mmask16{0}
-                          : VisibleLanes(base, strip.c0[r], strip.c1[r], keys, strip.id[r]);
+                          : VisibleLanes(j + 16 * h, strip.c0[r], strip.c1[r], keys, strip.id[r]);
       const __m512 x = _mm512_sub_ps(_mm512_mul_ps(scale, acc[r][h]), lse);
-      const __m512 p = _mm512_maskz_mov_ps(visible[r][h], Exp16(x));
-      _mm512_store_ps(tile_p + r * kNR + 16 * h, p);
-      if (p16 != nullptr && in_block[h] != 0) StoreF32x16Native(p16 + at + 16 * h, in_block[h], p);
+      _mm512_store_ps(tile_p + r * kNR + 16 * h, _mm512_maskz_mov_ps(visible[r][h], Exp16(x)));
     }
   }
   DotTile(dout + strip.r0 * blk.q_ld, blk.q_ld, mr, value_panel, d, acc);
   for (int64_t r = 0; r < mr; ++r) {
     const __m512 delta = _mm512_set1_ps(strip.delta[r]);
-    const int64_t at = (strip.r0 + r) * nk + j;
     for (int h = 0; h < 2; ++h) {
-      if (in_block[h] == 0) continue;
       const __m512 p = _mm512_load_ps(tile_p + r * kNR + 16 * h);
       const __m512 ds = _mm512_maskz_mul_ps(
           visible[r][h], _mm512_mul_ps(p, _mm512_sub_ps(acc[r][h], delta)), scale);
-      StoreF32x16Native(ds16 + at + 16 * h, in_block[h], ds);
+      _mm512_store_ps(tile_ds + r * kNR + 16 * h, ds);
+      if (out.ds != nullptr && in_block[h] != 0) {
+        StoreF32x16Native(out.ds + (strip.r0 + r) * nk + j + 16 * h, in_block[h], ds);
+      }
+    }
+  }
+  if (out.ds_t == nullptr) return;
+  for (int64_t t = 0; 2 * t < mr; ++t) {
+    const bool odd = 2 * t + 1 < mr;
+    const int64_t pair = strip.r0 / 2 + t;
+    for (int h = 0; h < 2; ++h) {
+      if (in_block[h] == 0) continue;
+      const int64_t at = 2 * t * kNR + 16 * h;
+      const __m512 zero = _mm512_setzero_ps();
+      StorePairs(_mm512_load_ps(tile_p + at), odd ? _mm512_load_ps(tile_p + at + kNR) : zero,
+                 out.p_t, j + 16 * h, pair, out);
+      StorePairs(_mm512_load_ps(tile_ds + at), odd ? _mm512_load_ps(tile_ds + at + kNR) : zero,
+                 out.ds_t, j + 16 * h, pair, out);
     }
   }
 }
@@ -277,13 +318,15 @@ void AttentionForwardTile(AttentionTileScratch& scratch, const AttentionTileBloc
 
 void AttentionProbsAndGrads(AttentionTileScratch& scratch, const AttentionTileBlock& blk,
                             const uint16_t* dout, const float* lse_b, const float* delta_b,
-                            uint16_t* p16, uint16_t* ds16) {
+                            const AttentionGrads& grads) {
   const AttentionShape& s = *blk.shape;
   const int64_t d = s.head_dim, nk = blk.nk, panel_words = (d + 1) / 2 * kNR;
   const uint32_t* keys = PackKeyPanels(scratch.key_pairs, blk, blk.k);
   const uint32_t* values = PackKeyPanels(scratch.value_pairs, blk, blk.v);
-  float* tile_p = Grown(scratch.scores, kMR * kNR + 16);  // + 16: room to align to 64 bytes
-  tile_p += (16 - reinterpret_cast<uintptr_t>(tile_p) / sizeof(float) % 16) % 16;
+  float* tile = Grown(scratch.scores, 2 * kMR * kNR + 16);  // + 16: room to align to 64 bytes
+  tile += (16 - reinterpret_cast<uintptr_t>(tile) / sizeof(float) % 16) % 16;
+  const GradOut out{grads.ds, grads.ds_t, grads.p_t, (blk.nq + 1) / 2,
+                    (nk + kAttentionPanelRows - 1) / kAttentionPanelRows};
   const int32_t* key_ids =
       blk.kv_segments ? blk.kv_segments + blk.b * s.kv_rows() + blk.lo : nullptr;
   for (int64_t r0 = 0; r0 < blk.nq; r0 += kMR) {
@@ -302,12 +345,12 @@ void AttentionProbsAndGrads(AttentionTileScratch& scratch, const AttentionTileBl
     if (j1 <= j0) j0 = j1 = 0;  // nothing visible: all zeros
     for (int64_t j = j0; j < j1; j += kNR) {
       GradTile(blk, strip, dout, keys + j / kNR * panel_words, values + j / kNR * panel_words, j,
-               key_ids, tile_p, p16, ds16);
+               key_ids, tile, out);
     }
-    for (uint16_t* m : {p16, ds16}) {
-      ZeroColumns(m, nk, r0, strip.mr, 0, j0);
-      ZeroColumns(m, nk, r0, strip.mr, j1, nk);
-    }
+    // dQ's product reads every column of dS in its band; the transposed panels are read only
+    // where some row of the strip sees some key of the panel: inside [j0, j1).
+    ZeroColumns(grads.ds, nk, r0, strip.mr, 0, j0);
+    ZeroColumns(grads.ds, nk, r0, strip.mr, j1, nk);
   }
 }
 

@@ -6,9 +6,9 @@
 //     (vec_math.h's max and exp, the general tile's order), P rounded to bf16 and O = P V by the
 //     same kernel reading P in place: every output and lse gets the general tile's bits;
 //   backward: per 8 x 32 tile, P = exp(scale * S - lse) and dS = P * (dP - delta) * scale from
-//     the S and dP accumulators in registers, stored only rounded to bf16 (the operands of the
-//     block's dQ, dK and dV products): the general tile's P and dS bits, but for the sign of a
-//     masked zero.
+//     the S and dP accumulators in registers, stored only rounded to bf16 as the block's dQ, dK
+//     and dV products read them (dS row-major, P^T and dS^T already in the kernel's pair panels,
+//     with no packing pass): the general tile's P and dS bits, but for the sign of a masked zero.
 // Masks are attention_masks.h's (causal, window, segments). Every element's value depends only
 // on its query and key, never on the block's extent (the backward's one-pass and two-pass splits
 // rely on that). Thread safety: one call per scratch at a time (a pool task's own).
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/cpu/attention_gemm.h"
 #include "engine/ops/op_semantics.h"
 
 namespace air::engine {
@@ -27,6 +28,8 @@ struct AttentionTileScratch {
   std::vector<uint32_t> value_pairs;  // V: 32-dim panels over keys (P V), or as key_pairs (dO V^T)
   std::vector<float> scores;          // forward: a strip's S; backward: one tile's P
   std::vector<uint16_t> probs;        // forward: a strip's P in bf16
+  std::vector<uint32_t> probs_t;      // backward: P^T and dS^T in pair panels (AttentionGrads)
+  std::vector<uint32_t> grads_t;
 };
 
 // Queries [i0, i0 + nq) of one query head of batch row b against keys [lo, lo + nk), nk > 0.
@@ -58,11 +61,27 @@ bool AttentionTileRuns();
 void AttentionForwardTile(AttentionTileScratch& scratch, const AttentionTileBlock& blk, float sink,
                           const AttentionTileOut& out, float* lse_b);
 
-// The backward's P and dS of the block, bf16, nq x nk (row stride nk), zeros where masked:
-// P = exp(scale * S - lse_b[r]) (0 where lse_b[r] is -inf) into p16 (null: not wanted), and
-// dS = P * (dO_r . V - delta_b[r]) * scale into ds16. dout (BF16) at query i0's row, stride q_ld.
+// Where the backward's P and dS of a block go, bf16, zeros where masked; each null: not wanted
+// (p_t and ds_t together). Panels: AttentionGemmBf16PackedA's A (attention_gemm.h) with m = nk
+// keys and k = nq queries, ceil(nk / 8) x ceil(nq / 2) x 8 words: the A of dK += dS^T Q and
+// dV += P^T dO; only the words those banded products read are written.
+struct AttentionGrads {
+  uint16_t* ds;    // dS, nq x nk, row stride nk (the A of dQ += dS K, read in place)
+  uint32_t* ds_t;  // dS^T in pair panels
+  uint32_t* p_t;   // P^T in pair panels
+};
+
+// The words of each of AttentionGrads' panel buffers for a block.
+inline int64_t AttentionPanelWords(int64_t nq, int64_t nk) {
+  return (nk + kAttentionPanelRows - 1) / kAttentionPanelRows * ((nq + 1) / 2) *
+         kAttentionPanelRows;
+}
+
+// The backward's P = exp(scale * S - lse_b[r]) (0 where lse_b[r] is -inf) and
+// dS = P * (dO_r . V - delta_b[r]) * scale of the block, into `grads`. dout (BF16) at query i0's
+// row, stride q_ld.
 void AttentionProbsAndGrads(AttentionTileScratch& scratch, const AttentionTileBlock& blk,
                             const uint16_t* dout, const float* lse_b, const float* delta_b,
-                            uint16_t* p16, uint16_t* ds16);
+                            const AttentionGrads& grads);
 
 }  // namespace air::engine

@@ -454,29 +454,35 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
     const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
     const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
-    // dQ (nq, D) += dS (nq, nk) @ K (nk, D); dK (nk, D) += dS^T (nk, nq) @ Q (nq, D);
-    // dV (nk, D) += P^T (nk, nq) @ dO (nq, D): those asked for, dS and P as each reads them.
-    const auto products = [&](const Mat& ds_k, const Mat& ds_q, const Mat& p_do) {
-      if (want_dq) {
-        gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride),
-             QueryBand(s, i0, lo, false));
-      }
-      if (!want_dkv) return;
-      gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride),
-           KeyBand(s, i0, lo));
-      gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride),
-           KeyBand(s, i0, lo));
-    };
     const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
-    if (fused) {  // P and dS straight from the tile's accumulators, in bf16
-      if (static_cast<int64_t>(rounded.size()) < 2 * nq * nk) rounded.resize(2 * nq * nk);
-      uint16_t* p16 = want_dkv ? rounded.data() : nullptr;
-      uint16_t* ds16 = rounded.data() + nq * nk;
+    if (fused) {  // P and dS from the tile's accumulators, in bf16 as the products read them
+      AttentionTileScratch& tiles = attention_tiles_[static_cast<size_t>(thread)];
+      if (static_cast<int64_t>(rounded.size()) < nq * nk) rounded.resize(nq * nk);
+      const size_t words = static_cast<size_t>(AttentionPanelWords(nq, nk));
+      if (want_dkv && tiles.probs_t.size() < words) tiles.probs_t.resize(words);
+      if (want_dkv && tiles.grads_t.size() < words) tiles.grads_t.resize(words);
+      const AttentionGrads grads{want_dq ? rounded.data() : nullptr,
+                                 want_dkv ? tiles.grads_t.data() : nullptr,
+                                 want_dkv ? tiles.probs_t.data() : nullptr};
       const AttentionTileBlock blk =
           FusedBlock(s, q, k, v, q_segments, kv_segments, b, h, i0, nq, lo, nk);
-      AttentionProbsAndGrads(attention_tiles_[static_cast<size_t>(thread)], blk,
-                             dout.bf16() + q_off, lse_b, delta, p16, ds16);
-      products({ds16, true, nk}, {ds16, true, nk}, {p16, true, nk});
+      AttentionProbsAndGrads(tiles, blk, dout.bf16() + q_off, lse_b, delta, grads);
+      if (want_dq) {  // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
+        gemm(false, false, nq, s.head_dim, nk, {grads.ds, true, nk}, kb, 1.0f,
+             At(dq, q_off, q_stride), QueryBand(s, i0, lo, false));
+      }
+      if (!want_dkv) return;  // dK += dS^T Q, dV += P^T dO, dS^T and P^T already in panels
+      GemmBf16Scratch& mixed = gemm_bf16_serial_scratch_[static_cast<size_t>(thread)];
+      const auto into = [&](const View& grad) {
+        const Mat c = At(grad, kv_off, kv_stride);
+        return GemmResult{const_cast<void*>(c.data), c.bf16, c.ld};
+      };
+      AttentionGemmBf16PackedA(mixed, nk, s.head_dim, nq, grads.ds_t,
+                               {qb.data, true, q_stride, false}, 1.0f, into(dk),
+                               KeyBand(s, i0, lo));
+      AttentionGemmBf16PackedA(mixed, nk, s.head_dim, nq, grads.p_t,
+                               {dob.data, true, q_stride, false}, 1.0f, into(dv),
+                               KeyBand(s, i0, lo));
       return;
     }
     if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
@@ -524,7 +530,18 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     const Mat ds_k = ds16 && kb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
     const Mat ds_q = ds16 && qb.bf16 ? Mat{ds16, true, nk} : Scratch32(dp, nk);
     const Mat p_do = p16 ? Mat{p16, true, nk} : Scratch32(p, nk);
-    products(ds_k, ds_q, p_do);
+    // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
+    if (want_dq) {
+      gemm(false, false, nq, s.head_dim, nk, ds_k, kb, 1.0f, At(dq, q_off, q_stride),
+           QueryBand(s, i0, lo, false));
+    }
+    if (!want_dkv) return;
+    // dK (nk, D) += dS^T (nk, nq) @ Q (nq, D)
+    gemm(true, false, nk, s.head_dim, nq, ds_q, qb, 1.0f, At(dk, kv_off, kv_stride),
+         KeyBand(s, i0, lo));
+    // dV (nk, D) += P^T (nk, nq) @ dO (nq, D)
+    gemm(true, false, nk, s.head_dim, nq, p_do, dob, 1.0f, At(dv, kv_off, kv_stride),
+         KeyBand(s, i0, lo));
   };
   const int64_t q_blocks = (s.q_len + q_block - 1) / q_block;
   if (2 * tasks > pool_->num_threads()) {
