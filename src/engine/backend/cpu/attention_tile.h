@@ -26,7 +26,7 @@ namespace air::engine {
 struct AttentionTileScratch {
   std::vector<uint32_t> key_pairs;    // K as the B of Q K^T: 32-key panels of D pair words
   std::vector<uint32_t> value_pairs;  // V: 32-dim panels over keys (P V), or as key_pairs (dO V^T)
-  std::vector<float> scores;          // forward: a strip's S; backward: one tile's P
+  std::vector<float> scores;          // forward: a strip's S; backward: one tile's P and dS
   std::vector<uint16_t> probs;        // forward: a strip's P in bf16
   std::vector<uint32_t> probs_t;      // backward: P^T and dS^T in pair panels (AttentionGrads)
   std::vector<uint32_t> grads_t;
