@@ -12,6 +12,7 @@ namespace {
 
 constexpr int64_t kMR = kBf16KernelMR;
 constexpr int64_t kNR = kBf16KernelNR;
+static_assert(kMR == kAttentionPanelRows);
 
 // Zeros rows [0, rows) x columns [j0, j1) of C.
 void ZeroColumns(const GemmResult& c, int64_t row0, int64_t rows, int64_t j0, int64_t j1) {
@@ -23,13 +24,11 @@ void ZeroColumns(const GemmResult& c, int64_t row0, int64_t rows, int64_t j0, in
   }
 }
 
-}  // namespace
-
-bool AttentionGemmRuns() { return SelectedGemmBf16Path() == GemmBf16Path::kAvx512Bf16; }
-
-void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
-                       const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c,
-                       const AttentionBand& band) {
+// The banded product with B packed and A in place (`a` BF16, (M, K) as stored) or in the pair
+// panels a_panels.
+void BandedProduct(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                   const uint32_t* a_panels, const GemmOperand& b, float beta, const GemmResult& c,
+                   const AttentionBand& band) {
   const int64_t steps = (k + 1) / 2;  // pair words per panel lane
   // B whole: ceil(n / NR) panels of `steps` x NR words.
   const int64_t b_panels = (n + kNR - 1) / kNR;
@@ -37,19 +36,7 @@ void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k
     scratch.pairs_b.resize(static_cast<size_t>(b_panels * steps * kNR));
   }
   PackPairPanels({b.data, b.bf16, b.ld, b.trans, n}, kNR, 0, n, 0, k, scratch.pairs_b.data());
-  // A in place (BF16, (M, K) as stored), else packed whole into MR-row panels.
-  const bool a_in_place = a.bf16 && !a.trans;
-  const uint32_t* a_panels = nullptr;
-  if (!a_in_place) {
-    if (scratch.pairs_a.empty()) scratch.pairs_a.resize(1);
-    auto& buffer = scratch.pairs_a[0];
-    const int64_t panels = (m + kMR - 1) / kMR;
-    if (buffer.size() < static_cast<size_t>(panels * steps * kMR)) {
-      buffer.resize(static_cast<size_t>(panels * steps * kMR));
-    }
-    PackPairPanels({a.data, a.bf16, a.ld, !a.trans, m}, kMR, 0, m, 0, k, buffer.data());
-    a_panels = buffer.data();
-  }
+  const bool a_in_place = a_panels == nullptr;
   const uint32_t* b_data = scratch.pairs_b.data();
   for (int64_t i = 0; i < m; i += kMR) {
     const int64_t mr = std::min(kMR, m - i);
@@ -94,6 +81,29 @@ void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k
       }
     }
   }
+}
+
+}  // namespace
+
+bool AttentionGemmRuns() { return SelectedGemmBf16Path() == GemmBf16Path::kAvx512Bf16; }
+
+void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+                       const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c,
+                       const AttentionBand& band) {
+  if (a.bf16 && !a.trans) return BandedProduct(scratch, m, n, k, a, nullptr, b, beta, c, band);
+  // A packed whole into MR-row panels.
+  if (scratch.pairs_a.empty()) scratch.pairs_a.resize(1);
+  auto& buffer = scratch.pairs_a[0];
+  const int64_t words = (m + kMR - 1) / kMR * ((k + 1) / 2) * kMR;
+  if (buffer.size() < static_cast<size_t>(words)) buffer.resize(static_cast<size_t>(words));
+  PackPairPanels({a.data, a.bf16, a.ld, !a.trans, m}, kMR, 0, m, 0, k, buffer.data());
+  BandedProduct(scratch, m, n, k, a, buffer.data(), b, beta, c, band);
+}
+
+void AttentionGemmBf16PackedA(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+                              const uint32_t* a_panels, const GemmOperand& b, float beta,
+                              const GemmResult& c, const AttentionBand& band) {
+  BandedProduct(scratch, m, n, k, {nullptr, true, 0, true}, a_panels, b, beta, c, band);
 }
 
 }  // namespace air::engine

@@ -30,6 +30,9 @@ struct AttentionBand {
   bool on_columns = true;  // false: on K steps
 };
 
+// The rows of each A pair panel (the micro-kernel's), for AttentionGemmBf16PackedA's callers.
+inline constexpr int64_t kAttentionPanelRows = 8;
+
 // Whether the products run here: the kernel level's native bf16 path is avx512bf16.
 bool AttentionGemmRuns();
 
@@ -37,5 +40,12 @@ bool AttentionGemmRuns();
 void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
                        const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c,
                        const AttentionBand& band);
+
+// The same with op(A) already in pair panels (ceil(m / 8) panels of ceil(k / 2) x 8 words, as
+// PackPairPanels lays out an A of width 8; attention_tile.h writes dS^T and P^T so): every word
+// the band reaches must be valid, the others are never read.
+void AttentionGemmBf16PackedA(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
+                              const uint32_t* a_panels, const GemmOperand& b, float beta,
+                              const GemmResult& c, const AttentionBand& band);
 
 }  // namespace air::engine

@@ -13,7 +13,10 @@
 // BF16 operand is gemm_mixed.h's bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16
 // as its other operand), an all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
 // On the avx512bf16 path the bf16 products are attention_gemm.h's: the same kernel and sums, but
-// banded by the causal and window limits (no micro-tile past the diagonal), on 128-query tiles.
+// banded by the causal and window limits (no micro-tile past the diagonal), on 128-query tiles;
+// and when q, k and v (and the backward's dO) are BF16 there, the forward's block and the
+// backward's P and dS go through attention_tile.h's fused tiles instead: the same bits, without
+// the fp32 scratch of scores.
 // Sinks (GPT-OSS) join each row's max and denominator in the forward; the backward's P comes from
 // the lse, which includes them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a
 // separate pass per head (SinkGradients) so that no two tasks write the same dsink.
@@ -27,10 +30,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "engine/backend/cpu/attention_gemm.h"
+#include "engine/backend/cpu/attention_masks.h"
+#include "engine/backend/cpu/attention_tile.h"
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
@@ -49,7 +53,7 @@ namespace {
 // masked work and give dK and dV deeper products (K = the block's queries); the other paths
 // compute whole rectangles, and keep the smaller block.
 int64_t QueryBlock() { return AttentionGemmRuns() ? 128 : 64; }
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kNegInf = kAttentionNegInf;
 
 // A matrix inside one of the op's views: its first element, dtype and row stride.
 struct Mat {
@@ -111,14 +115,6 @@ struct TaskGemm {
   }
 };
 
-// The key range [lo, hi) that queries [i0, i1) of a row may see before segment masking.
-void KeyRange(const AttentionShape& s, int64_t i0, int64_t i1, int64_t* lo, int64_t* hi) {
-  *hi = std::min(s.kv_len, s.q_offset + i1);  // causal: key <= q_offset + i
-  *lo = 0;
-  if (s.sliding_window > 0) *lo = std::max<int64_t>(0, s.q_offset + i0 - s.sliding_window + 1);
-  if (*lo > *hi) *lo = *hi;
-}
-
 // The band of a tile of queries from i0 against keys from lo, rows the queries: key j (relative
 // to lo) is visible to query i only for i + lo' <= j <= i + hi' (causal; window). On columns
 // for Q K^T and dO V^T, on K steps for P V and dS K.
@@ -138,57 +134,6 @@ AttentionBand KeyBand(const AttentionShape& s, int64_t i0, int64_t lo) {
   if (s.sliding_window > 0) band.hi = band.lo + s.sliding_window - 1;
   band.on_columns = false;
   return band;
-}
-
-// The columns [c0, c1) of row r of a block (queries from i0, keys from lo, nk of them) that the
-// causal and window limits leave visible: AttentionVisible's rule but for segments, which are
-// checked only inside this run.
-void VisibleRun(const AttentionShape& s, int64_t i0, int64_t r, int64_t lo, int64_t nk, int64_t* c0,
-                int64_t* c1) {
-  const int64_t q_abs = s.q_offset + i0 + r;
-  int64_t first = lo;
-  if (s.sliding_window > 0) first = std::max(first, q_abs - s.sliding_window + 1);
-  *c0 = std::min(nk, first - lo);
-  *c1 = std::max(*c0, std::min(nk, q_abs - lo + 1));
-}
-
-// Whether a block's segment ids leave it unmasked: no segments, or queries [i0, i1) and keys
-// [lo, hi) of batch row b all in one segment (then only the causal and window limits mask it).
-bool OneSegment(const AttentionShape& s, const int32_t* q_segments, const int32_t* kv_segments,
-                int64_t b, int64_t i0, int64_t i1, int64_t lo, int64_t hi) {
-  if (q_segments == nullptr) return true;
-  const int32_t* queries = q_segments + b * s.q_len;
-  const int32_t* keys = kv_segments + b * s.kv_rows();
-  const int32_t id = queries[i0];
-  for (int64_t i = i0; i < i1; ++i) {
-    if (queries[i] != id) return false;
-  }
-  for (int64_t c = lo; c < hi; ++c) {
-    if (keys[c] != id) return false;
-  }
-  return true;
-}
-
-// For a block across segments: fills S (nq, nk) rows with scaled scores, setting invisible entries
-// to -inf. `scores` holds the raw dot products on entry. Row by row, the visible run (VisibleRun)
-// is scaled in one pass and its keys' segments checked.
-void MaskAndScale(const AttentionShape& s, int64_t b, int64_t i0, int64_t nq, int64_t lo,
-                  int64_t nk, const int32_t* q_segments, const int32_t* kv_segments,
-                  float* scores) {
-  for (int64_t r = 0; r < nq; ++r) {
-    float* row = scores + r * nk;
-    int64_t c0, c1;
-    VisibleRun(s, i0, r, lo, nk, &c0, &c1);
-    std::fill(row, row + c0, kNegInf);
-    if (q_segments == nullptr) {
-      for (int64_t c = c0; c < c1; ++c) row[c] *= s.scale;
-    } else {
-      const int32_t mine = q_segments[b * s.q_len + i0 + r];
-      const int32_t* keys = kv_segments + b * s.kv_rows() + lo;
-      for (int64_t c = c0; c < c1; ++c) row[c] = keys[c] == mine ? row[c] * s.scale : kNegInf;
-    }
-    std::fill(row + c1, row + nk, kNegInf);
-  }
 }
 
 // 16 elements of a row from `at` (those outside the mask: zeros), as fp32. AVX-512F only (a
@@ -286,6 +231,30 @@ void ScaleToBf16(const float* x, float scale, int64_t n, uint16_t* out) {
   for (int64_t c = 0; c < n; ++c) out[c] = RoundToBf16(x[c] * scale);
 }
 
+// The fused tiles' block (attention_tile.h): queries [i0, i0 + nq) of head h of row b against
+// keys [lo, lo + nk), q, k and v BF16.
+AttentionTileBlock FusedBlock(const AttentionShape& s, const View& q, const View& k, const View& v,
+                              const int32_t* q_segments, const int32_t* kv_segments, int64_t b,
+                              int64_t h, int64_t i0, int64_t nq, int64_t lo, int64_t nk) {
+  const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
+  const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
+  const int64_t kv_off =
+      (b * s.kv_rows() + lo) * kv_stride + h / (s.q_heads / s.kv_heads) * s.head_dim;
+  return {.shape = &s,
+          .b = b,
+          .i0 = i0,
+          .nq = nq,
+          .lo = lo,
+          .nk = nk,
+          .q_segments = q_segments,
+          .kv_segments = kv_segments,
+          .q = q.bf16() + q_off,
+          .q_ld = q_stride,
+          .k = k.bf16() + kv_off,
+          .v = v.bf16() + kv_off,
+          .kv_ld = kv_stride};
+}
+
 // The sinks of a call as fp32 (empty when the view is).
 std::vector<float> SinkValues(const View& sinks) {
   std::vector<float> values(static_cast<size_t>(sinks.numel()));
@@ -338,6 +307,8 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   const size_t out_size = DTypeSize(out.dtype());
+  const bool fused = AttentionTileRuns() && q.dtype() == DType::kBF16 &&
+                     k.dtype() == DType::kBF16 && v.dtype() == DType::kBF16;
   pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& scores_buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& bf16_buf = attention_bf16_[static_cast<size_t>(thread)];
@@ -367,6 +338,13 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
           zero_row(r);
           if (lse_b) lse_b[r] = sink;  // all weight on the sink, or nothing seen
         }
+        continue;
+      }
+      if (fused) {
+        const AttentionTileBlock blk =
+            FusedBlock(s, q, k, v, q_segments, kv_segments, b, h, i0, nq, lo, nk);
+        AttentionForwardTile(attention_tiles_[static_cast<size_t>(thread)], blk, sink,
+                             {const_cast<void*>(ob.data), ob.bf16, q_stride}, lse_b);
         continue;
       }
       if (static_cast<int64_t>(scores_buf.size()) < nq * nk) scores_buf.resize(nq * nk);
@@ -439,6 +417,9 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
   const float* lse = lse_view.f32();
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
+  const bool fused = AttentionTileRuns() && q.dtype() == DType::kBF16 &&
+                     k.dtype() == DType::kBF16 && v.dtype() == DType::kBF16 &&
+                     dout.dtype() == DType::kBF16;
   // delta (b, h, i) = dO . O of each query row, in one streaming pass over both before the
   // tiles (which would each read their rows' O from far apart).
   const int64_t query_rows = s.batch * s.q_len;
@@ -468,14 +449,45 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
     const int64_t i1 = std::min(s.q_len, i0 + q_block), nq = i1 - i0;
     const int64_t nk = hi - lo;
     if (nk <= 0) return;
-    if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
-    float* p = buf.data();             // (nq, nk)
-    float* dp = buf.data() + nq * nk;  // (nq, nk)
     const int64_t q_off = (b * s.q_len + i0) * q_stride + h * s.head_dim;
     const int64_t kv_off = (b * s.kv_rows() + lo) * kv_stride + g * s.head_dim;
     const Mat qb = At(q, q_off, q_stride), kb = At(k, kv_off, kv_stride);
     const Mat vb = At(v, kv_off, kv_stride), dob = At(dout, q_off, q_stride);
     const float* lse_b = lse + (b * s.q_heads + h) * s.q_len + i0;
+    const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
+    if (fused) {  // P and dS from the tile's accumulators, in bf16 as the products read them
+      AttentionTileScratch& tiles = attention_tiles_[static_cast<size_t>(thread)];
+      if (static_cast<int64_t>(rounded.size()) < nq * nk) rounded.resize(nq * nk);
+      const size_t words = static_cast<size_t>(AttentionPanelWords(nq, nk));
+      if (want_dkv && tiles.probs_t.size() < words) tiles.probs_t.resize(words);
+      if (want_dkv && tiles.grads_t.size() < words) tiles.grads_t.resize(words);
+      const AttentionGrads grads{want_dq ? rounded.data() : nullptr,
+                                 want_dkv ? tiles.grads_t.data() : nullptr,
+                                 want_dkv ? tiles.probs_t.data() : nullptr};
+      const AttentionTileBlock blk =
+          FusedBlock(s, q, k, v, q_segments, kv_segments, b, h, i0, nq, lo, nk);
+      AttentionProbsAndGrads(tiles, blk, dout.bf16() + q_off, lse_b, delta, grads);
+      if (want_dq) {  // dQ (nq, D) += dS (nq, nk) @ K (nk, D)
+        gemm(false, false, nq, s.head_dim, nk, {grads.ds, true, nk}, kb, 1.0f,
+             At(dq, q_off, q_stride), QueryBand(s, i0, lo, false));
+      }
+      if (!want_dkv) return;  // dK += dS^T Q, dV += P^T dO, dS^T and P^T already in panels
+      GemmBf16Scratch& mixed = gemm_bf16_serial_scratch_[static_cast<size_t>(thread)];
+      const auto into = [&](const View& grad) {
+        const Mat c = At(grad, kv_off, kv_stride);
+        return GemmResult{const_cast<void*>(c.data), c.bf16, c.ld};
+      };
+      AttentionGemmBf16PackedA(mixed, nk, s.head_dim, nq, grads.ds_t,
+                               {qb.data, true, q_stride, false}, 1.0f, into(dk),
+                               KeyBand(s, i0, lo));
+      AttentionGemmBf16PackedA(mixed, nk, s.head_dim, nq, grads.p_t,
+                               {dob.data, true, q_stride, false}, 1.0f, into(dv),
+                               KeyBand(s, i0, lo));
+      return;
+    }
+    if (static_cast<int64_t>(buf.size()) < 2 * nq * nk) buf.resize(2 * nq * nk);
+    float* p = buf.data();             // (nq, nk)
+    float* dp = buf.data() + nq * nk;  // (nq, nk)
     // P = exp(scale * Q K^T - lse), 0 where masked
     gemm(false, true, nq, nk, s.head_dim, qb, kb, 0.0f, Scratch32(p, nk),
          QueryBand(s, i0, lo, true));
@@ -508,7 +520,6 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
       if (kb.bf16 || qb.bf16) ds16 = rounded.data() + nq * nk;
     }
     // dS = P * (dP - delta) * scale, delta_r = dO_r . O_r  (stored over dp)
-    const float* delta = deltas + (b * s.q_heads + h) * s.q_len + i0;
     const bool keep_f32 = ds16 == nullptr || !kb.bf16 || !qb.bf16;
     for (int64_t r = 0; r < nq; ++r) {
       int64_t c0, end;

@@ -29,6 +29,7 @@ FastOps::FastOps(int num_threads, GemmBf16Path bf16_path)
   gemm_bf16_serial_scratch_.resize(threads);
   attention_staging_.resize(threads);
   attention_bf16_.resize(threads);
+  attention_tiles_.resize(threads);
   row_scratch_.resize(threads);
   f32_scratch_.resize(3 * threads);
 }

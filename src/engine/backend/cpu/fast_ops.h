@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/backend/cpu/attention_tile.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/fast_gemm.h"
 #include "engine/backend/cpu/gemm_mixed.h"
@@ -71,6 +72,7 @@ class FastOps : public CpuBackend {
   mutable std::vector<std::vector<float>> attention_staging_;      // per thread
   mutable std::vector<std::vector<uint16_t>> attention_bf16_;      // per thread: P, dS rounded
   mutable std::vector<float> attention_deltas_;                    // backward's dO . O per row
+  mutable std::vector<AttentionTileScratch> attention_tiles_;      // per thread: fused tiles
   mutable std::vector<std::vector<double>> row_scratch_;           // per thread (norm weight grads)
   mutable std::vector<std::vector<float>> f32_scratch_;            // per thread x 3 slots
   mutable std::vector<float> weight_scratch_;                      // WeightF32's
