@@ -397,22 +397,29 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
                              " Tk" + std::to_string(p.kv_len) + " D" + std::to_string(p.head_dim) +
                              (p.sinks ? " sinks" : "");
     Expect("attention", fwd, tol().attention, what);
-    const auto dq0 = RoundedTo(std::vector<float>(q_size, 0.1f), pr.grad);
-    const Pair dq = d.Data(dq0, pr.grad), dk = d.Data(std::vector<float>(kv_size), pr.grad);
-    const Pair dv = d.Data(std::vector<float>(kv_size), pr.grad);
-    const auto ds0 = std::vector<float>(static_cast<size_t>(p.q_heads), 0.25f);
-    const Pair ds = p.sinks ? d.Data(ds0, pr.grad) : Pair{};
-    // Both backwards read the reference's forward output, rounded to the output dtype, and its
-    // lse (the backend's own would differ by the forward's error, measured above).
-    const Pair o_in = d.Data(RoundedTo(d.Want(o), pr.out), pr.out);
-    const Pair l_ref = d.FromWant(l, DType::kF32), dov = d.Data(dout, pr.grad);
-    backend_->AttentionBackward(s, qv.got, kv.got, vv.got, sv.got, qs.got, ks.got, o_in.got,
-                                l_ref.got, dov.got, dq.got, dk.got, dv.got, ds.got);
-    ref_.AttentionBackward(s, qv.want, kv.want, vv.want, sv.want, qs.want, ks.want, o_in.want,
-                           l_ref.want, dov.want, dq.want, dk.want, dv.want, ds.want);
-    double bwd = std::max({d.Error(dq), d.Error(dk), d.Error(dv)});
-    if (p.sinks) bwd = std::max(bwd, d.Error(ds));
-    Expect("attention_bwd", bwd, tol().attention_backward, what);
+    // dO in the gradients' dtype, and in the outputs' (the models' layout: the attention
+    // output's gradient in the compute dtype, its q, k, v gradients F32) where they differ.
+    for (const DType dout_dtype : {pr.grad, pr.out}) {
+      if (dout_dtype == pr.out && pr.out == pr.grad) continue;
+      const auto dq0 = RoundedTo(std::vector<float>(q_size, 0.1f), pr.grad);
+      const Pair dq = d.Data(dq0, pr.grad), dk = d.Data(std::vector<float>(kv_size), pr.grad);
+      const Pair dv = d.Data(std::vector<float>(kv_size), pr.grad);
+      const auto ds0 = std::vector<float>(static_cast<size_t>(p.q_heads), 0.25f);
+      const Pair ds = p.sinks ? d.Data(ds0, pr.grad) : Pair{};
+      // Both backwards read the reference's forward output, rounded to the output dtype, and its
+      // lse (the backend's own would differ by the forward's error, measured above).
+      const Pair o_in = d.Data(RoundedTo(d.Want(o), pr.out), pr.out);
+      const Pair l_ref = d.FromWant(l, DType::kF32);
+      const Pair dov = d.Data(RoundedTo(dout, dout_dtype), dout_dtype);
+      backend_->AttentionBackward(s, qv.got, kv.got, vv.got, sv.got, qs.got, ks.got, o_in.got,
+                                  l_ref.got, dov.got, dq.got, dk.got, dv.got, ds.got);
+      ref_.AttentionBackward(s, qv.want, kv.want, vv.want, sv.want, qs.want, ks.want, o_in.want,
+                             l_ref.want, dov.want, dq.want, dk.want, dv.want, ds.want);
+      double bwd = std::max({d.Error(dq), d.Error(dk), d.Error(dv)});
+      if (p.sinks) bwd = std::max(bwd, d.Error(ds));
+      Expect("attention_bwd", bwd, tol().attention_backward,
+             what + " dO " + DTypeName(dout_dtype));
+    }
   }
 }
 
