@@ -73,7 +73,7 @@ void Fsdp::PrepareGrads(int unit) {
   Slot& slot = slots_[static_cast<size_t>(u.slot)];
   FinishReduce(slot);  // the slot's gradient memory is about to be reused
   const View grads = SlotGrads(unit);
-  if (!grads.empty()) backend_->Zero(grads);
+  model_->ZeroUnitGradients(unit, grads);  // the overwritten ones marked unwritten instead
   Bind(unit, grads);
 }
 
@@ -147,8 +147,16 @@ Result<double> Fsdp::SumOverShards(double local) const {
 
 Status Fsdp::ZeroGrads() {
   AIR_RETURN_IF_ERROR(FinishGradients());
-  for (Unit& u : units_) {
-    if (!u.grads.empty()) backend_->Zero(u.grads);
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const Unit& u = units_[i];
+    if (u.grads.empty()) continue;
+    // NO_SHARD's gradients are the model's own (bound at setup); the others are shards the
+    // reduced sums are added into.
+    if (strategy_ == ShardingStrategy::kNoShard) {
+      model_->ZeroUnitGradients(static_cast<int>(i), u.grads);
+    } else {
+      backend_->Zero(u.grads);
+    }
   }
   return error_;
 }

@@ -93,7 +93,40 @@ Status CausalLm::AddParameters(std::vector<ParameterSpec> specs) {
     return Internal("AddParameters: the rebuilt model has another number of units");
   }
   FindWeights();
+  MarkOverwrittenGradients();
   return Status::Ok();
+}
+
+void CausalLm::MarkOverwrittenGradients() {
+  for (Parameter& p : params_) p.grad_overwrites = false;
+  for (const NamedLinear& l : Linears()) l.linear->weight->grad_overwrites = true;
+  // Tied, the head is the embedding, whose backward adds into its gradient.
+  if (Parameter* head = FindParameter("output.weight")) head->grad_overwrites = true;
+}
+
+void CausalLm::ZeroUnitGradients(int unit, const View& grads) const {
+  const ParamGroup& g = units_[static_cast<size_t>(unit)];
+  if (grads.empty()) return;
+  // The trainable segment's runs to zero: everything but the overwritten gradients.
+  int64_t offset = 0, run_start = 0;
+  for (Parameter* p : g.params) {
+    if (!p->trainable) continue;
+    if (p->grad_overwrites) {
+      if (offset > run_start) backend_->Zero(grads.Slice(run_start, offset - run_start));
+      run_start = offset + p->numel();
+      p->grad_unwritten = true;
+    }
+    offset += p->numel();
+  }
+  if (grads.numel() > run_start) backend_->Zero(grads.Slice(run_start, grads.numel() - run_start));
+}
+
+void CausalLm::FinishUnitGradients(int unit) const {
+  for (Parameter* p : units_[static_cast<size_t>(unit)].params) {
+    if (!p->grad_unwritten) continue;
+    if (!p->grad.empty()) backend_->Zero(p->grad);
+    p->grad_unwritten = false;
+  }
 }
 
 Status CausalLm::AllocateUnitStorage(int unit) {
@@ -211,6 +244,7 @@ Status CausalLm::EnsureGradients() {
                          backend_->AllocateView(DType::kF32, {g.trainable_numel}, &g.grads_view));
     backend_->Zero(g.grads_view);
     BindUnit(static_cast<int>(&g - units_.data()), g.frozen_view, g.trainable_view, g.grads_view);
+    for (Parameter* p : g.params) p->grad_unwritten = false;  // zeroed whole
   }
   return Status::Ok();
 }
@@ -218,7 +252,9 @@ Status CausalLm::EnsureGradients() {
 Status CausalLm::ZeroGrads() {
   AIR_RETURN_IF_ERROR(EnsureGradients());
   for (ParamGroup& g : units_) {
-    if (!g.grads_view.empty() && !g.external) backend_->Zero(g.grads_view);
+    if (!g.grads_view.empty() && !g.external) {
+      ZeroUnitGradients(static_cast<int>(&g - units_.data()), g.grads_view);
+    }
   }
   return Status::Ok();
 }

@@ -167,8 +167,18 @@ class CausalLm {
   // parameters in order) and `trainable` (trainable_numel elements), each of any float dtype,
   // and `grads` (trainable_numel F32, or empty); the memory stays the caller's.
   void BindUnit(int unit, const View& frozen, const View& trainable, const View& grads);
-  // Allocates (when missing) and zeroes the gradients of every unit the model holds itself.
+  // Allocates (when missing) and zeroes the gradients of every unit the model holds itself
+  // (ZeroUnitGradients).
   Status ZeroGrads();
+  // Zeroes unit `unit`'s gradients held in `grads` (its trainable segment's order, at least
+  // trainable_numel elements; any past them zeroed too) before a step or micro-batch, except the
+  // gradients of parameters whose writes all overwrite first (Parameter::grad_overwrites): those
+  // are marked unwritten, and their first weight-gradient GEMM writes them with beta 0. The
+  // model's backward zeroes what no write reached before the unit's after_backward hook
+  // (FinishUnitGradients), so a gradient never reaches a reader stale.
+  void ZeroUnitGradients(int unit, const View& grads) const;
+  // Zeroes the gradients of unit `unit` still marked unwritten.
+  void FinishUnitGradients(int unit) const;
 
   // ---- what is applied from outside -----------------------------------------------------
   void set_unit_hooks(UnitHooks hooks) { hooks_ = std::move(hooks); }
@@ -202,6 +212,9 @@ class CausalLm {
   // Points the model's own descriptors (layer weights, Linears) at params_ after it was built
   // or rebuilt.
   virtual void FindWeights() = 0;
+  // Marks the gradients whose writes all overwrite first (Parameter::grad_overwrites): the
+  // linear layers' weights and an untied head ("output.weight"). After every FindWeights.
+  void MarkOverwrittenGradients();
   // Allocates and zeroes the gradient buffers of held units that have none.
   Status EnsureGradients();
   const UnitHooks& hooks() const { return hooks_; }

@@ -278,6 +278,7 @@ Status DecoderStack<Kind>::Backward(const CausalLm& model, const UnitHooks& hook
     } else {
       kind.Backward(ctx, layers[l], acts[l], dx, grad_scratch);
     }
+    model.FinishUnitGradients(l);
     if (hooks.after_backward) hooks.after_backward(l);
   }
   // dembed[input_ids] += dx, except the padding row (nn.Embedding's padding_idx).
@@ -285,6 +286,7 @@ Status DecoderStack<Kind>::Backward(const CausalLm& model, const UnitHooks& hook
     const int32_t skip = c.pad_token_id >= 0 ? static_cast<int32_t>(c.pad_token_id) : -1;
     ops.EmbeddingBackward(input_ids, dx, skip, embed->grad);
   }
+  model.FinishUnitGradients(root);
   if (hooks.after_backward) hooks.after_backward(root);
   return Status::Ok();
 }

@@ -63,6 +63,7 @@ Result<std::unique_ptr<GptOssModel>> GptOssModel::Create(const ModelConfig& conf
     p.decay = p.name.find("bias") == std::string::npos && !p.name.ends_with("norm.weight");
   }
   model->FindWeights();
+  model->MarkOverwrittenGradients();
   std::vector<float> inv_freq = GptOssRopeInverseFrequencies(g);
   if (options.buffer_dtype == DType::kBF16) {
     for (float& f : inv_freq) f = Bf16ToF32(F32ToBf16(f));

@@ -23,10 +23,13 @@ void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, co
 
 void LinearBackward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
                     const View& dy, const View& dx, bool accumulate_dx) {
-  const Parameter& w = *linear.weight;
+  Parameter& w = *linear.weight;
   const int64_t out = w.shape[0], in = w.shape[1], rows = x.numel() / in;
-  // dW (out, in) += dy (N, out)^T @ x (N, in); none for a frozen W
-  if (w.trainable) ops.Gemm(true, false, out, in, rows, dy, out, x, in, 1.0f, w.grad, in);
+  // dW (out, in) += dy (N, out)^T @ x (N, in) (the step's first write overwrites); none for a
+  // frozen W
+  if (w.trainable) {
+    ops.Gemm(true, false, out, in, rows, dy, out, x, in, GradientBeta(w), w.grad, in);
+  }
   if (linear.bias != nullptr && linear.bias->trainable && !linear.bias->grad.empty()) {
     ops.BiasBackward(dy, linear.bias->grad);
   }

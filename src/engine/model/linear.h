@@ -103,7 +103,8 @@ struct NamedLinear {
 // y (N, out) = x (N, in) W^T (+ b) (+ the adapter's branch: in the same product when it folds).
 void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,
                    const View& y);
-// dx (N, in) += or = dy W (accumulate selects beta) (+ the adapter's part); dW += dy^T x and
+// dx (N, in) += or = dy W (accumulate selects beta) (+ the adapter's part); dW += dy^T x (=
+// for the step's first write: GradientBeta) and
 // db += colsum(dy) for the trainable ones (a frozen W or b is skipped: no weight-gradient GEMM);
 // the adapter accumulates its own gradients. dx may be empty.
 void LinearBackward(const Backend& ops, const LinearPass& pass, const View& x, const Linear& linear,

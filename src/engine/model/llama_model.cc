@@ -44,6 +44,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelConfig& config
       std::string(DTypeName(options.compute_dtype)) + " " + ArchitectureClassName(config.arch)));
   AIR_RETURN_IF_ERROR(model->BuildParameters(ParameterSpecs(config)));
   model->FindWeights();
+  model->MarkOverwrittenGradients();
   // RoPE's inverse frequencies, rounded to the buffer dtype (FSDP's buffer_dtype casts them),
   // live on the device; the per-batch cos/sin tables are built there from the positions.
   std::vector<float> inv_freq = RopeInverseFrequencies(config);

@@ -38,7 +38,7 @@ void ChunkLoss(const Backend& ops, const View& xf, const Parameter& head, const 
 
 }  // namespace
 
-void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& head,
+void HeadForwardBackward(const Backend& ops, const View& xf, Parameter& head,
                          const View& targets, float per_token, const HeadViews& views, bool unfused,
                          const View& dxf) {
   const int64_t n = targets.numel(), dim = head.shape[1], vocab = head.shape[0];
@@ -51,10 +51,10 @@ void HeadForwardBackward(const Backend& ops, const View& xf, const Parameter& he
     const View dlogits = views.dlogits.empty() ? logits : views.dlogits.Rows(0, rows);
     ops.CrossEntropyBackward(logits, targets.Slice(r0, rows), views.lse.Slice(r0, rows), per_token,
                              dlogits);
-    // dW (V, C) += dlogits^T xf;  dxf (rows, C) = dlogits W
+    // dW (V, C) += dlogits^T xf (the step's first write overwrites);  dxf (rows, C) = dlogits W
     if (head.trainable) {
-      ops.Gemm(true, false, vocab, dim, rows, dlogits, vocab, xf.Rows(r0, rows), dim, 1.0f,
-               head.grad, dim);
+      ops.Gemm(true, false, vocab, dim, rows, dlogits, vocab, xf.Rows(r0, rows), dim,
+               GradientBeta(head), head.grad, dim);
     }
     ops.Gemm(false, false, rows, dim, vocab, dlogits, vocab, head.value, dim, 0.0f,
              dxf.Rows(r0, rows), dim);

@@ -37,9 +37,25 @@ struct Parameter {
   bool trainable = true;
   View value;  // into its unit's value buffer, in that buffer's dtype
   View grad;   // F32, into its unit's gradient buffer; empty when frozen or not yet allocated
+  // Every write of this gradient is a weight-gradient GEMM that can overwrite (beta 0): a linear
+  // layer's weight (LinearBackward) or an untied head's. Zeroing a unit's gradients skips it
+  // and marks it unwritten instead (CausalLm::ZeroUnitGradients): PyTorch's zero_grad(
+  // set_to_none=True), where the first backward writes the gradient rather than adding to it.
+  bool grad_overwrites = false;
+  // This step's gradient is not written yet (its memory holds stale values): the next write
+  // overwrites it (GradientBeta). Whatever no write reached is zeroed after the unit's backward.
+  bool grad_unwritten = false;
 
   int64_t numel() const { return NumElements(shape); }
 };
+
+// The beta of a weight-gradient GEMM adding into p's gradient: 0 for the step's first write
+// (which clears p.grad_unwritten), else 1.
+inline float GradientBeta(Parameter& p) {
+  if (!p.grad_unwritten) return 1.0f;
+  p.grad_unwritten = false;
+  return 0.0f;
+}
 
 // Where a layer's backward writes p's weight gradient: an empty view (no weight-gradient GEMM)
 // when p is absent (an optional weight such as a bias) or frozen.
