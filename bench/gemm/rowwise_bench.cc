@@ -3,8 +3,9 @@
 // adds and LoRA's dropout of an adapter's input and its rank-16 products of the dropped input,
 // fused and as their definitions; TOKENS x MLP for SwiGLU, the conversions, the sum of squares
 // and LoRA's forward on the gate projection, its branch folded into the base product or not),
-// the ops' windows interleaved (bench_timing.h). With --cpu-clock on one thread the figures are the thread's CPU
-// time, which a busy machine does not inflate: before/after comparisons of these kernels.
+// the ops' windows interleaved (bench_timing.h). With --cpu-clock on one thread the figures are the
+// thread's CPU time, which a busy machine does not inflate: before/after comparisons of these
+// kernels.
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -142,8 +143,8 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
        }},
       {"GemmConcatK y = x W^T + u B^T", wide,
        [&] {
-         ops.GemmConcatK(true, tokens, mlp, hidden, x, hidden, w_gate, hidden, r, u_kept, r,
-                         lora_b, r, out, row_scratch);
+         ops.GemmConcatK(true, tokens, mlp, hidden, x, hidden, w_gate, hidden, r, u_kept, r, lora_b,
+                         r, out, row_scratch);
        }},
       {"Gemm, Gemm y = x W^T; y += u B^T", wide,
        [&] {

@@ -10,8 +10,8 @@ void LinearForward(const Backend& ops, const LinearPass& pass, const View& x, co
   FoldedBranch branch;
   if (linear.adapter != nullptr && linear.adapter->Fold(ops, pass, x, &branch)) {
     // y (N, out) = x (N, in) @ W (out, in)^T + u (N, r) @ B (out, r)^T: one pass over y
-    ops.GemmConcatK(true, rows, out, in, x, in, w.value, in, branch.r, branch.u, branch.r,
-                    branch.b, branch.r, y, branch.scratch);
+    ops.GemmConcatK(true, rows, out, in, x, in, w.value, in, branch.r, branch.u, branch.r, branch.b,
+                    branch.r, y, branch.scratch);
     if (linear.bias != nullptr) ops.AddBias(y, linear.bias->value);
     return;
   }

@@ -38,9 +38,8 @@ void ChunkLoss(const Backend& ops, const View& xf, const Parameter& head, const 
 
 }  // namespace
 
-void HeadForwardBackward(const Backend& ops, const View& xf, Parameter& head,
-                         const View& targets, float per_token, const HeadViews& views, bool unfused,
-                         const View& dxf) {
+void HeadForwardBackward(const Backend& ops, const View& xf, Parameter& head, const View& targets,
+                         float per_token, const HeadViews& views, bool unfused, const View& dxf) {
   const int64_t n = targets.numel(), dim = head.shape[1], vocab = head.shape[0];
   const int64_t chunk = unfused ? n : views.logits.dim(0);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {

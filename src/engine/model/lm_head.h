@@ -42,9 +42,8 @@ HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused, DTyp
 // (N, C, F32) = d(per_token * loss_sum)/dxf (written); head.grad += its gradient when the head is
 // trainable. `xf` (N, C) is the final norm's output, `targets` (N) I32 with -100 for rows without
 // loss.
-void HeadForwardBackward(const Backend& ops, const View& xf, Parameter& head,
-                         const View& targets, float per_token, const HeadViews& views, bool unfused,
-                         const View& dxf);
+void HeadForwardBackward(const Backend& ops, const View& xf, Parameter& head, const View& targets,
+                         float per_token, const HeadViews& views, bool unfused, const View& dxf);
 // Evaluation: loss_sum += the summed token loss only; with `keep_logits` the unfused head leaves
 // the (N, V) logits in views.logits.
 void HeadForward(const Backend& ops, const View& xf, const Parameter& head, const View& targets,

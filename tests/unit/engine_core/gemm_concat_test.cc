@@ -84,29 +84,31 @@ TEST(GemmBf16ConcatK, IsTheGemmOverTheConcatenatedOperands) {
           for (float beta : {0.0f, 1.0f}) {
             const Matrix a(s.m, s.k, true, rng), a2(s.m, s.k2, true, rng);
             // B stored (N, K) when transposed, else (K, N); B2 likewise, F32 (LoRA's B).
-            const Matrix b = trans_b ? Matrix(s.n, s.k, b_bf16, rng) : Matrix(s.k, s.n, b_bf16, rng);
-            const Matrix b2 = trans_b ? Matrix(s.n, s.k2, false, rng) : Matrix(s.k2, s.n, false, rng);
+            const Matrix b =
+                trans_b ? Matrix(s.n, s.k, b_bf16, rng) : Matrix(s.k, s.n, b_bf16, rng);
+            const Matrix b2 =
+                trans_b ? Matrix(s.n, s.k2, false, rng) : Matrix(s.k2, s.n, false, rng);
             const Matrix c0(s.m, s.n, c_bf16, rng);
             // The concatenation: A (M, K') and B^T (N, K') side by side.
             int64_t depth = 0;
             const std::vector<uint16_t> a_cat = SideBySide(a, a2, &depth);
-            const std::vector<uint16_t> b_cat = trans_b
-                                                    ? SideBySide(b, b2, &depth)
-                                                    : SideBySide(Transposed(b), Transposed(b2), &depth);
-            const std::string what = "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-                                     " k=" + std::to_string(s.k) + " k2=" + std::to_string(s.k2) +
-                                     " b_bf16=" + std::to_string(b_bf16) +
-                                     " trans_b=" + std::to_string(trans_b) +
-                                     " c_bf16=" + std::to_string(c_bf16) +
-                                     " beta=" + std::to_string(beta);
+            const std::vector<uint16_t> b_cat =
+                trans_b ? SideBySide(b, b2, &depth)
+                        : SideBySide(Transposed(b), Transposed(b2), &depth);
+            const std::string what =
+                "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                " k=" + std::to_string(s.k) + " k2=" + std::to_string(s.k2) +
+                " b_bf16=" + std::to_string(b_bf16) + " trans_b=" + std::to_string(trans_b) +
+                " c_bf16=" + std::to_string(c_bf16) + " beta=" + std::to_string(beta);
             for (ThreadPool* pool : {&three, static_cast<ThreadPool*>(nullptr)}) {
               Matrix want = c0, got = c0;
               const auto result = [&](Matrix& c) {
                 return GemmResult{c_bf16 ? static_cast<void*>(c.bits.data()) : c.f32.data(), c_bf16,
                                   s.n};
               };
-              GemmBf16OnPath(path, pool, scratch, s.m, s.n, depth, {a_cat.data(), true, depth, false},
-                             {b_cat.data(), true, depth, true}, beta, result(want));
+              GemmBf16OnPath(path, pool, scratch, s.m, s.n, depth,
+                             {a_cat.data(), true, depth, false}, {b_cat.data(), true, depth, true},
+                             beta, result(want));
               const GemmOperand ga{a.data(), true, s.k, false}, ga2{a2.data(), true, s.k2, false};
               const GemmOperand gb{b.data(), b.bf16, trans_b ? s.k : s.n, trans_b};
               const GemmOperand gb2{b2.data(), false, trans_b ? s.k2 : s.n, trans_b};

@@ -36,8 +36,9 @@ inline ModelConfig TinyConfig(Architecture arch) {
   return c;
 }
 
-inline std::unique_ptr<LlamaModel> TinyModel(Architecture arch, const std::string& ops = "reference",
-                                      uint64_t seed = 1, const ModelOptions& options = {}) {
+inline std::unique_ptr<LlamaModel> TinyModel(Architecture arch,
+                                             const std::string& ops = "reference",
+                                             uint64_t seed = 1, const ModelOptions& options = {}) {
   auto model = LlamaModel::Create(TinyConfig(arch), MakeBackend(ops), options);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   (*model)->InitWeights(seed);
@@ -66,7 +67,7 @@ inline TokenBatch TinyBatch() {
   return b;
 }
 
-inline const Architecture kArchs[] = {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
-                               Architecture::kMistral};
+inline const Architecture kArchs[] = {Architecture::kLlama, Architecture::kQwen2,
+                                      Architecture::kQwen3, Architecture::kMistral};
 
 }  // namespace air::engine::testing

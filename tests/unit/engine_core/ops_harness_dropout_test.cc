@@ -188,10 +188,10 @@ TEST_P(OpsHarness, GemmConcatKIsBothProductsSummed) {
           const Pair bv = d.Data(b, p.in), b2v = d.F32(b2);
           const Pair c = d.Data(std::vector<float>(static_cast<size_t>(m * n), 7.0f), c_dtype);
           const Pair scratch = d.F32(std::vector<float>(static_cast<size_t>(scratch_rows * n)));
-          backend_->GemmConcatK(tb, m, n, k, av.got, k, bv.got, ldb, k2, a2v.got, k2, b2v.got,
-                                ldb2, c.got, scratch.got);
-          ref_.GemmConcatK(tb, m, n, k, av.want, k, bv.want, ldb, k2, a2v.want, k2, b2v.want,
-                           ldb2, c.want, scratch.want);
+          backend_->GemmConcatK(tb, m, n, k, av.got, k, bv.got, ldb, k2, a2v.got, k2, b2v.got, ldb2,
+                                c.got, scratch.got);
+          ref_.GemmConcatK(tb, m, n, k, av.want, k, bv.want, ldb, k2, a2v.want, k2, b2v.want, ldb2,
+                           c.want, scratch.want);
           const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
                                    " k=" + std::to_string(k) + " k2=" + std::to_string(k2) +
                                    " tb=" + std::to_string(tb) + " a " + DTypeName(a_dtype) +

@@ -417,8 +417,7 @@ TEST_P(OpsHarness, AttentionForwardBackward) {
                              l_ref.want, dov.want, dq.want, dk.want, dv.want, ds.want);
       double bwd = std::max({d.Error(dq), d.Error(dk), d.Error(dv)});
       if (p.sinks) bwd = std::max(bwd, d.Error(ds));
-      Expect("attention_bwd", bwd, tol().attention_backward,
-             what + " dO " + DTypeName(dout_dtype));
+      Expect("attention_bwd", bwd, tol().attention_backward, what + " dO " + DTypeName(dout_dtype));
     }
   }
 }

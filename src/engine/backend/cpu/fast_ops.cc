@@ -146,9 +146,9 @@ void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_
 // run in one set of accumulators per tile (gemm_mixed.h's GemmBf16ConcatK): C is written once,
 // never read back for the second product; the rest run the definition.
 void FastOps::GemmConcatKKernel(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
-                                int64_t lda, const View& b, int64_t ldb, int64_t k2,
-                                const View& a2, int64_t lda2, const View& b2, int64_t ldb2,
-                                const View& c, const View& scratch) const {
+                                int64_t lda, const View& b, int64_t ldb, int64_t k2, const View& a2,
+                                int64_t lda2, const View& b2, int64_t ldb2, const View& c,
+                                const View& scratch) const {
   const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, false};
   const GemmOperand ga2{a2.raw(), a2.dtype() == DType::kBF16, lda2, false};
   const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, n};
