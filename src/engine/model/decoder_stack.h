@@ -147,7 +147,7 @@ void DecoderStack<Kind>::LayoutPass(Workspace& ws, const ModelConfig& c, DType d
   final_x = ws.F32({n, dim});
   xf = ws.Take(dtype, {n, dim});
   rstd_f = ws.F32({n});
-  head = LayoutHead(ws, n, c.vocab_size, s.unfused_head, dtype, s.training);
+  head = LayoutHead(ws, n, c.vocab_size, s.unfused_head, dtype, s.training, lm_head->trainable);
   if (s.training) {
     kind.LayoutGradScratch(ws, c, dtype, n, grad_scratch);
     dxf = ws.F32({n, dim});

@@ -5,16 +5,16 @@
 
 namespace air::engine {
 
-int64_t HeadChunkRows(int64_t n, int64_t vocab) {
-  constexpr int64_t kChunkBytes = int64_t{128} << 20;
-  const int64_t rows = kChunkBytes / (std::max<int64_t>(1, vocab) * 4);
+int64_t HeadChunkRows(int64_t n, int64_t vocab, bool head_gradient) {
+  const int64_t chunk_bytes = head_gradient ? int64_t{128} << 20 : int64_t{4} << 20;
+  const int64_t rows = chunk_bytes / (std::max<int64_t>(1, vocab) * 4);
   return std::max<int64_t>(1, std::min(n, std::max<int64_t>(64, rows)));
 }
 
 HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused, DType compute,
-                     bool training) {
+                     bool training, bool head_trainable) {
   HeadViews v;
-  const int64_t rows = unfused ? n : HeadChunkRows(n, vocab);
+  const int64_t rows = unfused ? n : HeadChunkRows(n, vocab, training && head_trainable);
   v.logits = ws.F32({rows, vocab});
   if (training && compute == DType::kBF16) v.dlogits = ws.Take(DType::kBF16, {rows, vocab});
   v.lse = ws.F32({n});

@@ -21,10 +21,13 @@
 
 namespace air::engine {
 
-// Rows per chunk of the fused head: the chunk's fp32 logits stay under ~128 MiB, at least 64
-// rows (the weight-gradient product reads and writes all of dW once per chunk, so chunks must
-// not get small), at most n.
-int64_t HeadChunkRows(int64_t n, int64_t vocab);
+// Rows per chunk of the fused head, at least 64, at most n. When the pass writes the head's
+// gradient, the chunk's fp32 logits stay under ~128 MiB: the weight-gradient product reads and
+// writes all of dW once per chunk, so chunks must not get small. Otherwise (a frozen head, as
+// LoRA's, or evaluation) under ~4 MiB, so that a chunk's logits stay in cache from the product
+// through the loss and its gradient to the input-gradient product instead of going to memory
+// and back three times.
+int64_t HeadChunkRows(int64_t n, int64_t vocab, bool head_gradient = true);
 
 struct HeadViews {
   View logits;    // (chunk rows, V) F32: one chunk, or (N, V) for the unfused head
@@ -34,9 +37,10 @@ struct HeadViews {
 };
 
 // Takes the head's views for n rows from `ws` (`unfused`: room for all n rows of logits;
-// `compute`: the model's compute dtype, with `training`, whether dlogits get a bf16 chunk).
+// `compute`: the model's compute dtype, with `training`, whether dlogits get a bf16 chunk;
+// `head_trainable`: whether a training pass writes the head's gradient, for HeadChunkRows).
 HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused, DType compute,
-                     bool training);
+                     bool training, bool head_trainable);
 
 // Training: loss_sum += the summed token loss (the caller zeroes it, or sums several batches); dxf
 // (N, C, F32) = d(per_token * loss_sum)/dxf (written); head.grad += its gradient when the head is

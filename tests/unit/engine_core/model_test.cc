@@ -550,6 +550,10 @@ TEST(Model, FusedChunkedHeadEqualsTheUnfusedHead) {
   EXPECT_EQ(HeadChunkRows(300, 1200000), 64);
   EXPECT_EQ(HeadChunkRows(300, 32000), 300);
   EXPECT_EQ(HeadChunkRows(8192, 128256), 261);
+  // No head gradient (a frozen head, evaluation): ~4 MiB chunks, still at least 64 rows.
+  EXPECT_EQ(HeadChunkRows(1024, 4096, false), 256);
+  EXPECT_EQ(HeadChunkRows(8192, 128256, false), 64);
+  EXPECT_EQ(HeadChunkRows(100, 4096, false), 100);
   ModelConfig c = TinyConfig(Architecture::kQwen2);
   c.vocab_size = 1200000;  // 5 chunks of 64 rows for 300 tokens
   c.hidden_size = 16;
@@ -567,14 +571,20 @@ TEST(Model, FusedChunkedHeadEqualsTheUnfusedHead) {
   struct Case {
     DType compute;
     double loss_bound, grad_bound;
+    bool frozen_head = false;  // LoRA's: no head gradient, the ~4 MiB chunks (still 64 rows)
   };
-  for (const Case& k : {Case{DType::kF32, 1e-6, 3e-6}, Case{DType::kBF16, 1e-6, 3e-6}}) {
-    SCOPED_TRACE(DTypeName(k.compute));
+  for (const Case& k : {Case{DType::kF32, 1e-6, 3e-6}, Case{DType::kBF16, 1e-6, 3e-6},
+                        Case{DType::kBF16, 1e-6, 3e-6, true}}) {
+    SCOPED_TRACE(std::string(DTypeName(k.compute)) + (k.frozen_head ? " frozen head" : ""));
     const ModelOptions options{.compute_dtype = k.compute};
     auto fused = std::move(LlamaModel::Create(c, MakeBackend("fast"), options)).value();
     auto unfused = std::move(LlamaModel::Create(c, MakeBackend("fast"), options)).value();
     fused->InitWeights(4);
     unfused->InitWeights(4);
+    if (k.frozen_head) {
+      ASSERT_TRUE(fused->SetTrainable("output.weight", false).ok());
+      ASSERT_TRUE(unfused->SetTrainable("output.weight", false).ok());
+    }
     ASSERT_TRUE(fused->ZeroGrads().ok());
     ASSERT_TRUE(unfused->ZeroGrads().ok());
     auto a = fused->Forward(b);
@@ -587,6 +597,7 @@ TEST(Model, FusedChunkedHeadEqualsTheUnfusedHead) {
     ASSERT_TRUE(unfused->Backward().ok());
     double worst = 0.0;
     for (size_t i = 0; i < fused->parameters().size(); ++i) {
+      if (fused->parameters()[i].grad.empty()) continue;  // frozen
       Tensor d = HostTensor(fused->parameters()[i].grad);
       const Tensor gu = HostTensor(unfused->parameters()[i].grad);
       for (int64_t j = 0; j < d.numel(); ++j) d[j] -= gu[j];
