@@ -68,6 +68,7 @@ struct PassShape {
   int64_t batch = 1, seq = 1;
   bool training = true;
   bool unfused_head = false;       // the whole (N, V) logits instead of a chunk
+  bool head_gradient = true;       // training writes the head's gradient (false: a frozen head)
   bool segments = true;            // packed or padded rows carry segment ids
   std::vector<bool> checkpointed;  // per layer: activation checkpointing (training)
 };

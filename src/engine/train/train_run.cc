@@ -330,6 +330,9 @@ TrainingMemory EstimateTrainingMemory(const PreparedTraining& p) {
                   .seq = p.loader->max_row_tokens(),
                   .training = true,
                   .unfused_head = !c.fused_linear_cross_entropy,
+                  // LoRA freezes the head unless modules_to_save may name it (then counted as
+                  // trained: the larger chunk).
+                  .head_gradient = !c.lora.enabled || !c.lora.modules_to_save.empty(),
                   .segments = true};
   shape.checkpointed.assign(static_cast<size_t>(p.model_config.num_layers),
                             c.activation_checkpointing);
