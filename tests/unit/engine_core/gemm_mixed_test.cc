@@ -458,26 +458,32 @@ TEST_F(GemmBf16Dropped, DroppedOperandIsTheProductOfTheMaskedOperand) {
 
 // A kept-mask add (GemmResult::kept_bits, LoRA's input gradient): C gets what ApplyDropoutMask
 // accumulates of the product (the product into an fp32 t with beta 0, then C + (bit ? t *
-// scale : 0) element by element), bit for bit, the mask over C's flat elements (its padding
-// too, never written), every transpose and operand dtype.
+// scale : 0) element by element, a BF16 C widened and rounded once), bit for bit, the mask over
+// C's flat elements (its padding too, never written), every transpose, operand and C dtype.
 TEST_F(GemmBf16Dropped, KeptAddIsApplyDropoutMaskAccumulatingTheProduct) {
   uint64_t seed = 700;
   for (const Case& g : Cases()) {
-    if (g.beta != 1.0f || g.c_bf16 || g.k > kGemmBf16PairSlice) continue;
+    if (g.beta != 1.0f || g.k > kGemmBf16PairSlice) continue;
     const Problem problem(g, seed += 3);
     const int64_t n = g.m * problem.c.ld;
     std::vector<uint8_t> bits(static_cast<size_t>((n + 7) / 8));
     DropoutMaskRange(p, seed, 0, n, bits.data());
     for (ThreadPool* pool : {&three, static_cast<ThreadPool*>(nullptr)}) {
-      Case product_case = g;
+      Case product_case = g;  // the product in fp32, beta 0
       product_case.beta = 0.0f;
+      product_case.c_bf16 = false;
       const Result t = RunGemm(path, pool, scratch, Problem(product_case, seed));
       Result want = problem.c;
       for (int64_t i = 0; i < g.m; ++i) {
         for (int64_t j = 0; j < g.n; ++j) {
-          const int64_t e = i * problem.c.ld + j;
-          const bool keep = (bits[static_cast<size_t>(e / 8)] >> (e % 8)) & 1u;
-          want.f32[static_cast<size_t>(e)] += keep ? t.f32[static_cast<size_t>(e)] * scale : 0.0f;
+          const auto e = static_cast<size_t>(i * problem.c.ld + j);
+          const bool keep = (bits[e / 8] >> (e % 8)) & 1u;
+          const float added = keep ? t.f32[e] * scale : 0.0f;
+          if (g.c_bf16) {  // a BF16 C: widened, added, rounded once
+            want.bits[e] = F32ToBf16(Bf16ToF32(want.bits[e]) + added);
+          } else {
+            want.f32[e] += added;
+          }
         }
       }
       Result got = problem.c;
@@ -486,8 +492,7 @@ TEST_F(GemmBf16Dropped, KeptAddIsApplyDropoutMaskAccumulatingTheProduct) {
       c.kept_bytes = static_cast<int64_t>(bits.size());
       c.kept_scale = scale;
       GemmBf16OnPath(path, pool, scratch, g.m, g.n, g.k, problem.A(), problem.B(), 1.0f, c);
-      EXPECT_EQ(std::memcmp(got.f32.data(), want.f32.data(), got.f32.size() * sizeof(float)), 0)
-          << (pool ? "3 threads " : "serial ") << Describe(g);
+      EXPECT_TRUE(got.BitEqual(want)) << (pool ? "3 threads " : "serial ") << Describe(g);
     }
   }
 }

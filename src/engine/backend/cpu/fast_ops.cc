@@ -119,8 +119,8 @@ void FastOps::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t
   GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
 }
 
-// On the avx512bf16 path a bf16 product into an F32 c over one K slice adds its tiles through
-// the mask as it stores them (gemm_mixed.h's GemmResult::kept_bits: ApplyDropoutMask's
+// On the avx512bf16 path a bf16 product over one K slice adds its tiles through the mask as it
+// stores them (into an F32 or a BF16 c) (gemm_mixed.h's GemmResult::kept_bits: ApplyDropoutMask's
 // operations, so the same bits as through scratch) instead of writing the product out and
 // reading it back; the rest go through scratch.
 void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -129,13 +129,13 @@ void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_
                                    const View& scratch) const {
   const bool bf16_product = a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16;
   if (m <= 0 || n <= 0 || k <= 0 || k > kGemmBf16PairSlice || !bf16_product ||
-      c.dtype() != DType::kF32 || bf16_path_ != GemmBf16Path::kAvx512Bf16) {
+      bf16_path_ != GemmBf16Path::kAvx512Bf16) {
     return GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p,
                                         scratch);
   }
   const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
   const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
-  GemmResult gc{c.raw(), false, n};
+  GemmResult gc{c.raw(), c.dtype() == DType::kBF16, n};
   gc.kept_bits = static_cast<const uint8_t*>(bits.raw());
   gc.kept_bytes = bits.numel();
   gc.kept_scale = 1.0f / (1.0f - p);  // ApplyDropoutMask's

@@ -230,22 +230,30 @@ inline void PrefetchTileC(int64_t rows, int lines, const TileOut& out,
   }
 }
 
-// The KeptAdd store of a bf16 kernel's tile (TileOut::kept).
+// The KeptAdd store of a bf16 kernel's tile (TileOut::kept): into out.c, or, with round_to,
+// into its BF16 C (widened, added, rounded once: ApplyDropoutMask's accumulate into bf16).
 template <int kRows, int kVectors>
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void StoreKeptAdd(
-    const __m512 (&acc)[kRows][kVectors], const TileOut& out) {
+    const __m512 (&acc)[kRows][kVectors], const TileOut& out, const Bf16TileOut* round_to) {
   const KeptAdd& kept = *out.kept;
   const __m512 scale = _mm512_set1_ps(kept.scale);
+  const int64_t ldc = round_to != nullptr ? round_to->ldc : out.ldc;
   for (int r = 0; r < out.mr; ++r) {
     for (int h = 0; h < kVectors; ++h) {
       const __mmask16 lanes = TailMask(std::max<int64_t>(0, out.nr - 16 * h));
       if (lanes == 0) continue;
-      float* c = out.c + r * out.ldc + 16 * h;
-      const __mmask16 keep =
-          MaskBits16(kept.bits, kept.bytes, kept.first + r * out.ldc + 16 * h) & lanes;
-      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, c),
-                                     _mm512_maskz_mul_ps(keep, acc[r][h], scale));
-      _mm512_mask_storeu_ps(c, lanes, v);
+      const int64_t at = r * ldc + 16 * h;
+      const __mmask16 keep = MaskBits16(kept.bits, kept.bytes, kept.first + at) & lanes;
+      const __m512 added = _mm512_maskz_mul_ps(keep, acc[r][h], scale);
+      if (round_to != nullptr) {
+        uint16_t* c16 = round_to->c + at;
+        const __m256i old = _mm256_maskz_loadu_epi16(lanes, c16);
+        const __m512 v = _mm512_add_ps(WidenBf16x16(_mm512_cvtepu16_epi32(old)), added);
+        _mm256_mask_storeu_epi16(c16, lanes, _mm512_cvtepi32_epi16(RoundToBf16x16(v)));
+        continue;
+      }
+      float* c = out.c + at;
+      _mm512_mask_storeu_ps(c, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, c), added));
     }
   }
 }
@@ -300,7 +308,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,fma"))) void MicroKe
   __m512 acc[kMR][2];
   PrefetchTileC(a.rows, 2, out, round_to);
   AccumulatePairs<kMR, 2>(kc, a, b_panel, acc);
-  if (out.kept != nullptr) return StoreKeptAdd(acc, out);
+  if (out.kept != nullptr) return StoreKeptAdd(acc, out, round_to);
   if (round_to != nullptr) return StoreAccBf16Avx512(acc, out, *round_to);
   StoreAccAvx512(acc, out);
 }
@@ -329,7 +337,7 @@ MicroKernelAvx512Bf16Narrow(int64_t kc, const Bf16Rows& a, const uint32_t* b_pan
   __m512 acc[kRows][1];
   PrefetchTileC(a.rows, 1, out, round_to);
   AccumulatePairs<kRows, 1>(kc, a, b_panel, acc);
-  if (out.kept != nullptr) return StoreKeptAdd(acc, out);
+  if (out.kept != nullptr) return StoreKeptAdd(acc, out, round_to);
   const __mmask16 mask = static_cast<__mmask16>((1u << out.nr) - 1u);
   const __m512 beta = _mm512_set1_ps(out.beta);
   for (int r = 0; r < out.mr; ++r) {

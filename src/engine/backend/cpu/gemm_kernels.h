@@ -28,7 +28,8 @@ struct TileOut {
 
 // C += (bit e of bits ? acc * scale : 0) for the tile's element (r, c), e = first + r * ldc + c
 // (Ops::GemmAddDropped: ApplyDropoutMask accumulating the product into C, its AVX-512 loop's
-// operations): the bf16 kernels' store, for an fp32 C over one K slice, instead of TileOut's.
+// operations): the bf16 kernels' store over one K slice, instead of TileOut's, for an fp32 C
+// at TileOut's c, or a BF16 C at the Bf16TileOut (widened, added, rounded once).
 struct KeptAdd {
   const uint8_t* bits;
   int64_t bytes;  // of bits

@@ -156,12 +156,17 @@ void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Prob
     parts.pack_b(b_src, parts.nr, j, cols, p0, depth, dst);
   };
   const auto kernel = [&](const Word* ap, const Word* bp, const MicroTile& t) {
+    if (g.c.kept_bits != nullptr) {  // one slice (Run checks): the kept add into either C
+      const KeptAdd kept{g.c.kept_bits, g.c.kept_bytes, t.i * g.c.ld + t.j, g.c.kept_scale};
+      if (g.c.bf16) {
+        const Bf16TileOut c16{static_cast<uint16_t*>(g.c.data) + t.i * g.c.ld + t.j, g.c.ld};
+        return multiply(ap, bp, t, {nullptr, 0, t.mr, t.nr, 1.0f, true, &kept}, &c16);
+      }
+      float* c = static_cast<float*>(g.c.data) + t.i * g.c.ld + t.j;
+      return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, 1.0f, true, &kept}, nullptr);
+    }
     if (!g.c.bf16) {
       float* c = static_cast<float*>(g.c.data) + t.i * g.c.ld + t.j;
-      if (g.c.kept_bits != nullptr) {
-        const KeptAdd kept{g.c.kept_bits, g.c.kept_bytes, t.i * g.c.ld + t.j, g.c.kept_scale};
-        return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, 1.0f, true, &kept}, nullptr);
-      }
       return multiply(ap, bp, t, {c, g.c.ld, t.mr, t.nr, g.beta, t.first_slice}, nullptr);
     }
     float* sums = staged ? stage_data + (t.i % row_block) * stage_ld + t.j % kGemmNBlock : nullptr;
@@ -181,10 +186,10 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   AIR_ENGINE_CHECK(
       path == GemmBf16Path::kAvx512Bf16 || (g.a.drop_bits == nullptr && g.b.drop_bits == nullptr),
       "a dropped GEMM operand on a path other than avx512bf16");
-  AIR_ENGINE_CHECK(g.c.kept_bits == nullptr || (path == GemmBf16Path::kAvx512Bf16 && !g.c.bf16 &&
+  AIR_ENGINE_CHECK(g.c.kept_bits == nullptr || (path == GemmBf16Path::kAvx512Bf16 &&
                                                 g.beta == 1.0f && g.k <= kGemmBf16PairSlice),
-                   "a kept-mask add on a path other than avx512bf16, or into a BF16 C, with "
-                   "beta other than 1 or over more than one K slice");
+                   "a kept-mask add on a path other than avx512bf16, with beta other than 1 or "
+                   "over more than one K slice");
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return ScaleOnly(g);
   if (path == GemmBf16Path::kOneDnn) {
