@@ -21,6 +21,7 @@
 #include "engine/model/model_factory.h"
 #include "engine/train/activation_checkpointing.h"
 #include "gpt_oss_fixture.h"
+#include "llama_fixture.h"  // TinyBatch: two rows, packed, padded
 #include "test_util.h"
 
 namespace air::engine {
@@ -32,6 +33,7 @@ using testing::Host;
 using testing::HostTensor;
 using testing::MakeBackend;
 using testing::ScratchDir;
+using testing::TinyBatch;
 using testing::TinyGptOssConfig;
 
 std::unique_ptr<CausalLm> TinyModel(const std::string& ops = "reference", uint64_t seed = 1,
@@ -50,18 +52,6 @@ std::unique_ptr<CausalLm> TinyModel(const std::string& ops = "reference", uint64
     }
   }
   return std::move(model).value();
-}
-
-// Two rows of 9 tokens: row 1 packs two documents and ends with padding.
-TokenBatch TinyBatch() {
-  TokenBatch b;
-  b.batch_size = 2;
-  b.seq_len = 9;
-  b.input_ids = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38, 4, 6, 2, 0, 0};
-  b.labels = {3, 14, 15, 9, 26, 5, 35, 8, 9, -100, 9, 32, -100, 4, 6, 2, -100, -100};
-  b.position_ids = {0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 0, 1, 2, 3, 0, 0};
-  b.segment_ids = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0};
-  return b;
 }
 
 double RelativeDiff(const View& a, const View& b) {
