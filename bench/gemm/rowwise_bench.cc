@@ -87,8 +87,9 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
   const View x_grad32 = a.Random(DType::kF32, {tokens, hidden}),
              dx32 = a.Random(DType::kF32, {tokens, hidden});
   ops.DropoutMask(narrow, 0.05f, 7, bits);
-  // LoRA's rank-16 products of the dropped input, fused (GemmDropped, GemmAddDropped) and as
-  // their definitions (ApplyDropoutMask into a scratch, then Gemm; Gemm, then ApplyDropoutMask).
+  // LoRA's rank-16 products of the dropped input, fused (GemmDropped, GemmAddDropped; both of the
+  // backward's in one pass: DroppedLinearBackward) and as their definitions (ApplyDropoutMask
+  // into a scratch, then Gemm; Gemm, then ApplyDropoutMask; the two ops).
   const int64_t r = 16;
   const View lora_a = a.Random(dtype, {r, hidden}), u = a.Random(DType::kF32, {tokens, r});
   const View du = a.Random(DType::kF32, {tokens, r}), da = a.Random(DType::kF32, {r, hidden});
@@ -140,6 +141,18 @@ int Rowwise(const Clock& clock, int threads, int argc, char** argv) {
        [&] {
          ops.Gemm(false, false, tokens, hidden, r, du, r, lora_a, hidden, 0.0f, x_grad32, hidden);
          ops.ApplyDropoutMask(x_grad32, bits, 0.05f, 1.0f, dx32);
+       }},
+      {"DroppedLinearBackward dA, dx", narrow,
+       [&] {
+         ops.DroppedLinearBackward(tokens, r, hidden, x, bits, 0.05f, lora_a, du, 1.0f, da, dx32, y,
+                                   x_grad32);
+       }},
+      {"GemmDropped, GemmAddDropped dA, dx", narrow,
+       [&] {
+         ops.GemmDropped(true, true, false, r, hidden, tokens, du, r, x, hidden, 1.0f, da, hidden,
+                         bits, 0.05f, y);
+         ops.GemmAddDropped(false, false, tokens, hidden, r, du, r, lora_a, hidden, dx32, bits,
+                            0.05f, x_grad32);
        }},
       {"GemmConcatK y = x W^T + u B^T", wide,
        [&] {

@@ -80,7 +80,7 @@ bool LoraLinear::Drops(const LinearPass& pass) const { return pass.training && d
 LoraDropout LoraLinear::DropoutOf(const LinearPass& pass, const View& x,
                                   const LoraScratch::Views& s) const {
   if (!Drops(pass)) return {};
-  return {MaskOf(x, s), dropout_, s.input.Slice(0, x.numel())};
+  return {MaskOf(x, s), dropout_, s.input.Slice(0, x.numel()), s.input_grad.Slice(0, x.numel())};
 }
 
 View LoraLinear::MaskOf(const View& x, const LoraScratch::Views& s) {
@@ -108,19 +108,22 @@ void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, 
 
 void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
                         const View& x, const LoraDropout& drop, const View& dy, const View& u,
-                        const View& du) {
+                        const View& du, const View& dx) {
   // dB (out, r) += dy (N, out)^T @ u (N, r)   (u already carries the scaling)
   ops.Gemm(true, false, f.out, f.r, rows, dy, f.out, u, f.r, 1.0f, f.b_grad, f.r);
   // du (N, r) = scaling * dy (N, out) @ B (out, r)
   ops.Gemm(false, false, rows, f.r, f.out, dy, f.out, f.b, f.r, 0.0f, du, f.r);
   if (scaling != 1.0f) ops.Scale(du, scaling);
-  // dA (r, in) += du (N, r)^T @ xd (N, in)
   if (drop.bits.empty()) {
+    // dA (r, in) += du (N, r)^T @ x (N, in);  dx (N, in) += du (N, r) @ A (r, in)
     ops.Gemm(true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in);
-  } else {
-    ops.GemmDropped(true, true, false, f.r, f.in, rows, du, f.r, x, f.in, 1.0f, f.a_grad, f.in,
-                    drop.bits, drop.p, drop.scratch);
+    if (!dx.empty()) ops.Gemm(false, false, rows, f.in, f.r, du, f.r, f.a, f.in, 1.0f, dx, f.in);
+    return;
   }
+  // dA += du^T xd;  dx += mask / (1 - p) * (du @ A) (the dropout's backward: the same masked
+  // scaling), in one pass over x, the mask and dx.
+  ops.DroppedLinearBackward(rows, f.r, f.in, x, drop.bits, drop.p, f.a, du, 1.0f, f.a_grad, dx,
+                            drop.scratch, drop.grad_scratch);
 }
 
 bool LoraLinear::Fold(const Backend& ops, const LinearPass& pass, const View& x,
@@ -152,21 +155,11 @@ void LoraLinear::Backward(const Backend& ops, const LinearPass& pass, const View
                           const View& dx) {
   const LoraFactors f{a_->value,    b_->value,    a_->grad,    b_->grad,
                       a_->shape[0], a_->shape[1], b_->shape[0]};
-  const int64_t r = f.r, in = f.in, rows = x.numel() / in;
+  const int64_t rows = x.numel() / f.in;
   const LoraScratch::Views s = scratch_->For(index_, rows, x.dtype(), true);
   if (s.u.empty()) return;
-  const bool drops = Drops(pass);
-  // The forward's mask applied to x again.
-  LoraBranchBackward(ops, f, scaling_, rows, x, DropoutOf(pass, x, s), dy, s.u, s.du);
-  if (dx.empty()) return;
-  if (!drops) {
-    // dx (N, in) += du (N, r) @ A (r, in)
-    ops.Gemm(false, false, rows, in, r, s.du, r, a_->value, in, 1.0f, dx, in);
-    return;
-  }
-  // dx += mask / (1 - p) * (du @ A): the dropout's backward is the same masked scaling.
-  ops.GemmAddDropped(false, false, rows, in, r, s.du, r, a_->value, in, dx, MaskOf(x, s), dropout_,
-                     s.input_grad.Slice(0, rows * in));
+  // The forward's mask applied to x and to the input gradient again.
+  LoraBranchBackward(ops, f, scaling_, rows, x, DropoutOf(pass, x, s), dy, s.u, s.du, dx);
 }
 
 void ExpertLora::Forward(const Backend& ops, const LinearPass& pass, const View& x,

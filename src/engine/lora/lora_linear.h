@@ -20,9 +20,9 @@
 //
 // The dropout mask is drawn once per training forward (Ops::DropoutMask, from a counter-based
 // stream seeded by the forward's LinearPass seed and this adapter's index) and kept as bits, one
-// per input element. The two products that read xd take x through those bits (Ops::GemmDropped:
-// a fusing backend never writes xd out), and the backward adds du A into dx through them
-// (Ops::GemmAddDropped: nor du A) instead of drawing the mask twice more. A
+// per input element. The products that read xd take x through those bits (Ops::GemmDropped in the
+// forward, a fusing backend never writing xd out), and the backward's dA and dx through them in
+// one op (Ops::DroppedLinearBackward: nor du A) instead of drawing the mask twice more. A
 // recomputed layer (activation checkpointing) draws the same bits again; a resumed run repeats
 // them.
 //
@@ -108,11 +108,13 @@ struct LoraFactors {
 };
 
 // The dropout of the branch's input: x's kept mask (empty: none), its p, and where a backend
-// that does not fuse GemmDropped writes dropout(x) (x's dtype, at least x's size).
+// that does not fuse GemmDropped writes dropout(x) (x's dtype, at least x's size) and
+// GemmAddDropped the input gradient before the mask (F32, x's size).
 struct LoraDropout {
   View bits;
   float p = 0.0f;
   View scratch;
+  View grad_scratch;
 };
 
 // The branch's first product over `rows` rows of x, xd = dropout(x) as `drop` says:
@@ -123,10 +125,11 @@ void LoraBranchU(const Backend& ops, const LoraFactors& f, float scaling, int64_
 void LoraBranchForward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
                        const View& x, const LoraDropout& drop, const View& u, const View& y);
 // Given the forward's x, drop and u: dB += dy^T u; du (rows, r) = scaling * dy B (written);
-// dA += du^T xd. The caller adds du A into dx (as its dropout requires).
+// dA += du^T xd; dx (rows, in) += dropout'(du A) unless dx is empty (with dropout, dA and dx in
+// one pass over x: Ops::DroppedLinearBackward).
 void LoraBranchBackward(const Backend& ops, const LoraFactors& f, float scaling, int64_t rows,
                         const View& x, const LoraDropout& drop, const View& dy, const View& u,
-                        const View& du);
+                        const View& du, const View& dx);
 
 class LoraLinear final : public LinearAdapter {
  public:

@@ -65,6 +65,8 @@ const char* OpName(OpKind op) {
       return "GemmAddDropped";
     case OpKind::kGemmConcatK:
       return "GemmConcatK";
+    case OpKind::kDroppedLinearBackward:
+      return "DroppedLinearBackward";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

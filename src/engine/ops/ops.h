@@ -84,6 +84,7 @@ enum class OpKind {
   kGemmDropped,
   kGemmAddDropped,
   kGemmConcatK,
+  kDroppedLinearBackward,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -124,6 +125,7 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kGemmDropped,
                                      OpKind::kGemmAddDropped,
                                      OpKind::kGemmConcatK,
+                                     OpKind::kDroppedLinearBackward,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -220,6 +222,10 @@ const char* OpName(OpKind op);
                                  int64_t lda, const View& b, int64_t ldb, int64_t k2,              \
                                  const View& a2, int64_t lda2, const View& b2, int64_t ldb2,       \
                                  const View& c, const View& scratch) const SPEC;                   \
+  VIRTUAL void DroppedLinearBackwardKernel(                                                        \
+      int64_t n, int64_t r, int64_t in, const View& x, const View& bits, float p, const View& w,   \
+      const View& dy, float beta, const View& w_grad, const View& dx, const View& x_scratch,       \
+      const View& f32_scratch) const SPEC;                                                         \
   VIRTUAL void CrossEntropyForwardKernel(const View& logits, const View& targets, const View& lse, \
                                          const View& loss_sum) const SPEC;                         \
   VIRTUAL void CrossEntropyBackwardKernel(const View& logits, const View& targets,                 \
@@ -456,6 +462,18 @@ class Ops {
   void GemmConcatK(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
                    const View& b, int64_t ldb, int64_t k2, const View& a2, int64_t lda2,
                    const View& b2, int64_t ldb2, const View& c, const View& scratch) const;
+  // The backward of a linear layer whose input passes through a kept dropout mask, y = drop(x)
+  // W^T (LoRA's A: u = drop(x) A^T), both gradients from one pass over x, the mask and dx:
+  //   w_grad (R, IN) = dy (N, R)^T drop(x) (N, IN) + beta * w_grad
+  //   dx (N, IN) += ApplyDropoutMask(dy W (R, IN), bits, p)   (skipped when dx is empty)
+  // x, w: data; dy: F32 or data; w_grad: master; dx: F32 or data; bits: ceil(N IN / 8) bytes
+  // from DropoutMask with p (bit i masks x's and dx's flat element i). Its definition, which a
+  // backend that does not fuse it runs and whose bits a fused backend keeps: GemmDropped(drop_b,
+  // trans_a: dy^T drop(x), beta, x_scratch) then GemmAddDropped(dy W, f32_scratch); x_scratch:
+  // data of x's dtype, N IN elements; f32_scratch: F32, N IN elements (unused when dx is empty).
+  void DroppedLinearBackward(int64_t n, int64_t r, int64_t in, const View& x, const View& bits,
+                             float p, const View& w, const View& dy, float beta, const View& w_grad,
+                             const View& dx, const View& x_scratch, const View& f32_scratch) const;
 
   // ---- cross-entropy ---------------------------------------------------------------------
   // logits (N, V): data; targets (N): index, kIgnoreIndex (-100) for rows without loss.
@@ -499,6 +517,11 @@ class Ops {
   void GemmConcatKInTwo(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
                         const View& b, int64_t ldb, int64_t k2, const View& a2, int64_t lda2,
                         const View& b2, int64_t ldb2, const View& c, const View& scratch) const;
+  // DroppedLinearBackward as it is defined: GemmDropped, then GemmAddDropped (see there).
+  void DroppedLinearBackwardInTwo(int64_t n, int64_t r, int64_t in, const View& x, const View& bits,
+                                  float p, const View& w, const View& dy, float beta,
+                                  const View& w_grad, const View& dx, const View& x_scratch,
+                                  const View& f32_scratch) const;
   // GemmAddDropped as it is defined: Gemm into scratch, then ApplyDropoutMask accumulating it.
   void GemmAddDroppedThroughScratch(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                     const View& a, int64_t lda, const View& b, int64_t ldb,

@@ -514,6 +514,52 @@ void Ops::GemmConcatKInTwo(bool trans_b, int64_t m, int64_t n, int64_t k, const 
   }
 }
 
+void Ops::DroppedLinearBackward(int64_t n, int64_t r, int64_t in, const View& x, const View& bits,
+                                float p, const View& w, const View& dy, float beta,
+                                const View& w_grad, const View& dx, const View& x_scratch,
+                                const View& f32_scratch) const {
+  const OpKind op = OpKind::kDroppedLinearBackward;
+  AIR_ENGINE_CHECK(n >= 0 && r >= 0 && in >= 0, "DroppedLinearBackward: negative shape");
+  CheckData(*this, op, w_grad, "w_grad");
+  CheckSize(op, w_grad, r * in, "w_grad");
+  if (n > 0) {
+    CheckData(*this, op, x, "x");
+    CheckSize(op, x, n * in, "x");
+    CheckData(*this, op, dy, "dy");
+    CheckSize(op, dy, n * r, "dy");
+    CheckPacked(*this, op, bits, "bits");
+    CheckSize(op, bits, (n * in + 7) / 8, "bits");
+    CheckData(*this, op, x_scratch, "x_scratch");
+    AIR_ENGINE_CHECK(x_scratch.dtype() == x.dtype(),
+                     "DroppedLinearBackward: x_scratch must have x's dtype");
+    CheckSize(op, x_scratch, n * in, "x_scratch");
+  }
+  if (!dx.empty() && n > 0) {
+    CheckData(*this, op, dx, "dx");
+    CheckSize(op, dx, n * in, "dx");
+    CheckData(*this, op, w, "w");
+    CheckSize(op, w, r * in, "w");
+    CheckF32(*this, op, f32_scratch, "f32_scratch");
+    CheckSize(op, f32_scratch, n * in, "f32_scratch");
+  }
+  AIR_ENGINE_CHECK(beta == 0.0f || beta == 1.0f,
+                   "DroppedLinearBackward: beta must be 0 (write w_grad) or 1 (accumulate)");
+  DroppedLinearBackwardKernel(n, r, in, x, bits, p, w, dy, beta, w_grad, dx, x_scratch,
+                              f32_scratch);
+}
+
+void Ops::DroppedLinearBackwardInTwo(int64_t n, int64_t r, int64_t in, const View& x,
+                                     const View& bits, float p, const View& w, const View& dy,
+                                     float beta, const View& w_grad, const View& dx,
+                                     const View& x_scratch, const View& f32_scratch) const {
+  // w_grad (R, IN) = dy^T (dy stored (N, R)) drop(x) (N, IN) + beta * w_grad
+  GemmDroppedKernel(true, true, false, r, in, n, dy, r, x, in, beta, w_grad, in, bits, p,
+                    x_scratch);
+  if (dx.empty() || n * in == 0 || r == 0) return;
+  // dx (N, IN) += drop'(dy (N, R) W (R, IN))
+  GemmAddDroppedKernel(false, false, n, in, r, dy, r, w, in, dx, bits, p, f32_scratch);
+}
+
 void Ops::CrossEntropyForward(const View& logits, const View& targets, const View& lse,
                               const View& loss_sum) const {
   const OpKind op = OpKind::kCrossEntropyForward;

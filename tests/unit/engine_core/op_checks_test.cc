@@ -178,6 +178,13 @@ const std::map<OpKind, BadCall>& BadCalls() {
           o.GemmConcatK(true, 4, 4, 2, a.bf16, 2, a.bf16, 2, 2, a.bf16, 2, a.bf16, 2, a.bf16,
                         a.bf16);
         }}},
+      {OpKind::kDroppedLinearBackward,
+       {"DroppedLinearBackward: argument f32_scratch: must be F32, is BF16",
+        [](const Ops& o, Args& a) {
+          const View bits = a.arrays.U8(std::vector<uint8_t>(2, 0xFF));
+          o.DroppedLinearBackward(4, 4, 4, a.f32, bits, 0.1f, a.f32, a.f32, 1.0f, a.f32, a.f32,
+                                  a.f32, a.bf16);
+        }}},
       {OpKind::kCrossEntropyForward,
        {"CrossEntropyForward: argument loss_sum: must be one F64, is 16 x F32",
         [](const Ops& o, Args& a) { o.CrossEntropyForward(a.f32, a.i32, a.f32, a.f32); }}},

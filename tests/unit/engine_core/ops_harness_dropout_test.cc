@@ -1,9 +1,9 @@
 // The per-op harness (ops_harness_test.cc) for LoRA's ops: the kept dropout mask (DropoutMask)
 // and its application (ApplyDropoutMask), the two products that take the dropped input or the
-// input gradient through it (GemmDropped, GemmAddDropped), and the base product with the
-// branch's added in the same pass (GemmConcatK): every backend and precision against the fp32
-// reference, and each dropout op bit for bit against its definition (ApplyDropoutMask and Gemm)
-// on the same backend.
+// input gradient through it (GemmDropped, GemmAddDropped; both in one pass:
+// DroppedLinearBackward), and the base product with the branch's added in the same pass
+// (GemmConcatK): every backend and precision against the fp32 reference, and each dropout op bit
+// for bit against its definition (ApplyDropoutMask and Gemm) on the same backend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -198,6 +198,91 @@ TEST_P(OpsHarness, GemmConcatKIsBothProductsSummed) {
                                    " scratch rows " + std::to_string(scratch_rows);
           Expect("gemm/sqrt(k)", d.Error(c) / std::sqrt(double(k + k2)), tol().gemm_per_sqrt_k,
                  what);
+        }
+      }
+    }
+  }
+}
+
+// DroppedLinearBackward (LoRA's A backward: dA = du^T drop(x), dx += drop'(du A)): against the
+// reference's (p = 0.5, whose scale is exact), and bit for bit its definition on the same backend
+// (ApplyDropoutMask and Gemm for the weight gradient, Gemm and ApplyDropoutMask accumulating for
+// the input gradient): ranks 1 to 16 (an odd one pads a step), an odd N, a weight gradient over
+// two K slices (N 2501), columns past a 16-lane vector, beta 0 and 1, dy F32 (LoRA's du) or in the
+// gradient dtype, dx in the gradient dtype or absent, p = 0.05 too.
+TEST_P(OpsHarness, DroppedLinearBackwardIsGemmDroppedThenGemmAddDropped) {
+  if (!Runs(OpKind::kDroppedLinearBackward) || !Runs(OpKind::kGemm)) return;
+  const Precision& p = precision();
+  const DType round = p.in == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  uint64_t seed = 150;
+  for (auto [n, r, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {5, 3, 7}, {33, 16, 40}, {130, 16, 300}, {2501, 5, 37}, {64, 1, 16}}) {
+    for (DType dy_dtype : {DType::kF32, p.grad}) {
+      for (int with_dx = 0; with_dx < 2; ++with_dx) {
+        for (float beta : {0.0f, 1.0f}) {
+          for (float prob : {0.5f, 0.05f}) {
+            const auto size = [](int64_t elements) { return static_cast<size_t>(elements); };
+            auto x = RoundedTo(RandomVector(size(n * in), seed += 7), round);
+            auto w = RoundedTo(RandomVector(size(r * in), seed + 1), round);
+            auto dy = RoundedTo(RandomVector(size(n * r), seed + 2), round);
+            auto w_grad0 = RandomVector(size(r * in), seed + 3);
+            auto dx0 = RoundedTo(RandomVector(size(n * in), seed + 4), p.grad);
+            std::vector<uint8_t> mask(size((n * in + 7) / 8));
+            std::mt19937 rng(static_cast<uint32_t>(seed));
+            for (uint8_t& byte : mask) byte = static_cast<uint8_t>(rng());
+            Sides d(*backend_, ref_);
+            const Pair xv = d.Data(x, p.in), wv = d.Data(w, p.in), dyv = d.Data(dy, dy_dtype);
+            const Pair w_grad = d.F32(w_grad0), dx = d.Data(dx0, p.grad), bits = d.U8(mask);
+            const Pair x_scratch = d.Data(std::vector<float>(size(n * in)), p.in);
+            const Pair f32_scratch = d.F32(std::vector<float>(size(n * in)));
+            backend_->DroppedLinearBackward(n, r, in, xv.got, bits.got, prob, wv.got, dyv.got, beta,
+                                            w_grad.got, with_dx ? dx.got : View(), x_scratch.got,
+                                            f32_scratch.got);
+            ref_.DroppedLinearBackward(n, r, in, xv.want, bits.want, prob, wv.want, dyv.want, beta,
+                                       w_grad.want, with_dx ? dx.want : View(), x_scratch.want,
+                                       f32_scratch.want);
+            const std::string what = "n=" + std::to_string(n) + " r=" + std::to_string(r) +
+                                     " in=" + std::to_string(in) + " dy " + DTypeName(dy_dtype) +
+                                     " dx=" + std::to_string(with_dx) +
+                                     " beta=" + std::to_string(beta) + " p=" + std::to_string(prob);
+            if (prob == 0.5f) {
+              Expect("gemm/sqrt(k)", d.Error(w_grad) / std::sqrt(double(n)), tol().gemm_per_sqrt_k,
+                     what + " w_grad");
+              // (rank 1: a bf16 dx's error is its rounding, not the product's; its bits below)
+              if (r > 1) {
+                Expect("gemm/sqrt(k)", d.Error(dx) / std::sqrt(double(r)), tol().gemm_per_sqrt_k,
+                       what + " dx");
+              }
+            }
+            // The definition on the same backend: the same bits.
+            DeviceArrays t(*backend_);
+            const View w_grad2 = t.F32(w_grad0), dx2 = t.Data(dx0, p.grad);
+            const View dropped = t.Data(std::vector<float>(size(n * in)), p.in);
+            const View product = t.F32(std::vector<float>(size(n * in)));
+            backend_->ApplyDropoutMask(xv.got, bits.got, prob, 0.0f, dropped);
+            backend_->Gemm(true, false, r, in, n, dyv.got, r, dropped, in, beta, w_grad2, in);
+            if (with_dx) {
+              backend_->Gemm(false, false, n, in, r, dyv.got, r, wv.got, in, 0.0f, product, in);
+              backend_->ApplyDropoutMask(product, bits.got, prob, 1.0f, dx2);
+            }
+            EXPECT_EQ(d.Got(w_grad), t.Get(w_grad2)) << what;
+            EXPECT_EQ(d.Got(dx), t.Get(dx2)) << what;
+            // The same bits on other thread counts (one thread takes every piece of the columns).
+            for (int threads : {1, 3}) {
+              BackendOptions options = std::get<0>(GetParam()).options;
+              options.num_threads = threads;
+              const auto other = std::move(CreateBackend(options)).value();
+              DeviceArrays od(*other);
+              const View ow_grad = od.F32(w_grad0), odx = od.Data(dx0, p.grad);
+              other->DroppedLinearBackward(n, r, in, od.Data(x, p.in), od.U8(mask), prob,
+                                           od.Data(w, p.in), od.Data(dy, dy_dtype), beta, ow_grad,
+                                           with_dx ? odx : View(),
+                                           od.Data(std::vector<float>(size(n * in)), p.in),
+                                           od.F32(std::vector<float>(size(n * in))));
+              EXPECT_EQ(od.Get(ow_grad), d.Got(w_grad)) << what << ", " << threads << " threads";
+              EXPECT_EQ(od.Get(odx), d.Got(dx)) << what << ", " << threads << " threads";
+            }
+          }
         }
       }
     }

@@ -607,7 +607,7 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       OpKind::kSumOfSquares, OpKind::kScale, OpKind::kConvert, OpKind::kDropout,
       // ops_harness_dropout_test.cc:
       OpKind::kDropoutMask, OpKind::kApplyDropoutMask, OpKind::kGemmDropped,
-      OpKind::kGemmAddDropped, OpKind::kGemmConcatK,
+      OpKind::kGemmAddDropped, OpKind::kGemmConcatK, OpKind::kDroppedLinearBackward,
       // ops_harness_moe_test.cc:
       OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
       OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,

@@ -153,6 +153,17 @@ StoreF32x16Native(uint16_t* dst, __mmask16 mask, __m512 v) {
   }
 }
 
+// ApplyDropoutMask's values of 16 elements, element e of the mask first (bit e + i of bits,
+// bytes long, for lane i), as bf16 in 16-bit lanes: bit set and in `lanes` ? v * scale : 0,
+// rounded by RoundToBf16x16Native (its AVX-512 loop's operations: the same bits).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"),
+               always_inline)) inline __m256i
+DropToBf16x16(__m512 values, const uint8_t* bits, int64_t bytes, int64_t e, __mmask16 lanes,
+              float scale) {
+  const __mmask16 keep = MaskBits16(bits, bytes, e) & lanes;
+  return RoundToBf16x16Native(_mm512_maskz_mul_ps(keep, values, _mm512_set1_ps(scale)));
+}
+
 // Transposes 8 x 8 32-bit words: r[i] holds row i's words 0..7; out + j * stride (words)
 // gets word j of rows 0..7.
 template <typename Word>

@@ -9,6 +9,7 @@
 
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/dropped_linear.h"
 #include "engine/backend/cpu/gemm_mixed.h"
 #include "engine/backend/cpu/gemm_path.h"
 #include "engine/backend/cpu/mixed_rowwise.h"
@@ -140,6 +141,36 @@ void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_
   gc.kept_bytes = bits.numel();
   gc.kept_scale = 1.0f / (1.0f - p);  // ApplyDropoutMask's
   GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, 1.0f, gc);
+}
+
+// On the avx512bf16 path, for ranks up to 16 and a BF16 x, LoRA's A backward in one pass over x,
+// its mask and dx (dropped_linear.h: the definition's bits); the rest run the definition.
+void FastOps::DroppedLinearBackwardKernel(int64_t n, int64_t r, int64_t in, const View& x,
+                                          const View& bits, float p, const View& w, const View& dy,
+                                          float beta, const View& w_grad, const View& dx,
+                                          const View& x_scratch, const View& f32_scratch) const {
+  const bool has_dx = !dx.empty();
+  if (!DroppedLinearBackwardRuns(bf16_path_, n, r, in, x.dtype() == DType::kBF16,
+                                 w.dtype() == DType::kBF16, w_grad.dtype() == DType::kF32,
+                                 has_dx)) {
+    return DroppedLinearBackwardInTwo(n, r, in, x, bits, p, w, dy, beta, w_grad, dx, x_scratch,
+                                      f32_scratch);
+  }
+  const DroppedLinearGrads g{n,
+                             r,
+                             in,
+                             static_cast<const uint16_t*>(x.raw()),
+                             static_cast<const uint8_t*>(bits.raw()),
+                             bits.numel(),
+                             1.0f / (1.0f - p),  // ApplyDropoutMask's
+                             has_dx ? static_cast<const uint16_t*>(w.raw()) : nullptr,
+                             dy.raw(),
+                             dy.dtype() == DType::kBF16,
+                             beta,
+                             w_grad.f32(),
+                             has_dx ? dx.raw() : nullptr,
+                             has_dx && dx.dtype() == DType::kBF16};
+  FusedDroppedLinearBackward(*pool_, dropped_linear_scratch_, g);
 }
 
 // On the avx512bf16 path, with A and A2 BF16 (LoRA's x and u of a bf16 model), both products

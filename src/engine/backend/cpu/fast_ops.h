@@ -17,6 +17,7 @@
 
 #include "engine/backend/cpu/attention_tile.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/dropped_linear.h"
 #include "engine/backend/cpu/fast_gemm.h"
 #include "engine/backend/cpu/gemm_mixed.h"
 #include "engine/backend/cpu/gemm_narrow.h"
@@ -66,6 +67,7 @@ class FastOps : public CpuBackend {
   mutable GemmScratch gemm_scratch_;
   mutable GemmBf16Scratch gemm_bf16_scratch_;
   mutable NarrowGemmScratch narrow_gemm_scratch_;
+  mutable DroppedLinearScratch dropped_linear_scratch_;
   mutable std::vector<std::vector<float>> attention_scratch_;      // per thread
   mutable std::vector<GemmScratch> gemm_serial_scratch_;           // per thread, inside tasks
   mutable std::vector<GemmBf16Scratch> gemm_bf16_serial_scratch_;  // per thread, inside tasks

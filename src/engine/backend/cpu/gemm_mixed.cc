@@ -117,13 +117,16 @@ struct PathPanels {
   int64_t k_per_word;
 };
 
-// K in slices of equal depth (a multiple of k_per_word), none deeper than max_depth: 1344 as
-// 2 x 672 rather than 1024 + 320, so that no slice is a shallow one.
-int64_t SliceDepth(int64_t k, int64_t max_depth, int64_t k_per_word) {
+}  // namespace
+
+// 1344 as 2 x 672 rather than 1024 + 320, so that no slice is a shallow one.
+int64_t GemmSliceDepth(int64_t k, int64_t max_depth, int64_t k_per_word) {
   const int64_t slices = (k + max_depth - 1) / max_depth;
   const int64_t depth = (k + slices - 1) / slices;
   return (depth + k_per_word - 1) / k_per_word * k_per_word;
 }
+
+namespace {
 
 // Runs a path. multiply(a_panel, b_panel, t, out, round_to) multiplies an A panel (null: A
 // read in place) and a B panel into the micro-tile t: as TileOut says, or rounded to a BF16 C
@@ -132,7 +135,7 @@ template <typename Word, typename Multiply>
 void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Problem& g,
              ThreadPool* pool, std::vector<std::vector<Word>>& packed_a,
              std::vector<Word>& packed_b, std::vector<float>& staging) {
-  const int64_t kc = SliceDepth(g.k, parts.kc, parts.k_per_word);
+  const int64_t kc = GemmSliceDepth(g.k, parts.kc, parts.k_per_word);
   const PanelSource a_src{g.a.data, g.a.bf16,      g.a.ld,         !g.a.trans,
                           g.m,      g.a.drop_bits, g.a.drop_bytes, g.a.drop_scale};
   const PanelSource b_src{g.b.data, g.b.bf16,      g.b.ld,         g.b.trans,

@@ -71,6 +71,10 @@ struct GemmResult {
 // The deepest K the avx512bf16 path takes in one slice.
 inline constexpr int64_t kGemmBf16PairSlice = 2048;
 
+// The depth of the equal slices a GEMM takes K in: a multiple of k_per_word, none deeper than
+// max_depth (the avx512bf16 path's: GemmSliceDepth(k, kGemmBf16PairSlice, 2)).
+int64_t GemmSliceDepth(int64_t k, int64_t max_depth, int64_t k_per_word);
+
 enum class GemmBf16Path { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3, kOneDnn = 4 };
 
 // "generic", "avx2", "avx512", "avx512bf16", "onednn"

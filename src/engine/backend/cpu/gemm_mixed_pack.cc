@@ -75,9 +75,7 @@ LoadDropped(const T* src, const PanelSource& s, int64_t e, __mmask16 count) {
   } else {
     values = _mm512_maskz_loadu_ps(count, src);
   }
-  const __mmask16 keep = MaskBits16(s.drop_bits, s.drop_bytes, e) & count;
-  const __m512 v = _mm512_maskz_mul_ps(keep, values, _mm512_set1_ps(s.drop_scale));
-  return RoundToBf16x16Native(v);
+  return DropToBf16x16(values, s.drop_bits, s.drop_bytes, e, count, s.drop_scale);
 }
 
 // Load8/16/32 of the source's elements from src (element e of the stored matrix), dropped or not.

@@ -226,6 +226,14 @@ void ReferenceOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, i
   GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p, scratch);
 }
 
+void ReferenceOps::DroppedLinearBackwardKernel(int64_t n, int64_t r, int64_t in, const View& x,
+                                               const View& bits, float p, const View& w,
+                                               const View& dy, float beta, const View& w_grad,
+                                               const View& dx, const View& x_scratch,
+                                               const View& f32_scratch) const {
+  DroppedLinearBackwardInTwo(n, r, in, x, bits, p, w, dy, beta, w_grad, dx, x_scratch, f32_scratch);
+}
+
 void ReferenceOps::GemmConcatKKernel(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a,
                                      int64_t lda, const View& b, int64_t ldb, int64_t k2,
                                      const View& a2, int64_t lda2, const View& b2, int64_t ldb2,
