@@ -44,6 +44,7 @@
 #include "engine/data/batch.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/linear.h"
+#include "engine/model/lm_head.h"
 #include "engine/model/model_config.h"
 #include "engine/model/parameter.h"
 #include "engine/tensor.h"
@@ -71,6 +72,7 @@ struct PassShape {
   bool head_gradient = true;       // training writes the head's gradient (false: a frozen head)
   bool segments = true;            // packed or padded rows carry segment ids
   std::vector<bool> checkpointed;  // per layer: activation checkpointing (training)
+  HeadPacking head_packing;        // the head weight's packed copies (lm_head.h), if any
 };
 
 struct ForwardOptions {

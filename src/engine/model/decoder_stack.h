@@ -147,7 +147,8 @@ void DecoderStack<Kind>::LayoutPass(Workspace& ws, const ModelConfig& c, DType d
   final_x = ws.F32({n, dim});
   xf = ws.Take(dtype, {n, dim});
   rstd_f = ws.F32({n});
-  head = LayoutHead(ws, n, c.vocab_size, s.unfused_head, dtype, s.training, s.head_gradient);
+  head = LayoutHead(ws, n, c.vocab_size, s.unfused_head, dtype, s.training, s.head_gradient,
+                    s.head_packing);
   if (s.training) {
     kind.LayoutGradScratch(ws, c, dtype, n, grad_scratch);
     dxf = ws.F32({n, dim});
@@ -181,7 +182,8 @@ Result<ForwardResult> DecoderStack<Kind>::Forward(const CausalLm& model, const U
                   .training = training,
                   .unfused_head = unfused,
                   .head_gradient = lm_head->trainable,
-                  .segments = has_segments};
+                  .segments = has_segments,
+                  .head_packing = PackingOfHead(ops, vocab, c.hidden_size, lm_head->value.dtype())};
   for (int l = 0; l < c.num_layers; ++l) shape.checkpointed.push_back(model.checkpointed(l));
   AIR_RETURN_IF_ERROR(
       workspace.Arrange([&](Workspace& ws) { LayoutPass(ws, c, dtype, kind, shape); }));

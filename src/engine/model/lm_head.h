@@ -34,13 +34,27 @@ struct HeadViews {
   View dlogits;   // (chunk rows, V) BF16 for a BF16 head in training, else empty (over logits)
   View lse;       // (N) F32
   View loss_sum;  // F64 scalar
+  // W packed once per pass for the chunks' products (Ops::PackGemmB), when there is more than
+  // one chunk and the backend packs: as the B of logits = xf W^T and, training, of dxf =
+  // dlogits W. Empty: each product packs W itself (for a 128k vocabulary, 1 GiB per chunk).
+  View packed_for_logits, packed_for_dx;  // U8
+};
+
+// The bytes of the head weight's packed copies (Ops::GemmPackedBBytes: 0 where the backend
+// keeps none), as the B of the logits' product and of the input gradient's.
+struct HeadPacking {
+  int64_t for_logits = 0, for_dx = 0;
 };
 
 // Takes the head's views for n rows from `ws` (`unfused`: room for all n rows of logits;
 // `compute`: the model's compute dtype, with `training`, whether dlogits get a bf16 chunk;
-// `head_trainable`: whether a training pass writes the head's gradient, for HeadChunkRows).
+// `head_trainable`: whether a training pass writes the head's gradient, for HeadChunkRows;
+// `packing`: the packed copies' bytes, taken when the head has more than one chunk).
 HeadViews LayoutHead(Workspace& ws, int64_t n, int64_t vocab, bool unfused, DType compute,
-                     bool training, bool head_trainable);
+                     bool training, bool head_trainable, const HeadPacking& packing = {});
+
+// What `ops` takes for the head weight's packed copies: W (vocab, dim) of `dtype`.
+HeadPacking PackingOfHead(const Backend& ops, int64_t vocab, int64_t dim, DType dtype);
 
 // Training: loss_sum += the summed token loss (the caller zeroes it, or sums several batches); dxf
 // (N, C, F32) = d(per_token * loss_sum)/dxf (written); head.grad += its gradient when the head is

@@ -67,6 +67,10 @@ const char* OpName(OpKind op) {
       return "GemmConcatK";
     case OpKind::kDroppedLinearBackward:
       return "DroppedLinearBackward";
+    case OpKind::kPackGemmB:
+      return "PackGemmB";
+    case OpKind::kGemmPackedB:
+      return "GemmPackedB";
     case OpKind::kClampedSwigluForward:
       return "ClampedSwigluForward";
     case OpKind::kClampedSwigluBackward:

@@ -85,6 +85,8 @@ enum class OpKind {
   kGemmAddDropped,
   kGemmConcatK,
   kDroppedLinearBackward,
+  kPackGemmB,
+  kGemmPackedB,
   kClampedSwigluForward,
   kClampedSwigluBackward,
   kRouterTopK,
@@ -126,6 +128,8 @@ inline constexpr OpKind kAllOps[] = {OpKind::kGemm,
                                      OpKind::kGemmAddDropped,
                                      OpKind::kGemmConcatK,
                                      OpKind::kDroppedLinearBackward,
+                                     OpKind::kPackGemmB,
+                                     OpKind::kGemmPackedB,
                                      OpKind::kClampedSwigluForward,
                                      OpKind::kClampedSwigluBackward,
                                      OpKind::kRouterTopK,
@@ -222,6 +226,11 @@ const char* OpName(OpKind op);
                                  int64_t lda, const View& b, int64_t ldb, int64_t k2,              \
                                  const View& a2, int64_t lda2, const View& b2, int64_t ldb2,       \
                                  const View& c, const View& scratch) const SPEC;                   \
+  VIRTUAL void PackGemmBKernel(bool trans_b, int64_t n, int64_t k, const View& b, int64_t ldb,     \
+                               const View& packed) const SPEC;                                     \
+  VIRTUAL void GemmPackedBKernel(int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,      \
+                                 const View& packed, float beta, const View& c, int64_t ldc)       \
+      const SPEC;                                                                                  \
   VIRTUAL void DroppedLinearBackwardKernel(                                                        \
       int64_t n, int64_t r, int64_t in, const View& x, const View& bits, float p, const View& w,   \
       const View& dy, float beta, const View& w_grad, const View& dx, const View& x_scratch,       \
@@ -259,6 +268,19 @@ class Ops {
   // A linear layer y = x W^T is Gemm(false, true, ...) with W stored (out, in) as in HF.
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
             const View& b, int64_t ldb, float beta, const View& c, int64_t ldc) const;
+  // A B that several products read (a language model head's weight, read by each chunk of rows)
+  // laid out once in the backend's own form: GemmPackedBBytes says how many bytes that takes for
+  // op(B) (K, N) of `dtype` (0: this backend reads B as it is stored, nothing to gain; the
+  // caller calls Gemm); PackGemmB writes it into `packed` (U8, that many bytes) from B as Gemm
+  // takes it; GemmPackedB is then Gemm(false, trans_b, m, n, k, a, lda, B, ldb, beta, c, ldc) on
+  // the B it was packed from, bit for bit, for any M (A stored (M, K), not transposed).
+  virtual int64_t GemmPackedBBytes(int64_t /*n*/, int64_t /*k*/, DType /*dtype*/) const {
+    return 0;
+  }
+  void PackGemmB(bool trans_b, int64_t n, int64_t k, const View& b, int64_t ldb,
+                 const View& packed) const;
+  void GemmPackedB(int64_t m, int64_t n, int64_t k, const View& a, int64_t lda, const View& packed,
+                   float beta, const View& c, int64_t ldc) const;
 
   // ---- embedding -------------------------------------------------------------------------
   // out (N, C) = table (V, C) [ids (N)] (table, out: data). ids are validated by the caller.

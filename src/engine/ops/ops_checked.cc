@@ -514,6 +514,32 @@ void Ops::GemmConcatKInTwo(bool trans_b, int64_t m, int64_t n, int64_t k, const 
   }
 }
 
+void Ops::PackGemmB(bool trans_b, int64_t n, int64_t k, const View& b, int64_t ldb,
+                    const View& packed) const {
+  const OpKind op = OpKind::kPackGemmB;
+  CheckData(*this, op, b, "b");
+  CheckSize(op, b, trans_b ? MatrixSpan(n, k, ldb) : MatrixSpan(k, n, ldb), "b");
+  CheckPacked(*this, op, packed, "packed");
+  const int64_t bytes = GemmPackedBBytes(n, k, b.dtype());
+  AIR_ENGINE_CHECK(bytes > 0,
+                   "PackGemmB: this backend keeps no packed B for this shape and dtype "
+                   "(GemmPackedBBytes is 0: call Gemm)");
+  CheckSize(op, packed, bytes, "packed");
+  PackGemmBKernel(trans_b, n, k, b, ldb, packed);
+}
+
+void Ops::GemmPackedB(int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+                      const View& packed, float beta, const View& c, int64_t ldc) const {
+  const OpKind op = OpKind::kGemmPackedB;
+  CheckData(*this, op, c, "c");
+  CheckSize(op, c, MatrixSpan(m, n, ldc), "c");
+  CheckData(*this, op, a, "a");
+  CheckSize(op, a, MatrixSpan(m, k, lda), "a");
+  CheckPacked(*this, op, packed, "packed");
+  AIR_ENGINE_CHECK(packed.numel() > 0, "GemmPackedB: packed is empty (see PackGemmB)");
+  GemmPackedBKernel(m, n, k, a, lda, packed, beta, c, ldc);
+}
+
 void Ops::DroppedLinearBackward(int64_t n, int64_t r, int64_t in, const View& x, const View& bits,
                                 float p, const View& w, const View& dy, float beta,
                                 const View& w_grad, const View& dx, const View& x_scratch,

@@ -9,6 +9,7 @@
 
 #include "base/strings.h"
 #include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/gemm_mixed.h"
 #include "engine/backend/cpu/gemm_path.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/registry.h"
@@ -336,6 +337,17 @@ TrainingMemory EstimateTrainingMemory(const PreparedTraining& p) {
                   .segments = true};
   shape.checkpointed.assign(static_cast<size_t>(p.model_config.num_layers),
                             c.activation_checkpointing);
+  // The head weight's packed copies as the CPU backend takes them (FastOps::GemmPackedBBytes; a
+  // GPU's products read the weight in place).
+  if (p.device.gpu == nullptr) {
+    const Result<GemmPathChoice> path = ChooseGemmBf16Path();  // checked when prepared
+    if (path.ok()) {
+      const int64_t vocab = p.model_config.vocab_size, dim = p.model_config.hidden_size;
+      const DType dtype = c.precision.param_dtype;
+      shape.head_packing = {GemmBf16PackedBBytes(path->path, vocab, dim, dtype),
+                            GemmBf16PackedBBytes(path->path, dim, vocab, dtype)};
+    }
+  }
   m.activation_bytes =
       static_cast<double>(PassWorkspaceBytes(p.model_config, c.precision.param_dtype, shape)) +
       p.lora_scratch_bytes;

@@ -185,6 +185,15 @@ const std::map<OpKind, BadCall>& BadCalls() {
           o.DroppedLinearBackward(4, 4, 4, a.f32, bits, 0.1f, a.f32, a.f32, 1.0f, a.f32, a.f32,
                                   a.f32, a.bf16);
         }}},
+      {OpKind::kPackGemmB,
+       {"PackGemmB: argument b: I32 is not a float dtype",
+        [](const Ops& o, Args& a) {
+          const View packed = a.arrays.U8(std::vector<uint8_t>(64, 0));
+          o.PackGemmB(false, 4, 4, a.i32, 4, packed);
+        }}},
+      {OpKind::kGemmPackedB,
+       {"GemmPackedB: argument packed: must be U8, is F32",
+        [](const Ops& o, Args& a) { o.GemmPackedB(4, 4, 4, a.f32, 4, a.f32, 0.0f, a.f32, 4); }}},
       {OpKind::kCrossEntropyForward,
        {"CrossEntropyForward: argument loss_sum: must be one F64, is 16 x F32",
         [](const Ops& o, Args& a) { o.CrossEntropyForward(a.f32, a.i32, a.f32, a.f32); }}},

@@ -608,6 +608,8 @@ TEST(OpsHarnessCoverage, EveryOpHasAHarnessTest) {
       // ops_harness_dropout_test.cc:
       OpKind::kDropoutMask, OpKind::kApplyDropoutMask, OpKind::kGemmDropped,
       OpKind::kGemmAddDropped, OpKind::kGemmConcatK, OpKind::kDroppedLinearBackward,
+      // ops_harness_packed_test.cc:
+      OpKind::kPackGemmB, OpKind::kGemmPackedB,
       // ops_harness_moe_test.cc:
       OpKind::kClampedSwigluForward, OpKind::kClampedSwigluBackward, OpKind::kRouterTopK,
       OpKind::kRouterTopKBackward, OpKind::kMoeDispatch, OpKind::kMoeGather,

@@ -143,6 +143,25 @@ void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_
   GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, 1.0f, gc);
 }
 
+int64_t FastOps::GemmPackedBBytes(int64_t n, int64_t k, DType dtype) const {
+  return GemmBf16PackedBBytes(bf16_path_, n, k, dtype);
+}
+
+void FastOps::PackGemmBKernel(bool trans_b, int64_t n, int64_t k, const View& b, int64_t ldb,
+                              const View& packed) const {
+  PackGemmBf16B(pool_.get(), n, k, {b.raw(), true, ldb, trans_b},
+                static_cast<uint32_t*>(packed.raw()));
+}
+
+void FastOps::GemmPackedBKernel(int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
+                                const View& packed, float beta, const View& c, int64_t ldc) const {
+  const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, false};
+  GemmOperand gb{nullptr, true, 0, false};
+  gb.packed = static_cast<const uint32_t*>(packed.raw());
+  const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+  GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
+}
+
 // On the avx512bf16 path, for ranks up to 16 and a BF16 x, LoRA's A backward in one pass over x,
 // its mask and dx (dropped_linear.h: the definition's bits); the rest run the definition.
 void FastOps::DroppedLinearBackwardKernel(int64_t n, int64_t r, int64_t in, const View& x,

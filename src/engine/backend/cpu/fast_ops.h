@@ -39,6 +39,8 @@ class FastOps : public CpuBackend {
   GemmBf16Path bf16_path() const { return bf16_path_; }
   // F32 and BF16 for every op, as the reference.
   bool Supports(OpKind op, DType dtype) const override;
+  // The avx512bf16 path's B panels (gemm_mixed.h's PackGemmBf16B) for a BF16 B over 16 columns.
+  int64_t GemmPackedBBytes(int64_t n, int64_t k, DType dtype) const override;
   // Zero on the pool for large views (a step's gradient buffers: tens of MiB, else one thread's
   // memset while the others wait); a view under 2 MiB is one memset on the calling thread.
   void Zero(const View& dst) const override;

@@ -6,7 +6,8 @@
 // thread packing its rows of op(A) into MR-row panels, and the micro-kernel multiplies panel pairs
 // into MR x NR tiles of C. Each element of C sums its slices in order of K whatever the tiling or
 // thread count, so results are deterministic. Thread safety: one call per set of panel buffers at a
-// time.
+// time. A B that several products read (a language model head's row chunks) can be packed once
+// (PackBlockedB) and handed to each product as its prepacked_b.
 #pragma once
 
 #include <algorithm>
@@ -76,7 +77,8 @@ void GemmForRange(ThreadPool* pool, int64_t count,
 template <bool kPackA, typename Word, typename PackA, typename PackB, typename Kernel>
 void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
                     std::vector<std::vector<Word>>& packed_a_buffers, std::vector<Word>& packed_b,
-                    const PackA& pack_a, const PackB& pack_b, const Kernel& kernel) {
+                    const PackA& pack_a, const PackB& pack_b, const Kernel& kernel,
+                    const Word* prepacked_b = nullptr) {
   const bool pooled =
       pool != nullptr && pool->num_threads() > 1 && g.m * g.n * g.k >= (int64_t{1} << 18);
   if (!pooled) pool = nullptr;  // tiny products are not worth waking the pool
@@ -99,20 +101,28 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
   // The row tile (its first row) each thread's A panels hold in the current slice of K: the
   // tiles reach a thread in pieces (ThreadPool::ParallelForBalanced), a row tile's in a row.
   std::vector<int64_t> packed_rows(static_cast<size_t>(threads), -1);
+  int64_t prepacked_at = 0;  // the column block's first word in prepacked_b
   for (int64_t jc = 0; jc < g.n; jc += kGemmNBlock) {
     const int64_t nc = std::min(kGemmNBlock, g.n - jc);
     const int64_t nc_tile = GemmColTile(g);
     const int64_t b_count = ceil_div(nc, nr), col_tiles = ceil_div(nc, nc_tile);
+    int64_t slice_at = prepacked_at;  // the K slice's first word in prepacked_b
     for (int64_t ic = 0; ic < g.m; ic += g.row_block) {
       const int64_t m_end = std::min(g.m, ic + g.row_block);
       const int64_t row_tiles = ceil_div(m_end - ic, mc);
+      slice_at = prepacked_at;
       for (int64_t p0 = 0; p0 < g.k; p0 += g.kc) {
         const int64_t kc = std::min(g.kc, g.k - p0);
         const int64_t panel_depth = ceil_div(kc, g.k_per_word);  // words per panel column
-        GemmForRange(pool, b_count, [&](int64_t begin, int64_t end, int) {
-          const int64_t cols = std::min(end * nr, nc) - begin * nr;
-          pack_b(jc + begin * nr, cols, p0, kc, b_panels + begin * panel_depth * nr);
-        });
+        if (prepacked_b != nullptr) {  // laid out by PackBlockedB: read in place
+          b_panels = const_cast<Word*>(prepacked_b) + slice_at;
+          slice_at += b_count * nr * panel_depth;
+        } else {
+          GemmForRange(pool, b_count, [&](int64_t begin, int64_t end, int) {
+            const int64_t cols = std::min(end * nr, nc) - begin * nr;
+            pack_b(jc + begin * nr, cols, p0, kc, b_panels + begin * panel_depth * nr);
+          });
+        }
         std::fill(packed_rows.begin(), packed_rows.end(), -1);  // a new slice of K
         GemmForRange(pool, row_tiles * col_tiles, [&](int64_t begin, int64_t end, int thread) {
           Word* packed_a = kPackA ? packed_a_buffers[static_cast<size_t>(thread)].data() : nullptr;
@@ -138,6 +148,38 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
           }
         });
       }
+    }
+    prepacked_at = slice_at;
+  }
+}
+
+// The words of op(B)'s panels in the order RunBlockedGemm visits them (each column block of
+// kGemmNBlock, each K slice of g.kc): what PackBlockedB writes and prepacked_b holds.
+inline int64_t BlockedBWords(const BlockedGemmShape& g) {
+  int64_t words = 0;
+  for (int64_t jc = 0; jc < g.n; jc += kGemmNBlock) {
+    const int64_t panels = (std::min(kGemmNBlock, g.n - jc) + g.nr - 1) / g.nr;
+    for (int64_t p0 = 0; p0 < g.k; p0 += g.kc) {
+      words += panels * g.nr * ((std::min(g.kc, g.k - p0) + g.k_per_word - 1) / g.k_per_word);
+    }
+  }
+  return words;
+}
+
+// Packs all of op(B) with pack_b (as RunBlockedGemm's) into dst (BlockedBWords(g) words), for
+// the products that then read it as their prepacked_b: the same panels, packed once.
+template <typename Word, typename PackB>
+void PackBlockedB(const BlockedGemmShape& g, ThreadPool* pool, const PackB& pack_b, Word* dst) {
+  for (int64_t jc = 0; jc < g.n; jc += kGemmNBlock) {
+    const int64_t nc = std::min(kGemmNBlock, g.n - jc), panels = (nc + g.nr - 1) / g.nr;
+    for (int64_t p0 = 0; p0 < g.k; p0 += g.kc) {
+      const int64_t kc = std::min(g.kc, g.k - p0);
+      const int64_t panel_depth = (kc + g.k_per_word - 1) / g.k_per_word;
+      GemmForRange(pool, panels, [&](int64_t begin, int64_t end, int) {
+        const int64_t cols = std::min(end * g.nr, nc) - begin * g.nr;
+        pack_b(jc + begin * g.nr, cols, p0, kc, dst + begin * panel_depth * g.nr);
+      });
+      dst += panels * g.nr * panel_depth;
     }
   }
 }

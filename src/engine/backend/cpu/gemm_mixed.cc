@@ -134,7 +134,8 @@ namespace {
 template <typename Word, typename Multiply>
 void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Problem& g,
              ThreadPool* pool, std::vector<std::vector<Word>>& packed_a,
-             std::vector<Word>& packed_b, std::vector<float>& staging) {
+             std::vector<Word>& packed_b, std::vector<float>& staging,
+             const Word* prepacked_b = nullptr) {
   const int64_t kc = GemmSliceDepth(g.k, parts.kc, parts.k_per_word);
   const PanelSource a_src{g.a.data, g.a.bf16,      g.a.ld,         !g.a.trans,
                           g.m,      g.a.drop_bits, g.a.drop_bytes, g.a.drop_scale};
@@ -180,9 +181,10 @@ void RunPath(const PathPanels<Word>& parts, const Multiply& multiply, const Prob
     multiply(ap, bp, t, {sums, stage_ld, t.mr, t.nr, g.beta, t.first_slice}, &c);
   };
   if (parts.pack_a == nullptr) {
-    return RunBlockedGemm<false>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel);
+    return RunBlockedGemm<false>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel,
+                                 prepacked_b);
   }
-  RunBlockedGemm<true>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel);
+  RunBlockedGemm<true>(shape, pool, packed_a, packed_b, pack_a, pack_b, kernel, prepacked_b);
 }
 
 void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& g) {
@@ -229,8 +231,12 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
       if (narrow) return MicroKernelAvx512Bf16Narrow(t.kc, rows, bp, out, round_to);
       MicroKernelAvx512Bf16(t.kc, rows, bp, out, round_to);
     };
-    return RunPath(parts, multiply, g, pool, scratch.pairs_a, scratch.pairs_b, scratch.staging);
+    AIR_ENGINE_CHECK(g.b.packed == nullptr || !narrow,
+                     "a packed B for a product at most 16 columns wide (PackGemmBf16B packs none)");
+    return RunPath(parts, multiply, g, pool, scratch.pairs_a, scratch.pairs_b, scratch.staging,
+                   g.b.packed);
   }
+  AIR_ENGINE_CHECK(g.b.packed == nullptr, "a packed B on a path other than avx512bf16");
   // The fp32 kernels: a BF16 C's sums go to a local tile first, then FinishBf16Tile*.
   const Fp32MicroKernel kernel = Fp32MicroKernelFor(LevelOf(path));
   const auto pack = path >= GemmBf16Path::kAvx2 ? PackFloatPanelsAvx2 : PackFloatPanels;
@@ -252,6 +258,26 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
 }
 
 }  // namespace
+
+int64_t GemmBf16PackedBWords(GemmBf16Path path, int64_t n, int64_t k) {
+  if (path != GemmBf16Path::kAvx512Bf16 || n <= kBf16NarrowNR || k <= 0) return 0;
+  return BlockedBWords(
+      {0, n, k, kBf16KernelMR, kBf16KernelNR, GemmSliceDepth(k, kPairKC, 2), 2, 0});
+}
+
+void PackGemmBf16B(ThreadPool* pool, int64_t n, int64_t k, const GemmOperand& b, uint32_t* packed) {
+  AIR_ENGINE_CHECK(GemmBf16PackedBWords(GemmBf16Path::kAvx512Bf16, n, k) > 0,
+                   "PackGemmBf16B: B must be over 16 columns and at least one row deep");
+  const BlockedGemmShape shape{0, n, k, kBf16KernelMR, kBf16KernelNR, GemmSliceDepth(k, kPairKC, 2),
+                               2, 0};
+  const PanelSource src{b.data, b.bf16, b.ld, b.trans, n, b.drop_bits, b.drop_bytes, b.drop_scale};
+  PackBlockedB(
+      shape, pool,
+      [&](int64_t j, int64_t cols, int64_t p0, int64_t depth, uint32_t* dst) {
+        PackPairPanels(src, kBf16KernelNR, j, cols, p0, depth, dst);
+      },
+      packed);
+}
 
 const char* GemmBf16PathName(GemmBf16Path path) {
   return path == GemmBf16Path::kOneDnn ? "onednn" : CpuKernelsName(LevelOf(path));

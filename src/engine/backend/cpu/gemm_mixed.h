@@ -37,6 +37,7 @@
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/fast_gemm.h"
 #include "engine/backend/cpu/thread_pool.h"
+#include "engine/dtype.h"
 
 namespace air::engine {
 
@@ -53,6 +54,9 @@ struct GemmOperand {
   const uint8_t* drop_bits = nullptr;
   int64_t drop_bytes = 0;  // of drop_bits
   float drop_scale = 1.0f;
+  // B only: its panels as PackGemmBf16B laid them out for this product's N and K (avx512bf16
+  // path, N above 16); data, ld and trans are then unread. Null: packed by the call.
+  const uint32_t* packed = nullptr;
 };
 
 struct GemmResult {
@@ -110,6 +114,18 @@ void GemmBf16Serial(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, c
 void GemmBf16OnPath(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, int64_t m,
                     int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float beta,
                     const GemmResult& c);
+
+// B laid out once for several products that read it (a language model head's row chunks): the
+// words of its panels on `path` for N columns and K rows (0 where the path packs no such panels:
+// other paths than avx512bf16, or N at most 16, the narrow tile's), and the packing into
+// `packed` (that many words); a GemmOperand with `packed` set then reads them in place of B. The
+// same panels as each product packs: the same bits.
+int64_t GemmBf16PackedBWords(GemmBf16Path path, int64_t n, int64_t k);
+// The bytes FastOps takes for a packed B of `dtype` on `path` (Ops::GemmPackedBBytes): BF16 only.
+inline int64_t GemmBf16PackedBBytes(GemmBf16Path path, int64_t n, int64_t k, DType dtype) {
+  return dtype == DType::kBF16 ? 4 * GemmBf16PackedBWords(path, n, k) : 0;
+}
+void PackGemmBf16B(ThreadPool* pool, int64_t n, int64_t k, const GemmOperand& b, uint32_t* packed);
 
 // Two products summed in one set of accumulators (Ops::GemmConcatK, LoRA's y = x W^T + u B^T):
 //   C (M,N) = A (M,K) @ op(B) + A2 (M,K2) @ op(B2) + beta * C

@@ -9,6 +9,7 @@
 
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/reference_loops.h"
+#include "engine/check.h"
 #include "engine/dtype.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/op_sizes.h"
@@ -224,6 +225,17 @@ void ReferenceOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, i
                                         const View& c, const View& bits, float p,
                                         const View& scratch) const {
   GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p, scratch);
+}
+
+// GemmPackedBBytes is 0 here: the ops' checks refuse every call before it reaches these.
+void ReferenceOps::PackGemmBKernel(bool, int64_t, int64_t, const View&, int64_t,
+                                   const View&) const {
+  AIR_ENGINE_CHECK(false, "PackGemmB: the reference backend keeps no packed B");
+}
+
+void ReferenceOps::GemmPackedBKernel(int64_t, int64_t, int64_t, const View&, int64_t, const View&,
+                                     float, const View&, int64_t) const {
+  AIR_ENGINE_CHECK(false, "GemmPackedB: the reference backend keeps no packed B");
 }
 
 void ReferenceOps::DroppedLinearBackwardKernel(int64_t n, int64_t r, int64_t in, const View& x,
