@@ -539,6 +539,9 @@ class Ops {
   void GemmConcatKInTwo(bool trans_b, int64_t m, int64_t n, int64_t k, const View& a, int64_t lda,
                         const View& b, int64_t ldb, int64_t k2, const View& a2, int64_t lda2,
                         const View& b2, int64_t ldb2, const View& c, const View& scratch) const;
+  // The kernel of PackGemmB / GemmPackedB on a backend whose GemmPackedBBytes is 0 (their checks
+  // refuse every call before it): aborts naming the op.
+  [[noreturn]] void RefusePackedB(OpKind op) const;
   // DroppedLinearBackward as it is defined: GemmDropped, then GemmAddDropped (see there).
   void DroppedLinearBackwardInTwo(int64_t n, int64_t r, int64_t in, const View& x, const View& bits,
                                   float p, const View& w, const View& dy, float beta,

@@ -3,6 +3,8 @@
 // (AIR_OPS_KERNELS). This is the only place the checks live, so every backend (reference, fast,
 // a CUDA one) gets the same checks and the same messages, and a kernel only computes.
 // Thread safety: as the backend's kernels (ops.h).
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "engine/check.h"
@@ -538,6 +540,12 @@ void Ops::GemmPackedB(int64_t m, int64_t n, int64_t k, const View& a, int64_t ld
   CheckPacked(*this, op, packed, "packed");
   AIR_ENGINE_CHECK(packed.numel() > 0, "GemmPackedB: packed is empty (see PackGemmB)");
   GemmPackedBKernel(m, n, k, a, lda, packed, beta, c, ldc);
+}
+
+void Ops::RefusePackedB(OpKind op) const {
+  std::fprintf(stderr, "engine invariant failed: %s: the %s backend keeps no packed B\n",
+               OpName(op), name().c_str());
+  std::abort();
 }
 
 void Ops::DroppedLinearBackward(int64_t n, int64_t r, int64_t in, const View& x, const View& bits,

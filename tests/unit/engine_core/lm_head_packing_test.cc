@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "engine/model/lm_head.h"
@@ -18,14 +17,7 @@ namespace {
 
 using testing::DeviceArrays;
 using testing::MakeBackend;
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::RandomVector;
 
 struct HeadRun {
   double loss_sum = 0;
@@ -38,9 +30,10 @@ HeadRun RunHead(const Backend& ops, int64_t n, int64_t vocab, int64_t dim, bool 
                 bool pack) {
   DeviceArrays d(ops);
   Parameter head{.name = "output.weight", .shape = {vocab, dim}, .trainable = trainable};
-  head.value = d.Data(Random(static_cast<size_t>(vocab * dim), 1), DType::kBF16, {vocab, dim});
-  if (trainable) head.grad = d.F32(Random(static_cast<size_t>(vocab * dim), 2), {vocab, dim});
-  const View xf = d.Data(Random(static_cast<size_t>(n * dim), 3), DType::kBF16, {n, dim});
+  head.value =
+      d.Data(RandomVector(static_cast<size_t>(vocab * dim), 1), DType::kBF16, {vocab, dim});
+  if (trainable) head.grad = d.F32(RandomVector(static_cast<size_t>(vocab * dim), 2), {vocab, dim});
+  const View xf = d.Data(RandomVector(static_cast<size_t>(n * dim), 3), DType::kBF16, {n, dim});
   std::vector<int32_t> targets(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>((i * 7919) % vocab);
   targets[5] = kIgnoreIndex;

@@ -9,7 +9,6 @@
 
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/reference_loops.h"
-#include "engine/check.h"
 #include "engine/dtype.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/op_sizes.h"
@@ -230,12 +229,12 @@ void ReferenceOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, i
 // GemmPackedBBytes is 0 here: the ops' checks refuse every call before it reaches these.
 void ReferenceOps::PackGemmBKernel(bool, int64_t, int64_t, const View&, int64_t,
                                    const View&) const {
-  AIR_ENGINE_CHECK(false, "PackGemmB: the reference backend keeps no packed B");
+  RefusePackedB(OpKind::kPackGemmB);
 }
 
 void ReferenceOps::GemmPackedBKernel(int64_t, int64_t, int64_t, const View&, int64_t, const View&,
                                      float, const View&, int64_t) const {
-  AIR_ENGINE_CHECK(false, "GemmPackedB: the reference backend keeps no packed B");
+  RefusePackedB(OpKind::kGemmPackedB);
 }
 
 void ReferenceOps::DroppedLinearBackwardKernel(int64_t n, int64_t r, int64_t in, const View& x,

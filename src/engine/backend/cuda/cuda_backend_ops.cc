@@ -4,7 +4,6 @@
 // GEMM (cuda_gemm.h) on the backend's stream. Nothing here waits for the GPU.
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_kernels.h"
-#include "engine/check.h"
 #include "engine/ops/op_sizes.h"
 
 namespace air::engine::cuda {
@@ -272,12 +271,12 @@ void CudaBackend::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, in
 
 // GemmPackedBBytes is 0 here: the ops' checks refuse every call before it reaches these.
 void CudaBackend::PackGemmBKernel(bool, int64_t, int64_t, const View&, int64_t, const View&) const {
-  AIR_ENGINE_CHECK(false, "PackGemmB: the cuda backend keeps no packed B");
+  RefusePackedB(OpKind::kPackGemmB);
 }
 
 void CudaBackend::GemmPackedBKernel(int64_t, int64_t, int64_t, const View&, int64_t, const View&,
                                     float, const View&, int64_t) const {
-  AIR_ENGINE_CHECK(false, "GemmPackedB: the cuda backend keeps no packed B");
+  RefusePackedB(OpKind::kGemmPackedB);
 }
 
 void CudaBackend::DroppedLinearBackwardKernel(int64_t n, int64_t r, int64_t in, const View& x,
