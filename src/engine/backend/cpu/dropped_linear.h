@@ -1,11 +1,14 @@
 // Ops::DroppedLinearBackward on the avx512bf16 path: the backward of LoRA's A (u = drop(x) A^T,
-// rank r <= 16) in one pass over x, its kept mask and dx, per 16 columns of x:
+// rank r <= 16) in one pass over x, its kept mask and dx, per 32 columns of x:
 //   w_grad (r, in) = dy^T drop(x) + beta * w_grad   and   dx (n, in) += drop'(dy W)
 // Hand-written because the two GEMMs it replaces (GemmDropped with M = r, GemmAddDropped with
 // K = r) are bound by their passes over memory, not their arithmetic: the first packs all of
 // drop(x) into pair panels to multiply 16 rows by it, the second reads and writes dx through the
-// mask again; here each 16 columns of x are dropped, paired along N and multiplied in
-// registers, and dx's rows get their kept add while the mask's bits are loaded for x.
+// mask again; here each row block of 32 columns of x is dropped and paired along N into an L1
+// buffer and multiplied in 8 x 32 tiles, and the block's rows of dx get their kept add while
+// its mask bits are still in cache. Warm, 2 threads: 158 us against 196 for the two ops at
+// 1024 x 512; in bench/lora's step (x cold from the forward, its strided rows prefetched)
+// 0.098 s against 0.110-0.118 s over 14 steps (docs/performance.md, "LoRA's step", fifth round).
 //
 // Bits: those of the definition on the same path (GemmDropped, then GemmAddDropped): every
 // element gets its vdpbf16ps sums in the GEMM's order (pairs along K ascending in one fp32
