@@ -61,10 +61,16 @@ ParameterBytes LoraTrainingBytes(DType param_dtype, bool base_whole, double trai
   const double base = static_cast<double>(DTypeSize(param_dtype));
   (base_whole ? b.whole : b.sharded) += base;
   b.sharded += 16.0 * trainable_fraction;
+  // Where the base stays whole (NO_SHARD, SHARD_GRAD_OP) the trained parameters keep a whole
+  // compute copy in a param_dtype narrower than their fp32 masters (FSDP's resident copy).
+  const bool resident_copy = base_whole && param_dtype != DType::kF32;
+  if (resident_copy) b.whole += base * trainable_fraction;
   b.what = fmt::format(
       "the frozen base in {} (no fp32 master, gradients or optimizer state), fp32 master weights, "
-      "gradients and AdamW moments for the {:.2f}% of parameters LoRA trains",
-      DTypeName(param_dtype), 100.0 * trainable_fraction);
+      "gradients and AdamW moments{} for the {:.2f}% of parameters LoRA trains",
+      DTypeName(param_dtype),
+      resident_copy ? fmt::format(" and a {} compute copy", DTypeName(param_dtype)) : "",
+      100.0 * trainable_fraction);
   return b;
 }
 

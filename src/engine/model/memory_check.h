@@ -38,7 +38,8 @@ ParameterBytes TrainingBytes(DType param_dtype, bool resident_copy,
                              DType state_dtype = DType::kF32);
 // LoRA training: the frozen base in `param_dtype` (sharded, or whole where the strategy keeps
 // parameters whole: `base_whole`), and for the trained `trainable_fraction` of the parameters
-// (adapters, modules_to_save) the 16 bytes of TrainingBytes.
+// (adapters, modules_to_save) the 16 bytes of TrainingBytes, plus, where the base is whole and
+// `param_dtype` is narrower than fp32, their whole compute copy in it.
 ParameterBytes LoraTrainingBytes(DType param_dtype, bool base_whole, double trainable_fraction);
 
 // The parameter count of the model `config` describes (as a double: absurd configs overflow).
