@@ -61,6 +61,17 @@ int64_t GemmRowTile(const BlockedGemmShape& shape, int threads);
 void GemmForRange(ThreadPool* pool, int64_t count,
                   const std::function<void(int64_t, int64_t, int)>& body);
 
+// Packs columns [jc, jc + nc) of op(B)[p0 : p0 + kc, :] with pack_b into ceil(nc / nr)
+// consecutive panels of panel_depth words per column at dst, each thread a share of them.
+template <typename Word, typename PackB>
+void PackBBlock(ThreadPool* pool, int64_t nr, int64_t jc, int64_t nc, int64_t p0, int64_t kc,
+                int64_t panel_depth, const PackB& pack_b, Word* dst) {
+  GemmForRange(pool, (nc + nr - 1) / nr, [&](int64_t begin, int64_t end, int) {
+    const int64_t cols = std::min(end * nr, nc) - begin * nr;
+    pack_b(jc + begin * nr, cols, p0, kc, dst + begin * panel_depth * nr);
+  });
+}
+
 // Runs the GEMM (m, n, k > 0) with
 //   pack_a(i, rows, p0, kc, Word* dst): packs rows [i, i + rows) of op(A)[:, p0 : p0 + kc]
 //       into ceil(rows / mr) consecutive panels (zero past m); with kPackA false, op(A) is
@@ -118,10 +129,7 @@ void RunBlockedGemm(const BlockedGemmShape& g, ThreadPool* pool,
           b_panels = const_cast<Word*>(prepacked_b) + slice_at;
           slice_at += b_count * nr * panel_depth;
         } else {
-          GemmForRange(pool, b_count, [&](int64_t begin, int64_t end, int) {
-            const int64_t cols = std::min(end * nr, nc) - begin * nr;
-            pack_b(jc + begin * nr, cols, p0, kc, b_panels + begin * panel_depth * nr);
-          });
+          PackBBlock(pool, nr, jc, nc, p0, kc, panel_depth, pack_b, b_panels);
         }
         std::fill(packed_rows.begin(), packed_rows.end(), -1);  // a new slice of K
         GemmForRange(pool, row_tiles * col_tiles, [&](int64_t begin, int64_t end, int thread) {
@@ -175,10 +183,7 @@ void PackBlockedB(const BlockedGemmShape& g, ThreadPool* pool, const PackB& pack
     for (int64_t p0 = 0; p0 < g.k; p0 += g.kc) {
       const int64_t kc = std::min(g.kc, g.k - p0);
       const int64_t panel_depth = (kc + g.k_per_word - 1) / g.k_per_word;
-      GemmForRange(pool, panels, [&](int64_t begin, int64_t end, int) {
-        const int64_t cols = std::min(end * g.nr, nc) - begin * g.nr;
-        pack_b(jc + begin * g.nr, cols, p0, kc, dst + begin * panel_depth * g.nr);
-      });
+      PackBBlock(pool, g.nr, jc, nc, p0, kc, panel_depth, pack_b, dst);
       dst += panels * g.nr * panel_depth;
     }
   }
