@@ -71,11 +71,75 @@ TEST(GemmPath, TheRulePicksARunnablePathAndOneDnnExactlyWhereAmxIsUsable) {
   EXPECT_TRUE(GemmBf16PathRuns(chosen->path, nullptr));
   const bool amx = AmxBf16Support().usable && OneDnnMatmul().usable &&
                    SelectedCpuKernels() >= CpuKernels::kAvx512Bf16;
-  EXPECT_EQ(chosen->path, amx ? GemmBf16Path::kOneDnn : SelectedGemmBf16Path());
+  const bool intel_bf16 = CpuIsIntel() && SelectedCpuKernels() >= CpuKernels::kAvx512Bf16;
+  std::printf("[gemm path] vendor: %s\n", CpuIsIntel() ? "Intel" : "not Intel");
+  EXPECT_EQ(chosen->path, amx          ? GemmBf16Path::kOneDnn
+                          : intel_bf16 ? GemmBf16Path::kAvx512
+                                       : SelectedGemmBf16Path());
   // bf16 computed in fp32 is said exactly where the path has no bf16 dot products.
   const bool native =
       chosen->path == GemmBf16Path::kOneDnn || chosen->path == GemmBf16Path::kAvx512Bf16;
   EXPECT_EQ(chosen->fp32_math_note.empty(), native) << chosen->fp32_math_note;
+}
+
+// The rule on the CPUs it was written for, from their facts (none of them need be this one).
+GemmPathFacts Facts(CpuKernels level, bool intel, bool amx, bool onednn) {
+  GemmPathFacts f;
+  f.selected = f.detected = level;
+  f.intel = intel;
+  f.amx_usable = amx;
+  f.amx_why = amx ? "" : "the CPU has no AMX-BF16 tiles";
+  f.onednn_usable = onednn;
+  f.onednn_why = onednn ? "" : "libdnnl.so.2 not found";
+  return f;
+}
+
+TEST(GemmPath, TheRuleTakesVdpbf16psOnlyWhereItOutrunsTheFp32Fma) {
+  // AMD Zen 4/5: vdpbf16ps at twice the fp32 FMA's multiply-adds.
+  GemmPathChoice zen = GemmPathByRule(Facts(CpuKernels::kAvx512Bf16, false, false, true));
+  EXPECT_EQ(zen.path, GemmBf16Path::kAvx512Bf16);
+  EXPECT_TRUE(zen.fp32_math_note.empty()) << zen.fp32_math_note;
+  EXPECT_NE(zen.reason.find("no AMX-BF16"), std::string::npos) << zen.reason;
+  // Intel with its AMX tiles and oneDNN: the AMX matmul.
+  EXPECT_EQ(GemmPathByRule(Facts(CpuKernels::kAvx512Bf16, true, true, true)).path,
+            GemmBf16Path::kOneDnn);
+  // Intel without usable tiles (a guest whose hypervisor hides them, Cooper Lake), or with them
+  // but no oneDNN: vdpbf16ps runs at half the FMA's rate, so the conversion path, said in the
+  // plan's note with the reason.
+  for (const bool amx : {false, true}) {
+    const GemmPathChoice intel = GemmPathByRule(Facts(CpuKernels::kAvx512Bf16, true, amx, !amx));
+    EXPECT_EQ(intel.path, GemmBf16Path::kAvx512) << amx;
+    EXPECT_NE(intel.reason.find("Intel"), std::string::npos) << intel.reason;
+    EXPECT_NE(intel.reason.find(amx ? "libdnnl.so.2 not found" : "no AMX-BF16"), std::string::npos)
+        << intel.reason;
+    EXPECT_NE(intel.fp32_math_note.find("half its fp32 FMA rate"), std::string::npos)
+        << intel.fp32_math_note;
+  }
+  // No AVX512_BF16, or the kernels capped below it: the level's conversion path, on any vendor.
+  for (const bool intel : {false, true}) {
+    const GemmPathChoice avx512 = GemmPathByRule(Facts(CpuKernels::kAvx512, intel, false, true));
+    EXPECT_EQ(avx512.path, GemmBf16Path::kAvx512);
+    EXPECT_EQ(avx512.reason, "this CPU has no AVX512_BF16");
+    EXPECT_NE(avx512.fp32_math_note.find("no bf16 dot-product"), std::string::npos);
+    GemmPathFacts capped = Facts(CpuKernels::kAvx2, intel, true, true);
+    capped.detected = CpuKernels::kAvx512Bf16;
+    const GemmPathChoice avx2 = GemmPathByRule(capped);
+    EXPECT_EQ(avx2.path, GemmBf16Path::kAvx2);
+    EXPECT_EQ(avx2.reason, "AIR_CPU_KERNELS caps the kernels at avx2");
+  }
+  EXPECT_EQ(GemmPathByRule(Facts(CpuKernels::kGeneric, false, false, false)).path,
+            GemmBf16Path::kGeneric);
+}
+
+TEST(GemmPath, TheKernelsAroundTheGemmFollowAConversionPath) {
+  // onednn takes the step's GEMMs only: attention keeps the level's native kernels; a
+  // conversion path (the rule's on Intel, or forced) covers attention's products too.
+  for (GemmBf16Path path : AllGemmBf16Paths()) {
+    if (!GemmBf16PathRuns(path, nullptr)) continue;
+    const FastOps ops(1, path);
+    EXPECT_EQ(ops.native_bf16_path(), path == GemmBf16Path::kOneDnn ? SelectedGemmBf16Path() : path)
+        << GemmBf16PathName(path);
+  }
 }
 
 TEST(GemmPath, AirCpuPathForcesEveryPathThisCpuRuns) {

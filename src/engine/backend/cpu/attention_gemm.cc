@@ -85,7 +85,9 @@ void BandedProduct(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, co
 
 }  // namespace
 
-bool AttentionGemmRuns() { return SelectedGemmBf16Path() == GemmBf16Path::kAvx512Bf16; }
+bool AttentionGemmRuns(GemmBf16Path path) {
+  return path == GemmBf16Path::kAvx512Bf16 && GemmBf16PathRuns(path, nullptr);
+}
 
 void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
                        const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c,

@@ -2,7 +2,7 @@
 // GEMM of gemm_mixed.h (same panels, same micro-kernel, the same fp32 sum of each element in the
 // same order), but skipping the micro-tiles that the causal and window limits leave all zero.
 // In a tile of queries against keys, row i of the product only reaches the keys (its columns,
-// or its K steps) j with i + band.lo <= j <= i + band.hi; GemmBf16Serial would compute the whole
+// or its K steps) j with i + band.lo <= j <= i + band.hi; GemmBf16OnPath would compute the whole
 // rectangle, a quarter of it past the diagonal on a training shape. Here each 8-row micro-tile
 // takes only its band's 32-column tiles, or its band's K steps (rounded out to whole bf16
 // pairs): what is skipped is a sum of exact zeros (the masked P or dS entries), so each computed
@@ -33,8 +33,9 @@ struct AttentionBand {
 // The rows of each A pair panel (the micro-kernel's), for AttentionGemmBf16PackedA's callers.
 inline constexpr int64_t kAttentionPanelRows = 8;
 
-// Whether the products run here: the kernel level's native bf16 path is avx512bf16.
-bool AttentionGemmRuns();
+// Whether the products run here for a caller on `path` (FastOps::native_bf16_path): it is
+// avx512bf16 (and this CPU runs it).
+bool AttentionGemmRuns(GemmBf16Path path);
 
 // C (m, n) = op(A) @ op(B) + beta * C within `band` (see above); m, n, k > 0.
 void AttentionGemmBf16(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,

@@ -303,7 +303,7 @@ void ZeroColumns(uint16_t* m, int64_t nk, int64_t r0, int64_t mr, int64_t from, 
 
 }  // namespace
 
-bool AttentionTileRuns() { return AttentionGemmRuns(); }
+bool AttentionTileRuns(GemmBf16Path path) { return AttentionGemmRuns(path); }
 
 void AttentionForwardTile(AttentionTileScratch& scratch, const AttentionTileBlock& blk, float sink,
                           const AttentionTileOut& out, float* lse_b) {

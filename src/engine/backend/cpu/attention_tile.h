@@ -53,8 +53,8 @@ struct AttentionTileOut {
   int64_t ld;
 };
 
-// Whether the fused tiles run: the kernel level's bf16 path is avx512bf16.
-bool AttentionTileRuns();
+// Whether the fused tiles run for a caller on `path`: it is avx512bf16 (AttentionGemmRuns).
+bool AttentionTileRuns(GemmBf16Path path);
 
 // O = softmax(scale * Q K^T, masked, with the sink) V for the block's rows, and lse_b[r] (null:
 // not wanted); sink -inf: none. A row that sees nothing and has no sink gets zeros and -inf.

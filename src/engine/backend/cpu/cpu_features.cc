@@ -70,6 +70,19 @@ std::string CpuKernelsSettingProblem() {
          " is not one of avx512bf16, avx512, avx2, generic; ignored";
 }
 
+bool CpuIsIntel() {
+  static const bool intel = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    return std::strcmp(vendor, "GenuineIntel") == 0;
+  }();
+  return intel;
+}
+
 const char* CpuKernelsName(CpuKernels kernels) {
   switch (kernels) {
     case CpuKernels::kAvx512Bf16:

@@ -24,6 +24,10 @@ const char* CpuKernelsName(CpuKernels kernels);  // "generic", "avx2", "avx512",
 // saying so, for the user; else "".
 std::string CpuKernelsSettingProblem();
 
+// Whether the CPU's vendor string is "GenuineIntel" (CPUID leaf 0): Intel's cores run
+// vdpbf16ps at half their fp32 FMA rate (gemm_path.h's rule).
+bool CpuIsIntel();
+
 inline bool UseAvx512() { return SelectedCpuKernels() >= CpuKernels::kAvx512; }
 inline bool UseAvx2() { return SelectedCpuKernels() >= CpuKernels::kAvx2; }
 

@@ -12,14 +12,15 @@
 // read q, k, v, out, dout in their own dtype and write out, dq, dk, dv in theirs: a product with a
 // BF16 operand is gemm_mixed.h's bf16 GEMM with fp32 sums (P and dS, fp32 scratch, rounded to bf16
 // as its other operand), an all-F32 one fast_gemm's; scores, softmax and log-sum-exp are fp32.
-// On the avx512bf16 path the bf16 products are attention_gemm.h's: the same kernel and sums, but
-// banded by the causal and window limits (no micro-tile past the diagonal), on 128-query tiles;
-// and when q, k and v (and the backward's dO) are BF16 there, the forward's block and the
-// backward's P and dS go through attention_tile.h's fused tiles instead: the same bits, without
-// the fp32 scratch of scores.
-// Sinks (GPT-OSS) join each row's max and denominator in the forward; the backward's P comes from
-// the lse, which includes them, and their gradient -sum_i exp(sink - lse_i) (dO_i . O_i) is a
-// separate pass per head (SinkGradients) so that no two tasks write the same dsink.
+// The bf16 products take FastOps::native_bf16_path (the conversion path where gemm_path.h
+// chose one for the CPU). On the avx512bf16 path the bf16 products are attention_gemm.h's: the same
+// kernel and sums, but banded by the causal and window limits (no micro-tile past the diagonal), on
+// 128-query tiles; and when q, k and v (and the backward's dO) are BF16 there, the forward's block
+// and the backward's P and dS go through attention_tile.h's fused tiles instead: the same bits,
+// without the fp32 scratch of scores. Sinks (GPT-OSS) join each row's max and denominator in the
+// forward; the backward's P comes from the lse, which includes them, and their gradient -sum_i
+// exp(sink - lse_i) (dO_i . O_i) is a separate pass per head (SinkGradients) so that no two tasks
+// write the same dsink.
 #include <immintrin.h>
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
@@ -52,7 +53,7 @@ namespace {
 // products (attention_gemm.h) skip the tiles past the diagonal, so larger blocks cost them no
 // masked work and give dK and dV deeper products (K = the block's queries); the other paths
 // compute whole rectangles, and keep the smaller block.
-int64_t QueryBlock() { return AttentionGemmRuns() ? 128 : 64; }
+int64_t QueryBlock(GemmBf16Path path) { return AttentionGemmRuns(path) ? 128 : 64; }
 constexpr float kNegInf = kAttentionNegInf;
 
 // A matrix inside one of the op's views: its first element, dtype and row stride.
@@ -79,6 +80,7 @@ float Elem(const Mat& m, int64_t i) {
 // says which entries the causal and window limits leave nonzero (attention_gemm.h): the
 // avx512bf16 products skip the rest, the others compute the whole rectangle.
 struct TaskGemm {
+  GemmBf16Path path;  // FastOps::native_bf16_path
   GemmScratch& floats;
   GemmBf16Scratch& mixed;
   std::vector<float>& staging;  // an fp32 C for the rare F32 x F32 -> BF16 product
@@ -86,14 +88,14 @@ struct TaskGemm {
   void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Mat& a, const Mat& b,
                   float beta, const Mat& c, const AttentionBand& band = {}) {
     void* c_data = const_cast<void*>(c.data);
-    if ((a.bf16 || b.bf16) && AttentionGemmRuns() && m > 0 && n > 0 && k > 0) {
+    if ((a.bf16 || b.bf16) && AttentionGemmRuns(path) && m > 0 && n > 0 && k > 0) {
       AttentionGemmBf16(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb},
                         beta, {c_data, c.bf16, c.ld}, band);
       return;
     }
     if (a.bf16 || b.bf16) {
-      GemmBf16Serial(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb}, beta,
-                     {c_data, c.bf16, c.ld});
+      GemmBf16OnPath(path, nullptr, mixed, m, n, k, {a.data, a.bf16, a.ld, ta},
+                     {b.data, b.bf16, b.ld, tb}, beta, {c_data, c.bf16, c.ld});
       return;
     }
     const auto* af = static_cast<const float*>(a.data);
@@ -298,7 +300,7 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
                                      const View& kv_seg, const View& out,
                                      const View& lse_view) const {
   const std::vector<float> sinks = SinkValues(sinks_view);
-  const int64_t q_block = QueryBlock();
+  const int64_t q_block = QueryBlock(native_bf16_path());
   const int64_t q_blocks = (s.q_len + q_block - 1) / q_block;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
   const int64_t group = s.q_heads / s.kv_heads;
@@ -307,12 +309,12 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
   const size_t out_size = DTypeSize(out.dtype());
-  const bool fused = AttentionTileRuns() && q.dtype() == DType::kBF16 &&
+  const bool fused = AttentionTileRuns(native_bf16_path()) && q.dtype() == DType::kBF16 &&
                      k.dtype() == DType::kBF16 && v.dtype() == DType::kBF16;
   pool_->ParallelForBalanced(tasks, 1, [&](int64_t begin, int64_t end, int thread) {
     auto& scores_buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& bf16_buf = attention_bf16_[static_cast<size_t>(thread)];
-    TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
+    TaskGemm gemm{native_bf16_path(), gemm_serial_scratch_[static_cast<size_t>(thread)],
                   gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
                   attention_staging_[static_cast<size_t>(thread)]};
     for (int64_t t = begin; t < end; ++t) {
@@ -413,11 +415,11 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;
-  const int64_t q_block = QueryBlock();
+  const int64_t q_block = QueryBlock(native_bf16_path());
   const float* lse = lse_view.f32();
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
-  const bool fused = AttentionTileRuns() && q.dtype() == DType::kBF16 &&
+  const bool fused = AttentionTileRuns(native_bf16_path()) && q.dtype() == DType::kBF16 &&
                      k.dtype() == DType::kBF16 && v.dtype() == DType::kBF16 &&
                      dout.dtype() == DType::kBF16;
   // delta (b, h, i) = dO . O of each query row, in one streaming pass over both before the
@@ -442,7 +444,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
                         bool want_dq, bool want_dkv) {
     auto& buf = attention_scratch_[static_cast<size_t>(thread)];
     auto& rounded = attention_bf16_[static_cast<size_t>(thread)];
-    TaskGemm gemm{gemm_serial_scratch_[static_cast<size_t>(thread)],
+    TaskGemm gemm{native_bf16_path(), gemm_serial_scratch_[static_cast<size_t>(thread)],
                   gemm_bf16_serial_scratch_[static_cast<size_t>(thread)],
                   attention_staging_[static_cast<size_t>(thread)]};
     const int64_t g = h / group;

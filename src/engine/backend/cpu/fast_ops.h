@@ -28,8 +28,8 @@ namespace air::engine {
 class FastOps : public CpuBackend {
  public:
   // num_threads <= 0: DefaultThreadCount(). bf16_path: the bf16 GEMM's path (gemm_path.h
-  // chooses it for CreateBackend; it must run on this CPU: GemmBf16PathRuns); the attention's
-  // per-head products take the kernel level's native path whatever it is.
+  // chooses it for CreateBackend; it must run on this CPU: GemmBf16PathRuns); the kernels
+  // around the GEMM take native_bf16_path().
   explicit FastOps(int num_threads = 0, GemmBf16Path bf16_path = SelectedGemmBf16Path());
 
   std::string name() const override { return "fast"; }
@@ -37,6 +37,13 @@ class FastOps : public CpuBackend {
   std::string Describe() const override;
   int num_threads() const { return pool_->num_threads(); }
   GemmBf16Path bf16_path() const { return bf16_path_; }
+  // The path of the kernels around the GEMM that have a vdpbf16ps form (attention's products
+  // and fused tiles): the kernel level's native path when bf16_path is onednn (oneDNN takes
+  // the step's GEMMs only), else bf16_path itself, so that a conversion path chosen for a CPU
+  // whose vdpbf16ps is slow (gemm_path.h) or forced by AIR_CPU_PATH covers the whole step.
+  GemmBf16Path native_bf16_path() const {
+    return bf16_path_ == GemmBf16Path::kOneDnn ? SelectedGemmBf16Path() : bf16_path_;
+  }
   // F32 and BF16 for every op, as the reference.
   bool Supports(OpKind op, DType dtype) const override;
   // The avx512bf16 path's B panels (gemm_mixed.h's PackGemmBf16B) for a BF16 B over 16 columns.

@@ -19,7 +19,7 @@
 
 namespace air::engine {
 
-inline constexpr int64_t kGemmMC = 128;       // rows of a C tile (rounded down to MR)
+inline constexpr int64_t kGemmMC = 128;       // rows of a C tile (rounded up to MR)
 inline constexpr int64_t kGemmNC = 256;       // columns of a C tile (multiple of every NR)
 inline constexpr int64_t kGemmNBlock = 4096;  // columns of op(B) packed at once (of kGemmNC)
 

@@ -46,9 +46,11 @@ struct Fp32MicroKernel {
   int64_t nr;
 };
 
-// The fp32 FMA kernel of a level: 8 x 32 with AVX-512 (avx512 and avx512bf16), 6 x 16 with
+// The fp32 FMA kernel of a level: 12 x 32 with AVX-512 (avx512 and avx512bf16), 6 x 16 with
 // AVX2 + FMA, 8 x 32 portable loops.
 Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level);
+// Floats of the largest of those tiles (mr x nr): a local tile that any of them may fill.
+inline constexpr int64_t kFp32MaxTileFloats = 12 * 32;
 
 // Where the bf16 kernel rounds its result to when C is BF16 and the slice is K's last:
 // C16 = bf16(acc + partial + beta * C16), partial the fp32 sums of the earlier slices at

@@ -20,7 +20,6 @@ constexpr int64_t kFloatKC = 256;                // K slice of the fp32 panels, 
 constexpr int64_t kPairKC = kGemmBf16PairSlice;  // single slices for the training shapes
 // Bounds the fp32 staging block of a BF16 C (rows x up to kGemmNBlock columns): 8 MiB.
 constexpr int64_t kStagingFloats = int64_t{1} << 21;
-constexpr int64_t kMaxTile = 8 * 32;  // floats of the largest micro-tile
 
 struct Problem {
   int64_t m, n, k;
@@ -244,7 +243,7 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   const auto multiply = [&](const float* ap, const float* bp, const MicroTile& t,
                             const TileOut& out, const Bf16TileOut* round_to) {
     if (round_to == nullptr) return kernel.fn(t.kc, ap, bp, out);
-    alignas(64) float tile[kMaxTile];
+    alignas(64) float tile[kFp32MaxTileFloats];
     kernel.fn(t.kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
     const float* partial = out.first_slice ? nullptr : out.c;
     if (path >= GemmBf16Path::kAvx2) {
@@ -283,13 +282,15 @@ const char* GemmBf16PathName(GemmBf16Path path) {
   return path == GemmBf16Path::kOneDnn ? "onednn" : CpuKernelsName(LevelOf(path));
 }
 
-GemmBf16Path SelectedGemmBf16Path() {
+GemmBf16Path NativeGemmBf16Path(CpuKernels level) {
   for (GemmBf16Path path :
        {GemmBf16Path::kAvx512Bf16, GemmBf16Path::kAvx512, GemmBf16Path::kAvx2}) {
-    if (LevelOf(path) == SelectedCpuKernels()) return path;
+    if (LevelOf(path) == level) return path;
   }
   return GemmBf16Path::kGeneric;
 }
+
+GemmBf16Path SelectedGemmBf16Path() { return NativeGemmBf16Path(SelectedCpuKernels()); }
 
 bool GemmBf16PathRuns(GemmBf16Path path, std::string* why) {
   if (path == GemmBf16Path::kOneDnn) {
@@ -310,11 +311,6 @@ bool GemmBf16PathRuns(GemmBf16Path path, std::string* why) {
 void GemmBf16(ThreadPool& pool, GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
               const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c) {
   Run(SelectedGemmBf16Path(), &pool, scratch, {m, n, k, a, b, beta, c});
-}
-
-void GemmBf16Serial(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
-                    const GemmOperand& b, float beta, const GemmResult& c) {
-  Run(SelectedGemmBf16Path(), nullptr, scratch, {m, n, k, a, b, beta, c});
 }
 
 bool GemmBf16ConcatKRuns(GemmBf16Path path, int64_t k, const GemmOperand& a, int64_t k2,

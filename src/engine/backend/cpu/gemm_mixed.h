@@ -25,8 +25,8 @@
 // A BF16 C whose K takes more than one slice keeps its partial sums in an fp32 staging block
 // (scratch) until the last slice, which rounds them once.
 //
-// Thread safety: one call per scratch at a time; GemmBf16Serial may run inside a pool task
-// (each task with its own scratch).
+// Thread safety: one call per scratch at a time; GemmBf16OnPath with no pool may run inside a pool
+// task (each task with its own scratch).
 #pragma once
 
 #include <cstdint>
@@ -83,9 +83,10 @@ enum class GemmBf16Path { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3,
 
 // "generic", "avx2", "avx512", "avx512bf16", "onednn"
 const char* GemmBf16PathName(GemmBf16Path path);
-// The native path of SelectedCpuKernels()'s level: what GemmBf16 and GemmBf16Serial take (the
-// attention's per-head products, inside pool tasks, always do).
+// The native path of SelectedCpuKernels()'s level: what GemmBf16 takes.
 GemmBf16Path SelectedGemmBf16Path();
+// The path whose kernels are those of `level` (avx512bf16's vdpbf16ps, else the conversion).
+GemmBf16Path NativeGemmBf16Path(CpuKernels level);
 // Whether this CPU can execute `path`; when not, *why says which CPU feature is missing.
 bool GemmBf16PathRuns(GemmBf16Path path, std::string* why);
 
@@ -104,10 +105,6 @@ struct GemmBf16Scratch {
 
 void GemmBf16(ThreadPool& pool, GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k,
               const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c);
-
-// Single-threaded version for callers already inside a parallel region.
-void GemmBf16Serial(GemmBf16Scratch& scratch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
-                    const GemmOperand& b, float beta, const GemmResult& c);
 
 // On an explicit path (tests and benchmarks; the path must run on this CPU:
 // GemmBf16PathRuns). pool == nullptr runs serially.

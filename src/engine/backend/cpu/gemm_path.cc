@@ -40,26 +40,46 @@ std::string Fp32MathNote(GemmBf16Path path, const std::string& why) {
          "converting bf16 to fp32 on load: the same results as native bf16, at fp32 speed";
 }
 
-GemmPathChoice ByRule() {
-  const CpuKernels level = SelectedCpuKernels();
-  const GemmBf16Path native = SelectedGemmBf16Path();
+}  // namespace
+
+GemmPathFacts ThisCpuGemmPathFacts() {
+  GemmPathFacts facts;
+  facts.selected = SelectedCpuKernels();
+  facts.detected = DetectedCpuKernels();
+  facts.intel = CpuIsIntel();
+  facts.amx_usable = AmxBf16Support().usable;
+  facts.amx_why = AmxBf16Support().why;
+  facts.onednn_usable = OneDnnMatmul().usable;
+  facts.onednn_why = OneDnnMatmul().why;
+  return facts;
+}
+
+GemmPathChoice GemmPathByRule(const GemmPathFacts& facts) {
+  const CpuKernels level = facts.selected;
+  const GemmBf16Path native = NativeGemmBf16Path(level);
   if (level < CpuKernels::kAvx512Bf16) {
     const std::string why =
-        level < DetectedCpuKernels()
+        level < facts.detected
             ? std::string("AIR_CPU_KERNELS caps the kernels at ") + CpuKernelsName(level)
             : "this CPU has no AVX512_BF16";
     return {native, why, Fp32MathNote(native, why)};
   }
-  const AmxSupport& amx = AmxBf16Support();
-  if (amx.usable && OneDnnMatmul().usable) {
+  if (facts.amx_usable && facts.onednn_usable) {
     return {GemmBf16Path::kOneDnn, "AMX-BF16 tiles", ""};
   }
-  return {native,
-          "AVX512_BF16" + (amx.usable ? "; AMX usable but " + OneDnnMatmul().why : "; " + amx.why),
-          ""};
+  const std::string no_amx =
+      facts.amx_usable ? "AMX usable but " + facts.onednn_why : facts.amx_why;
+  if (facts.intel) {
+    const std::string why = "AVX512_BF16 on an Intel CPU, " + no_amx;
+    return {GemmBf16Path::kAvx512, why,
+            "bf16: this Intel CPU runs vdpbf16ps (AVX512-BF16) at half its fp32 FMA rate and " +
+                std::string(facts.amx_usable ? "oneDNN's AMX matmul is not available"
+                                             : "has no AMX tiles usable") +
+                ", so bf16 products run on the avx512 GEMM path, converting bf16 to fp32 on "
+                "load: bf16 products summed in fp32, as native bf16, at fp32 speed"};
+  }
+  return {native, "AVX512_BF16; " + no_amx, ""};
 }
-
-}  // namespace
 
 const std::vector<GemmBf16Path>& AllGemmBf16Paths() {
   static const std::vector<GemmBf16Path> all = {GemmBf16Path::kOneDnn, GemmBf16Path::kAvx512Bf16,
@@ -79,7 +99,7 @@ Result<GemmPathChoice> ChooseGemmBf16Path(const std::string& forced) {
   std::string name = forced, source = "forced";
   if (name.empty()) {
     const char* env = std::getenv("AIR_CPU_PATH");
-    if (env == nullptr || *env == '\0') return ByRule();
+    if (env == nullptr || *env == '\0') return GemmPathByRule(ThisCpuGemmPathFacts());
     name = env;
     source = "AIR_CPU_PATH";
   }

@@ -9,8 +9,15 @@
 //      multiply-adds of a vdpbf16ps; on the 16-core Sapphire Rapids of issue 34 air's AVX512-BF16
 //      kernel trained no faster in bf16 than in fp32 (Intel's vdpbf16ps does the work of two fp32
 //      FMAs at half their rate), while PyTorch's oneDNN AMX matmuls ran bf16 1.7x its fp32.
-//   2. AVX512_BF16 (AMD Zen 4/5; Intel Cooper Lake, or an AMX CPU whose tiles the OS withholds)
-//      -> avx512bf16: air's vdpbf16ps kernel. On Zen 4 (one thread, CPU clock, bench/gemm
+//   2. AVX512_BF16 on an Intel CPU (Cooper Lake, or an AMX CPU whose tiles the OS or the
+//      hypervisor withholds) -> avx512: the conversion path (bf16 storage, fp32 FMA math).
+//      Intel's cores run vdpbf16ps at half their fp32 FMA rate: on an Emerald Rapids guest
+//      without AMX (family 6 model 207, one thread, bench/gemm --table bf16) the register-only
+//      peaks were vdpbf16ps 86 and FMA 176 GFLOP/s, every bf16 product of the 4 x 512 step ran
+//      at 79-86 GFLOP/s on vdpbf16ps (air's and oneDNN's alike) and at 122-147 on the conversion
+//      path, and bench/train_step's bf16 step trained at 0.69x its fp32 one; the plan says so.
+//   3. AVX512_BF16 elsewhere (AMD Zen 4/5) -> avx512bf16: air's vdpbf16ps kernel. On Zen 4 (one
+//   thread, CPU clock, bench/gemm
 //      --table bf16) it ran the 4 x 512 step's products at 0.92-1.08x oneDNN's avx512_core_bf16
 //      matmul (oneDNN up to 8% ahead on the forward and input-gradient products, air up to 8% on
 //      the weight gradients) and 1.95-2.73x air's fp32 kernel: a tie with oneDNN, which air's
@@ -18,9 +25,12 @@
 //      the F32 gradient operands, the same bits at every thread count (docs/performance.md,
 //      "Which CPU GEMM path"). On Intel without AMX vdpbf16ps does the work of two fp32 FMAs at
 //      half their rate: no faster than fp32 there, and no slower (half the bytes packed).
-//   3. Otherwise the kernel level's conversion path (avx512, avx2, generic): bf16 storage, fp32
+//   4. Otherwise the kernel level's conversion path (avx512, avx2, generic): bf16 storage, fp32
 //      FMA math, the same speed as fp32 and the same results as native bf16; the plan says so.
-//   AIR_CPU_KERNELS capping the kernels below avx512bf16 picks rule 3 at the capped level.
+//   AIR_CPU_KERNELS capping the kernels below avx512bf16 picks rule 4 at the capped level.
+// The kernels around the GEMM that have a vdpbf16ps form (attention's products and fused
+// tiles, LoRA's dropped products) take it only on the avx512bf16 and onednn paths
+// (FastOps::native_bf16_path), so the conversion path's choice covers the whole step.
 //
 // A documented rule rather than a timing at start-up: the path decides the results' bits, and
 // a timing on a shared host would flip between two close paths from one run to the next (a
@@ -33,6 +43,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/gemm_mixed.h"
 
 namespace air::engine {
@@ -49,6 +60,20 @@ struct GemmPathChoice {
 const std::vector<GemmBf16Path>& AllGemmBf16Paths();
 // Parses a path name; InvalidArgument listing the names otherwise.
 Result<GemmBf16Path> ParseGemmBf16Path(const std::string& name);
+
+// What the rule decides from: this CPU's (ThisCpuGemmPathFacts), or any other CPU's in tests.
+struct GemmPathFacts {
+  CpuKernels selected = CpuKernels::kGeneric;  // SelectedCpuKernels()
+  CpuKernels detected = CpuKernels::kGeneric;  // DetectedCpuKernels()
+  bool intel = false;                          // CpuIsIntel()
+  bool amx_usable = false;
+  std::string amx_why;  // AmxSupport::why
+  bool onednn_usable = false;
+  std::string onednn_why;  // OneDnnMatmul().why
+};
+GemmPathFacts ThisCpuGemmPathFacts();
+// The rule above (no AIR_CPU_PATH), from the facts alone.
+GemmPathChoice GemmPathByRule(const GemmPathFacts& facts);
 
 // `forced` (a path's name) if not empty, else AIR_CPU_PATH if set, else the rule. Forcing a
 // path this CPU cannot run is FailedPrecondition naming it, why, and the paths this CPU runs.
