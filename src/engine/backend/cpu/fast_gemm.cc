@@ -8,6 +8,7 @@
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/gemm_blocking.h"
 #include "engine/backend/cpu/gemm_kernels.h"
+#include "engine/backend/cpu/gemm_mixed_pack.h"
 
 namespace air::engine {
 
@@ -27,46 +28,6 @@ struct GemmArgs {
   int64_t ldc;
 };
 
-// Packs rows [i, i+mr) of op(A)[:, p0:p0+kc] into one panel: dst[p][r], zero-padded past m.
-void PackAPanel(const GemmArgs& g, int64_t mr, int64_t i, int64_t p0, int64_t kc, float* dst) {
-  const int64_t rows = std::min(mr, g.m - i);
-  if (rows < mr) std::fill(dst, dst + kc * mr, 0.0f);
-  if (g.trans_a) {  // op(A)[i + r][p] = a[p][i + r]: each p reads `rows` contiguous floats
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = g.a + (p0 + p) * g.lda + i;
-      for (int64_t r = 0; r < rows; ++r) dst[p * mr + r] = src[r];
-    }
-  } else {  // each row is contiguous in A: read along it
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* src = g.a + (i + r) * g.lda + p0;
-      for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
-    }
-  }
-}
-
-// Packs columns [j, j+nr) of op(B)[p0:p0+kc, :] into one panel: dst[p][c], zero-padded past n.
-void PackBPanel(const GemmArgs& g, int64_t nr, int64_t j, int64_t p0, int64_t kc, float* dst) {
-  const int64_t cols = std::min(nr, g.n - j);
-  if (!g.trans_b) {
-    for (int64_t p = 0; p < kc; ++p) {
-      float* d = dst + p * nr;
-      std::memcpy(d, g.b + (p0 + p) * g.ldb + j, static_cast<size_t>(cols) * sizeof(float));
-      std::fill(d + cols, d + nr, 0.0f);
-    }
-    return;
-  }
-  if (cols < nr) std::fill(dst, dst + kc * nr, 0.0f);
-  // op(B)[p][j + c] = b[j + c][p]: read each column's run of p, in blocks that stay in L1.
-  constexpr int64_t kBlock = 64;
-  for (int64_t pb = 0; pb < kc; pb += kBlock) {
-    const int64_t pe = std::min(kc, pb + kBlock);
-    for (int64_t c = 0; c < cols; ++c) {
-      const float* src = g.b + (j + c) * g.ldb + p0;
-      for (int64_t p = pb; p < pe; ++p) dst[p * nr + c] = src[p];
-    }
-  }
-}
-
 // K == 0: C = beta * C.
 void ScaleOnly(const GemmArgs& g) {
   for (int64_t i = 0; i < g.m; ++i) {
@@ -83,17 +44,18 @@ void RunFastGemm(ThreadPool* pool, GemmScratch& scratch, const GemmArgs& g) {
   if (g.k <= 0) return ScaleOnly(g);
   const Fp32MicroKernel kernel = Fp32MicroKernelFor(SelectedCpuKernels());
   const BlockedGemmShape shape{g.m, g.n, g.k, kernel.mr, kernel.nr, kKC, 1, g.m};
+  // The bf16 GEMM's float panels (gemm_mixed_pack.h), the values as they are.
+  const auto pack = UseAvx2() ? PackFloatPanelsAvx2 : PackFloatPanels;
+  PanelSource a_src{g.a, false, g.lda, !g.trans_a, g.m};
+  PanelSource b_src{g.b, false, g.ldb, g.trans_b, g.n};
+  a_src.f32_exact = b_src.f32_exact = true;
   RunBlockedGemm<true>(
       shape, pool, scratch.packed_a, scratch.packed_b,
       [&](int64_t i, int64_t rows, int64_t p0, int64_t kc, float* dst) {
-        for (int64_t r = 0; r < rows; r += kernel.mr) {
-          PackAPanel(g, kernel.mr, i + r, p0, kc, dst + r * kc);
-        }
+        pack(a_src, kernel.mr, i, rows, p0, kc, dst);
       },
       [&](int64_t j, int64_t cols, int64_t p0, int64_t kc, float* dst) {
-        for (int64_t c = 0; c < cols; c += kernel.nr) {
-          PackBPanel(g, kernel.nr, j + c, p0, kc, dst + c * kc);
-        }
+        pack(b_src, kernel.nr, j, cols, p0, kc, dst);
       },
       [&](const float* ap, const float* bp, const MicroTile& t) {
         kernel.fn(t.kc, ap, bp,

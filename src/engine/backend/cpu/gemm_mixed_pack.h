@@ -26,6 +26,9 @@ struct PanelSource {
   const uint8_t* drop_bits = nullptr;
   int64_t drop_bytes = 0;
   float drop_scale = 1.0f;
+  // An F32 source's values packed as they are, not rounded to bf16 (fast_gemm's fp32 GEMM;
+  // float panels only).
+  bool f32_exact = false;
 };
 
 // Element (lane w, step p) of the source, absolute indices, as bf16 bits.
@@ -44,7 +47,8 @@ inline uint16_t Bf16At(const PanelSource& s, int64_t w, int64_t p) {
 // Both pack lanes [w0, w0 + count) into ceil(count / width) consecutive panels of `width`
 // lanes (the micro-kernel's MR or NR).
 // Float panels (gemm_mixed_pack_float.cc): dst[p][w] (kc x width floats), the values
-// rounded to bf16 and widened back. Portable loops, or AVX2 (for CPUs that have it).
+// rounded to bf16 and widened back (f32_exact: as they are). Portable loops, or AVX2 (for CPUs
+// that have it).
 void PackFloatPanels(const PanelSource& src, int64_t width, int64_t w0, int64_t count, int64_t p0,
                      int64_t kc, float* dst);
 void PackFloatPanelsAvx2(const PanelSource& src, int64_t width, int64_t w0, int64_t count,

@@ -1,18 +1,32 @@
 // Float panels for the bf16 GEMM's conversion paths (see gemm_mixed_pack.h): F32 or BF16
 // operands rounded to bf16 and widened back to fp32 for the fp32 micro-kernels; portable
-// loops for the generic path, AVX2 for the avx2 and avx512 ones.
+// loops for the generic path, AVX2 for the avx2 and avx512 ones. fast_gemm's fp32 GEMM packs
+// its F32 operands here too, as they are (PanelSource::f32_exact).
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/backend/cpu/gemm_mixed_pack.h"
 
 namespace air::engine {
 namespace {
 
-// A source element as the fp32 value of its bf16.
-inline float Bf16Value(uint16_t bits) { return WidenBf16(bits); }
-inline float Bf16Value(float value) { return WidenBf16(RoundToBf16(value)); }
+// An F32 source packed as it is (PanelSource::f32_exact): a type of its own for the templates,
+// read through float pointers.
+struct F32Exact {
+  float bits;
+};
+static_assert(sizeof(F32Exact) == sizeof(float));
+
+// A source element as the fp32 value of its bf16 (an F32Exact one: as it is).
+inline float Bf16Value(const uint16_t* at) { return WidenBf16(*at); }
+inline float Bf16Value(const float* at) { return WidenBf16(RoundToBf16(*at)); }
+inline float Bf16Value(const F32Exact* at) {
+  float value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
 
 // One panel from elements of type T, K contiguous or not, portable loops.
 template <typename T, bool kKContiguous>
@@ -25,7 +39,7 @@ void PackFloatPanel(const PanelSource& s, int64_t width, int64_t w0, int64_t p0,
     for (int64_t p = 0; p < kc; ++p) {
       const T* row = src + (p0 + p) * s.ld + w0;
       float* out = dst + p * width;
-      for (int64_t w = 0; w < lanes; ++w) out[w] = Bf16Value(row[w]);
+      for (int64_t w = 0; w < lanes; ++w) out[w] = Bf16Value(row + w);
     }
     return;
   }
@@ -35,7 +49,7 @@ void PackFloatPanel(const PanelSource& s, int64_t width, int64_t w0, int64_t p0,
     const int64_t pe = std::min(kc, pb + kBlock);
     for (int64_t w = 0; w < lanes; ++w) {
       const T* run = src + (w0 + w) * s.ld + p0;
-      for (int64_t p = pb; p < pe; ++p) dst[p * width + w] = Bf16Value(run[p]);
+      for (int64_t p = pb; p < pe; ++p) dst[p * width + w] = Bf16Value(run + p);
     }
   }
 }
@@ -47,6 +61,9 @@ __attribute__((target("avx2"), always_inline)) inline __m256 Load8Values(const u
 }
 __attribute__((target("avx2"), always_inline)) inline __m256 Load8Values(const float* src) {
   return WidenBf16x8(RoundToBf16x8(_mm256_loadu_ps(src)));
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 Load8Values(const F32Exact* src) {
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(src));
 }
 
 // Lanes contiguous: 8 lanes of a step at a time, a ragged rest one at a time.
@@ -61,7 +78,7 @@ __attribute__((target("avx2"))) void PackFloatPanelAvx2LanesContiguous(const Pan
     const T* row = src + (p0 + p) * s.ld + w0;
     float* out = dst + p * width;
     for (int64_t w = 0; w < vector_lanes; w += 8) _mm256_storeu_ps(out + w, Load8Values(row + w));
-    for (int64_t w = vector_lanes; w < width; ++w) out[w] = w < lanes ? Bf16Value(row[w]) : 0.0f;
+    for (int64_t w = vector_lanes; w < width; ++w) out[w] = w < lanes ? Bf16Value(row + w) : 0.0f;
   }
 }
 
@@ -99,7 +116,7 @@ __attribute__((target("avx2"))) void PackFloatPanelAvx2KContiguous(const PanelSo
     }
     for (int64_t p = blocked; p < kc; ++p) {
       for (int64_t w = 0; w < group; ++w) {
-        dst[p * width + wb + w] = w < valid ? Bf16Value(src[(wb + w) * s.ld + p]) : 0.0f;
+        dst[p * width + wb + w] = w < valid ? Bf16Value(src + (wb + w) * s.ld + p) : 0.0f;
       }
     }
   }
@@ -125,9 +142,15 @@ void PackFloatPanelsFor(const PanelSource& s, int64_t width, int64_t w0, int64_t
                         int64_t kc, float* dst) {
   if (s.k_contiguous) {
     if (s.bf16) return PackFloatPanelsOf<uint16_t, true, kAvx2>(s, width, w0, count, p0, kc, dst);
+    if (s.f32_exact) {
+      return PackFloatPanelsOf<F32Exact, true, kAvx2>(s, width, w0, count, p0, kc, dst);
+    }
     return PackFloatPanelsOf<float, true, kAvx2>(s, width, w0, count, p0, kc, dst);
   }
   if (s.bf16) return PackFloatPanelsOf<uint16_t, false, kAvx2>(s, width, w0, count, p0, kc, dst);
+  if (s.f32_exact) {
+    return PackFloatPanelsOf<F32Exact, false, kAvx2>(s, width, w0, count, p0, kc, dst);
+  }
   PackFloatPanelsOf<float, false, kAvx2>(s, width, w0, count, p0, kc, dst);
 }
 
