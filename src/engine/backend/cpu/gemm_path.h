@@ -14,8 +14,9 @@
 //      Intel's cores run vdpbf16ps at half their fp32 FMA rate: on an Emerald Rapids guest
 //      without AMX (family 6 model 207, one thread, bench/gemm --table bf16) the register-only
 //      peaks were vdpbf16ps 86 and FMA 176 GFLOP/s, every bf16 product of the 4 x 512 step ran
-//      at 79-86 GFLOP/s on vdpbf16ps (air's and oneDNN's alike) and at 122-147 on the conversion
-//      path, and bench/train_step's bf16 step trained at 0.69x its fp32 one; the plan says so.
+//      at 78-86 GFLOP/s on vdpbf16ps (air's and oneDNN's alike) and at 123-149 on the conversion
+//      path, and bench/train_step's bf16 step trained at 0.69x its fp32 one on vdpbf16ps and at
+//      1.01x on the conversion path (docs/performance.md); the plan says so.
 //   3. AVX512_BF16 elsewhere (AMD Zen 4/5) -> avx512bf16: air's vdpbf16ps kernel. On Zen 4 (one
 //   thread, CPU clock, bench/gemm
 //      --table bf16) it ran the 4 x 512 step's products at 0.92-1.08x oneDNN's avx512_core_bf16
