@@ -548,10 +548,16 @@ std::vector<Case> NarrowCases() {
   return cases;
 }
 
-Result RunNarrow(ThreadPool& pool, NarrowGemmScratch& scratch, const Problem& p) {
+// The fp32 form (F32 operands as they are), or with `bf16` the bf16 form (any dtypes, rounded).
+Result RunNarrow(ThreadPool& pool, NarrowGemmScratch& scratch, const Problem& p,
+                 bool bf16 = false) {
   Result c = p.c;
-  NarrowGemm(pool, scratch, p.g.ta, p.g.tb, p.g.m, p.g.n, p.g.k, p.a.f32.data(), p.a.ld,
-             p.b.f32.data(), p.b.ld, p.g.beta, c.View());
+  if (bf16) {
+    NarrowGemmBf16(pool, scratch, p.g.m, p.g.n, p.g.k, p.A(), p.B(), p.g.beta, c.View());
+  } else {
+    NarrowGemm(pool, scratch, p.g.ta, p.g.tb, p.g.m, p.g.n, p.g.k, p.a.f32.data(), p.a.ld,
+               p.b.f32.data(), p.b.ld, p.g.beta, c.View());
+  }
   return c;
 }
 
@@ -574,6 +580,40 @@ TEST(NarrowGemm, MatchesDoubleReferenceAndIsBitIdenticalAcrossThreadCounts) {
   }
   std::printf("[ narrow ] worst error: F32 C %.3g (bound %.3g), BF16 C %.3g (bound %.3g)\n",
               worst[0], kF32Bound, worst[1], kBf16Bound);
+}
+
+// The bf16 form (the avx512 conversion path's narrow products): every dtype pattern of A and B,
+// each element taken as bf16 (the F32 ones rounded), against the double reference on the rounded
+// inputs (an F32 operand not rounded would miss it by ~1e-3, past the F32 bound); the same bits
+// on 1, 3 and 16 threads.
+TEST(NarrowGemm, Bf16FormMatchesTheReferenceOnBf16RoundedInputsForEveryDtype) {
+  if (!NarrowGemmApplies(16, 16, 16)) {
+    GTEST_SKIP() << "the narrow GEMM runs with AVX-512 kernels only; kernels here: "
+                 << CpuKernelsName(SelectedCpuKernels());
+  }
+  ThreadPool one(1), three(3), sixteen(16);
+  NarrowGemmScratch scratch;
+  double worst[2] = {};
+  uint64_t seed = 900;
+  int checked = 0;
+  for (Case g : NarrowCases()) {
+    for (const auto& [a_bf16, b_bf16] :
+         {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+      g.a_bf16 = a_bf16;
+      g.b_bf16 = b_bf16;
+      const Problem p(g, seed += 3);
+      const std::string what = Describe(g);
+      const Result got = RunNarrow(three, scratch, p, true);
+      worst[g.c_bf16] = std::max(worst[g.c_bf16], ExpectMatches(p, Compute(p, true), got, what));
+      EXPECT_TRUE(got.BitEqual(RunNarrow(one, scratch, p, true))) << "1 thread " << what;
+      EXPECT_TRUE(got.BitEqual(RunNarrow(sixteen, scratch, p, true))) << "16 threads " << what;
+      ++checked;
+    }
+  }
+  std::printf(
+      "[ narrow bf16 ] %d products, worst error: F32 C %.3g (bound %.3g), BF16 C %.3g "
+      "(bound %.3g)\n",
+      checked, worst[0], kF32Bound, worst[1], kBf16Bound);
 }
 
 TEST(NarrowGemm, AppliesToASideOfAtMost16WithAvx512KernelsOnly) {

@@ -80,6 +80,11 @@ void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
     const GemmOperand ga{a.raw(), a.dtype() == DType::kBF16, lda, trans_a};
     const GemmOperand gb{b.raw(), b.dtype() == DType::kBF16, ldb, trans_b};
     const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+    // The avx512 conversion path's products with a side of at most 16 (LoRA's rank-r ones).
+    if (bf16_path_ == GemmBf16Path::kAvx512 && NarrowGemmApplies(m, n, k)) {
+      NarrowGemmBf16(*pool_, narrow_gemm_scratch_, m, n, k, ga, gb, beta, gc);
+      return;
+    }
     GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
     return;
   }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "engine/backend/cpu/bf16_simd.h"
 #include "engine/backend/cpu/cpu_features.h"
@@ -21,28 +22,76 @@ constexpr int64_t kWidth = kNarrowGemmWidth;  // floats in a packed row of the n
 constexpr int64_t kTile = 8;                  // rows of the streamed operand per tile
 constexpr int64_t kStrip = 64;                // columns of C per strip of the K <= 16 kernel
 
-// A stored fp32 matrix read as rows x cols: element (r, c) at data[r * row_stride + c *
-// col_stride].
+// A stored matrix read as rows x cols: element (r, c) at index r * row_stride + c * col_stride
+// of data, F32 or BF16. `round`: an F32 element is taken rounded to bf16 (NarrowGemmBf16).
 struct Matrix {
-  const float* data;
+  const void* data;
+  bool bf16, round;
   int64_t row_stride, col_stride;
-  float At(int64_t r, int64_t c) const { return data[r * row_stride + c * col_stride]; }
+  float At(int64_t r, int64_t c) const {
+    const int64_t at = r * row_stride + c * col_stride;
+    if (bf16) return WidenBf16(static_cast<const uint16_t*>(data)[at]);
+    const float x = static_cast<const float*>(data)[at];
+    return round ? WidenBf16(RoundToBf16(x)) : x;
+  }
+  // fp32 values as stored: the tiles read them in place.
+  bool Floats() const { return !bf16 && !round; }
 };
 
 // op(A) (M, K) and op(B) (K, N) as Matrix.
-Matrix OpA(const float* a, int64_t lda, bool trans) {
-  return {a, trans ? 1 : lda, trans ? lda : 1};
+Matrix OpA(const GemmOperand& a, bool round) {
+  return {a.data, a.bf16, round, a.trans ? 1 : a.ld, a.trans ? a.ld : 1};
 }
-Matrix OpB(const float* b, int64_t ldb, bool trans) {
-  return {b, trans ? 1 : ldb, trans ? ldb : 1};
+Matrix OpB(const GemmOperand& b, bool round) {
+  return {b.data, b.bf16, round, b.trans ? 1 : b.ld, b.trans ? b.ld : 1};
 }
-Matrix Transposed(const Matrix& x) { return {x.data, x.col_stride, x.row_stride}; }
+Matrix Transposed(const Matrix& x) { return {x.data, x.bf16, x.round, x.col_stride, x.row_stride}; }
 
 // The streamed operand's rows from r0 as the tile reads them: s[t * st + kk * sk].
 struct Rows {
   const float* s;
   int64_t st, sk;
 };
+
+// 16 elements of m from flat index `at` (the lanes in mask) as the fp32 values the product
+// takes: BF16 widened, F32 rounded to bf16 and widened.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512 Values16(
+    const Matrix& m, int64_t at, __mmask16 mask) {
+  if (m.bf16) return LoadF32x16(static_cast<const uint16_t*>(m.data) + at, mask);
+  return WidenBf16x16(RoundToBf16x16(LoadF32x16(static_cast<const float*>(m.data) + at, mask)));
+}
+
+// Rows r0 .. r0 + n_rows - 1 (at most kTile) of a streamed operand that is not read in place,
+// as fp32 values in buf, laid out as the tile would read them in place: K contiguous in the
+// source, [t][kk]; the rows contiguous, [kk][t] (kTile floats a step); else [t][kk] one by one.
+// A conversion a streamed element, against one FMA an element in the tile.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) Rows ConvertedRows(const Matrix& l, int64_t r0,
+                                                                        int64_t n_rows, int64_t k,
+                                                                        std::vector<float>& buf) {
+  if (static_cast<int64_t>(buf.size()) < kTile * k) buf.resize(static_cast<size_t>(kTile * k));
+  float* out = buf.data();
+  if (l.col_stride == 1) {
+    for (int64_t t = 0; t < n_rows; ++t) {
+      const int64_t row = (r0 + t) * l.row_stride;
+      for (int64_t kk = 0; kk < k; kk += 16) {
+        const __mmask16 mask = TailMask(k - kk);
+        _mm512_mask_storeu_ps(out + t * k + kk, mask, Values16(l, row + kk, mask));
+      }
+    }
+    return {out, k, 1};
+  }
+  if (l.row_stride == 1) {
+    const __mmask16 mask = TailMask(n_rows);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      _mm512_mask_storeu_ps(out + kk * kTile, mask, Values16(l, r0 + kk * l.col_stride, mask));
+    }
+    return {out, 1, kTile};
+  }
+  for (int64_t t = 0; t < n_rows; ++t) {
+    for (int64_t kk = 0; kk < k; ++kk) out[t * k + kk] = l.At(r0 + t, kk);
+  }
+  return {out, k, 1};
+}
 
 // out[t * 16 + j] = sum over kk < k of s(t, kk) * packed[kk * 16 + j], ascending kk, t < T.
 template <int T>
@@ -139,11 +188,15 @@ void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix&
       scratch.packed[static_cast<size_t>(kk * kWidth + j)] = p.At(kk, j);
   }
   const int64_t tiles = (rows + kTile - 1) / kTile;
-  pool.ParallelForBalanced(tiles, 1, [&](int64_t begin, int64_t end, int) {
+  if (!l.Floats()) scratch.rows.resize(static_cast<size_t>(pool.num_threads()));
+  pool.ParallelForBalanced(tiles, 1, [&](int64_t begin, int64_t end, int thread) {
     alignas(64) float out[kTile * kWidth];
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t r0 = tile * kTile, n_rows = std::min(kTile, rows - r0);
-      const Rows streamed{l.data + r0 * l.row_stride, l.row_stride, l.col_stride};
+      const Rows streamed =
+          l.Floats() ? Rows{static_cast<const float*>(l.data) + r0 * l.row_stride, l.row_stride,
+                            l.col_stride}
+                     : ConvertedRows(l, r0, n_rows, k, scratch.rows[static_cast<size_t>(thread)]);
       RunTile(n_rows, streamed, scratch.packed.data(), k, out);
       for (int64_t t = 0; t < n_rows; ++t) {
         for (int64_t j = 0; j < width; ++j) {
@@ -225,10 +278,10 @@ bool NarrowGemmApplies(int64_t m, int64_t n, int64_t k) {
   return n <= kWidth || m <= kWidth || k <= kWidth;
 }
 
-void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
-                int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                float beta, const GemmResult& c) {
-  const Matrix op_a = OpA(a, lda, trans_a), op_b = OpB(b, ldb, trans_b);
+namespace {
+
+void Run(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_t n, int64_t k,
+         const Matrix& op_a, const Matrix& op_b, float beta, const GemmResult& c) {
   if (n <= kWidth) {
     StreamedProduct(pool, scratch, op_a, m, op_b, n, k, beta, c, false);
   } else if (m <= kWidth) {
@@ -236,6 +289,20 @@ void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool
   } else {
     ThinProduct(pool, scratch, m, n, k, op_a, op_b, beta, c);
   }
+}
+
+}  // namespace
+
+void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
+                int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                float beta, const GemmResult& c) {
+  Run(pool, scratch, m, n, k, OpA({a, false, lda, trans_a}, false),
+      OpB({b, false, ldb, trans_b}, false), beta, c);
+}
+
+void NarrowGemmBf16(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_t n, int64_t k,
+                    const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c) {
+  Run(pool, scratch, m, n, k, OpA(a, true), OpB(b, true), beta, c);
 }
 
 }  // namespace air::engine

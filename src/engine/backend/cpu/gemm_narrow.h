@@ -1,7 +1,8 @@
 // The fast CPU path's fp32 GEMM for products with a side of at most 16: C = op(A) op(B) + beta C
 // where N <= 16 (LoRA's down product dy B), M <= 16 (its adapter gradients) or K <= 16 (its up
 // products u B^T, du A) — the products of fp32 operands (FastOps takes the bf16 GEMM, gemm_mixed.h,
-// where an operand is BF16: its vdpbf16ps tiles measured faster on these shapes). The blocked
+// where an operand is BF16: its vdpbf16ps tiles measured faster on these shapes; on the avx512
+// conversion path, NarrowGemmBf16 below). The blocked
 // fp32 GEMM (fast_gemm.h) tiles C in register blocks of 32 or 48 columns with packed panels, so
 // such products ran at 32-40 GFLOP/s (N or M 16) against 96-100 here on one Zen 4 core
 // (bench/gemm, CPU clock): half a tile or more wasted, packing that costs more than the
@@ -28,9 +29,11 @@ namespace air::engine {
 
 inline constexpr int64_t kNarrowGemmWidth = 16;
 
-// The packed narrow operand, reused across calls.
+// The packed narrow operand, and per thread the streamed rows converted to fp32 (a BF16 or
+// rounded operand), reused across calls.
 struct NarrowGemmScratch {
   std::vector<float> packed;
+  std::vector<std::vector<float>> rows;
 };
 
 // Whether NarrowGemm runs this product on this CPU: AVX-512 kernels and a side of at most 16
@@ -42,5 +45,13 @@ bool NarrowGemmApplies(int64_t m, int64_t n, int64_t k);
 void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
                 int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                 float beta, const GemmResult& c);
+
+// The same product with gemm_mixed.h's bf16 semantics: A and B F32 or BF16, every element taken
+// as bf16 (an F32 one rounded to nearest even), fp32 sums in ascending K. The avx512
+// conversion path's products with a side of at most 16 (FastOps): its blocked GEMM's 12 x 32
+// tiles would waste half their columns or rows there. The streamed operand is converted 8 rows
+// at a time into a per-thread buffer, the packed one when packed.
+void NarrowGemmBf16(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_t n, int64_t k,
+                    const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c);
 
 }  // namespace air::engine
