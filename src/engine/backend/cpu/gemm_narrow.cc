@@ -20,7 +20,13 @@ namespace {
 
 constexpr int64_t kWidth = kNarrowGemmWidth;  // floats in a packed row of the narrow operand
 constexpr int64_t kTile = 8;                  // rows of the streamed operand per tile
-constexpr int64_t kStrip = 64;                // columns of C per strip of the K <= 16 kernel
+// Rows of C per block of the K <= 16 kernel: 8 independent accumulators, what Intel's two FMA
+// ports (4 cycles each) need to stay busy; with 4 the kernel was latency-bound there, 80 GFLOP/s
+// of the core's 176 on 1024 x 512 x 16 (92-95 with 8; Zen 4's one 512-bit FMA a cycle needs
+// only 4). 16-row streamed tiles measured slower on N = 16 there (85 vs 97: 16 row streams at
+// once), so those stay 8. The rows per block or tile change no bits.
+constexpr int64_t kThinRows = 8;
+constexpr int64_t kStrip = 64;  // columns of C per strip of the K <= 16 kernel
 
 // A stored matrix read as rows x cols: element (r, c) at index r * row_stride + c * col_stride
 // of data, F32 or BF16. `round`: an F32 element is taken rounded to bf16 (NarrowGemmBf16).
@@ -100,7 +106,7 @@ __attribute__((target("avx512f,fma"))) void NarrowTile(const Rows& r, const floa
   // The accumulators stay in registers only when the loops over t are unrolled.
   __m512 acc[T];
   const float* row[T];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     acc[t] = _mm512_setzero_ps();
     row[t] = r.s + t * r.st;
@@ -108,32 +114,25 @@ __attribute__((target("avx512f,fma"))) void NarrowTile(const Rows& r, const floa
   for (int64_t kk = 0; kk < k; ++kk) {
     const __m512 p = _mm512_loadu_ps(packed + kk * kWidth);
     const int64_t at = kk * r.sk;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(row[t][at]), p, acc[t]);
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kWidth, acc[t]);
 }
 
-void RunTile(int64_t rows, const Rows& r, const float* packed, int64_t k, float* out) {
-  switch (rows) {
-    case 1:
-      return NarrowTile<1>(r, packed, k, out);
-    case 2:
-      return NarrowTile<2>(r, packed, k, out);
-    case 3:
-      return NarrowTile<3>(r, packed, k, out);
-    case 4:
-      return NarrowTile<4>(r, packed, k, out);
-    case 5:
-      return NarrowTile<5>(r, packed, k, out);
-    case 6:
-      return NarrowTile<6>(r, packed, k, out);
-    case 7:
-      return NarrowTile<7>(r, packed, k, out);
-    default:
-      return NarrowTile<8>(r, packed, k, out);
+// f.template operator()<R>() for R = count, 1 <= count <= kMax (a runtime row count as the
+// template argument the kernels' unrolled loops need).
+template <int R, int kMax, typename F>
+void WithRows(int64_t count, const F& f) {
+  if constexpr (R < kMax) {
+    if (count > R) return WithRows<R + 1, kMax>(count, f);
   }
+  f.template operator()<R>();
+}
+
+void RunTile(int64_t rows, const Rows& r, const float* packed, int64_t k, float* out) {
+  WithRows<1, kTile>(rows, [&]<int R>() { NarrowTile<R>(r, packed, k, out); });
 }
 
 // C (i, j) = value + beta * C (i, j) (beta 0: C ignored), rounded once for a BF16 C.
@@ -221,17 +220,17 @@ __attribute__((target("avx512f,fma"))) void ThinRows(const float* a, const float
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const __mmask16 mask = TailMask(n - j0);
     __m512 acc[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t kk = 0; kk < k; ++kk) {
       const __m512 p = _mm512_maskz_loadu_ps(mask, packed + kk * n + j0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * kWidth + kk]), p, acc[r]);
       }
     }
     const int64_t count = std::min<int64_t>(16, n - j0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) PutVector(c, (i0 + r) * c.ld + j0, count, acc[r], beta);
   }
 }
@@ -242,31 +241,17 @@ void ThinProduct(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_
   for (int64_t kk = 0; kk < k; ++kk) {
     for (int64_t j = 0; j < n; ++j) scratch.packed[static_cast<size_t>(kk * n + j)] = b.At(kk, j);
   }
-  constexpr int64_t kRows = 4;
-  const int64_t blocks = (m + kRows - 1) / kRows;
+  const int64_t blocks = (m + kThinRows - 1) / kThinRows;
   const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, n));
   pool.ParallelForBalanced(blocks, grain, [&](int64_t begin, int64_t end, int) {
-    float rows[kRows * kWidth];
+    float rows[kThinRows * kWidth];
     for (int64_t block = begin; block < end; ++block) {
-      const int64_t i0 = block * kRows, count = std::min(kRows, m - i0);
+      const int64_t i0 = block * kThinRows, count = std::min(kThinRows, m - i0);
       for (int64_t r = 0; r < count; ++r) {
         for (int64_t kk = 0; kk < k; ++kk) rows[r * kWidth + kk] = a.At(i0 + r, kk);
       }
       const float* p = scratch.packed.data();
-      switch (count) {
-        case 1:
-          ThinRows<1>(rows, p, n, k, beta, c, i0);
-          break;
-        case 2:
-          ThinRows<2>(rows, p, n, k, beta, c, i0);
-          break;
-        case 3:
-          ThinRows<3>(rows, p, n, k, beta, c, i0);
-          break;
-        default:
-          ThinRows<4>(rows, p, n, k, beta, c, i0);
-          break;
-      }
+      WithRows<1, kThinRows>(count, [&]<int R>() { ThinRows<R>(rows, p, n, k, beta, c, i0); });
     }
   });
 }

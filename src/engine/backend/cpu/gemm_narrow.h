@@ -9,7 +9,7 @@
 // product. Here the narrow operand is packed once into K rows of 16 floats (zero past its
 // width), which stay in the L1 cache, and the other operand streams through 8 rows at a time
 // in place, each element broadcast against one 16-float vector (one FMA per element; AVX-512);
-// K <= 16 is a rank-K update of C, 4 rows and 16 columns at a time.
+// K <= 16 is a rank-K update of C, 8 rows and 16 columns at a time.
 //
 // Semantics are FastOps::Gemm's for fp32 operands: fp32 FMA sums in ascending K, beta * C read
 // as fp32 and added once after the sum (beta 0 ignores C, NaN too), a BF16 C rounded once
