@@ -6,8 +6,8 @@
 // C, over more than one row block), beta 0 over NaN, beta 1 and 0.5, K == 0, nothing written
 // outside C, F32 inputs and BF16 results rounded to nearest even, and bit-identical results
 // across repeats, thread counts, the serial entry point and a reused scratch. Each path's
-// worst error is printed; the bounds hold it within 10x of what was measured. The fp32 narrow
-// GEMM (gemm_narrow.h: a side of at most 16) is checked the same way against fp32 inputs.
+// worst error is printed; the bounds hold it within 10x of what was measured. The narrow GEMM
+// (gemm_narrow.h) has its own file, gemm_narrow_test.cc, over the same cases.
 #include "engine/backend/cpu/gemm_mixed.h"
 
 #include <gtest/gtest.h>
@@ -27,8 +27,8 @@
 #include "engine/backend/cpu/convert.h"
 #include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/dropout_range.h"
-#include "engine/backend/cpu/gemm_narrow.h"
 #include "engine/dtype.h"
+#include "gemm_test_cases.h"
 #include "test_util.h"
 
 // GCC 12 reports the deliberately undefined pass-through operand inside the unmasked AVX-512
@@ -39,182 +39,12 @@
 namespace air::engine {
 namespace {
 
-using testing::RandomVector;
-
-constexpr int64_t kPad = 3;                 // extra columns of every stored matrix
-constexpr uint16_t kBf16Sentinel = 0x7fa5;  // a NaN's bits: C's padding, and C when beta == 0
-
-// The worst errors measured (worst over paths, shapes and dtypes, with this file's data):
-// F32 C 1.2e-7 relative to sum |a b| + |beta c|; BF16 C: within bf16's half ulp, 2^-8
-// relative. The bounds: 10x the first; the second is the rounding's own bound plus slack.
-constexpr double kF32Bound = 1.2e-6;
-constexpr double kBf16Bound = 1.05 / 256;
-
-struct Case {
-  bool ta, tb;
-  int64_t m, n, k;
-  float beta;
-  bool a_bf16, b_bf16, c_bf16;
-};
-
-std::string Describe(const Case& g) {
-  return "ta=" + std::to_string(g.ta) + " tb=" + std::to_string(g.tb) +
-         " m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
-         " beta=" + std::to_string(g.beta) + " A " + (g.a_bf16 ? "BF16" : "F32") + " B " +
-         (g.b_bf16 ? "BF16" : "F32") + " C " + (g.c_bf16 ? "BF16" : "F32");
-}
-
-// A stored matrix of F32 or BF16 elements with kPad extra columns, and the bf16-rounded value
-// of each element as the GEMM must see it.
-struct Stored {
-  int64_t rows, cols, ld;
-  bool bf16;
-  std::vector<float> f32;
-  std::vector<uint16_t> bits;
-  std::vector<double> seen;
-
-  Stored(int64_t r, int64_t c, bool is_bf16, uint64_t seed)
-      : rows(r), cols(c), ld(c + kPad), bf16(is_bf16) {
-    f32 = RandomVector(static_cast<size_t>(rows * ld), seed);
-    bits.resize(f32.size());
-    seen.resize(f32.size());
-    for (size_t i = 0; i < f32.size(); ++i) {
-      bits[i] = F32ToBf16(f32[i]);
-      seen[i] = Bf16ToF32(bits[i]);
-    }
-  }
-  const void* data() const { return bf16 ? static_cast<const void*>(bits.data()) : f32.data(); }
-};
-
-// C (with kPad columns): F32 or BF16; NaN where beta must be ignored and in the padding.
-struct Result {
-  int64_t ld;
-  bool bf16;
-  std::vector<float> f32;
-  std::vector<uint16_t> bits;
-
-  Result(const Case& g, uint64_t seed) : ld(g.n + kPad), bf16(g.c_bf16) {
-    f32 = RandomVector(static_cast<size_t>(g.m * ld), seed);
-    bits.resize(f32.size());
-    for (int64_t i = 0; i < g.m; ++i) {
-      for (int64_t j = 0; j < ld; ++j) {
-        const size_t at = static_cast<size_t>(i * ld + j);
-        if (j >= g.n || g.beta == 0.0f) f32[at] = NAN;
-        bits[at] = j >= g.n || g.beta == 0.0f ? kBf16Sentinel : F32ToBf16(f32[at]);
-      }
-    }
-  }
-  double At(int64_t i, int64_t j) const {
-    const size_t at = static_cast<size_t>(i * ld + j);
-    return bf16 ? Bf16ToF32(bits[at]) : f32[at];
-  }
-  GemmResult View() { return {bf16 ? static_cast<void*>(bits.data()) : f32.data(), bf16, ld}; }
-  bool BitEqual(const Result& other) const {
-    return bf16 ? bits == other.bits
-                : std::memcmp(f32.data(), other.f32.data(), f32.size() * sizeof(float)) == 0;
-  }
-};
-
-struct Problem {
-  Case g;
-  Stored a, b;
-  Result c;
-  Problem(const Case& cs, uint64_t seed)
-      : g(cs),
-        a(cs.ta ? cs.k : cs.m, cs.ta ? cs.m : cs.k, cs.a_bf16, seed),
-        b(cs.tb ? cs.n : cs.k, cs.tb ? cs.k : cs.n, cs.b_bf16, seed + 1),
-        c(cs, seed + 2) {}
-  GemmOperand A() const { return {a.data(), a.bf16, a.ld, g.ta}; }
-  GemmOperand B() const { return {b.data(), b.bf16, b.ld, g.tb}; }
-};
+using namespace gemm_test;
 
 Result RunGemm(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Problem& p) {
   Result c = p.c;
   GemmBf16OnPath(path, pool, scratch, p.g.m, p.g.n, p.g.k, p.A(), p.B(), p.g.beta, c.View());
   return c;
-}
-
-// The double-precision result of a problem (m x n) and the scale of each element's sum,
-// sum |a b| + |beta c|.
-struct Reference {
-  std::vector<double> value, scale;
-};
-
-// `rounded`: the inputs as bf16 math sees them (else as stored: fp32 math on F32 operands).
-Reference Compute(const Problem& p, bool rounded = true) {
-  const Case& g = p.g;
-  const std::vector<double> a_f32(p.a.f32.begin(), p.a.f32.end());
-  const std::vector<double> b_f32(p.b.f32.begin(), p.b.f32.end());
-  const std::vector<double>& a_seen = rounded ? p.a.seen : a_f32;
-  const std::vector<double>& b_seen = rounded ? p.b.seen : b_f32;
-  Reference ref;
-  ref.value.resize(static_cast<size_t>(g.m * g.n));
-  ref.scale.resize(ref.value.size());
-  for (int64_t i = 0; i < g.m; ++i) {
-    for (int64_t j = 0; j < g.n; ++j) {
-      double sum = 0.0, abs_sum = 0.0;
-      for (int64_t q = 0; q < g.k; ++q) {
-        const double av = g.ta ? a_seen[q * p.a.ld + i] : a_seen[i * p.a.ld + q];
-        const double bv = g.tb ? b_seen[j * p.b.ld + q] : b_seen[q * p.b.ld + j];
-        sum += av * bv;
-        abs_sum += std::fabs(av * bv);
-      }
-      if (g.beta != 0.0f) {
-        sum += g.beta * p.c.At(i, j);
-        abs_sum += std::fabs(g.beta * p.c.At(i, j));
-      }
-      ref.value[static_cast<size_t>(i * g.n + j)] = sum;
-      ref.scale[static_cast<size_t>(i * g.n + j)] = abs_sum;
-    }
-  }
-  return ref;
-}
-
-// Checks got against the reference; returns the worst error (F32 or BF16 metric).
-double ExpectMatches(const Problem& p, const Reference& ref, const Result& got,
-                     const std::string& what) {
-  const Case& g = p.g;
-  double worst = 0.0;
-  int bad = 0;
-  for (int64_t i = 0; i < g.m && bad < 5; ++i) {
-    for (int64_t j = 0; j < got.ld && bad < 5; ++j) {
-      const size_t at = static_cast<size_t>(i * got.ld + j);
-      if (j >= g.n) {  // padding: untouched
-        const bool same = got.bf16 ? got.bits[at] == kBf16Sentinel : std::isnan(got.f32[at]);
-        if (!same) ++bad;
-        EXPECT_TRUE(same) << what << ": wrote padding at " << i << "," << j;
-        continue;
-      }
-      const double want = ref.value[static_cast<size_t>(i * g.n + j)];
-      const double scale = ref.scale[static_cast<size_t>(i * g.n + j)];
-      const double v = got.At(i, j), diff = std::fabs(v - want);
-      // F32 C: the fp32 sums' error relative to their scale. BF16 C: the final rounding's,
-      // relative to the value (the fp32 error counts against 1e-4 of the scale near zero).
-      const double error =
-          got.bf16 ? diff / (std::fabs(want) + 1e-4 * scale + 1e-30) : diff / (scale + 1e-30);
-      if (!(error <= (got.bf16 ? kBf16Bound : kF32Bound))) {
-        ++bad;
-        ADD_FAILURE() << what << ": C[" << i << "," << j << "] = " << v << ", want " << want
-                      << " (error " << error << ")";
-      }
-      worst = std::max(worst, std::isnan(error) ? 1e30 : error);
-    }
-  }
-  return worst;
-}
-
-// Calls add(case) for each shape x (trans_a, trans_b) x beta (0, 1, 0.5), F32 dtypes.
-template <typename Add>
-void ForTransposesAndBetas(const std::vector<std::tuple<int64_t, int64_t, int64_t>>& shapes,
-                           Add add) {
-  for (auto [m, n, k] : shapes) {
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        for (float beta : {0.0f, 1.0f, 0.5f})
-          add(Case{ta != 0, tb != 0, m, n, k, beta, false, false, false});
-      }
-    }
-  }
 }
 
 // Shapes x transposes x betas, the operand dtypes rotating through all eight combinations.
@@ -526,106 +356,6 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16PathTest,
                          [](const ::testing::TestParamInfo<GemmBf16Path>& info) {
                            return std::string(GemmBf16PathName(info.param));
                          });
-
-// Shapes with a side of at most 16 (LoRA's rank-16 products and their edges) x transposes x
-// betas x an F32 and a BF16 C; F32 operands.
-std::vector<Case> NarrowCases() {
-  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
-      {1000, 16, 300},  // N = 16: the down product x A^T over 1000 tokens (125 tiles of 8)
-      {77, 5, 64},      // N < 16, a ragged last tile
-      {16, 600, 1000},  // M = 16: the adapter gradient du^T x
-      {3, 257, 33},     // M < 16, odd everything
-      {1000, 520, 16},  // K = 16: the up product u B^T (strips of 64, a ragged last one)
-      {77, 1000, 1},    // K = 1
-      {16, 16, 16},     // all three narrow
-      {9, 20, 7}};
-  std::vector<Case> cases;
-  ForTransposesAndBetas(shapes, [&](const Case& g) {
-    for (bool c_bf16 : {false, true}) {
-      cases.push_back({g.ta, g.tb, g.m, g.n, g.k, g.beta, false, false, c_bf16});
-    }
-  });
-  return cases;
-}
-
-// The fp32 form (F32 operands as they are), or with `bf16` the bf16 form (any dtypes, rounded).
-Result RunNarrow(ThreadPool& pool, NarrowGemmScratch& scratch, const Problem& p,
-                 bool bf16 = false) {
-  Result c = p.c;
-  if (bf16) {
-    NarrowGemmBf16(pool, scratch, p.g.m, p.g.n, p.g.k, p.A(), p.B(), p.g.beta, c.View());
-  } else {
-    NarrowGemm(pool, scratch, p.g.ta, p.g.tb, p.g.m, p.g.n, p.g.k, p.a.f32.data(), p.a.ld,
-               p.b.f32.data(), p.b.ld, p.g.beta, c.View());
-  }
-  return c;
-}
-
-TEST(NarrowGemm, MatchesDoubleReferenceAndIsBitIdenticalAcrossThreadCounts) {
-  if (!NarrowGemmApplies(16, 16, 16)) {
-    GTEST_SKIP() << "the narrow GEMM runs with AVX-512 kernels only; kernels here: "
-                 << CpuKernelsName(SelectedCpuKernels());
-  }
-  ThreadPool one(1), three(3), sixteen(16);
-  NarrowGemmScratch scratch;  // reused across every shape and dtype, deliberately
-  double worst[2] = {};       // [BF16 C]
-  uint64_t seed = 500;
-  for (const Case& g : NarrowCases()) {
-    const Problem p(g, seed += 3);
-    const std::string what = Describe(g);
-    const Result got = RunNarrow(three, scratch, p);
-    worst[g.c_bf16] = std::max(worst[g.c_bf16], ExpectMatches(p, Compute(p, false), got, what));
-    EXPECT_TRUE(got.BitEqual(RunNarrow(one, scratch, p))) << "1 thread " << what;
-    EXPECT_TRUE(got.BitEqual(RunNarrow(sixteen, scratch, p))) << "16 threads " << what;
-  }
-  std::printf("[ narrow ] worst error: F32 C %.3g (bound %.3g), BF16 C %.3g (bound %.3g)\n",
-              worst[0], kF32Bound, worst[1], kBf16Bound);
-}
-
-// The bf16 form (the avx512 conversion path's narrow products): every dtype pattern of A and B,
-// each element taken as bf16 (the F32 ones rounded), against the double reference on the rounded
-// inputs (an F32 operand not rounded would miss it by ~1e-3, past the F32 bound); the same bits
-// on 1, 3 and 16 threads.
-TEST(NarrowGemm, Bf16FormMatchesTheReferenceOnBf16RoundedInputsForEveryDtype) {
-  if (!NarrowGemmApplies(16, 16, 16)) {
-    GTEST_SKIP() << "the narrow GEMM runs with AVX-512 kernels only; kernels here: "
-                 << CpuKernelsName(SelectedCpuKernels());
-  }
-  ThreadPool one(1), three(3), sixteen(16);
-  NarrowGemmScratch scratch;
-  double worst[2] = {};
-  uint64_t seed = 900;
-  int checked = 0;
-  for (Case g : NarrowCases()) {
-    for (const auto& [a_bf16, b_bf16] :
-         {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
-      g.a_bf16 = a_bf16;
-      g.b_bf16 = b_bf16;
-      const Problem p(g, seed += 3);
-      const std::string what = Describe(g);
-      const Result got = RunNarrow(three, scratch, p, true);
-      worst[g.c_bf16] = std::max(worst[g.c_bf16], ExpectMatches(p, Compute(p, true), got, what));
-      EXPECT_TRUE(got.BitEqual(RunNarrow(one, scratch, p, true))) << "1 thread " << what;
-      EXPECT_TRUE(got.BitEqual(RunNarrow(sixteen, scratch, p, true))) << "16 threads " << what;
-      ++checked;
-    }
-  }
-  std::printf(
-      "[ narrow bf16 ] %d products, worst error: F32 C %.3g (bound %.3g), BF16 C %.3g "
-      "(bound %.3g)\n",
-      checked, worst[0], kF32Bound, worst[1], kBf16Bound);
-}
-
-TEST(NarrowGemm, AppliesToASideOfAtMost16WithAvx512KernelsOnly) {
-  const bool avx512 = UseAvx512();
-  EXPECT_EQ(NarrowGemmApplies(1024, 16, 512), avx512);
-  EXPECT_EQ(NarrowGemmApplies(16, 512, 1024), avx512);
-  EXPECT_EQ(NarrowGemmApplies(1024, 512, 16), avx512);
-  EXPECT_FALSE(NarrowGemmApplies(1024, 17, 17));
-  EXPECT_FALSE(NarrowGemmApplies(17, 512, 1024));
-  EXPECT_FALSE(NarrowGemmApplies(16, 16, 0));  // K == 0 scales C: FastOps's other paths
-  EXPECT_FALSE(NarrowGemmApplies(0, 16, 16));
-}
 
 // avx512bf16's 16 x 16 tile for products of at most 16 columns gives each element the sums of the
 // 8 x 32 tile in the same order: the first n columns of a 48-column product, bit for bit (every
