@@ -9,7 +9,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "engine/backend/cpu/bf16_simd.h"
@@ -150,30 +149,117 @@ void Put(const GemmResult& c, int64_t i, int64_t j, float value, float beta) {
 }
 
 // Put of `count` (<= 16) consecutive elements of C from `at`: the same bits as Put's.
-__attribute__((target("avx512f"), always_inline)) inline void PutVector(const GemmResult& c,
-                                                                        int64_t at, int64_t count,
-                                                                        __m512 value, float beta) {
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void PutVector(
+    const GemmResult& c, int64_t at, int64_t count, __m512 value, float beta) {
   const __mmask16 mask = TailMask(count);
   const __m512 b = _mm512_set1_ps(beta);
   if (c.bf16) {
     uint16_t* dst = static_cast<uint16_t*>(c.data) + at;
-    alignas(32) uint16_t bits[16] = {};
-    if (beta != 0.0f) {
-      std::memcpy(bits, dst, static_cast<size_t>(count) * sizeof(uint16_t));
-      const __m512 old = WidenBf16x16(
-          _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits))));
-      value = _mm512_add_ps(value, _mm512_mul_ps(b, old));
-    }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits),
-                       _mm512_cvtepi32_epi16(RoundToBf16x16(value)));
-    std::memcpy(dst, bits, static_cast<size_t>(count) * sizeof(uint16_t));
-    return;
+    if (beta != 0.0f) value = _mm512_add_ps(value, _mm512_mul_ps(b, LoadF32x16(dst, mask)));
+    return StoreF32x16(dst, mask, value);
   }
   float* dst = static_cast<float*>(c.data) + at;
-  if (beta != 0.0f) {
-    value = _mm512_add_ps(value, _mm512_mul_ps(b, _mm512_maskz_loadu_ps(mask, dst)));
+  if (beta != 0.0f) value = _mm512_add_ps(value, _mm512_mul_ps(b, LoadF32x16(dst, mask)));
+  StoreF32x16(dst, mask, value);
+}
+
+// The narrow operand P (k x width, width <= 16) as the tiles read it: k rows of 16 floats, zero
+// past width; a row a vector where P's rows are contiguous (LoRA's u, du, A^T's columns are not).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackNarrow(const Matrix& p, int64_t width,
+                                                                     int64_t k,
+                                                                     std::vector<float>& packed) {
+  packed.assign(static_cast<size_t>(k * kWidth), 0.0f);
+  float* dst = packed.data();
+  if (p.col_stride == 1) {
+    const __mmask16 mask = TailMask(width);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int64_t at = kk * p.row_stride;
+      const __m512 row = p.Floats()
+                             ? _mm512_maskz_loadu_ps(mask, static_cast<const float*>(p.data) + at)
+                             : Values16(p, at, mask);
+      _mm512_storeu_ps(dst + kk * kWidth, row);
+    }
+    return;
   }
-  _mm512_mask_storeu_ps(dst, mask, value);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t j = 0; j < width; ++j) dst[kk * kWidth + j] = p.At(kk, j);
+  }
+}
+
+// The streamed operand with its rows contiguous (element (r, kk) at r + kk * col_stride: a
+// transposed operand, as dy^T in LoRA's dB = dy^T u and xd^T in dA = du^T xd): 16 rows are one
+// vector, multiplied by each of the packed operand's 16 columns in turn, out[j * 16 + t] (+)=
+// sum over kk in [k0, k1) of L (r0 + t, kk) P (kk, j) for t in `mask` (`first`: out not read).
+// The same products, summed in the same order, as NarrowTile's (the sums wait in out, as fp32,
+// between slices of K); one load of L (and for BF16 one widening) per 16 FMAs, each with its P
+// element broadcast from memory, and 16 independent accumulators. NarrowTile over
+// ConvertedRows' [kk][t] copy ran these products at 46-56 GFLOP/s on one Intel core (BF16 L).
+template <bool kBf16, bool kRound>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ColumnTile(const Matrix& l,
+                                                                         int64_t r0, __mmask16 mask,
+                                                                         const float* packed,
+                                                                         int64_t k0, int64_t k1,
+                                                                         bool first, float* out) {
+  __m512 acc[kWidth];
+#pragma GCC unroll 16
+  for (int j = 0; j < kWidth; ++j) {
+    acc[j] = first ? _mm512_setzero_ps() : _mm512_load_ps(out + j * 16);
+  }
+  for (int64_t kk = k0; kk < k1; ++kk) {
+    const int64_t at = r0 + kk * l.col_stride;
+    _mm_prefetch(static_cast<const char*>(l.data) + (at + 16 * l.col_stride) * (kBf16 ? 2 : 4),
+                 _MM_HINT_T0);
+    __m512 v;
+    if constexpr (kBf16) {
+      v = LoadF32x16(static_cast<const uint16_t*>(l.data) + at, mask);
+    } else {
+      v = LoadF32x16(static_cast<const float*>(l.data) + at, mask);
+      if constexpr (kRound) v = WidenBf16x16(RoundToBf16x16(v));
+    }
+    const float* p = packed + kk * kWidth;
+#pragma GCC unroll 16
+    for (int j = 0; j < kWidth; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), v, acc[j]);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < kWidth; ++j) _mm512_store_ps(out + j * 16, acc[j]);
+}
+
+// ColumnTile over rows r0 .. r0 + n_rows - 1 (at most kColumnPair * 16), 16 at a time, a slice
+// of kColumnSlice steps of K at a time: both tiles read the slice's lines of L (a BF16 tile
+// half of each) and P's slice from L1. out: n_rows' tiles of 16 x 16 floats.
+constexpr int64_t kColumnPair = 2;
+constexpr int64_t kColumnSlice = 256;
+template <bool kBf16, bool kRound>
+void ColumnTiles(const Matrix& l, int64_t r0, int64_t n_rows, const float* packed, int64_t k,
+                 float* out) {
+  for (int64_t k0 = 0; k0 < k; k0 += kColumnSlice) {
+    const int64_t k1 = std::min(k, k0 + kColumnSlice);
+    for (int64_t t = 0; t * 16 < n_rows; ++t) {
+      ColumnTile<kBf16, kRound>(l, r0 + t * 16, TailMask(n_rows - t * 16), packed, k0, k1, k0 == 0,
+                                out + t * kWidth * 16);
+    }
+  }
+}
+
+void RunColumnTiles(const Matrix& l, int64_t r0, int64_t n_rows, const float* packed, int64_t k,
+                    float* out) {
+  if (l.bf16) return ColumnTiles<true, false>(l, r0, n_rows, packed, k, out);
+  if (l.round) return ColumnTiles<false, true>(l, r0, n_rows, packed, k, out);
+  ColumnTiles<false, false>(l, r0, n_rows, packed, k, out);
+}
+
+// ColumnTile's out (C^T's rows r0 .. r0 + n_rows - 1, j < width) put into C: C (r0 + t, j), or
+// C (j, r0 + t) when transposed_c (a row of C a vector).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void PutColumnTile(
+    const GemmResult& c, int64_t r0, int64_t n_rows, int64_t width, const float* out, float beta,
+    bool transposed_c) {
+  for (int64_t j = 0; j < width; ++j) {
+    if (transposed_c) {
+      PutVector(c, j * c.ld + r0, n_rows, _mm512_load_ps(out + j * 16), beta);
+      continue;
+    }
+    for (int64_t t = 0; t < n_rows; ++t) Put(c, r0 + t, j, out[j * 16 + t], beta);
+  }
 }
 
 // N <= 16 (transposed_c false: L = op(A), P = op(B)) or M <= 16 (true: L = op(B)^T,
@@ -181,10 +267,21 @@ __attribute__((target("avx512f"), always_inline)) inline void PutVector(const Ge
 void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix& l, int64_t rows,
                      const Matrix& p, int64_t width, int64_t k, float beta, const GemmResult& c,
                      bool transposed_c) {
-  scratch.packed.assign(static_cast<size_t>(k * kWidth), 0.0f);
-  for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t j = 0; j < width; ++j)
-      scratch.packed[static_cast<size_t>(kk * kWidth + j)] = p.At(kk, j);
+  PackNarrow(p, width, k, scratch.packed);
+  if (l.row_stride == 1 && l.col_stride != 1) {  // rows contiguous: ColumnTiles
+    constexpr int64_t kRows = kColumnPair * 16;
+    pool.ParallelForBalanced((rows + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
+      alignas(64) float out[kColumnPair * kWidth * 16];
+      for (int64_t pair = begin; pair < end; ++pair) {
+        const int64_t r0 = pair * kRows, n_rows = std::min(kRows, rows - r0);
+        RunColumnTiles(l, r0, n_rows, scratch.packed.data(), k, out);
+        for (int64_t t = 0; t * 16 < n_rows; ++t) {
+          PutColumnTile(c, r0 + t * 16, std::min<int64_t>(16, n_rows - t * 16), width,
+                        out + t * kWidth * 16, beta, transposed_c);
+        }
+      }
+    });
+    return;
   }
   const int64_t tiles = (rows + kTile - 1) / kTile;
   if (!l.Floats()) scratch.rows.resize(static_cast<size_t>(pool.num_threads()));
@@ -214,9 +311,9 @@ void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix&
 // Rows i0 .. i0 + R - 1 of C for K <= 16: C (i, :) = sum over kk of a[r * 16 + kk] P (kk, :)
 // + beta C (i, :), 16 columns at a time (each P vector loaded once for the R rows).
 template <int R>
-__attribute__((target("avx512f,fma"))) void ThinRows(const float* a, const float* packed, int64_t n,
-                                                     int64_t k, float beta, const GemmResult& c,
-                                                     int64_t i0) {
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ThinRows(
+    const float* a, const float* packed, int64_t n, int64_t k, float beta, const GemmResult& c,
+    int64_t i0) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const __mmask16 mask = TailMask(n - j0);
     __m512 acc[R];
