@@ -4,7 +4,8 @@
 //
 //   air_gemm_bench [--cpu-clock] --attention THREADS B,T,HQ,HKV,D[,bf16|f32[,WINDOW]] [...]
 //       -> {"shape", "dtype", "forward_gflops", "backward_gflops", "forward_ms",
-//           "backward_ms", "gemm_gflops", "gemm_shape"}
+//           "backward_ms", "gemm_gflops", "gemm_shape", "path"} (the bf16 path air train takes
+//           here, gemm_path.h: attention's products and the GEMM run on it)
 //
 // The FLOPs counted are the products' useful ones: 2 x D per visible (query, key) pair for each
 // of the forward's two products (Q K^T, P V) and the backward's five (Q K^T again, dO V^T,
@@ -26,6 +27,7 @@
 #include "bench_timing.h"
 #include "engine/backend/cpu/fast_ops.h"
 #include "engine/backend/cpu/gemm_mixed.h"
+#include "engine/backend/cpu/gemm_path.h"
 #include "engine/dtype.h"
 
 namespace air::bench {
@@ -92,7 +94,14 @@ struct Arrays {
 
 int RunAttention(const Clock& clock, int threads, const AttentionCase& c, const char* text) {
   const AttentionShape& s = c.shape;
-  FastOps ops(threads);
+  // The path `air train` takes on this CPU (gemm_path.h; AIR_CPU_PATH forces it): attention's
+  // bf16 products and tiles follow it (FastOps::native_bf16_path).
+  const air::Result<GemmPathChoice> chosen = ChooseGemmBf16Path();
+  if (!chosen.ok()) {
+    std::fprintf(stderr, "%s\n", chosen.status().message().c_str());
+    return 2;
+  }
+  FastOps ops(threads, chosen->path);
   std::mt19937 rng(0);
   Arrays arrays;
   const int64_t q_size = s.batch * s.q_len * s.q_heads * s.head_dim;
@@ -126,8 +135,9 @@ int RunAttention(const Clock& clock, int threads, const AttentionCase& c, const 
                               View());
       },
       [&] {
-        GemmBf16(pool, scratch, rows, model, model, {x.data(), true, model, false},
-                 {w.data(), true, model, true}, 0.0f, {y.data(), true, model});
+        GemmBf16OnPath(chosen->path, &pool, scratch, rows, model, model,
+                       {x.data(), true, model, false}, {w.data(), true, model, true}, 0.0f,
+                       {y.data(), true, model});
       }};
   // Calls per second of each (GFLOP/s of a "call" of 1e9 FLOPs).
   if (const char* loop = std::getenv("AIR_ATTENTION_LOOP")) {  // for a profiler: no timing
@@ -143,10 +153,10 @@ int RunAttention(const Clock& clock, int threads, const AttentionCase& c, const 
   std::printf(
       "{\"shape\":\"%s\",\"dtype\":\"%s\",\"forward_gflops\":%.1f,\"backward_gflops\":%.1f,"
       "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"gemm_gflops\":%.1f,"
-      "\"gemm_shape\":\"%lld,%lld,%lld\"}\n",
+      "\"gemm_shape\":\"%lld,%lld,%lld\",\"path\":\"%s\"}\n",
       text, DTypeName(c.dtype), 2 * products * rate[0] / 1e9, 5 * products * rate[1] / 1e9,
       1e3 / rate[0], 1e3 / rate[1], gemm_flops * rate[2] / 1e9, static_cast<long long>(rows),
-      static_cast<long long>(model), static_cast<long long>(model));
+      static_cast<long long>(model), static_cast<long long>(model), GemmBf16PathName(chosen->path));
   std::fflush(stdout);
   return 0;
 }

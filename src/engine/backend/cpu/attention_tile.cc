@@ -303,7 +303,9 @@ void ZeroColumns(uint16_t* m, int64_t nk, int64_t r0, int64_t mr, int64_t from, 
 
 }  // namespace
 
-bool AttentionTileRuns(GemmBf16Path path) { return AttentionGemmRuns(path); }
+bool AttentionTileRuns(GemmBf16Path path) {
+  return path == GemmBf16Path::kAvx512Bf16 && AttentionGemmRuns(path);
+}
 
 void AttentionForwardTile(AttentionTileScratch& scratch, const AttentionTileBlock& blk, float sink,
                           const AttentionTileOut& out, float* lse_b) {

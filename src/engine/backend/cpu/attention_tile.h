@@ -53,7 +53,7 @@ struct AttentionTileOut {
   int64_t ld;
 };
 
-// Whether the fused tiles run for a caller on `path`: it is avx512bf16 (AttentionGemmRuns).
+// Whether the fused tiles run for a caller on `path`: it is avx512bf16 (and this CPU runs it).
 bool AttentionTileRuns(GemmBf16Path path);
 
 // O = softmax(scale * Q K^T, masked, with the sink) V for the block's rows, and lse_b[r] (null:

@@ -49,9 +49,9 @@ namespace air::engine {
 
 namespace {
 
-// Queries per tile (and keys per block of the backward's split). The banded avx512bf16
-// products (attention_gemm.h) skip the tiles past the diagonal, so larger blocks cost them no
-// masked work and give dK and dV deeper products (K = the block's queries); the other paths
+// Queries per tile (and keys per block of the backward's split). The banded avx512bf16 and
+// avx512 products (attention_gemm.h) skip the tiles past the diagonal, so larger blocks cost them
+// no masked work and give dK and dV deeper products (K = the block's queries); the other paths
 // compute whole rectangles, and keep the smaller block.
 int64_t QueryBlock(GemmBf16Path path) { return AttentionGemmRuns(path) ? 128 : 64; }
 constexpr float kNegInf = kAttentionNegInf;
@@ -78,7 +78,7 @@ float Elem(const Mat& m, int64_t i) {
 
 // One product inside a task: C (m, n) = op(A) @ op(B) + beta * C. Per-task scratch. `band`
 // says which entries the causal and window limits leave nonzero (attention_gemm.h): the
-// avx512bf16 products skip the rest, the others compute the whole rectangle.
+// avx512bf16 and avx512 products skip the rest, the others compute the whole rectangle.
 struct TaskGemm {
   GemmBf16Path path;  // FastOps::native_bf16_path
   GemmScratch& floats;
@@ -89,8 +89,8 @@ struct TaskGemm {
                   float beta, const Mat& c, const AttentionBand& band = {}) {
     void* c_data = const_cast<void*>(c.data);
     if ((a.bf16 || b.bf16) && AttentionGemmRuns(path) && m > 0 && n > 0 && k > 0) {
-      AttentionGemmBf16(mixed, m, n, k, {a.data, a.bf16, a.ld, ta}, {b.data, b.bf16, b.ld, tb},
-                        beta, {c_data, c.bf16, c.ld}, band);
+      AttentionGemmBf16(path, mixed, m, n, k, {a.data, a.bf16, a.ld, ta},
+                        {b.data, b.bf16, b.ld, tb}, beta, {c_data, c.bf16, c.ld}, band);
       return;
     }
     if (a.bf16 || b.bf16) {

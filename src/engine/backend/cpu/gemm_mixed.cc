@@ -4,6 +4,11 @@
 
 #include <immintrin.h>
 
+// GCC 12 reports the undefined pass-through operand inside unmasked AVX-512 intrinsics as
+// uninitialized (a false positive; vec_math.cc says the same).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include <algorithm>
 
 #include "engine/backend/cpu/bf16_simd.h"
@@ -87,6 +92,43 @@ __attribute__((target("avx2,fma"))) void FinishBf16TileAvx2(const float* tile, i
   const float* partial_tail = partial == nullptr ? nullptr : partial + vector_cols;
   FinishBf16TileScalar(tile + vector_cols, ld_tile, partial_tail, ld_partial,
                        {dst.c + vector_cols, dst.ldc}, mr, nr - vector_cols, beta);
+}
+
+// The same, 16 columns at a time (AVX-512: the avx512 path), the last ones masked.
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void FinishBf16TileAvx512(
+    const float* tile, int64_t ld_tile, const float* partial, int64_t ld_partial,
+    const Bf16TileOut& dst, int64_t mr, int64_t nr, float beta) {
+  const __m512 vbeta = _mm512_set1_ps(beta);
+  for (int64_t r = 0; r < mr; ++r) {
+    uint16_t* crow = dst.c + r * dst.ldc;
+    for (int64_t j = 0; j < nr; j += 16) {
+      const __mmask16 mask = TailMask(nr - j);
+      __m512 v = LoadF32x16(tile + r * ld_tile + j, mask);
+      if (partial != nullptr) v = _mm512_add_ps(v, LoadF32x16(partial + r * ld_partial + j, mask));
+      if (beta != 0.0f) v = _mm512_fmadd_ps(vbeta, LoadF32x16(crow + j, mask), v);
+      StoreF32x16(crow + j, mask, v);
+    }
+  }
+}
+
+// A conversion path's micro-tile (the level's fp32 kernel): as TileOut says, or with its sums
+// in a local tile, rounded to a BF16 C as Bf16TileOut says (partial: TileOut's c when not the
+// first slice).
+void FloatTile(GemmBf16Path path, const Fp32MicroKernel& kernel, int64_t kc, const float* ap,
+               const float* bp, const TileOut& out, const Bf16TileOut* round_to) {
+  if (round_to == nullptr) return kernel.fn(kc, ap, bp, out);
+  alignas(64) float tile[kFp32MaxTileFloats];
+  kernel.fn(kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
+  const float* partial = out.first_slice ? nullptr : out.c;
+  if (path == GemmBf16Path::kAvx512) {
+    return FinishBf16TileAvx512(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
+                                out.beta);
+  }
+  if (path == GemmBf16Path::kAvx2) {
+    return FinishBf16TileAvx2(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
+                              out.beta);
+  }
+  FinishBf16TileScalar(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr, out.beta);
 }
 
 // K == 0: C = beta * C (beta == 0: zeros, whatever C held).
@@ -242,15 +284,7 @@ void Run(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratch, const Pr
   const PathPanels<float> parts{pack, pack, kernel.mr, kernel.nr, kFloatKC, 1};
   const auto multiply = [&](const float* ap, const float* bp, const MicroTile& t,
                             const TileOut& out, const Bf16TileOut* round_to) {
-    if (round_to == nullptr) return kernel.fn(t.kc, ap, bp, out);
-    alignas(64) float tile[kFp32MaxTileFloats];
-    kernel.fn(t.kc, ap, bp, {tile, kernel.nr, out.mr, out.nr, 0.0f, true});
-    const float* partial = out.first_slice ? nullptr : out.c;
-    if (path >= GemmBf16Path::kAvx2) {
-      return FinishBf16TileAvx2(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr,
-                                out.beta);
-    }
-    FinishBf16TileScalar(tile, kernel.nr, partial, out.ldc, *round_to, out.mr, out.nr, out.beta);
+    FloatTile(path, kernel, t.kc, ap, bp, out, round_to);
   };
   RunPath(parts, multiply, g, pool, scratch.floats.packed_a, scratch.floats.packed_b,
           scratch.staging);
@@ -280,6 +314,17 @@ void PackGemmBf16B(ThreadPool* pool, int64_t n, int64_t k, const GemmOperand& b,
 
 const char* GemmBf16PathName(GemmBf16Path path) {
   return path == GemmBf16Path::kOneDnn ? "onednn" : CpuKernelsName(LevelOf(path));
+}
+
+void GemmBf16FloatTile(GemmBf16Path path, int64_t kc, const float* a_panel, const float* b_panel,
+                       int64_t mr, int64_t nr, float beta, const GemmResult& c) {
+  const Fp32MicroKernel kernel = Fp32MicroKernelFor(LevelOf(path));
+  if (!c.bf16) {
+    return FloatTile(path, kernel, kc, a_panel, b_panel,
+                     {static_cast<float*>(c.data), c.ld, mr, nr, beta, true}, nullptr);
+  }
+  const Bf16TileOut round_to{static_cast<uint16_t*>(c.data), c.ld};
+  FloatTile(path, kernel, kc, a_panel, b_panel, {nullptr, 0, mr, nr, beta, true}, &round_to);
 }
 
 GemmBf16Path NativeGemmBf16Path(CpuKernels level) {

@@ -112,6 +112,14 @@ void GemmBf16OnPath(GemmBf16Path path, ThreadPool* pool, GemmBf16Scratch& scratc
                     int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float beta,
                     const GemmResult& c);
 
+// One micro-tile of a conversion path (avx512, avx2, generic: the level's Fp32MicroKernel,
+// gemm_kernels.h, mr x nr of it valid) on packed float panels (PackFloatPanels*) over kc steps
+// of K in one slice: C = A panel @ B panel + beta * C with c.data at the tile's first element,
+// a BF16 C rounded once. GemmBf16OnPath's tiles, for products that choose their own
+// (attention_gemm.h's banded ones).
+void GemmBf16FloatTile(GemmBf16Path path, int64_t kc, const float* a_panel, const float* b_panel,
+                       int64_t mr, int64_t nr, float beta, const GemmResult& c);
+
 // B laid out once for several products that read it (a language model head's row chunks): the
 // words of its panels on `path` for N columns and K rows (0 where the path packs no such panels:
 // other paths than avx512bf16, or N at most 16, the narrow tile's), and the packing into
