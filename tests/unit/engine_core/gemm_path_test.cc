@@ -132,14 +132,29 @@ TEST(GemmPath, TheRuleTakesVdpbf16psOnlyWhereItOutrunsTheFp32Fma) {
 }
 
 TEST(GemmPath, TheKernelsAroundTheGemmFollowAConversionPath) {
-  // onednn takes the step's GEMMs only: attention keeps the level's native kernels; a
+  // onednn takes the step's GEMMs only: attention takes the rule's path without oneDNN; a
   // conversion path (the rule's on Intel, or forced) covers attention's products too.
   for (GemmBf16Path path : AllGemmBf16Paths()) {
     if (!GemmBf16PathRuns(path, nullptr)) continue;
     const FastOps ops(1, path);
-    EXPECT_EQ(ops.native_bf16_path(), path == GemmBf16Path::kOneDnn ? SelectedGemmBf16Path() : path)
+    EXPECT_EQ(ops.native_bf16_path(), path == GemmBf16Path::kOneDnn ? PathBesideOneDnn() : path)
         << GemmBf16PathName(path);
   }
+  EXPECT_EQ(PathBesideOneDnn(), PathBesideOneDnn(ThisCpuGemmPathFacts()));
+}
+
+TEST(GemmPath, BesideOneDnnAttentionTakesTheFmaOnIntelAndVdpbf16psOnZen) {
+  // Intel with AMX and oneDNN (the GEMM's path onednn): vdpbf16ps at half the FMA's rate, so
+  // attention's products take the avx512 conversion path.
+  EXPECT_EQ(PathBesideOneDnn(Facts(CpuKernels::kAvx512Bf16, true, true, true)),
+            GemmBf16Path::kAvx512);
+  // Zen 4/5 with oneDNN forced: the native vdpbf16ps kernels.
+  EXPECT_EQ(PathBesideOneDnn(Facts(CpuKernels::kAvx512Bf16, false, false, true)),
+            GemmBf16Path::kAvx512Bf16);
+  // The kernels capped: the capped level's conversion path.
+  GemmPathFacts capped = Facts(CpuKernels::kAvx2, true, true, true);
+  capped.detected = CpuKernels::kAvx512Bf16;
+  EXPECT_EQ(PathBesideOneDnn(capped), GemmBf16Path::kAvx2);
 }
 
 TEST(GemmPath, AirCpuPathForcesEveryPathThisCpuRuns) {

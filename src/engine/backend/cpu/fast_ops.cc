@@ -23,7 +23,8 @@ namespace air::engine {
 
 FastOps::FastOps(int num_threads, GemmBf16Path bf16_path)
     : pool_(std::make_unique<ThreadPool>(num_threads > 0 ? num_threads : DefaultThreadCount())),
-      bf16_path_(bf16_path) {
+      bf16_path_(bf16_path),
+      native_bf16_path_(bf16_path == GemmBf16Path::kOneDnn ? PathBesideOneDnn() : bf16_path) {
   const auto threads = static_cast<size_t>(pool_->num_threads());
   attention_scratch_.resize(threads);
   gemm_serial_scratch_.resize(threads);

@@ -38,12 +38,11 @@ class FastOps : public CpuBackend {
   int num_threads() const { return pool_->num_threads(); }
   GemmBf16Path bf16_path() const { return bf16_path_; }
   // The path of the kernels around the GEMM that have a vdpbf16ps form (attention's products
-  // and fused tiles): the kernel level's native path when bf16_path is onednn (oneDNN takes
-  // the step's GEMMs only), else bf16_path itself, so that a conversion path chosen for a CPU
-  // whose vdpbf16ps is slow (gemm_path.h) or forced by AIR_CPU_PATH covers the whole step.
-  GemmBf16Path native_bf16_path() const {
-    return bf16_path_ == GemmBf16Path::kOneDnn ? SelectedGemmBf16Path() : bf16_path_;
-  }
+  // and fused tiles): when bf16_path is onednn (oneDNN takes the step's GEMMs only) the rule's
+  // path without oneDNN (gemm_path.h's PathBesideOneDnn: avx512 on Intel, the kernel level's
+  // native path elsewhere), else bf16_path itself, so that a conversion path chosen for a CPU
+  // whose vdpbf16ps is slow or forced by AIR_CPU_PATH covers the whole step.
+  GemmBf16Path native_bf16_path() const { return native_bf16_path_; }
   // F32 and BF16 for every op, as the reference.
   bool Supports(OpKind op, DType dtype) const override;
   // The avx512bf16 path's B panels (gemm_mixed.h's PackGemmBf16B) for a BF16 B over 16 columns.
@@ -73,6 +72,7 @@ class FastOps : public CpuBackend {
   // Scratch is logically part of a call, not of the object's value.
   std::unique_ptr<ThreadPool> pool_;
   const GemmBf16Path bf16_path_;
+  const GemmBf16Path native_bf16_path_;
   mutable GemmScratch gemm_scratch_;
   mutable GemmBf16Scratch gemm_bf16_scratch_;
   mutable NarrowGemmScratch narrow_gemm_scratch_;

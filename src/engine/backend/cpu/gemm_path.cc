@@ -81,6 +81,17 @@ GemmPathChoice GemmPathByRule(const GemmPathFacts& facts) {
   return {native, "AVX512_BF16; " + no_amx, ""};
 }
 
+GemmBf16Path PathBesideOneDnn(GemmPathFacts facts) {
+  facts.onednn_usable = false;
+  facts.onednn_why = "oneDNN takes only the GEMM";
+  return GemmPathByRule(facts).path;
+}
+
+GemmBf16Path PathBesideOneDnn() {
+  static const GemmBf16Path path = PathBesideOneDnn(ThisCpuGemmPathFacts());
+  return path;
+}
+
 const std::vector<GemmBf16Path>& AllGemmBf16Paths() {
   static const std::vector<GemmBf16Path> all = {GemmBf16Path::kOneDnn, GemmBf16Path::kAvx512Bf16,
                                                 GemmBf16Path::kAvx512, GemmBf16Path::kAvx2,

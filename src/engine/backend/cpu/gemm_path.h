@@ -30,8 +30,9 @@
 //      FMA math, the same speed as fp32 and the same results as native bf16; the plan says so.
 //   AIR_CPU_KERNELS capping the kernels below avx512bf16 picks rule 4 at the capped level.
 // The kernels around the GEMM that have a vdpbf16ps form (attention's products and fused
-// tiles, LoRA's dropped products) take it only on the avx512bf16 and onednn paths
-// (FastOps::native_bf16_path), so the conversion path's choice covers the whole step.
+// tiles, LoRA's dropped products) take it only on the avx512bf16 path, and attention's on the
+// onednn path where the CPU is not Intel (FastOps::native_bf16_path, PathBesideOneDnn), so the
+// conversion path's choice covers the whole step.
 //
 // A documented rule rather than a timing at start-up: the path decides the results' bits, and
 // a timing on a shared host would flip between two close paths from one run to the next (a
@@ -75,6 +76,14 @@ struct GemmPathFacts {
 GemmPathFacts ThisCpuGemmPathFacts();
 // The rule above (no AIR_CPU_PATH), from the facts alone.
 GemmPathChoice GemmPathByRule(const GemmPathFacts& facts);
+
+// The path of the kernels around the GEMM (attention's products and tiles:
+// FastOps::native_bf16_path) when the GEMM is onednn: the rule's choice without oneDNN, so
+// avx512 on an Intel CPU (whose vdpbf16ps runs at half its FMA rate: on the Emerald Rapids guest
+// attention's banded avx512 products ran 1.1x its avx512bf16 tiles, bench/gemm --attention) and
+// the kernel level's native path elsewhere. The second form: this CPU's (probed once).
+GemmBf16Path PathBesideOneDnn(GemmPathFacts facts);
+GemmBf16Path PathBesideOneDnn();
 
 // `forced` (a path's name) if not empty, else AIR_CPU_PATH if set, else the rule. Forcing a
 // path this CPU cannot run is FailedPrecondition naming it, why, and the paths this CPU runs.
