@@ -19,7 +19,9 @@ bf16  The products of one training step of bench/train_step's 4 x 512 Llama (102
       FastGemm and torch.mm on fp32 on the same shapes; the ratios air bf16 / torch bf16,
       air bf16 / air fp32 and air bf16 / oneDNN; each GEMM as a fraction of the machine's
       peak, measured by register-only loops (vdpbf16ps for bf16, fp32 FMA). Then every path
-      this CPU runs (onednn, avx512bf16, the conversion path) side by side and the fastest.
+      this CPU runs (onednn, avx512bf16, the conversion path) side by side and the fastest,
+      and LoRA r 16's products in a bf16 step (mixed dtypes: bf16 activations, fp32 adapters)
+      on FastOps::Gemm's route against torch.mm bf16 and fp32.
 Every figure is the best of three 0.25 s windows after a warm-up (other load only slows a
 window down), on the same thread count for every side; on a machine that other work keeps
 busy, `--threads 1 --clock cpu` times the windows in the measuring thread's CPU time instead
@@ -68,6 +70,16 @@ BF16_SHAPES = [  # (what, m, n, k, trans_a, trans_b, C dtype, beta)
     ("dY^T X MLP gate/up", F, H, T, 1, 0, "f32", 1),
     ("dY^T X MLP down", H, F, T, 1, 0, "f32", 1),
     ("dY^T X LM head chunk", V, H, CHUNK, 1, 0, "f32", 1),
+]
+# LoRA r 16's products in a bf16 step on bench/lora's hidden 512 (one adapter; u = scaling x A^T
+# kept F32, du F32, the adapters fp32): (what, m, n, k, trans_a, trans_b, C, beta, A, B).
+LORA_BF16_SHAPES = [
+    ("x A^T (N 16)", T, 16, H, 0, 1, "f32", 0, "bf16", "f32"),
+    ("y += u B^T (K 16)", T, H, 16, 0, 1, "bf16", 1, "f32", "f32"),
+    ("dy^T u (N 16)", H, 16, T, 1, 0, "f32", 1, "bf16", "f32"),
+    ("dy B (N 16)", T, 16, H, 0, 0, "f32", 0, "bf16", "f32"),
+    ("du^T xd (M 16)", 16, H, T, 1, 0, "f32", 1, "f32", "bf16"),
+    ("du A (K 16)", T, H, 16, 0, 0, "f32", 0, "f32", "f32"),
 ]
 CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}
 
@@ -147,10 +159,30 @@ def bf16_table(threads, clock):
         fastest = max(names, key=lambda n: r["paths"][n])
         print(f"{what:22} " + " ".join(f"{r['paths'][n]:10.1f}" for n in names) +
               f" {r['air_f32']:10.1f}  {fastest}")
+    lora_rows(threads, clock)
     lo = [min((x[i] for x in ratios), key=lambda v: (v != v, v)) for i in range(3)]
     hi = [max((x[i] for x in ratios), key=lambda v: (v == v, v)) for i in range(3)]
     print(f"ranges: air bf16 / torch bf16 {lo[0]:.2f}-{hi[0]:.2f}x, air bf16 / air fp32 "
           f"{lo[1]:.2f}-{hi[1]:.2f}x, air bf16 / oneDNN {lo[2]:.2f}-{hi[2]:.2f}x")
+
+
+def lora_rows(threads, clock):
+    """LoRA's rank-16 products in the trainer's dtypes, on FastOps::Gemm's route (the narrow GEMM
+    of gemm_narrow.h on the conversion path, the avx512bf16 path's narrow tile on Zen) against
+    torch.mm on bf16 (PEFT under autocast casts its fp32 adapters to bf16) and on fp32."""
+    import torch
+    shapes = [f"{m},{n},{k},{ta},{tb},{c},{beta},{a},{b}"
+              for _, m, n, k, ta, tb, c, beta, a, b in LORA_BF16_SHAPES]
+    air = air_tool(clock, "--bf16", threads, *shapes)
+    print(f"\nLoRA r 16's products in a bf16 step (GFLOP/s; air: FastOps::Gemm's route on "
+          f"{air[0]['path']}):")
+    print(f"{'product':22} {'m':>5} {'n':>5} {'k':>5} {'C':>4} {'A':>4} {'B':>4}  {'air':>6} "
+          f"{'torch':>6} {'tch32':>6}  {'air/tch':>7} {'air/t32':>7}")
+    for (what, m, n, k, ta, tb, c, _, a, b), r in zip(LORA_BF16_SHAPES, air):
+        tb16 = torch_gflops(m, n, k, ta, tb, torch.bfloat16, clock)
+        t32 = torch_gflops(m, n, k, ta, tb, torch.float32, clock)
+        print(f"{what:22} {m:5} {n:5} {k:5} {c:>4} {a:>4} {b:>4}  {r['fastops']:6.1f} "
+              f"{tb16:6.1f} {t32:6.1f}  {r['fastops'] / tb16:6.2f}x {r['fastops'] / t32:6.2f}x")
 
 
 def main():

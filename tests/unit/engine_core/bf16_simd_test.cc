@@ -1,7 +1,8 @@
 // bf16_simd.h's conversions and mask reads: the scalar and 16-lane roundings and widenings, and
 // convert.h's array forms on the selected kernel level (ctest runs this binary under
 // AIR_CPU_KERNELS=avx2 and =generic too), give dtype.h's bits on ties, NaNs, infinities,
-// subnormals and random bit patterns; MaskBits16 reads a packed mask's 16 bits at any offset.
+// subnormals and random bit patterns; MaskBits16 reads a packed mask's 16 bits at any offset;
+// Transpose16x16 transposes.
 #include "engine/backend/cpu/bf16_simd.h"
 
 #include <gtest/gtest.h>
@@ -110,6 +111,31 @@ TEST(Bf16Simd, MaskBits16ReadsSixteenBitsAtAnyOffset) {
             ((bits[static_cast<size_t>((e + j) / 8)] >> ((e + j) % 8)) & 1u) << j);
       }
       ASSERT_EQ(MaskBitsAvx512(bits.data(), bytes, e), want) << "bytes " << bytes << " e " << e;
+    }
+  }
+}
+
+// Transpose16x16 on a 16 x 16 block in memory (rows in, columns out).
+__attribute__((target("avx512f"))) void TransposeInMemory(const float* in, float* out) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + 16 * i);
+  Transpose16x16(r);
+  for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + 16 * j, r[j]);
+}
+
+// Transpose16x16 puts element (i, j) at (j, i) for every i and j.
+TEST(Bf16Simd, Transpose16x16MovesEveryElementAcrossTheDiagonal) {
+  if (DetectedCpuKernels() < CpuKernels::kAvx512) {
+    std::printf("[ skipped ] Transpose16x16: this CPU has no AVX-512F\n");
+    return;
+  }
+  std::vector<float> in(256), out(256);
+  for (int e = 0; e < 256; ++e) in[static_cast<size_t>(e)] = static_cast<float>(e);
+  TransposeInMemory(in.data(), out.data());
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      ASSERT_EQ(out[static_cast<size_t>(16 * j + i)], in[static_cast<size_t>(16 * i + j)])
+          << "row " << i << " column " << j;
     }
   }
 }

@@ -25,7 +25,6 @@ constexpr int64_t kTile = 8;                  // rows of the streamed operand pe
 // only 4). 16-row streamed tiles measured slower on N = 16 there (85 vs 97: 16 row streams at
 // once), so those stay 8. The rows per block or tile change no bits.
 constexpr int64_t kThinRows = 8;
-constexpr int64_t kStrip = 64;  // columns of C per strip of the K <= 16 kernel
 
 // A stored matrix read as rows x cols: element (r, c) at index r * row_stride + c * col_stride
 // of data, F32 or BF16. `round`: an F32 element is taken rounded to bf16 (NarrowGemmBf16).
@@ -66,32 +65,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   return WidenBf16x16(RoundToBf16x16(LoadF32x16(static_cast<const float*>(m.data) + at, mask)));
 }
 
-// Rows r0 .. r0 + n_rows - 1 (at most kTile) of a streamed operand that is not read in place,
-// as fp32 values in buf, laid out as the tile would read them in place: K contiguous in the
-// source, [t][kk]; the rows contiguous, [kk][t] (kTile floats a step); else [t][kk] one by one.
-// A conversion a streamed element, against one FMA an element in the tile.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) Rows ConvertedRows(const Matrix& l, int64_t r0,
-                                                                        int64_t n_rows, int64_t k,
-                                                                        std::vector<float>& buf) {
+// Rows r0 .. r0 + n_rows - 1 (at most kTile) of a streamed operand that is not read in place
+// and has neither its rows nor K contiguous (TransposedTile and ColumnTiles take those), as fp32
+// values in buf laid out [t][kk], one by one.
+Rows ConvertedRows(const Matrix& l, int64_t r0, int64_t n_rows, int64_t k,
+                   std::vector<float>& buf) {
   if (static_cast<int64_t>(buf.size()) < kTile * k) buf.resize(static_cast<size_t>(kTile * k));
   float* out = buf.data();
-  if (l.col_stride == 1) {
-    for (int64_t t = 0; t < n_rows; ++t) {
-      const int64_t row = (r0 + t) * l.row_stride;
-      for (int64_t kk = 0; kk < k; kk += 16) {
-        const __mmask16 mask = TailMask(k - kk);
-        _mm512_mask_storeu_ps(out + t * k + kk, mask, Values16(l, row + kk, mask));
-      }
-    }
-    return {out, k, 1};
-  }
-  if (l.row_stride == 1) {
-    const __mmask16 mask = TailMask(n_rows);
-    for (int64_t kk = 0; kk < k; ++kk) {
-      _mm512_mask_storeu_ps(out + kk * kTile, mask, Values16(l, r0 + kk * l.col_stride, mask));
-    }
-    return {out, 1, kTile};
-  }
   for (int64_t t = 0; t < n_rows; ++t) {
     for (int64_t kk = 0; kk < k; ++kk) out[t * k + kk] = l.At(r0 + t, kk);
   }
@@ -148,64 +128,74 @@ void Put(const GemmResult& c, int64_t i, int64_t j, float value, float beta) {
   dst = value;
 }
 
-// Put of `count` (<= 16) consecutive elements of C from `at`: the same bits as Put's.
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void PutVector(
-    const GemmResult& c, int64_t at, int64_t count, __m512 value, float beta) {
+// Put of `count` (<= 16) consecutive elements of C from `at`: the same bits as Put's; a BF16 C
+// rounded by vcvtneps2bf16 when kNative (bf16_simd.h's StoreF32x16Native: only where
+// NativeBf16Rounding; compiled with AVX512-BF16 and DQ for it, which no other line here uses).
+template <bool kNative = false>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"), always_inline)) inline void
+PutVector(const GemmResult& c, int64_t at, int64_t count, __m512 value, float beta) {
   const __mmask16 mask = TailMask(count);
   const __m512 b = _mm512_set1_ps(beta);
   if (c.bf16) {
     uint16_t* dst = static_cast<uint16_t*>(c.data) + at;
     if (beta != 0.0f) value = _mm512_add_ps(value, _mm512_mul_ps(b, LoadF32x16(dst, mask)));
-    return StoreF32x16(dst, mask, value);
+    if constexpr (kNative) {
+      return StoreF32x16Native(dst, mask, value);
+    } else {
+      return StoreF32x16(dst, mask, value);
+    }
   }
   float* dst = static_cast<float*>(c.data) + at;
   if (beta != 0.0f) value = _mm512_add_ps(value, _mm512_mul_ps(b, LoadF32x16(dst, mask)));
   StoreF32x16(dst, mask, value);
 }
 
-// The narrow operand P (k x width, width <= 16) as the tiles read it: k rows of 16 floats, zero
-// past width; a row a vector where P's rows are contiguous (LoRA's u, du, A^T's columns are not).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PackNarrow(const Matrix& p, int64_t width,
-                                                                     int64_t k,
-                                                                     std::vector<float>& packed) {
-  packed.assign(static_cast<size_t>(k * kWidth), 0.0f);
-  float* dst = packed.data();
-  if (p.col_stride == 1) {
-    const __mmask16 mask = TailMask(width);
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int64_t at = kk * p.row_stride;
-      const __m512 row = p.Floats()
-                             ? _mm512_maskz_loadu_ps(mask, static_cast<const float*>(p.data) + at)
-                             : Values16(p, at, mask);
-      _mm512_storeu_ps(dst + kk * kWidth, row);
-    }
+// Elements c0 .. c0 + count - 1 (count <= 16) of row r of m as the product takes them (BF16
+// widened, a rounded F32 rounded), stored at dst[0 .. count): one vector where the row is
+// contiguous, else one by one.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void RowValues(const Matrix& m, int64_t r,
+                                                                    int64_t c0, int64_t count,
+                                                                    float* dst) {
+  if (m.col_stride != 1) {
+    for (int64_t j = 0; j < count; ++j) dst[j] = m.At(r, c0 + j);
     return;
   }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t j = 0; j < width; ++j) dst[kk * kWidth + j] = p.At(kk, j);
-  }
+  const __mmask16 mask = TailMask(count);
+  const int64_t at = r * m.row_stride + c0;
+  const __m512 v =
+      m.Floats() ? LoadF32x16(static_cast<const float*>(m.data) + at, mask) : Values16(m, at, mask);
+  _mm512_mask_storeu_ps(dst, mask, v);
+}
+
+// m's columns from c0 on, as a matrix of the same rows.
+Matrix FromColumn(const Matrix& m, int64_t c0) {
+  const int64_t at = c0 * m.col_stride;
+  const void* data = m.bf16 ? static_cast<const void*>(static_cast<const uint16_t*>(m.data) + at)
+                            : static_cast<const void*>(static_cast<const float*>(m.data) + at);
+  return {data, m.bf16, m.round, m.row_stride, m.col_stride};
 }
 
 // The streamed operand with its rows contiguous (element (r, kk) at r + kk * col_stride: a
-// transposed operand, as dy^T in LoRA's dB = dy^T u and xd^T in dA = du^T xd): 16 rows are one
-// vector, multiplied by each of the packed operand's 16 columns in turn, out[j * 16 + t] (+)=
-// sum over kk in [k0, k1) of L (r0 + t, kk) P (kk, j) for t in `mask` (`first`: out not read).
-// The same products, summed in the same order, as NarrowTile's (the sums wait in out, as fp32,
-// between slices of K); one load of L (and for BF16 one widening) per 16 FMAs, each with its P
-// element broadcast from memory, and 16 independent accumulators. NarrowTile over
-// ConvertedRows' [kk][t] copy ran these products at 46-56 GFLOP/s on one Intel core (BF16 L).
+// transposed operand, as dy^T in LoRA's dB = dy^T u and xd^T in dA = du^T xd, or a copy laid
+// out so): 16 rows are one vector, multiplied by each of the packed operand's 16 columns in
+// turn, out[j * 16 + t] (+)= sum over kk < steps of L (r0 + t, kk) P (kk, j) for t in `mask`
+// (packed: P's row of the first step; `first`: out not read). The same products, summed in the
+// same order, as NarrowTile's (the sums wait in out, as fp32, between slices of K); one load of
+// L (and for BF16 one widening) per 16 FMAs, each with its P element broadcast from memory, and
+// 16 independent accumulators. NarrowTile over ConvertedRows' [kk][t] copy ran these products
+// at 46-56 GFLOP/s on one Intel core (BF16 L).
 template <bool kBf16, bool kRound>
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ColumnTile(const Matrix& l,
                                                                          int64_t r0, __mmask16 mask,
                                                                          const float* packed,
-                                                                         int64_t k0, int64_t k1,
-                                                                         bool first, float* out) {
+                                                                         int64_t steps, bool first,
+                                                                         float* out) {
   __m512 acc[kWidth];
 #pragma GCC unroll 16
   for (int j = 0; j < kWidth; ++j) {
     acc[j] = first ? _mm512_setzero_ps() : _mm512_load_ps(out + j * 16);
   }
-  for (int64_t kk = k0; kk < k1; ++kk) {
+  for (int64_t kk = 0; kk < steps; ++kk) {
     const int64_t at = r0 + kk * l.col_stride;
     _mm_prefetch(static_cast<const char*>(l.data) + (at + 16 * l.col_stride) * (kBf16 ? 2 : 4),
                  _MM_HINT_T0);
@@ -233,10 +223,10 @@ template <bool kBf16, bool kRound>
 void ColumnTiles(const Matrix& l, int64_t r0, int64_t n_rows, const float* packed, int64_t k,
                  float* out) {
   for (int64_t k0 = 0; k0 < k; k0 += kColumnSlice) {
-    const int64_t k1 = std::min(k, k0 + kColumnSlice);
+    const int64_t steps = std::min(kColumnSlice, k - k0);
     for (int64_t t = 0; t * 16 < n_rows; ++t) {
-      ColumnTile<kBf16, kRound>(l, r0 + t * 16, TailMask(n_rows - t * 16), packed, k0, k1, k0 == 0,
-                                out + t * kWidth * 16);
+      ColumnTile<kBf16, kRound>(FromColumn(l, k0), r0 + t * 16, TailMask(n_rows - t * 16),
+                                packed + k0 * kWidth, steps, k0 == 0, out + t * kWidth * 16);
     }
   }
 }
@@ -248,17 +238,94 @@ void RunColumnTiles(const Matrix& l, int64_t r0, int64_t n_rows, const float* pa
   ColumnTiles<false, false>(l, r0, n_rows, packed, k, out);
 }
 
-// ColumnTile's out (C^T's rows r0 .. r0 + n_rows - 1, j < width) put into C: C (r0 + t, j), or
-// C (j, r0 + t) when transposed_c (a row of C a vector).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void PutColumnTile(
+// Rows r0 .. r0 + n_rows - 1 (at most 16) of a streamed operand with K contiguous, steps
+// k0 .. k0 + steps - 1, as the fp32 values the product takes laid out [kk][16] at dst (rows
+// past n_rows zero): ColumnTile's rows-contiguous layout, by a 16 x 16 transpose (64 shuffles)
+// a block of 16 steps.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void TransposedRows(const Matrix& l,
+                                                                         int64_t r0, int64_t n_rows,
+                                                                         int64_t k0, int64_t steps,
+                                                                         float* dst) {
+  for (int64_t kb = 0; kb < steps; kb += 16) {
+    const int64_t count = std::min<int64_t>(16, steps - kb);
+    const __mmask16 mask = TailMask(count);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) {
+      const int64_t at = (r0 + t) * l.row_stride + k0 + kb;
+      if (t >= n_rows) {
+        r[t] = _mm512_setzero_ps();
+      } else if (l.Floats()) {
+        r[t] = LoadF32x16(static_cast<const float*>(l.data) + at, mask);
+      } else {
+        r[t] = Values16(l, at, mask);
+      }
+    }
+    Transpose16x16(r);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      if (j < count) _mm512_storeu_ps(dst + (kb + j) * 16, r[j]);
+    }
+  }
+}
+
+// The narrow operand P (k x width, width <= 16) as the tiles read it: k rows of 16 floats, zero
+// past width; transposed 16 steps at a time where its columns are contiguous (A^T in LoRA's
+// x A^T), else a row at a time.
+void PackNarrow(const Matrix& p, int64_t width, int64_t k, std::vector<float>& packed) {
+  packed.assign(static_cast<size_t>(k * kWidth), 0.0f);
+  if (p.row_stride == 1 && p.col_stride != 1) {
+    return TransposedRows(Transposed(p), 0, width, 0, k, packed.data());
+  }
+  for (int64_t kk = 0; kk < k; ++kk) RowValues(p, kk, 0, width, packed.data() + kk * kWidth);
+}
+
+// A streamed operand with K contiguous (x in LoRA's x A^T, dy in dy B), rows r0 ..
+// r0 + n_rows - 1 (at most 16): slices of kColumnSlice steps transposed into `slice` (a
+// kColumnSlice x 16 buffer, L1-sized with P's slice) for ColumnTile. NarrowTile reading 8 such
+// rows (BF16 ones converted first) ran these products at 68-84 GFLOP/s on one Intel core.
+void TransposedTile(const Matrix& l, int64_t r0, int64_t n_rows, const float* packed, int64_t k,
+                    float* slice, float* out) {
+  const Matrix copy{slice, false, false, 1, 16};
+  for (int64_t k0 = 0; k0 < k; k0 += kColumnSlice) {
+    const int64_t steps = std::min(kColumnSlice, k - k0);
+    TransposedRows(l, r0, n_rows, k0, steps, slice);
+    ColumnTile<false, false>(copy, 0, TailMask(16), packed + k0 * kWidth, steps, k0 == 0, out);
+  }
+}
+
+// ColumnTile's out (C^T's rows r0 .. r0 + n_rows - 1, j < width) put into C: C (j, r0 + t)
+// when transposed_c (a row of C a vector), else C (r0 + t, j) (transposed back first).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) void PutColumnTile(
     const GemmResult& c, int64_t r0, int64_t n_rows, int64_t width, const float* out, float beta,
     bool transposed_c) {
-  for (int64_t j = 0; j < width; ++j) {
-    if (transposed_c) {
+  if (transposed_c) {
+    for (int64_t j = 0; j < width; ++j) {
       PutVector(c, j * c.ld + r0, n_rows, _mm512_load_ps(out + j * 16), beta);
+    }
+    return;
+  }
+  __m512 r[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) r[j] = _mm512_load_ps(out + j * 16);
+  Transpose16x16(r);
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) {
+    if (t < n_rows) PutVector(c, (r0 + t) * c.ld, width, r[t], beta);
+  }
+}
+
+// NarrowTile's out (rows r0 .. r0 + n_rows - 1 of L's product, j < width) put into C: C (r0 +
+// t, j) a row a vector, or C (j, r0 + t) when transposed_c.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) void PutRows(
+    const GemmResult& c, int64_t r0, int64_t n_rows, int64_t width, const float* out, float beta,
+    bool transposed_c) {
+  for (int64_t t = 0; t < n_rows; ++t) {
+    if (!transposed_c) {
+      PutVector(c, (r0 + t) * c.ld, width, _mm512_loadu_ps(out + t * kWidth), beta);
       continue;
     }
-    for (int64_t t = 0; t < n_rows; ++t) Put(c, r0 + t, j, out[j * 16 + t], beta);
+    for (int64_t j = 0; j < width; ++j) Put(c, j, r0 + t, out[t * kWidth + j], beta);
   }
 }
 
@@ -283,6 +350,20 @@ void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix&
     });
     return;
   }
+  if (l.col_stride == 1 && l.row_stride != 1 && !l.Floats()) {  // K contiguous: TransposedTile
+    scratch.rows.resize(static_cast<size_t>(pool.num_threads()));
+    pool.ParallelForBalanced((rows + 15) / 16, 1, [&](int64_t begin, int64_t end, int thread) {
+      std::vector<float>& slice = scratch.rows[static_cast<size_t>(thread)];
+      if (slice.size() < static_cast<size_t>(kColumnSlice * 16)) slice.resize(kColumnSlice * 16);
+      alignas(64) float out[kWidth * 16];
+      for (int64_t tile = begin; tile < end; ++tile) {
+        const int64_t r0 = tile * 16, n_rows = std::min<int64_t>(16, rows - r0);
+        TransposedTile(l, r0, n_rows, scratch.packed.data(), k, slice.data(), out);
+        PutColumnTile(c, r0, n_rows, width, out, beta, transposed_c);
+      }
+    });
+    return;
+  }
   const int64_t tiles = (rows + kTile - 1) / kTile;
   if (!l.Floats()) scratch.rows.resize(static_cast<size_t>(pool.num_threads()));
   pool.ParallelForBalanced(tiles, 1, [&](int64_t begin, int64_t end, int thread) {
@@ -294,24 +375,15 @@ void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix&
                             l.col_stride}
                      : ConvertedRows(l, r0, n_rows, k, scratch.rows[static_cast<size_t>(thread)]);
       RunTile(n_rows, streamed, scratch.packed.data(), k, out);
-      for (int64_t t = 0; t < n_rows; ++t) {
-        for (int64_t j = 0; j < width; ++j) {
-          const float v = out[t * kWidth + j];
-          if (transposed_c) {
-            Put(c, j, r0 + t, v, beta);
-          } else {
-            Put(c, r0 + t, j, v, beta);
-          }
-        }
-      }
+      PutRows(c, r0, n_rows, width, out, beta, transposed_c);
     }
   });
 }
 
 // Rows i0 .. i0 + R - 1 of C for K <= 16: C (i, :) = sum over kk of a[r * 16 + kk] P (kk, :)
 // + beta C (i, :), 16 columns at a time (each P vector loaded once for the R rows).
-template <int R>
-__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ThinRows(
+template <int R, bool kNative>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma"))) void ThinRows(
     const float* a, const float* packed, int64_t n, int64_t k, float beta, const GemmResult& c,
     int64_t i0) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
@@ -328,7 +400,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ThinRows(
     }
     const int64_t count = std::min<int64_t>(16, n - j0);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) PutVector(c, (i0 + r) * c.ld + j0, count, acc[r], beta);
+    for (int r = 0; r < R; ++r) PutVector<kNative>(c, (i0 + r) * c.ld + j0, count, acc[r], beta);
   }
 }
 
@@ -336,19 +408,23 @@ void ThinProduct(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_
                  const Matrix& a, const Matrix& b, float beta, const GemmResult& c) {
   scratch.packed.resize(static_cast<size_t>(k * n));
   for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t j = 0; j < n; ++j) scratch.packed[static_cast<size_t>(kk * n + j)] = b.At(kk, j);
+    for (int64_t j = 0; j < n; j += 16) {
+      RowValues(b, kk, j, std::min<int64_t>(16, n - j), scratch.packed.data() + kk * n + j);
+    }
   }
+  const bool native = c.bf16 && NativeBf16Rounding();
   const int64_t blocks = (m + kThinRows - 1) / kThinRows;
   const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, n));
   pool.ParallelForBalanced(blocks, grain, [&](int64_t begin, int64_t end, int) {
     float rows[kThinRows * kWidth];
     for (int64_t block = begin; block < end; ++block) {
       const int64_t i0 = block * kThinRows, count = std::min(kThinRows, m - i0);
-      for (int64_t r = 0; r < count; ++r) {
-        for (int64_t kk = 0; kk < k; ++kk) rows[r * kWidth + kk] = a.At(i0 + r, kk);
-      }
+      for (int64_t r = 0; r < count; ++r) RowValues(a, i0 + r, 0, k, rows + r * kWidth);
       const float* p = scratch.packed.data();
-      WithRows<1, kThinRows>(count, [&]<int R>() { ThinRows<R>(rows, p, n, k, beta, c, i0); });
+      WithRows<1, kThinRows>(count, [&]<int R>() {
+        if (native) return ThinRows<R, true>(rows, p, n, k, beta, c, i0);
+        ThinRows<R, false>(rows, p, n, k, beta, c, i0);
+      });
     }
   });
 }

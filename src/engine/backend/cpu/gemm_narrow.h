@@ -7,13 +7,15 @@
 // such products ran at 32-40 GFLOP/s (N or M 16) against 96-100 here on one Zen 4 core
 // (bench/gemm, CPU clock): half a tile or more wasted, packing that costs more than the
 // product. Here the narrow operand is packed once into K rows of 16 floats (zero past its
-// width), and the other operand streams through 8 rows at a time in place, each element
-// broadcast against one 16-float vector (one FMA per element; AVX-512); a streamed operand whose
-// rows are contiguous (a transposed one: dy^T and x^T in LoRA's adapter gradients) streams 16
-// rows as one vector instead, against each packed element broadcast, in slices of 256 steps of
-// K that two such tiles read from L1, its lines prefetched 16 steps ahead (on one Intel core
-// 46-56 -> 83-127 GFLOP/s with that operand BF16, 49-53 -> 103-119 F32); K <= 16 is a rank-K
-// update of C, 8 rows and 16 columns at a time.
+// width). The other operand streams 16 rows as one vector against each packed element
+// broadcast (one FMA per element; AVX-512), in slices of 256 steps of K that stay in L1: read
+// in place where its rows are contiguous (a transposed one: dy^T and x^T in LoRA's adapter
+// gradients; its lines prefetched 16 steps ahead, two tiles a slice), transposed 16 x 16 into a
+// slice buffer where K is contiguous and it is BF16 or rounded (x and dy in x A^T and dy B). On
+// one Intel core, BF16 operand: 46-56 -> 83-131 GFLOP/s (rows contiguous), 63-67 -> 83 (K
+// contiguous); F32: 49-53 -> 103-119. An F32 operand with K contiguous streams 8 rows at a time
+// in place, each element broadcast against one packed row. K <= 16 is a rank-K update of C, 8
+// rows and 16 columns at a time.
 //
 // Semantics are FastOps::Gemm's for fp32 operands: fp32 FMA sums in ascending K, beta * C read
 // as fp32 and added once after the sum (beta 0 ignores C, NaN too), a BF16 C rounded once
