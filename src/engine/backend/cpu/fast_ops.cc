@@ -129,12 +129,27 @@ void FastOps::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t
 // On the avx512bf16 path a bf16 product over one K slice adds its tiles through the mask as it
 // stores them (into an F32 or a BF16 c) (gemm_mixed.h's GemmResult::kept_bits: ApplyDropoutMask's
 // operations, so the same bits as through scratch) instead of writing the product out and
-// reading it back; the rest go through scratch.
+// reading it back; so does the narrow GEMM, where Gemm takes it (LoRA's du A: fp32 operands, or
+// bf16 ones on the avx512 path); the rest go through scratch.
 void FastOps::GemmAddDroppedKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                    const View& a, int64_t lda, const View& b, int64_t ldb,
                                    const View& c, const View& bits, float p,
                                    const View& scratch) const {
   const bool bf16_product = a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16;
+  if (m > 0 && n > 0 && k > 0 && NarrowGemmApplies(m, n, k) &&
+      (!bf16_product || bf16_path_ == GemmBf16Path::kAvx512)) {
+    GemmResult gc{c.raw(), c.dtype() == DType::kBF16, n};
+    gc.kept_bits = static_cast<const uint8_t*>(bits.raw());
+    gc.kept_bytes = bits.numel();
+    gc.kept_scale = 1.0f / (1.0f - p);  // ApplyDropoutMask's
+    if (!bf16_product) {
+      return NarrowGemm(*pool_, narrow_gemm_scratch_, trans_a, trans_b, m, n, k, a.f32(), lda,
+                        b.f32(), ldb, 1.0f, gc);
+    }
+    return NarrowGemmBf16(*pool_, narrow_gemm_scratch_, m, n, k,
+                          {a.raw(), a.dtype() == DType::kBF16, lda, trans_a},
+                          {b.raw(), b.dtype() == DType::kBF16, ldb, trans_b}, 1.0f, gc);
+  }
   if (m <= 0 || n <= 0 || k <= 0 || k > kGemmBf16PairSlice || !bf16_product ||
       bf16_path_ != GemmBf16Path::kAvx512Bf16) {
     return GemmAddDroppedThroughScratch(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, bits, p,

@@ -64,9 +64,9 @@ struct GemmResult {
   bool bf16;
   int64_t ld;
   // The product added into C through a kept mask (Ops::GemmAddDropped; avx512bf16 path, beta 1,
-  // K at most kGemmBf16PairSlice): C += (bit e ? product * kept_scale : 0) for element e = row *
-  // ld + column (a BF16 C widened and rounded once), ApplyDropoutMask's accumulate bit for bit.
-  // Null: plain C.
+  // K at most kGemmBf16PairSlice; or the narrow GEMM, gemm_narrow.h): C += (bit e ? product *
+  // kept_scale : 0) for element e = row * ld + column (a BF16 C widened and rounded once),
+  // ApplyDropoutMask's accumulate bit for bit. Null: plain C.
   const uint8_t* kept_bits = nullptr;
   int64_t kept_bytes = 0;
   float kept_scale = 1.0f;

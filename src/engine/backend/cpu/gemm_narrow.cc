@@ -115,8 +115,21 @@ void RunTile(int64_t rows, const Rows& r, const float* packed, int64_t k, float*
 }
 
 // C (i, j) = value + beta * C (i, j) (beta 0: C ignored), rounded once for a BF16 C.
+// With c.kept_bits: C (i, j) += (bit (i * ld + j) ? value * kept_scale : 0) instead (beta
+// unread), ApplyDropoutMask's accumulate (fast_rowwise.cc: the same operations).
 void Put(const GemmResult& c, int64_t i, int64_t j, float value, float beta) {
   const int64_t at = i * c.ld + j;
+  if (c.kept_bits != nullptr) {
+    const float kept = (c.kept_bits[at / 8] >> (at % 8)) & 1u ? value * c.kept_scale : 0.0f;
+    if (c.bf16) {
+      uint16_t& dst = static_cast<uint16_t*>(c.data)[at];
+      dst = RoundToBf16(WidenBf16(dst) + kept);
+    } else {
+      float& dst = static_cast<float*>(c.data)[at];
+      dst = dst + kept;
+    }
+    return;
+  }
   if (c.bf16) {
     uint16_t& dst = static_cast<uint16_t*>(c.data)[at];
     if (beta != 0.0f) value += beta * WidenBf16(dst);
@@ -136,6 +149,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"), always_i
 PutVector(const GemmResult& c, int64_t at, int64_t count, __m512 value, float beta) {
   const __mmask16 mask = TailMask(count);
   const __m512 b = _mm512_set1_ps(beta);
+  if (c.kept_bits != nullptr) {  // C + kept product, in ApplyDropoutMask's order (as Put's)
+    const __mmask16 keep = MaskBits16(c.kept_bits, c.kept_bytes, at) & mask;
+    const __m512 kept = _mm512_maskz_mul_ps(keep, value, _mm512_set1_ps(c.kept_scale));
+    beta = 0.0f;
+    value = c.bf16
+                ? _mm512_add_ps(LoadF32x16(static_cast<const uint16_t*>(c.data) + at, mask), kept)
+                : _mm512_add_ps(LoadF32x16(static_cast<const float*>(c.data) + at, mask), kept);
+  }
   if (c.bf16) {
     uint16_t* dst = static_cast<uint16_t*>(c.data) + at;
     if (beta != 0.0f) value = _mm512_add_ps(value, _mm512_mul_ps(b, LoadF32x16(dst, mask)));

@@ -47,7 +47,9 @@ struct NarrowGemmScratch {
 bool NarrowGemmApplies(int64_t m, int64_t n, int64_t k);
 
 // C (M, N) = op(A) op(B) + beta C with Ops::Gemm's transposes and leading dimensions; A and B
-// fp32, C F32 or BF16 (gemm_mixed.h's GemmResult).
+// fp32, C F32 or BF16 (gemm_mixed.h's GemmResult). A C with kept_bits takes the product through
+// the mask instead (Ops::GemmAddDropped: C += bit ? product * kept_scale : 0, ApplyDropoutMask's
+// accumulate bit for bit; beta unread): LoRA's dx += dropout'(du A) in one pass.
 void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,
                 int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                 float beta, const GemmResult& c);
