@@ -105,14 +105,18 @@ void FastOps::GemmKernel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 
 // On the avx512bf16 path a bf16 product packs the dropped operand through its mask
 // (gemm_mixed.h's GemmOperand::drop_bits: the values ApplyDropoutMask writes, so the same bits
-// as through scratch) instead of writing it out and reading it back; other paths and fp32
-// products go through scratch.
+// as through scratch) instead of writing it out and reading it back; on the avx512 path the
+// narrow GEMM reads it through the mask the same way (LoRA's x A^T and du^T x); other paths and
+// fp32 products go through scratch.
 void FastOps::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t m, int64_t n,
                                 int64_t k, const View& a, int64_t lda, const View& b, int64_t ldb,
                                 float beta, const View& c, int64_t ldc, const View& bits, float p,
                                 const View& scratch) const {
   const bool bf16_product = a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16;
-  if (m <= 0 || n <= 0 || k <= 0 || !bf16_product || bf16_path_ != GemmBf16Path::kAvx512Bf16) {
+  const bool narrow = bf16_product && bf16_path_ == GemmBf16Path::kAvx512 && m > 0 && n > 0 &&
+                      k > 0 && NarrowGemmApplies(m, n, k);
+  if (m <= 0 || n <= 0 || k <= 0 || !bf16_product ||
+      (bf16_path_ != GemmBf16Path::kAvx512Bf16 && !narrow)) {
     return GemmDroppedThroughScratch(drop_b, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c,
                                      ldc, bits, p, scratch);
   }
@@ -123,6 +127,7 @@ void FastOps::GemmDroppedKernel(bool drop_b, bool trans_a, bool trans_b, int64_t
   dropped.drop_bytes = bits.numel();
   dropped.drop_scale = 1.0f / (1.0f - p);  // ApplyDropoutMask's
   const GemmResult gc{c.raw(), c.dtype() == DType::kBF16, ldc};
+  if (narrow) return NarrowGemmBf16(*pool_, narrow_gemm_scratch_, m, n, k, ga, gb, beta, gc);
   GemmBf16OnPath(bf16_path_, pool_.get(), gemm_bf16_scratch_, m, n, k, ga, gb, beta, gc);
 }
 

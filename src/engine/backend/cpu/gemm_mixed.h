@@ -48,7 +48,8 @@ struct GemmOperand {
   bool bf16;
   int64_t ld;
   bool trans;
-  // A dropped operand (Ops::GemmDropped; avx512bf16 path only): element i of the stored matrix
+  // A dropped operand (Ops::GemmDropped; the avx512bf16 path, and NarrowGemmBf16 on the avx512
+  // path: gemm_narrow.h): element i of the stored matrix
   // (row * ld + column) read as ApplyDropoutMask(., bits, p, 0) writes it, bit for bit:
   // RoundToBf16(bit i ? x * drop_scale : 0), drop_scale = 1 / (1 - p). Null: as stored.
   const uint8_t* drop_bits = nullptr;

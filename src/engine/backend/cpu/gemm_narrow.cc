@@ -28,28 +28,45 @@ constexpr int64_t kThinRows = 8;
 
 // A stored matrix read as rows x cols: element (r, c) at index r * row_stride + c * col_stride
 // of data, F32 or BF16. `round`: an F32 element is taken rounded to bf16 (NarrowGemmBf16).
+// drop_bits: a dropped operand (NarrowGemmBf16's GemmOperand::drop_bits), element i of the
+// stored matrix (origin + its index from data) taken as ApplyDropoutMask writes it,
+// RoundToBf16(bit i ? x * drop_scale : 0).
 struct Matrix {
   const void* data;
   bool bf16, round;
   int64_t row_stride, col_stride;
+  const uint8_t* drop_bits = nullptr;
+  int64_t drop_bytes = 0;
+  float drop_scale = 1.0f;
+  int64_t origin = 0;  // data's index in the stored matrix (the mask's)
   float At(int64_t r, int64_t c) const {
     const int64_t at = r * row_stride + c * col_stride;
-    if (bf16) return WidenBf16(static_cast<const uint16_t*>(data)[at]);
-    const float x = static_cast<const float*>(data)[at];
-    return round ? WidenBf16(RoundToBf16(x)) : x;
+    const float x = bf16 ? WidenBf16(static_cast<const uint16_t*>(data)[at])
+                         : static_cast<const float*>(data)[at];
+    if (drop_bits != nullptr) {
+      const int64_t e = origin + at;
+      return WidenBf16(RoundToBf16((drop_bits[e / 8] >> (e % 8)) & 1u ? x * drop_scale : 0.0f));
+    }
+    return round && !bf16 ? WidenBf16(RoundToBf16(x)) : x;
   }
   // fp32 values as stored: the tiles read them in place.
-  bool Floats() const { return !bf16 && !round; }
+  bool Floats() const { return !bf16 && !round && drop_bits == nullptr; }
 };
 
 // op(A) (M, K) and op(B) (K, N) as Matrix.
 Matrix OpA(const GemmOperand& a, bool round) {
-  return {a.data, a.bf16, round, a.trans ? 1 : a.ld, a.trans ? a.ld : 1};
+  return {a.data,      a.bf16,       round,       a.trans ? 1 : a.ld, a.trans ? a.ld : 1,
+          a.drop_bits, a.drop_bytes, a.drop_scale};
 }
 Matrix OpB(const GemmOperand& b, bool round) {
-  return {b.data, b.bf16, round, b.trans ? 1 : b.ld, b.trans ? b.ld : 1};
+  return {b.data,      b.bf16,       round,       b.trans ? 1 : b.ld, b.trans ? b.ld : 1,
+          b.drop_bits, b.drop_bytes, b.drop_scale};
 }
-Matrix Transposed(const Matrix& x) { return {x.data, x.bf16, x.round, x.col_stride, x.row_stride}; }
+Matrix Transposed(const Matrix& x) {
+  Matrix t = x;
+  std::swap(t.row_stride, t.col_stride);
+  return t;
+}
 
 // The streamed operand's rows from r0 as the tile reads them: s[t * st + kk * sk].
 struct Rows {
@@ -61,8 +78,15 @@ struct Rows {
 // takes: BF16 widened, F32 rounded to bf16 and widened.
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512 Values16(
     const Matrix& m, int64_t at, __mmask16 mask) {
-  if (m.bf16) return LoadF32x16(static_cast<const uint16_t*>(m.data) + at, mask);
-  return WidenBf16x16(RoundToBf16x16(LoadF32x16(static_cast<const float*>(m.data) + at, mask)));
+  __m512 v = m.bf16 ? LoadF32x16(static_cast<const uint16_t*>(m.data) + at, mask)
+                    : LoadF32x16(static_cast<const float*>(m.data) + at, mask);
+  if (m.drop_bits != nullptr) {  // ApplyDropoutMask's operations (dropout_range.cc)
+    const __mmask16 keep = MaskBits16(m.drop_bits, m.drop_bytes, m.origin + at) & mask;
+    v = _mm512_maskz_mul_ps(keep, v, _mm512_set1_ps(m.drop_scale));
+  } else if (m.bf16) {
+    return v;
+  }
+  return WidenBf16x16(RoundToBf16x16(v));
 }
 
 // Rows r0 .. r0 + n_rows - 1 (at most kTile) of a streamed operand that is not read in place
@@ -191,9 +215,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void RowValues(const Matrix
 // m's columns from c0 on, as a matrix of the same rows.
 Matrix FromColumn(const Matrix& m, int64_t c0) {
   const int64_t at = c0 * m.col_stride;
-  const void* data = m.bf16 ? static_cast<const void*>(static_cast<const uint16_t*>(m.data) + at)
-                            : static_cast<const void*>(static_cast<const float*>(m.data) + at);
-  return {data, m.bf16, m.round, m.row_stride, m.col_stride};
+  Matrix from = m;
+  from.data = m.bf16 ? static_cast<const void*>(static_cast<const uint16_t*>(m.data) + at)
+                     : static_cast<const void*>(static_cast<const float*>(m.data) + at);
+  from.origin += at;
+  return from;
 }
 
 // The streamed operand with its rows contiguous (element (r, kk) at r + kk * col_stride: a
@@ -205,7 +231,7 @@ Matrix FromColumn(const Matrix& m, int64_t c0) {
 // L (and for BF16 one widening) per 16 FMAs, each with its P element broadcast from memory, and
 // 16 independent accumulators. NarrowTile over ConvertedRows' [kk][t] copy ran these products
 // at 46-56 GFLOP/s on one Intel core (BF16 L).
-template <bool kBf16, bool kRound>
+template <bool kBf16, bool kRound, bool kDropped = false>
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ColumnTile(const Matrix& l,
                                                                          int64_t r0, __mmask16 mask,
                                                                          const float* packed,
@@ -221,7 +247,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ColumnTile(const M
     _mm_prefetch(static_cast<const char*>(l.data) + (at + 16 * l.col_stride) * (kBf16 ? 2 : 4),
                  _MM_HINT_T0);
     __m512 v;
-    if constexpr (kBf16) {
+    if constexpr (kDropped) {
+      v = Values16(l, at, mask);
+    } else if constexpr (kBf16) {
       v = LoadF32x16(static_cast<const uint16_t*>(l.data) + at, mask);
     } else {
       v = LoadF32x16(static_cast<const float*>(l.data) + at, mask);
@@ -240,20 +268,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ColumnTile(const M
 // half of each) and P's slice from L1. out: n_rows' tiles of 16 x 16 floats.
 constexpr int64_t kColumnPair = 2;
 constexpr int64_t kColumnSlice = 256;
-template <bool kBf16, bool kRound>
+template <bool kBf16, bool kRound, bool kDropped = false>
 void ColumnTiles(const Matrix& l, int64_t r0, int64_t n_rows, const float* packed, int64_t k,
                  float* out) {
   for (int64_t k0 = 0; k0 < k; k0 += kColumnSlice) {
     const int64_t steps = std::min(kColumnSlice, k - k0);
     for (int64_t t = 0; t * 16 < n_rows; ++t) {
-      ColumnTile<kBf16, kRound>(FromColumn(l, k0), r0 + t * 16, TailMask(n_rows - t * 16),
-                                packed + k0 * kWidth, steps, k0 == 0, out + t * kWidth * 16);
+      ColumnTile<kBf16, kRound, kDropped>(FromColumn(l, k0), r0 + t * 16, TailMask(n_rows - t * 16),
+                                          packed + k0 * kWidth, steps, k0 == 0,
+                                          out + t * kWidth * 16);
     }
   }
 }
 
 void RunColumnTiles(const Matrix& l, int64_t r0, int64_t n_rows, const float* packed, int64_t k,
                     float* out) {
+  if (l.drop_bits != nullptr) {
+    if (l.bf16) return ColumnTiles<true, false, true>(l, r0, n_rows, packed, k, out);
+    return ColumnTiles<false, true, true>(l, r0, n_rows, packed, k, out);
+  }
   if (l.bf16) return ColumnTiles<true, false>(l, r0, n_rows, packed, k, out);
   if (l.round) return ColumnTiles<false, true>(l, r0, n_rows, packed, k, out);
   ColumnTiles<false, false>(l, r0, n_rows, packed, k, out);

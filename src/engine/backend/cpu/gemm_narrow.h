@@ -57,7 +57,9 @@ void NarrowGemm(ThreadPool& pool, NarrowGemmScratch& scratch, bool trans_a, bool
 // The same product with gemm_mixed.h's bf16 semantics: A and B F32 or BF16, every element taken
 // as bf16 (an F32 one rounded to nearest even), fp32 sums in ascending K. The avx512
 // conversion path's products with a side of at most 16 (FastOps): its blocked GEMM's 12 x 32
-// tiles would waste half their columns or rows there. The streamed operand is converted 8 rows
+// tiles would waste half their columns or rows there. A dropped operand (GemmOperand's
+// drop_bits: Ops::GemmDropped, LoRA's x A^T and du^T x) is read through its mask as
+// ApplyDropoutMask would write it, bit for bit. The streamed operand is converted 8 rows
 // at a time into a per-thread buffer, the packed one when packed.
 void NarrowGemmBf16(ThreadPool& pool, NarrowGemmScratch& scratch, int64_t m, int64_t n, int64_t k,
                     const GemmOperand& a, const GemmOperand& b, float beta, const GemmResult& c);
