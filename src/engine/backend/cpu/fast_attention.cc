@@ -50,10 +50,13 @@ namespace air::engine {
 namespace {
 
 // Queries per tile (and keys per block of the backward's split). The banded avx512bf16 and
-// avx512 products (attention_gemm.h) skip the tiles past the diagonal, so larger blocks cost them
-// no masked work and give dK and dV deeper products (K = the block's queries); the other paths
-// compute whole rectangles, and keep the smaller block.
-int64_t QueryBlock(GemmBf16Path path) { return AttentionGemmRuns(path) ? 128 : 64; }
+// avx512 products (attention_gemm.h: bf16 inputs) skip the tiles past the diagonal, so larger
+// blocks cost them no masked work and give dK and dV deeper products (K = the block's queries);
+// the other paths, and fp32 inputs on any path, compute whole rectangles and keep the smaller
+// block.
+int64_t QueryBlock(GemmBf16Path path, const View& q) {
+  return AttentionGemmRuns(path) && q.dtype() == DType::kBF16 ? 128 : 64;
+}
 constexpr float kNegInf = kAttentionNegInf;
 
 // A matrix inside one of the op's views: its first element, dtype and row stride.
@@ -300,7 +303,7 @@ void FastOps::AttentionForwardKernel(const AttentionShape& s, const View& q, con
                                      const View& kv_seg, const View& out,
                                      const View& lse_view) const {
   const std::vector<float> sinks = SinkValues(sinks_view);
-  const int64_t q_block = QueryBlock(native_bf16_path());
+  const int64_t q_block = QueryBlock(native_bf16_path(), q);
   const int64_t q_blocks = (s.q_len + q_block - 1) / q_block;
   const int64_t tasks = s.batch * s.q_heads * q_blocks;
   const int64_t group = s.q_heads / s.kv_heads;
@@ -415,7 +418,7 @@ void FastOps::AttentionBackwardKernel(const AttentionShape& s, const View& q, co
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t q_stride = s.q_heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
   const int64_t tasks = s.batch * s.kv_heads;
-  const int64_t q_block = QueryBlock(native_bf16_path());
+  const int64_t q_block = QueryBlock(native_bf16_path(), q);
   const float* lse = lse_view.f32();
   const int32_t* q_segments = q_seg.empty() ? nullptr : q_seg.i32();
   const int32_t* kv_segments = kv_seg.empty() ? nullptr : kv_seg.i32();
