@@ -89,19 +89,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   return WidenBf16x16(RoundToBf16x16(v));
 }
 
-// Rows r0 .. r0 + n_rows - 1 (at most kTile) of a streamed operand that is not read in place
-// and has neither its rows nor K contiguous (TransposedTile and ColumnTiles take those), as fp32
-// values in buf laid out [t][kk], one by one.
-Rows ConvertedRows(const Matrix& l, int64_t r0, int64_t n_rows, int64_t k,
-                   std::vector<float>& buf) {
-  if (static_cast<int64_t>(buf.size()) < kTile * k) buf.resize(static_cast<size_t>(kTile * k));
-  float* out = buf.data();
-  for (int64_t t = 0; t < n_rows; ++t) {
-    for (int64_t kk = 0; kk < k; ++kk) out[t * k + kk] = l.At(r0 + t, kk);
-  }
-  return {out, k, 1};
-}
-
 // out[t * 16 + j] = sum over kk < k of s(t, kk) * packed[kk * 16 + j], ascending kk, t < T.
 template <int T>
 __attribute__((target("avx512f,fma"))) void NarrowTile(const Rows& r, const float* packed,
@@ -229,7 +216,7 @@ Matrix FromColumn(const Matrix& m, int64_t c0) {
 // (packed: P's row of the first step; `first`: out not read). The same products, summed in the
 // same order, as NarrowTile's (the sums wait in out, as fp32, between slices of K); one load of
 // L (and for BF16 one widening) per 16 FMAs, each with its P element broadcast from memory, and
-// 16 independent accumulators. NarrowTile over ConvertedRows' [kk][t] copy ran these products
+// 16 independent accumulators. NarrowTile over a converted [kk][t] copy ran these products
 // at 46-56 GFLOP/s on one Intel core (BF16 L).
 template <bool kBf16, bool kRound, bool kDropped = false>
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void ColumnTile(const Matrix& l,
@@ -404,7 +391,8 @@ void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix&
     });
     return;
   }
-  if (l.col_stride == 1 && l.row_stride != 1 && !l.Floats()) {  // K contiguous: TransposedTile
+  // One of a stored operand's strides is 1: the rows contiguous (above), or K (here).
+  if (!l.Floats()) {  // K contiguous, BF16 or rounded: TransposedTile
     scratch.rows.resize(static_cast<size_t>(pool.num_threads()));
     pool.ParallelForBalanced((rows + 15) / 16, 1, [&](int64_t begin, int64_t end, int thread) {
       std::vector<float>& slice = scratch.rows[static_cast<size_t>(thread)];
@@ -418,16 +406,14 @@ void StreamedProduct(ThreadPool& pool, NarrowGemmScratch& scratch, const Matrix&
     });
     return;
   }
+  // fp32 values with K contiguous: NarrowTile reads them in place, 8 rows at a time.
   const int64_t tiles = (rows + kTile - 1) / kTile;
-  if (!l.Floats()) scratch.rows.resize(static_cast<size_t>(pool.num_threads()));
-  pool.ParallelForBalanced(tiles, 1, [&](int64_t begin, int64_t end, int thread) {
+  pool.ParallelForBalanced(tiles, 1, [&](int64_t begin, int64_t end, int) {
     alignas(64) float out[kTile * kWidth];
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t r0 = tile * kTile, n_rows = std::min(kTile, rows - r0);
-      const Rows streamed =
-          l.Floats() ? Rows{static_cast<const float*>(l.data) + r0 * l.row_stride, l.row_stride,
-                            l.col_stride}
-                     : ConvertedRows(l, r0, n_rows, k, scratch.rows[static_cast<size_t>(thread)]);
+      const Rows streamed{static_cast<const float*>(l.data) + r0 * l.row_stride, l.row_stride,
+                          l.col_stride};
       RunTile(n_rows, streamed, scratch.packed.data(), k, out);
       PutRows(c, r0, n_rows, width, out, beta, transposed_c);
     }

@@ -35,8 +35,8 @@ namespace air::engine {
 
 inline constexpr int64_t kNarrowGemmWidth = 16;
 
-// The packed narrow operand, and per thread the streamed rows converted to fp32 (a BF16 or
-// rounded operand), reused across calls.
+// The packed narrow operand, and per thread a slice of the streamed rows transposed to fp32 (a
+// BF16 or rounded operand with K contiguous), reused across calls.
 struct NarrowGemmScratch {
   std::vector<float> packed;
   std::vector<std::vector<float>> rows;
