@@ -29,6 +29,7 @@
 #include "base/strings.h"
 #include "engine/check.h"
 #include "engine/dtype.h"
+#include "engine/parallel/gloo_pair_sockets.h"
 #include "engine/parallel/tcp_store.h"
 
 namespace air::engine::parallel {
@@ -140,27 +141,6 @@ Result<std::string> LocalAddressToward(const std::string& host) {
   if (fd >= 0) ::close(fd);
   ::freeaddrinfo(res);
   return local;
-}
-
-std::string SocketAddress(const sockaddr_in& a) {
-  char buf[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
-  return fmt::format("[{}]:{}", buf, ntohs(a.sin_port));
-}
-
-// The local addresses ("[ip]:port", as Gloo prints them) of this process's TCP sockets whose
-// peer is one of `peers`' listening addresses: the pairs it connected.
-std::vector<std::string> ConnectedPairAddresses(const std::map<std::string, int>& peers) {
-  std::vector<std::string> found;
-  for (int fd = 0; fd < 4096; ++fd) {
-    sockaddr_in local{}, remote{};
-    socklen_t ll = sizeof(local), rl = sizeof(remote);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    if (local.sin_family != AF_INET) continue;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) != 0) continue;
-    if (peers.count(SocketAddress(remote))) found.push_back(SocketAddress(local));
-  }
-  return found;
 }
 
 std::string Hostname() {
@@ -320,7 +300,6 @@ class GlooProcessGroup : public ProcessGroup {
   // "rank 2 (...) waits in barrier #7 instead"). "" when every rank waited in it, or no store.
   std::string RanksMissingFrom(const std::string& collective);
   static constexpr std::chrono::milliseconds kHangWindow{2000};
-  int LostRankIn(const std::string& error) const;
   // When the error names no address we know: the rank that must be (or provably is) gone, else -1.
   int DeadPeer() const;
   // Whether rank r ran on this host and its process is gone.
@@ -339,8 +318,8 @@ class GlooProcessGroup : public ProcessGroup {
   std::unique_ptr<GlooStore> gloo_store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
-  std::map<int, std::string> peers_;         // rank -> "host H, pid P"
-  std::map<std::string, int> pair_address_;  // a Gloo pair's listening address -> its peer rank
+  std::map<int, std::string> peers_;  // rank -> "host H, pid P"
+  GlooPairSockets pair_sockets_;      // peer rank -> the socket under its Gloo pair
   uint32_t tag_ = 1;
   Status broken_;
   // Polls the store's "lost" key while the group lives, so a rank whose collective fails only
@@ -511,29 +490,13 @@ Status GlooProcessGroup::Join() {
     return Unavailable(fmt::format("rank {} could not connect to its peers over Gloo ({}): {}",
                                    dist_.rank, local, e.what()));
   }
-  // Every pair's listening address, so a Gloo error naming one tells which rank was lost.
-  std::vector<std::string> mine;
+  // Each pair's socket (its local end is the pair's address once connected), so a failed
+  // collective can tell which peer it lost.
+  std::map<int, std::string> pair_address;
   for (int r = 0; r < n; ++r) {
-    mine.push_back(r == dist_.rank ? "" : context_->getPair(r)->address().str());
-    if (r != dist_.rank) pair_address_[mine.back()] = r;
+    if (r != dist_.rank) pair_address[r] = context_->getPair(r)->address().str();
   }
-  // The pairs this rank connected (rather than accepted) show up at the peer under this side's
-  // ephemeral port: publish those too, found among this process's sockets by their peers.
-  std::vector<std::string> ephemeral = ConnectedPairAddresses(pair_address_);
-  AIR_RETURN_IF_ERROR(
-      store_->Set(prefix_ + "pairs/" + std::to_string(dist_.rank), ::air::Join(mine, "|")));
-  AIR_RETURN_IF_ERROR(store_->Set(prefix_ + "ephemeral/" + std::to_string(dist_.rank),
-                                  ::air::Join(ephemeral, "|")));
-  for (int r = 0; r < n; ++r) {
-    if (r == dist_.rank) continue;
-    AIR_ASSIGN_OR_RETURN(std::string theirs, store_->Get(prefix_ + "pairs/" + std::to_string(r)));
-    std::vector<std::string> parts = Split(theirs, '|');
-    if (parts.size() == static_cast<size_t>(n)) pair_address_[parts[dist_.rank]] = r;
-    AIR_ASSIGN_OR_RETURN(std::string eph, store_->Get(prefix_ + "ephemeral/" + std::to_string(r)));
-    for (const std::string& a : Split(eph, '|')) {
-      if (!a.empty()) pair_address_[a] = r;
-    }
-  }
+  pair_sockets_ = GlooPairSockets::Find(pair_address);
   watcher_ = std::thread([this] {
     const std::string key = prefix_ + "lost";
     while (!stop_watch_ && seen_lost_ < 0) {
@@ -571,31 +534,27 @@ int GlooProcessGroup::DeadPeer() const {
   return -1;
 }
 
-int GlooProcessGroup::LostRankIn(const std::string& error) const {
-  for (const auto& [address, r] : pair_address_) {
-    if (!address.empty() && error.find(address) != std::string::npos) return r;
-  }
-  return -1;
-}
-
 Status GlooProcessGroup::Failure(const std::string& what, const std::string& error) {
-  int lost = LostRankIn(error);
+  // The peer this rank saw fail: the one Gloo's error names, else the only broken pair socket.
+  const int observed = pair_sockets_.LostRank(error);
   // The first rank to see a failure records whom it lost; a rank that failed only because a
-  // survivor gave up then names the original.
+  // survivor gave up (and whose own evidence may name that survivor) then names the original.
+  int lost = -1;
   const std::string key = prefix_ + "lost";
   if (store_) {
-    if (lost >= 0) {
-      Result<std::string> first = store_->CompareSet(key, "", std::to_string(lost));
-      if (first.ok() && !first->empty()) lost = std::stoi(*first);
+    if (observed >= 0) {
+      Result<std::string> first = store_->CompareSet(key, "", std::to_string(observed));
+      if (first.ok()) lost = first->empty() ? observed : std::stoi(*first);
     }
-    for (int i = 0; i < 20 && lost < 0; ++i) {
+    for (int i = 0; i < 20 && lost < 0 && observed < 0; ++i) {
       Result<std::optional<std::string>> v = store_->TryGet(key);
       if (!v.ok()) break;
       if (*v) lost = std::stoi(**v);
       if (lost < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  if (lost < 0) lost = seen_lost_;
+  if (lost < 0) lost = seen_lost_;  // the store's host is gone: what its key said, if seen
+  if (lost < 0) lost = observed;
   const bool timed_out = error.find("imed out") != std::string::npos;
   if (lost < 0 && timed_out) {
     // Every peer may be alive: a hang. Name the collective and who never reached it.

@@ -3,16 +3,16 @@
 // Joining: the store at MASTER_ADDR:MASTER_PORT is hosted by rank 0 (TcpStoreServer) unless the
 // launcher hosts it (TORCHELASTIC_USE_AGENT_STORE, as under torchrun; keys then live under
 // torch's "/worker/attempt_<restart>/" prefix). Every rank registers, waits for all others
-// (a rank that never joins: an error naming the missing ranks), publishes its host, pid and
-// Gloo pair addresses, and connects Gloo's full mesh through the store. Gloo binds to the local
-// address this host uses to reach MASTER_ADDR.
+// (a rank that never joins: an error naming the missing ranks), publishes its host and pid, and
+// connects Gloo's full mesh through the store. Gloo binds to the local address this host uses to
+// reach MASTER_ADDR.
 //
 // Faults: every collective runs under the group's timeout. When one fails, the rank names the
-// peer Gloo lost (matched from the pair address in Gloo's error) and records it in the store
-// (first writer wins), so ranks that failed only because a survivor gave up name the same,
-// original rank. The group is broken afterwards. Creating a group sets SIGPIPE to ignored
-// (process-wide): Gloo's sends would otherwise kill the process when a peer dies.
-// Thread safety: as ProcessGroup (one caller at a time).
+// peer Gloo lost (the pair whose address Gloo's error names, else the one pair whose socket
+// broke: GlooPairSockets) and records it in the store (first writer wins), so ranks that failed
+// only because a survivor gave up name the same, original rank. The group is broken afterwards.
+// Creating a group sets SIGPIPE to ignored (process-wide): Gloo's sends would otherwise kill the
+// process when a peer dies. Thread safety: as ProcessGroup (one caller at a time).
 #pragma once
 
 #include <chrono>
