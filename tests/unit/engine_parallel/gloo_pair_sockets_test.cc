@@ -39,6 +39,16 @@ Connection Connect() {
   return c;
 }
 
+// Ranks 1 and 2's pairs, each over its own connection.
+struct TwoPairs {
+  Connection to1 = Connect(), to2 = Connect();
+  GlooPairSockets sockets;
+  TwoPairs() {
+    sockets.Add(1, to1.near);
+    sockets.Add(2, to2.near);
+  }
+};
+
 std::string GlooLocal(int fd) { return gloo::transport::tcp::Address::fromSockName(fd).str(); }
 std::string GlooPeer(int fd) { return gloo::transport::tcp::Address::fromPeerName(fd).str(); }
 
@@ -91,15 +101,12 @@ TEST(GlooPairSockets, AnAddressIsMatchedWhole) {
 }
 
 TEST(GlooPairSockets, APeerThatExitsBreaksOnlyItsSocket) {
-  Connection to1 = Connect(), to2 = Connect();
-  GlooPairSockets sockets;
-  sockets.Add(1, to1.near);
-  sockets.Add(2, to2.near);
-  ::close(to1.far);  // rank 1's process is gone: its kernel closes its end
-  EXPECT_EQ(BrokenSoon(sockets), std::vector<int>{1});
-  EXPECT_EQ(sockets.LostRank("Timed out waiting 30000ms for recv operation to complete"), 1);
-  EXPECT_EQ(sockets.LostRank("Read error [10.255.255.1]:4002: Connection reset by peer"), 1);
-  for (int fd : {to1.near, to2.near, to2.far}) ::close(fd);
+  TwoPairs pairs;
+  ::close(pairs.to1.far);  // rank 1's process is gone: its kernel closes its end
+  EXPECT_EQ(BrokenSoon(pairs.sockets), std::vector<int>{1});
+  EXPECT_EQ(pairs.sockets.LostRank("Timed out waiting 30000ms for recv operation to complete"), 1);
+  EXPECT_EQ(pairs.sockets.LostRank("Read error [10.255.255.1]:4002: Connection reset by peer"), 1);
+  for (int fd : {pairs.to1.near, pairs.to2.near, pairs.to2.far}) ::close(fd);
 }
 
 TEST(GlooPairSockets, AResetPeerBreaksItsSocket) {
@@ -114,20 +121,17 @@ TEST(GlooPairSockets, AResetPeerBreaksItsSocket) {
 }
 
 TEST(GlooPairSockets, ASocketGlooClosedOrReusedIsBroken) {
-  Connection to1 = Connect(), to2 = Connect();
-  GlooPairSockets sockets;
-  sockets.Add(1, to1.near);
-  sockets.Add(2, to2.near);
-  const int fd = to1.near;
-  ::close(fd);  // Gloo closes a failed pair's socket
+  TwoPairs pairs;
+  GlooPairSockets& sockets = pairs.sockets;
+  ::close(pairs.to1.near);  // Gloo closes a failed pair's socket
   EXPECT_EQ(sockets.Broken(), std::vector<int>{1});
-  Connection reused = Connect();  // the lowest free descriptor: likely `fd` again
+  Connection reused = Connect();  // the lowest free descriptor: likely the closed one again
   EXPECT_EQ(sockets.Broken(), std::vector<int>{1});
   // Two broken sockets and an error naming neither: no single rank is shown.
-  ::close(to2.far);
+  ::close(pairs.to2.far);
   EXPECT_EQ(BrokenSoon(sockets, 2), (std::vector<int>{1, 2}));
   EXPECT_EQ(sockets.LostRank("Timed out"), -1);
-  for (int f : {to1.far, to2.near, reused.near, reused.far}) ::close(f);
+  for (int f : {pairs.to1.far, pairs.to2.near, reused.near, reused.far}) ::close(f);
 }
 
 }  // namespace
