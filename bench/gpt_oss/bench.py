@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """GPT-OSS training throughput: `air train` vs PyTorch + transformers' GptOssForCausalLM on the
-same tiny-but-not-trivial mixture-of-experts shape, data and CPU, one run.
+same tiny-but-not-trivial mixture-of-experts shape, data and CPU: one run, or the medians of
+--rounds interleaved rounds.
 
 transformers builds and saves a random GptOssForCausalLM (fp32; by default 4 layers, hidden
 256, 8 experts top-2 of width 256, 4 query / 2 key-value heads of 64, sliding window 128 on
@@ -20,15 +21,21 @@ transformers' GptOssForCausalLM, each experts implementation asked for, on air's
 its own process (bench/lora's runners: tokens/s, the training state; peak RSS is bench/lora's
 to compare); the ratio is against PEFT's best.
 
+With --rounds N every side runs N times, each round running all of them back to back, the
+dtypes in turn first (fp32 then bf16, then bf16 then fp32, ...: a guest's speed drifts, and a
+fixed order showed it as bf16 running 6% slower than fp32 where interleaved runs measured the
+two equal); tokens/s are each side's median, each round's own figures printed after.
+
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/gpt_oss/bench.py \
       [--layers 4 --hidden 256 --experts 8 --top-k 2 --vocab 4096 --seq 256 --batch 2
        --steps 6 --warmup 2 --threads 2] [--dtype fp32|bf16|both] [--sides full,lora]
-       [--r 16 --alpha 16 --dropout 0.05] [--hf-experts grouped_mm,eager|none]
+       [--r 16 --alpha 16 --dropout 0.05] [--hf-experts grouped_mm,eager|none] [--rounds 1]
 """
 import argparse
 import importlib.util
 import os
 import pathlib
+import statistics
 import sys
 import tempfile
 
@@ -79,7 +86,7 @@ def run_lora(args, air, model_dir, data, work, dtypes):
     out = {}
     for bf16 in dtypes:
         sub = work / f"lora_{'bf16' if bf16 else 'fp32'}"
-        sub.mkdir()
+        sub.mkdir(parents=True)
         args.bf16 = bf16
         out[("air", bf16)] = lora_bench.run_air(args, air, model_dir, data, sub)
         for experts in hf_experts(args):
@@ -128,16 +135,20 @@ def main():
     parser.add_argument("--r", type=int, default=16)
     parser.add_argument("--alpha", type=float, default=16)
     parser.add_argument("--dropout", type=float, default=0.05)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every side this many times, interleaved; report medians")
     args = parser.parse_args()
     sides = set(args.sides.split(","))
     if not sides or not sides <= {"full", "lora"}:
         parser.error("--sides takes full, lora or full,lora")
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
     print(cpu_info.describe())
-    results = {}
+    full_rounds, lora_rounds = [], []
     with tempfile.TemporaryDirectory(prefix="air_bench_gpt_oss_") as tmp:
         work = pathlib.Path(tmp)
         model_dir, data = work / "model", work / "rows.jsonl"
@@ -146,17 +157,33 @@ def main():
         print(f"model: GPT-OSS {args.layers} layers, hidden {args.hidden}, {args.experts} "
               f"experts top-{args.top_k}, vocab {args.vocab}, {params / 1e6:.2f} M parameters; "
               f"batch {args.batch} x {args.seq} tokens; {args.steps} timed steps after "
-              f"{args.warmup}; {args.threads} threads")
-        if "full" in sides:
-            for bf16 in dtypes:
-                results[("air", bf16)] = train_step.run_air(args, air, model_dir, data, work,
+              f"{args.warmup}; {args.threads} threads; {args.rounds} round(s)")
+        for round_index in range(args.rounds):
+            order = dtypes if round_index % 2 == 0 else dtypes[::-1]
+            one = {}
+            if "full" in sides:
+                for bf16 in order:
+                    one[("air", bf16)] = train_step.run_air(args, air, model_dir, data, work,
                                                             bf16)
-            for experts in hf_experts(args):
-                args.hf_load_kwargs = {"experts_implementation": experts}
-                for bf16 in dtypes:
-                    results[(f"pytorch {experts}", bf16)] = train_step.run_pytorch(
-                        args, model_dir, work / "batches.jsonl", bf16)
-        lora = run_lora(args, air, model_dir, data, work, dtypes) if "lora" in sides else {}
+                for experts in hf_experts(args):
+                    args.hf_load_kwargs = {"experts_implementation": experts}
+                    for bf16 in order:
+                        one[(f"pytorch {experts}", bf16)] = train_step.run_pytorch(
+                            args, model_dir, work / "batches.jsonl", bf16)
+            full_rounds.append(one)
+            if "lora" in sides:
+                lora_rounds.append(
+                    run_lora(args, air, model_dir, data, work / f"round_{round_index}", order))
+    # Each side's median tokens/s; the losses and state are the first round's (every round
+    # trains the same steps).
+    keys = [(side, bf16) for side, _ in full_rounds[0] for bf16 in dtypes]
+    results = {key: (statistics.median(r[key][0] for r in full_rounds),) + full_rounds[0][key][1:]
+               for key in dict.fromkeys(keys)}
+    lora = {}
+    if lora_rounds:
+        for key in dict.fromkeys((side, bf16) for side, _ in lora_rounds[0] for bf16 in dtypes):
+            lora[key] = dict(lora_rounds[0][key], tokens_per_s=statistics.median(
+                r[key]["tokens_per_s"] for r in lora_rounds))
     if results:
         print(f"full fine-tuning {'':7} {'tokens/s':>10} {'first loss':>11} {'last loss':>10}")
         for (side, bf16), (tps, first, last) in results.items():
@@ -170,6 +197,19 @@ def main():
                   f"{results[('air', bf16)][0] / best[0]:.2f}x")
     if lora:
         print_lora(args, lora, dtypes)
+    if len(dtypes) == 2:  # "bf16 never slower than fp32 on the same CPU"
+        for kind, table, value in (("full fine-tuning", results, lambda r: r[0]),
+                                   ("LoRA", lora, lambda r: r["tokens_per_s"])):
+            if ("air", True) in table:
+                print(f"ratio air bf16 / air fp32, {kind}: "
+                      f"{value(table[('air', True)]) / value(table[('air', False)]):.2f}x")
+    if args.rounds > 1:
+        print("per round, tokens/s (the dtypes' order alternates):")
+        for kind, rounds, value in (("full", full_rounds, lambda r: r[0]),
+                                    ("LoRA", lora_rounds, lambda r: r["tokens_per_s"])):
+            for side, bf16 in dict.fromkeys(k for r in rounds[:1] for k in r):
+                print(f"  {kind} {side} {'bf16' if bf16 else 'fp32'}: "
+                      + " ".join(f"{value(r[(side, bf16)]):.0f}" for r in rounds))
     print(cpu_info.describe())
 
 
