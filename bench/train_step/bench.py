@@ -16,8 +16,9 @@ at 1.0), batch and sequence length, and the same number of threads:
 air's tokens/s come from its metrics.jsonl between the warm-up and the last step (loading and
 saving excluded); PyTorch's are timed over the same steps after the same warm-up. It prints every
 side's tokens/s and first/last loss, the ratios air bf16 / air fp32 and air / PyTorch's best
-(the faster of its fp32 and bf16; with --rounds N every side runs N times, interleaved, and
-each figure is its median, each ratio printed per round too), the training FLOP/s each side
+(the faster of its fp32 and bf16; with --rounds N every side runs N times, interleaved, the
+dtypes' order reversed every other round so that a drifting machine favours neither, and each
+figure is its median, each ratio printed per round too), the training FLOP/s each side
 reaches (6 x matmul parameters + attention, per token), the host's steal time during each
 side's run (on a virtual machine: the share of the CPUs' time the host gave other guests, the
 usual cause of a slow round) and the CPU's model and flags.
@@ -169,7 +170,8 @@ def usable_cpus():
 
 
 def run_round(args, air, model_dir, data, work, dtypes):
-    """Every side once at args.threads: ({(side, bf16): (tokens/s, first, last)}, steal %)."""
+    """Every side once at args.threads, the dtypes in the given order: ({(side, bf16):
+    (tokens/s, first, last)}, steal %)."""
     one, steal = {}, {}  # steal: the host's steal time during each side's run, %
     for bf16 in dtypes:  # air writes the batches both PyTorch sides replay
         before = cpu_info.cpu_times()
@@ -303,9 +305,10 @@ def main():
               f"{', '.join(map(str, counts))} threads ({cpus} usable CPUs)")
         rounds = {t: [] for t in counts}
         steals = {t: [] for t in counts}
-        for _ in range(args.rounds):  # every count in every round: load changes hit them all
+        for index in range(args.rounds):  # every count in every round: load changes hit them all
+            order = dtypes if index % 2 == 0 else dtypes[::-1]
             for t in counts:
-                one, steal = run_round(per_count[t], air, model_dir, data, work, dtypes)
+                one, steal = run_round(per_count[t], air, model_dir, data, work, order)
                 rounds[t].append(one)
                 steals[t].append(steal)
     medians = {t: report(per_count[t], rounds[t], steals[t], dtypes) for t in counts}
