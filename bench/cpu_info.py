@@ -6,11 +6,32 @@ machine's CPUs waiting while the host runs other guests) over a stretch of a ben
 
     sys.path.insert(0, str(REPO / "bench")); import cpu_info; print(cpu_info.describe())
     before = cpu_info.cpu_times(); ...; print(cpu_info.steal_percent(before, cpu_info.cpu_times()))
+
+And the `--isa avx2` cap the benches share (cap_isa): both sides run as on an AVX2-only CPU.
 """
 import os
 import pathlib
 
 KERNEL_FLAG_PREFIXES = ("avx512", "amx", "avx2", "fma", "avx_vnni")
+
+# --isa avx2: air's AVX2 kernels and PyTorch's (ATen's, and oneDNN's and MKL's, its fp32 GEMM:
+# no AVX-512, no bf16 dot products), as a CPU without AVX-512 (AMD Zen 2/3, Intel's client
+# cores) runs them.
+ISA_CAPS = {"native": {}, "avx2": {"AIR_CPU_KERNELS": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                                   "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}}
+
+
+def cap_isa(isa):
+    """Sets the environment for `isa` (a key of ISA_CAPS) in this process and the ones it
+    starts: call it before torch is imported (ATen, oneDNN and MKL read these once)."""
+    os.environ.update(ISA_CAPS[isa])
+
+
+def describe_isa(torch):
+    """What each side's kernels are capped at, for the figures' header."""
+    return (f"pytorch {torch.__version__}: ATen kernels {torch.backends.cpu.get_cpu_capability()}, "
+            f"oneDNN/MKL ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
+            f"air kernels {os.environ.get('AIR_CPU_KERNELS', 'the best this CPU has')}")
 
 
 def describe():

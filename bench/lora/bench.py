@@ -22,11 +22,12 @@ four measured on its tensors). Prints the ratio air / PEFT of both, and the CPU'
 --rounds N runs both sides N times, interleaved (air, PEFT, air, PEFT, ...: a slow stretch of the
 host hits both), and prints each side's median tokens/s, their ratio, and the ratio of each round
 with its median (the losses, memory and state are the first round's: every round trains the same
-steps on the same batches).
+steps on the same batches). --isa avx2 caps both sides at AVX2 (bench/cpu_info.py's cap_isa, as
+bench/train_step's): a CPU without AVX-512.
 
   AIR_BIN=build/bin/air $(scripts/venv.sh)/bin/python bench/lora/bench.py \\
       [--layers 4 --hidden 512 --vocab 4096 --seq 256 --batch 4 --steps 8 --warmup 2
-       --threads 2] [--bf16] [--r 16 --alpha 16 --dropout 0.05] [--rounds 3]
+       --threads 2] [--bf16] [--r 16 --alpha 16 --dropout 0.05] [--rounds 3] [--isa avx2]
 """
 import argparse
 import importlib.util
@@ -176,6 +177,8 @@ def main():
     parser.add_argument("--alpha", type=float, default=16)
     parser.add_argument("--dropout", type=float, default=0.05)
     parser.add_argument("--bf16", action="store_true", help="a bf16 base on both sides")
+    parser.add_argument("--isa", choices=list(cpu_info.ISA_CAPS), default="native",
+                        help="avx2: both sides capped at AVX2 (a CPU without AVX-512)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="both sides this many times, interleaved; medians and per-round "
                         "ratios")
@@ -190,8 +193,12 @@ def main():
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
+    cpu_info.cap_isa(args.isa)  # before torch is imported (the PEFT worker inherits it)
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     print(cpu_info.describe())
+    if args.isa != "native":
+        import torch
+        print(cpu_info.describe_isa(torch))
     with tempfile.TemporaryDirectory(prefix="air_bench_lora_") as tmp:
         work = pathlib.Path(tmp)
         model_dir, data = work / "model", work / "rows.jsonl"

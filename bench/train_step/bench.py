@@ -269,7 +269,7 @@ def main():
                         help="threads for both sides, or a comma-separated sweep (1,2,4)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--dtype", choices=["both", "fp32", "bf16"], default="both")
-    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+    parser.add_argument("--isa", choices=list(cpu_info.ISA_CAPS), default="native",
                         help="avx2: both sides capped at AVX2 (a CPU without AVX-512)")
     parser.add_argument("--gemm-peak", type=float, default=0.0,
                         help="the machine's measured bf16 GEMM peak in GFLOP/s")
@@ -281,9 +281,7 @@ def main():
         parser.error("--warmup and --steps must be >= 1 (timing starts after the warm-up steps)")
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
-    if args.isa == "avx2":  # before torch is imported: both read these once
-        os.environ.update(AIR_CPU_KERNELS="avx2", ATEN_CPU_CAPABILITY="avx2",
-                          ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
+    cpu_info.cap_isa(args.isa)  # before torch is imported
     air = os.environ.get("AIR_BIN", str(REPO / "build/bin/air"))
     dtypes = {"both": [False, True], "fp32": [False], "bf16": [True]}[args.dtype]
     counts, cpus = args.threads, usable_cpus()
@@ -295,9 +293,7 @@ def main():
         model_dir, data = work / "model", work / "rows.jsonl"
         params = build_model(args, model_dir)
         import torch
-        print(f"pytorch {torch.__version__}: ATen kernels {torch.backends.cpu.get_cpu_capability()}, "
-              f"oneDNN/MKL ISA cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}; "
-              f"air kernels {os.environ.get('AIR_CPU_KERNELS', 'the best this CPU has')}")
+        print(cpu_info.describe_isa(torch))
         write_rows(args, data)
         print(f"model: Llama {args.layers} layers, hidden {args.hidden}, vocab {args.vocab}, "
               f"{params / 1e6:.2f} M parameters; batch {args.batch} x {args.seq} tokens; "
