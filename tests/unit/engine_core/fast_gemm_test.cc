@@ -116,7 +116,11 @@ std::vector<Case> Cases() {
       {37, 65, 513},   // three K slices, the last one deep
       {130, 47, 257},  // a K slice of depth 1; enough products to use the pool
       {9, 4129, 20},   // ragged micro-tiles in both directions across a block edge
-      {300, 33, 64}};  // many row tiles, one column tile
+      {300, 33, 64},   // many row tiles, one column tile
+      // At most 16 columns (one AVX2 column panel: A read in place there), three K slices,
+      // a ragged last row tile; and a narrow one with 5 rows, 5 columns.
+      {100, 16, 600},
+      {5, 5, 40}};
   for (auto [m, n, k] : shapes) {
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {

@@ -38,6 +38,52 @@ void ScaleOnly(const GemmArgs& g) {
   }
 }
 
+// On AVX2 kernels, a product of at most one column panel (N <= 16: LoRA's x A^T, dy B, dy^T u)
+// reads op(A) in place (MicroKernelAvx2Rows) and packs only op(B): each element of A meets one
+// tile, so its panels cost as much as the product (a CPU with AVX-512 takes such products to
+// gemm_narrow.h). `a` holds element (i, p) at a[i * row_stride + p * step_stride].
+struct InPlaceOperand {
+  const float* a;
+  int64_t row_stride, step_stride;
+};
+void RunWithAInPlace(ThreadPool* pool, GemmScratch& scratch, int64_t m, int64_t n, int64_t k,
+                     const InPlaceOperand& a, const PanelSource& b_src, float beta, float* c,
+                     int64_t ldc) {
+  const BlockedGemmShape shape{m, n, k, kAvx2KernelMR, kAvx2KernelNR, kKC, 1, m};
+  RunBlockedGemm<false>(
+      shape, pool, scratch.packed_a, scratch.packed_b,
+      [](int64_t, int64_t, int64_t, int64_t, float*) {},
+      [&](int64_t j, int64_t cols, int64_t p0, int64_t kc, float* dst) {
+        PackFloatPanelsAvx2(b_src, kAvx2KernelNR, j, cols, p0, kc, dst);
+      },
+      [&](const float*, const float* bp, const MicroTile& t) {
+        MicroKernelAvx2Rows(
+            t.kc,
+            {a.a + t.i * a.row_stride + t.p0 * a.step_stride, a.row_stride, a.step_stride, t.mr},
+            bp, {c + t.i * ldc + t.j, ldc, t.mr, t.nr, beta, t.first_slice});
+      });
+}
+
+// M <= 16 on AVX2 kernels (LoRA's du^T x, u^T x): C^T = op(B)^T op(A)^T, N <= 16, through
+// RunWithAInPlace on C^T in scratch (C transposed in, and back: M x N floats, against the
+// product's M x N x K multiply-adds). The same tile sums in the same order, beta applied at
+// the first slice as before: the same bits as C's own blocked product.
+void RunTransposed(ThreadPool* pool, GemmScratch& scratch, const GemmArgs& g,
+                   const PanelSource& a_src) {
+  std::vector<float>& ct = scratch.c_transposed;
+  ct.resize(static_cast<size_t>(g.n * g.m));
+  if (g.beta != 0.0f) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) ct[j * g.m + i] = g.c[i * g.ldc + j];
+    }
+  }
+  const InPlaceOperand bt{g.b, g.trans_b ? g.ldb : 1, g.trans_b ? 1 : g.ldb};
+  RunWithAInPlace(pool, scratch, g.n, g.m, g.k, bt, a_src, g.beta, ct.data(), g.m);
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) g.c[i * g.ldc + j] = ct[j * g.m + i];
+  }
+}
+
 // FastGemm's plan: fp32 panels, C updated in place at every slice.
 void RunFastGemm(ThreadPool* pool, GemmScratch& scratch, const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
@@ -49,6 +95,13 @@ void RunFastGemm(ThreadPool* pool, GemmScratch& scratch, const GemmArgs& g) {
   PanelSource a_src{g.a, false, g.lda, !g.trans_a, g.m};
   PanelSource b_src{g.b, false, g.ldb, g.trans_b, g.n};
   a_src.f32_exact = b_src.f32_exact = true;
+  if (SelectedCpuKernels() == CpuKernels::kAvx2 && g.n <= kAvx2KernelNR) {
+    const InPlaceOperand a{g.a, g.trans_a ? 1 : g.lda, g.trans_a ? g.lda : 1};
+    return RunWithAInPlace(pool, scratch, g.m, g.n, g.k, a, b_src, g.beta, g.c, g.ldc);
+  }
+  if (SelectedCpuKernels() == CpuKernels::kAvx2 && g.m <= kAvx2KernelNR) {
+    return RunTransposed(pool, scratch, g, a_src);
+  }
   RunBlockedGemm<true>(
       shape, pool, scratch.packed_a, scratch.packed_b,
       [&](int64_t i, int64_t rows, int64_t p0, int64_t kc, float* dst) {

@@ -20,6 +20,7 @@ namespace air::engine {
 struct GemmScratch {
   std::vector<std::vector<float>> packed_a;
   std::vector<float> packed_b;
+  std::vector<float> c_transposed;  // C^T of a product of at most 16 rows (AVX2 kernels)
 };
 
 void FastGemm(ThreadPool& pool, GemmScratch& scratch, bool trans_a, bool trans_b, int64_t m,

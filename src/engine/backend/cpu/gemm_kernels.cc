@@ -117,10 +117,28 @@ __attribute__((target("avx512f,fma"))) void MicroKernelAvx512(int64_t kc, const 
   StoreAccAvx512(acc, out);
 }
 
+// Where the AVX2 kernel reads A's element (r, p): a packed panel ([p][r], 6 floats a step), or
+// op(A) in place (Fp32Rows: six row pointers and one step offset, so each broadcast is one
+// load with a base and an index register, as from the panel).
+struct PanelA {
+  const float* panel;
+  __attribute__((always_inline)) const float* At(int r, int64_t p) const {
+    return panel + p * kMR2 + r;
+  }
+};
+struct InPlaceA {
+  const float* row[kMR2];
+  int64_t step_stride;
+  __attribute__((always_inline)) const float* At(int r, int64_t p) const {
+    return row[r] + p * step_stride;
+  }
+};
+
 // AVX2 and FMA (16 ymm registers) on a 6 x 16 tile: 12 accumulators (6 rows x 2 vectors of 8),
 // named one by one: as an array GCC keeps them in memory and stores all twelve every step.
-__attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float* ap,
-                                                         const float* bp, const TileOut& out) {
+template <typename A>
+__attribute__((target("avx2,fma"), always_inline)) inline void MicroKernelAvx2For(
+    int64_t kc, const A& a, const float* bp, const TileOut& out) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -132,29 +150,28 @@ __attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float
     _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(out.c + r * out.ldc + kNR2 - 1), _MM_HINT_T0);
   }
-  const float* a = ap;
   const float* b = bp;
   // Two steps an iteration (unrolled): half the loop's own instructions per FMA. With C's
   // prefetch, +1% on the step's products (one Intel core, AVX2 kernels).
 #pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p, a += kMR2, b += kNR2) {
+  for (int64_t p = 0; p < kc; ++p, b += kNR2) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 ar = _mm256_broadcast_ss(a);
+    __m256 ar = _mm256_broadcast_ss(a.At(0, p));
     c00 = _mm256_fmadd_ps(ar, b0, c00);
     c01 = _mm256_fmadd_ps(ar, b1, c01);
-    ar = _mm256_broadcast_ss(a + 1);
+    ar = _mm256_broadcast_ss(a.At(1, p));
     c10 = _mm256_fmadd_ps(ar, b0, c10);
     c11 = _mm256_fmadd_ps(ar, b1, c11);
-    ar = _mm256_broadcast_ss(a + 2);
+    ar = _mm256_broadcast_ss(a.At(2, p));
     c20 = _mm256_fmadd_ps(ar, b0, c20);
     c21 = _mm256_fmadd_ps(ar, b1, c21);
-    ar = _mm256_broadcast_ss(a + 3);
+    ar = _mm256_broadcast_ss(a.At(3, p));
     c30 = _mm256_fmadd_ps(ar, b0, c30);
     c31 = _mm256_fmadd_ps(ar, b1, c31);
-    ar = _mm256_broadcast_ss(a + 4);
+    ar = _mm256_broadcast_ss(a.At(4, p));
     c40 = _mm256_fmadd_ps(ar, b0, c40);
     c41 = _mm256_fmadd_ps(ar, b1, c41);
-    ar = _mm256_broadcast_ss(a + 5);
+    ar = _mm256_broadcast_ss(a.At(5, p));
     c50 = _mm256_fmadd_ps(ar, b0, c50);
     c51 = _mm256_fmadd_ps(ar, b1, c51);
   }
@@ -190,12 +207,26 @@ __attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float
   StoreTile(tile, out, kNR2);
 }
 
+__attribute__((target("avx2,fma"))) void MicroKernelAvx2(int64_t kc, const float* ap,
+                                                         const float* bp, const TileOut& out) {
+  MicroKernelAvx2For(kc, PanelA{ap}, bp, out);
+}
+
 }  // namespace
 
 Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level) {
   if (level >= CpuKernels::kAvx512) return {MicroKernelAvx512, kMR512, kNR};
   if (level >= CpuKernels::kAvx2) return {MicroKernelAvx2, kMR2, kNR2};
   return {MicroKernelGeneric, kMR, kNR};
+}
+
+__attribute__((target("avx2,fma"))) void MicroKernelAvx2Rows(int64_t kc, const Fp32Rows& a,
+                                                             const float* b_panel,
+                                                             const TileOut& out) {
+  static_assert(kAvx2KernelMR == kMR2 && kAvx2KernelNR == kNR2);
+  InPlaceA in_place{{}, a.step_stride};
+  for (int r = 0; r < kMR2; ++r) in_place.row[r] = a.data + (r < a.rows ? r : 0) * a.row_stride;
+  MicroKernelAvx2For(kc, in_place, b_panel, out);
 }
 
 // The bf16 kernel's rounding store (Bf16TileOut): masked 16-column vectors, full or partial.

@@ -52,6 +52,20 @@ Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level);
 // Floats of the largest of those tiles (mr x nr): a local tile that any of them may fill.
 inline constexpr int64_t kFp32MaxTileFloats = 12 * 32;
 
+// The AVX2 kernel's 6 x 16 tile with op(A) read in place instead of from a packed panel
+// (fast_gemm.h: products of at most 16 columns, one column panel, where packing A costs as
+// much as the product): element (r, p) of the tile at data[r * row_stride + p * step_stride].
+// Rows past `rows` (a ragged last tile) are never read: the kernel reads row 0 for them. The
+// same sums in the same order as from a panel: the same bits.
+inline constexpr int64_t kAvx2KernelMR = 6;
+inline constexpr int64_t kAvx2KernelNR = 16;
+struct Fp32Rows {
+  const float* data;
+  int64_t row_stride, step_stride;
+  int64_t rows;
+};
+void MicroKernelAvx2Rows(int64_t kc, const Fp32Rows& a, const float* b_panel, const TileOut& out);
+
 // Where the bf16 kernel rounds its result to when C is BF16 and the slice is K's last:
 // C16 = bf16(acc + partial + beta * C16), partial the fp32 sums of the earlier slices at
 // TileOut's c (none on the first slice), C16 read as fp32, beta from TileOut (0: C16 unread).
