@@ -20,8 +20,8 @@
 // Semantics are FastOps::Gemm's for fp32 operands: fp32 FMA sums in ascending K, beta * C read
 // as fp32 and added once after the sum (beta 0 ignores C, NaN too), a BF16 C rounded once
 // (to nearest even). Each element of C is computed by one task: the same bits for every thread
-// count. Used only where the kernels are AVX-512 (NarrowGemmApplies); other CPUs keep the
-// blocked GEMM.
+// count. Used only where the kernels are AVX-512 (NarrowGemmApplies); on AVX2 kernels the
+// blocked GEMM reads such a product's wide operand in place instead (fast_gemm.cc).
 // Thread safety: one call per scratch at a time.
 #pragma once
 
