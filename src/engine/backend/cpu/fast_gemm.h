@@ -3,7 +3,9 @@
 // and each KC-deep slice of K, op(B) is packed into NR-column panels once, by all threads
 // together; then the block's MC x NC tiles of C are spread over the thread pool, each thread
 // packing its rows of op(A) into MR-row panels, and an MR x NR register-blocked micro-kernel
-// (AVX-512, else AVX2+FMA, else a portable loop: cpu_features.h) multiplies them.
+// (AVX-512, else AVX2+FMA, else a portable loop: cpu_features.h) multiplies them. On AVX2
+// kernels op(A) is read in place, unpacked, where its rows are K-contiguous or C has at most
+// 16 columns, and a C of at most 16 rows is computed transposed (fast_gemm.cc says why).
 // Thread safety: see GemmScratch; one call per scratch at a time.
 #pragma once
 

@@ -53,8 +53,9 @@ Fp32MicroKernel Fp32MicroKernelFor(CpuKernels level);
 inline constexpr int64_t kFp32MaxTileFloats = 12 * 32;
 
 // The AVX2 kernel's 6 x 16 tile with op(A) read in place instead of from a packed panel
-// (fast_gemm.h: products of at most 16 columns, one column panel, where packing A costs as
-// much as the product): element (r, p) of the tile at data[r * row_stride + p * step_stride].
+// (fast_gemm.cc: products of at most 16 columns, where packing A costs as much as the product,
+// and A with K-contiguous rows): element (r, p) of the tile at data[r * row_stride + p *
+// step_stride].
 // Rows past `rows` (a ragged last tile) are never read: the kernel reads row 0 for them. The
 // same sums in the same order as from a panel: the same bits.
 inline constexpr int64_t kAvx2KernelMR = 6;
